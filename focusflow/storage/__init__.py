@@ -1,0 +1,25 @@
+"""Content-addressed artifact storage over fsspec (``file://`` by default, ``s3://`` through s3fs)."""
+
+from focusflow.storage.keys import UnsafeNameError, artifact_key, canonical_json
+from focusflow.storage.store import (
+    Artifact,
+    ArtifactNotFound,
+    ArtifactStore,
+    CorruptArtifactError,
+    StoreError,
+    default_store_uri,
+    redact_uri,
+)
+
+__all__ = [
+    "Artifact",
+    "ArtifactNotFound",
+    "ArtifactStore",
+    "CorruptArtifactError",
+    "StoreError",
+    "UnsafeNameError",
+    "artifact_key",
+    "canonical_json",
+    "default_store_uri",
+    "redact_uri",
+]

@@ -1,0 +1,99 @@
+"""Content-addressed artifact keys and the validation of names that become storage paths.
+
+A key is the sha256 of the canonical JSON of (stage, stage version, parameters, content
+hashes of the inputs). Same inputs and parameters give the same key on any machine, so a
+stage that already ran is found instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
+_SECRET_NAME = re.compile(r"(token|secret|password|passwd|credential|api[_-]?key|access[_-]?key)", re.I)
+REDACTED = "<redacted>"
+
+
+class UnsafeNameError(ValueError):
+    """A stage, key or file name that could escape the store or is not portable."""
+
+
+def validate_segment(name: str, what: str = "name") -> str:
+    """Accept one path segment made of portable characters; reject traversal and separators."""
+    if not isinstance(name, str) or not _SAFE_SEGMENT.match(name) or name in {".", ".."}:
+        raise UnsafeNameError(
+            f"unsafe {what} {name!r}: use 1-200 characters from letters, digits and . _ = + -, "
+            "starting with a letter or digit (no '/', '..', absolute paths or spaces)"
+        )
+    return name
+
+
+def validate_relative_path(path: str) -> str:
+    """Accept a relative POSIX path whose every segment is safe (files inside an artifact)."""
+    if not isinstance(path, str) or not path or path.startswith("/") or "\\" in path:
+        raise UnsafeNameError(f"unsafe file path {path!r}: must be relative, POSIX, without backslashes")
+    parts = PurePosixPath(path).parts
+    for part in parts:
+        validate_segment(part, "path segment")
+    return "/".join(parts)
+
+
+def redact_secrets(value: Any) -> Any:
+    """Replace values whose key names look like credentials, recursively (manifests, logs, keys)."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): (REDACTED if _SECRET_NAME.search(str(k)) and v is not None else redact_secrets(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_secrets(v) for v in value]
+    return value
+
+
+def _normalize(value: Any) -> Any:
+    """Make a value JSON-canonical: stable types, no NaN, sorted sets, paths as strings."""
+    if isinstance(value, Mapping):
+        return {str(k): _normalize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_normalize(v) for v in value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"parameter value {value!r} is not finite and cannot be part of a key")
+        return value
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    if hasattr(value, "model_dump"):  # pydantic models
+        return _normalize(value.model_dump(mode="json"))
+    if hasattr(value, "__fspath__"):
+        return str(value)
+    raise TypeError(f"parameter of type {type(value).__name__} cannot be part of an artifact key")
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON spelling of a value: sorted keys, no whitespace, UTF-8 kept as is."""
+    return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def artifact_key(
+    stage: str,
+    params: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, str] | None = None,
+    version: int | str = 1,
+) -> str:
+    """sha256 hex of the stage, its version, its (secret-free) parameters and its inputs' content hashes."""
+    validate_segment(stage, "stage")
+    document = {
+        "stage": stage,
+        "version": str(version),
+        "params": redact_secrets(dict(params or {})),
+        "inputs": {str(k): str(v) for k, v in (inputs or {}).items()},
+    }
+    return hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()

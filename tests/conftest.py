@@ -1,0 +1,97 @@
+"""Shared fixtures: a local store, an in-process S3 server on 127.0.0.1, the shared data folder."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# Offline by default: Hugging Face Hub and Prefect telemetry are unreachable here.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def shared_data() -> Path:
+    """../shared/data beside the project; tests that need it skip with a reason when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared evaluation data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture()
+def local_store(tmp_path: Path):
+    from focusflow.storage import ArtifactStore
+
+    return ArtifactStore(tmp_path / "store", cache_dir=tmp_path / "cache")
+
+
+class S3Server:
+    """moto's S3 on 127.0.0.1 with the AWS environment pointed at it."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def make_bucket(self, name: str) -> str:
+        import boto3
+
+        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1").create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    pytest.importorskip("moto.server")
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    saved = {k: os.environ.get(k) for k in [*env, "AWS_ENDPOINT_URL_S3"]}
+    os.environ.update(env)
+    server = S3Server()
+    server.start()
+    os.environ["AWS_ENDPOINT_URL_S3"] = server.endpoint
+    yield server
+    server.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture()
+def s3_store(s3_server: S3Server, tmp_path: Path, request: pytest.FixtureRequest):
+    from focusflow.storage import ArtifactStore
+
+    bucket = "ff-" + request.node.name.lower().replace("_", "-")[:40].strip("-[]")
+    bucket = "".join(c if c.isalnum() or c == "-" else "-" for c in bucket)
+    uri = s3_server.make_bucket(bucket)
+    return ArtifactStore(f"{uri}/artifacts", cache_dir=tmp_path / "cache", backoff_s=0.05)

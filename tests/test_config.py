@@ -1,0 +1,62 @@
+"""Run configuration: defaults from the paper, clear errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from focusflow.config import ConfigError, load_config
+
+
+def test_defaults_follow_the_paper():
+    config = load_config(language="sw")
+    assert config.tokenizer.vocab_size == 50_000
+    assert config.lapt.batch_size == 128 and config.lapt.seq_len == 256
+    assert config.lapt.lr == pytest.approx(5e-5) and config.lapt.grad_clip == 1.0
+
+
+def test_yaml_and_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("language: HAU\ntokenizer:\n  vocab_size: 8000\ninit:\n  methods: [focus]\n")
+    config = load_config(path, ["tokenizer.vocab_size=16000", "init.methods=[focus,mean]", "lapt.steps=10"])
+    assert config.language == "hau"
+    assert config.tokenizer.vocab_size == 16000
+    assert config.init.methods == ["focus", "mean"]
+    assert config.lapt.steps == 10
+
+
+def test_invalid_choice_names_field_and_allowed_values():
+    with pytest.raises(ConfigError) as error:
+        load_config(overrides=["lapt.precision=fp8"], language="sw")
+    message = str(error.value)
+    assert "lapt.precision" in message and "'bf16'" in message and "fp8" in message
+
+
+def test_unknown_field_is_rejected():
+    with pytest.raises(ConfigError, match=r"tokenizer\.vocab_sise"):
+        load_config(overrides=["tokenizer.vocab_sise=100"], language="sw")
+
+
+def test_out_of_range_value_is_rejected():
+    with pytest.raises(ConfigError, match=r"split\.heldout_fraction"):
+        load_config(overrides=["split.heldout_fraction=0.9"], language="sw")
+
+
+def test_unknown_method_is_rejected():
+    with pytest.raises(ConfigError, match=r"init\.methods\.1"):
+        load_config(overrides=["init.methods=[focus,magic]"], language="sw")
+
+
+def test_local_corpus_needs_paths():
+    with pytest.raises(ConfigError, match="corpus.paths"):
+        load_config(overrides=["corpus.source=local"], language="sw")
+
+
+def test_missing_language_and_bad_file(tmp_path):
+    with pytest.raises(ConfigError, match="language"):
+        load_config()
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml", language="sw")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(bad)
