@@ -1,0 +1,1 @@
+"""Target-language text: sources, cleaning, deduplication, held-out splits (no Prefect here)."""
