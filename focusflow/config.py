@@ -91,11 +91,21 @@ class InitSpec(_Section):
 
 
 class LaptSpec(_Section):
-    steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT")
+    """Language-adaptive pretraining: FOCUS paper Table 5 defaults (AdamW, lr 5e-5, 10% warmup, batch 128, seq 256).
+
+    The budget is ``steps`` optimizer steps, or ``samples`` sequences, or ``tokens``; set one.
+    """
+
+    steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless samples/tokens is set)")
+    samples: int | None = Field(default=None, gt=0, description="budget in sequences (rounded up to whole steps)")
+    tokens: int | None = Field(default=None, gt=0, description="budget in tokens (rounded up to whole steps)")
     batch_size: int = Field(default=128, ge=1, description="effective batch (sequences per optimizer step)")
     micro_batch_size: int = Field(default=16, ge=1)
     seq_len: int = Field(default=256, ge=8)
     lr: float = Field(default=5e-5, gt=0)
+    adam_beta1: float = Field(default=0.9, ge=0, lt=1)
+    adam_beta2: float = Field(default=0.999, ge=0, lt=1)
+    adam_epsilon: float = Field(default=1e-8, gt=0)
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
     schedule: Literal["constant", "cosine", "linear"] = "constant"
     weight_decay: float = Field(default=0.0, ge=0)
@@ -107,12 +117,36 @@ class LaptSpec(_Section):
     lora_rank: int = Field(default=8, ge=1)
     lora_alpha: int = Field(default=16, ge=1)
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
+    lora_target_modules: list[str] | None = Field(default=None, description="None: peft's default for the architecture")
+    lora_train_embeddings: bool = Field(default=True, description="also train embeddings + LM head fully (new vocabulary)")
     precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
     compile: bool = False
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    masked_only_projection: bool = Field(default=True, description="vocabulary projection only at masked positions")
     checkpoint_every: int = Field(default=500, ge=1)
     keep_last: int = Field(default=2, ge=1)
     eval_every: int = Field(default=100, ge=1)
+    eval_sequences: int = Field(default=256, ge=1, description="held-out sequences per evaluation")
+    log_every: int = Field(default=10, ge=1)
+    prefetch: int = Field(default=4, ge=1, description="batches prepared ahead by the loader thread")
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> LaptSpec:
+        given = [name for name, value in (("steps", self.steps or None), ("samples", self.samples),
+                                          ("tokens", self.tokens)) if value]
+        if len(given) > 1:
+            raise ValueError(f"set only one LAPT budget (steps, samples or tokens), got {', '.join(given)}")
+        return self
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps of the budget, whichever unit it was given in."""
+        if self.samples:
+            return -(-self.samples // self.batch_size)
+        if self.tokens:
+            return -(-self.tokens // (self.batch_size * self.seq_len))
+        return self.steps
 
 
 class EvalSpec(_Section):
