@@ -27,8 +27,13 @@ class CorpusSpec(_Section):
     source: Literal["cc100", "oscar", "mc4", "local", "demo"] = "demo"
     paths: list[str] = Field(default_factory=list, description="files, globs or folders for source=local")
     text_field: str = "text"
+    txt_documents: Literal["line", "paragraph"] = Field(
+        default="line", description="local .txt files: one document per line, or blank-line separated paragraphs")
     max_bytes: int | None = Field(default=None, gt=0)
     max_documents: int | None = Field(default=None, gt=0)
+    dataset_root: str | None = Field(
+        default=None, description="override the hub location of cc100/oscar/mc4 files (a mirror or local folder)")
+    shuffle_buffer: int = Field(default=10_000, ge=0, description="streaming shuffle buffer for hub sources (0: off)")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -42,6 +47,11 @@ class CleaningSpec(_Section):
     min_chars: int = Field(default=20, ge=0)
     max_chars: int = Field(default=100_000, gt=0)
     normalize: Literal["NFC", "NFKC", "none"] = "NFC"
+    min_words: int = Field(default=3, ge=0)
+    max_non_letter_fraction: float = Field(default=0.5, gt=0.0, le=1.0,
+                                           description="drop documents where digits/punctuation/symbols exceed this share")
+    langid_model: str | None = Field(default=None, description="fastText language-ID model (.bin); off when unset")
+    langid_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
 class DedupSpec(_Section):
@@ -52,21 +62,38 @@ class DedupSpec(_Section):
     shingle_size: int = Field(default=5, ge=1)
     num_perm: int = Field(default=128, ge=16)
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    bands: int | None = Field(default=None, ge=1, description="LSH bands; chosen from threshold and num_perm when unset")
+    min_line_chars: int = Field(default=20, ge=0, description="line level: shorter lines are never removed")
+    workers: int = Field(default=0, ge=0, description="processes for signatures; 0 = one per CPU core")
     seed: int = 0
 
 
 class SplitSpec(_Section):
     heldout_fraction: float = Field(default=0.01, gt=0.0, lt=0.5)
     min_heldout_documents: int = Field(default=200, ge=1)
+    max_heldout_fraction: float = Field(default=0.2, gt=0.0, lt=0.5,
+                                        description="caps the floor on small corpora")
     seed: int = 0
 
 
 class TokenizerSpec(_Section):
     algorithm: Literal["unigram", "bpe", "wordpiece"] = "unigram"
-    vocab_size: int = Field(default=50_000, ge=100)
+    vocab_size: int | Literal["auto"] = Field(
+        default=50_000, description="target vocabulary size incl. special tokens, or 'auto' (what the corpus supports)")
     character_coverage: float = Field(default=0.9995, gt=0.9, le=1.0)
     max_sentences: int = Field(default=2_000_000, ge=1000, description="sampled for very large corpora")
+    chars_per_vocab_entry: int = Field(
+        default=300, ge=1, description="refuse vocabularies larger than training characters / this (1 disables)")
+    byte_fallback: bool | None = Field(default=None, description="<0xNN> pieces; None: as the source tokenizer")
+    threads: int = Field(default=0, ge=0, description="trainer threads; 0 = one per CPU core")
     seed: int = 0
+
+    @field_validator("vocab_size")
+    @classmethod
+    def _vocab_size(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 100:
+            raise ValueError("tokenizer.vocab_size must be at least 100 (or 'auto')")
+        return value
 
 
 class FastTextSpec(_Section):
