@@ -286,3 +286,15 @@ def test_s3_server_stopped_mid_operation_gives_clear_error(s3_server, tmp_path, 
     # moto's state lives in-process: a server on the same bucket shows nothing was committed
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint)
     assert not ArtifactStore(f"{uri}/a").exists("model", key)
+
+
+def test_delete_removes_artifact_and_its_cache_records(local_store):
+    artifact = local_store.put_bytes("stage", "k1", "a.txt", b"x")
+    records = Path(local_store.root) / "prefect-results"
+    records.mkdir()
+    (records / f"focusflow-stage-v1-{artifact.key}").write_text("{}")
+    (records / "focusflow-stage-v1-otherkey").write_text("{}")
+    assert local_store.stages() == ["stage"]
+    local_store.delete("stage", "k1")
+    assert not local_store.exists("stage", "k1")
+    assert [p.name for p in records.iterdir()] == ["focusflow-stage-v1-otherkey"]

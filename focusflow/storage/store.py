@@ -43,6 +43,7 @@ from focusflow.storage.keys import (
 log = logging.getLogger(__name__)
 
 MANIFEST = "_manifest.json"
+RESULTS_FOLDER = "prefect-results"  # where Prefect persists task results (URIs) in the store
 MANIFEST_FORMAT = 1
 _HASH_CHUNK = 8 << 20
 T = TypeVar("T")
@@ -247,7 +248,7 @@ class ArtifactStore:
                 return []
             return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False))
 
-        return [s for s in self._retry("list stages", listing) if not s.startswith(".")]
+        return [s for s in self._retry("list stages", listing) if not s.startswith(".") and s != RESULTS_FOLDER]
 
     def list(self, stage: str | None = None) -> list[Artifact]:
         """Committed artifacts of one stage (or all), oldest first."""
@@ -480,6 +481,10 @@ class ArtifactStore:
             self._retry("delete manifest", lambda: self.fs.rm_file(manifest))
         if self.fs.exists(self._path(stage, key)):
             self._retry("delete data", lambda: self.fs.rm(self._path(stage, key), recursive=True))
+        # the orchestrator's cache records for this artifact (see focusflow.tasks.common)
+        pattern = self._path(RESULTS_FOLDER, f"*-{stage}-*-{key}")
+        for record in self._retry("list cache records", lambda: self.fs.glob(pattern)):
+            self._retry("delete cache record", lambda r=record: self.fs.rm_file(r))
 
 
 def _check(artifact: Artifact, name: str, size: int, digest: str) -> None:

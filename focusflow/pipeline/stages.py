@@ -1,0 +1,148 @@
+"""The pipeline's stages as data: name, version, inputs, and the core function that builds each.
+
+This module knows nothing of Prefect. ``run_stage`` computes the artifact key from the stage's
+parameters and its input artifacts' content hashes, returns the stored artifact when it
+exists, and otherwise fetches the inputs to local folders, runs the core function into a
+fresh folder and commits it. The Prefect tasks in ``focusflow.tasks`` call exactly this, with
+a cache policy equal to the same key, so a stage computed from the CLI is a cache hit in a
+flow and the other way round.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from focusflow.storage import Artifact, ArtifactStore
+
+log = logging.getLogger(__name__)
+
+Build = Callable[[Path, Mapping[str, Path], Mapping[str, Any]], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline step: ``build(out_dir, input_folders, params) -> metadata``."""
+
+    name: str
+    version: int
+    inputs: tuple[str, ...]
+    build: Build
+    description: str = ""
+
+
+def _corpus(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.config import CleaningSpec, CorpusSpec
+    from focusflow.corpus import collect_corpus
+
+    return collect_corpus(CorpusSpec(**p["corpus"]), CleaningSpec(**p["cleaning"]), p["language"], out)
+
+
+def _dedup(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.config import DedupSpec
+    from focusflow.corpus import deduplicate
+
+    return deduplicate(inputs["corpus"] / "documents.jsonl", DedupSpec(**p["dedup"]), out)
+
+
+def _split(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.config import SplitSpec
+    from focusflow.corpus import split_corpus
+
+    return split_corpus(inputs["dedup"] / "documents.jsonl", SplitSpec(**p["split"]), out)
+
+
+def _source(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.models import prepare_source
+
+    return prepare_source(p["source_model"], out, **p.get("options", {}))
+
+
+def _tokenizer(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.config import TokenizerSpec
+    from focusflow.tokenizer import train_tokenizer
+
+    return train_tokenizer(inputs["split"] / "train.jsonl", TokenizerSpec(**p["tokenizer"]), out,
+                           source_tokenizer=inputs["source"])
+
+
+def _fasttext(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.config import FastTextSpec
+    from focusflow.embeddings import train_aux_embeddings
+
+    return train_aux_embeddings(inputs["tokenizer"], inputs["split"] / "train.jsonl",
+                                FastTextSpec(**p["fasttext"]), out)
+
+
+def _init(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.embeddings import initialize_model
+
+    return initialize_model(inputs["source"], inputs["tokenizer"], out, method=p["method"], mode=p["mode"],
+                            aux_dir=inputs["fasttext"], seed=p["seed"], train=inputs["split"] / "train.jsonl",
+                            **p.get("options", {}))
+
+
+def _intrinsic(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.evaluation.intrinsic import evaluate_to_folder
+
+    return evaluate_to_folder(inputs["model"], inputs["source"], inputs["split"] / "heldout.jsonl", out,
+                              max_sentences=p["max_sentences"], seed=p["seed"])
+
+
+STAGES: dict[str, Stage] = {
+    stage.name: stage
+    for stage in [
+        Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus"),
+        Stage("dedup", 1, ("corpus",), _dedup, "exact and near-duplicate removal"),
+        Stage("split", 1, ("dedup",), _split, "deterministic held-out split by document hash"),
+        Stage("source", 1, (), _source, "source model folder with an MLM head"),
+        Stage("tokenizer", 1, ("split", "source"), _tokenizer, "language tokenizer from the train split"),
+        Stage("fasttext", 1, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings"),
+        Stage("init", 1, ("source", "tokenizer", "fasttext", "split"), _init, "embedding initialization"),
+        Stage("intrinsic", 1, ("model", "source", "split"), _intrinsic, "held-out MLM loss and fidelity"),
+    ]
+}
+
+
+class StageInputError(ValueError):
+    """A stage was given the wrong set of input artifacts."""
+
+
+def stage_key(store: ArtifactStore, stage: str, params: Mapping[str, Any],
+              inputs: Mapping[str, Artifact | str]) -> str:
+    """The artifact key of a stage run (inputs as artifacts, artifact URIs or content hashes)."""
+    spec = STAGES[stage]
+    resolved = {name: _as_artifact(store, value) for name, value in inputs.items()}
+    return store.key(stage, params, resolved, spec.version)
+
+
+def _as_artifact(store: ArtifactStore, value: Artifact | str) -> Artifact | str:
+    if isinstance(value, Artifact):
+        return value
+    if "://" in value:
+        return store.resolve(value)
+    return value
+
+
+def run_stage(store: ArtifactStore, stage: str, params: Mapping[str, Any],
+              inputs: Mapping[str, Artifact | str] | None = None) -> Artifact:
+    """Build a stage's artifact, or return it from the store when these inputs were built before."""
+    if stage not in STAGES:
+        raise KeyError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
+    spec = STAGES[stage]
+    given = dict(inputs or {})
+    missing, extra = set(spec.inputs) - set(given), set(given) - set(spec.inputs)
+    if missing or extra:
+        raise StageInputError(f"stage {stage} takes inputs {list(spec.inputs)}; missing {sorted(missing)}, "
+                              f"unexpected {sorted(extra)}")
+    artifacts = {name: store.resolve(v) if isinstance(v, str) else v for name, v in given.items()}
+
+    def build(folder: Path) -> Mapping[str, Any] | None:
+        local = {name: store.fetch(artifact) for name, artifact in artifacts.items()}
+        log.info("running stage %s", stage)
+        return spec.build(folder, local, params)
+
+    return store.build_or_get(stage, build, params=params, inputs=artifacts, version=spec.version)

@@ -1,0 +1,98 @@
+"""What every focusflow Prefect task shares: the artifact-key cache policy, result storage in the
+artifact store, and publishing a stage's metrics to the Prefect UI."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
+
+from prefect.cache_policies import CachePolicy
+from prefect.context import TaskRunContext
+from prefect.filesystems import RemoteFileSystem, WritableFileSystem
+
+from focusflow.pipeline.stages import STAGES, stage_key
+from focusflow.storage import ArtifactStore, redact_uri
+from focusflow.storage.store import RESULTS_FOLDER
+
+
+
+@dataclass
+class ArtifactKeyPolicy(CachePolicy):
+    """Cache key = the stage's artifact key: parameters + input content hashes + stage version.
+
+    Never the run id and never a path string: the same inputs on another machine that
+    shares the store hit the same key. The record lives in the store next to the artifacts
+    (``prefect-results/<cache key>``); ``ArtifactStore.delete`` removes it together with the
+    artifact so that a cache hit never returns the URI of a deleted artifact.
+    """
+
+    stage: str = ""
+
+    def compute_key(self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any],
+                    **kwargs: Any) -> str | None:
+        store = ArtifactStore(inputs["store_uri"])
+        key = stage_key(store, self.stage, inputs.get("params") or {}, inputs.get("inputs") or {})
+        return cache_record_name(self.stage, key)
+
+
+def cache_record_name(stage: str, key: str) -> str:
+    return f"focusflow-{stage}-v{STAGES[stage].version}-{key}"
+
+
+def result_storage_for(store_uri: str) -> Path | WritableFileSystem:
+    """Prefect's persisted results (URIs, as JSON) live in the artifact store too.
+
+    A local store is a plain path; a remote one needs a block saved server-side, which is
+    why this is resolved when a flow runs, not when it is defined.
+    """
+    base = f"{store_uri.rstrip('/')}/{RESULTS_FOLDER}"
+    if base.startswith("file://"):
+        return Path(base[len("file://"):])
+    block = RemoteFileSystem(basepath=base)
+    slug = hashlib.sha256(redact_uri(base).encode()).hexdigest()[:12]
+    block.save(f"focusflow-results-{slug}", overwrite=True)
+    return block
+
+
+def artifact_key_name(*parts: str) -> str:
+    """A Prefect artifact key: lowercase letters, digits and dashes only."""
+    joined = "-".join(parts).lower()
+    return re.sub(r"[^a-z0-9-]+", "-", joined).strip("-")[:100] or "focusflow"
+
+
+def flatten(metadata: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested metrics as ``a.b`` → value rows for a table artifact."""
+    rows: dict[str, Any] = {}
+    for key, value in metadata.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows.update(flatten(value, f"{name}."))
+        elif isinstance(value, (list, tuple)) and len(value) > 8:
+            rows[name] = f"[{len(value)} items]"
+        else:
+            rows[name] = value
+    return rows
+
+
+def publish_stage(stage: str, language: str | None, artifact_uri: str, metadata: dict[str, Any]) -> None:
+    """A table of the stage's metrics and where its artifact is stored, in the Prefect UI."""
+    from prefect.artifacts import create_table_artifact
+
+    rows = [{"metric": k, "value": _short(v)} for k, v in flatten(metadata).items()]
+    rows.append({"metric": "artifact", "value": redact_uri(artifact_uri)})
+    create_table_artifact(
+        table=rows,
+        key=artifact_key_name(language or "run", stage),
+        description=f"**{stage}** stage of {language or 'this run'} — stored at `{redact_uri(artifact_uri)}`",
+    )
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 5)
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return str(value)[:200]
