@@ -35,6 +35,7 @@ def _root(
 # Each area registers its commands on `app` (or adds a sub-app) when imported.
 from focusflow.cli import store as _store  # noqa: E402,F401
 from focusflow.cli import config as _config  # noqa: E402,F401
+from focusflow.cli import ops as _ops  # noqa: E402,F401
 
 
 def main() -> None:
