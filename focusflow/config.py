@@ -97,12 +97,18 @@ class TokenizerSpec(_Section):
 
 
 class FastTextSpec(_Section):
+    """Token-level fastText for FOCUS's auxiliary space (paper: 300 dims, 3 epochs, minCount 10;
+    reference code: CBOW, 100 dims, neg 10). Deterministic only with threads=1."""
+
     model: Literal["cbow", "skipgram"] = "cbow"
     dim: int = Field(default=100, ge=8)
     epochs: int = Field(default=10, ge=1)
     min_count: int = Field(default=3, ge=1)
     neg: int = Field(default=10, ge=1)
     window: int = Field(default=5, ge=1)
+    minn: int = Field(default=3, ge=0, description="shortest character n-gram (0 disables subwords)")
+    maxn: int = Field(default=6, ge=0)
+    lr: float = Field(default=0.05, gt=0)
     threads: int = Field(default=2, ge=1)
     seed: int = 0
 
@@ -184,6 +190,16 @@ class EvalSpec(_Section):
     heldout_sentences: int = Field(default=500, ge=10)
 
 
+class OrchestrationSpec(_Section):
+    """How the flow runs: which task runner fans out independent branches, and which branches exist."""
+
+    task_runner: Literal["threads", "processes", "dask"] = "threads"
+    max_workers: int = Field(default=2, ge=1)
+    lapt_methods: list[InitMethod] = Field(default_factory=lambda: ["focus"],
+                                           description="initializations that get LAPT (and downstream evaluation)")
+    evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")
+
+
 class PipelineConfig(_Section):
     """One language's run: which model, which corpus, and every stage's parameters."""
 
@@ -199,6 +215,7 @@ class PipelineConfig(_Section):
     init: InitSpec = Field(default_factory=InitSpec)
     lapt: LaptSpec = Field(default_factory=LaptSpec)
     evaluation: EvalSpec = Field(default_factory=EvalSpec)
+    orchestration: OrchestrationSpec = Field(default_factory=OrchestrationSpec)
 
     @field_validator("language")
     @classmethod
