@@ -1,0 +1,12 @@
+"""Language-adaptive pretraining (LAPT): MLM for encoders, causal LM for decoders, two-stage and LoRA,
+resumable atomic checkpoints, DDP under torchrun. Pure library code (no Prefect)."""
+
+from focusflow.training.checkpoint import latest_checkpoint
+from focusflow.training.data import PackedSequences, pretokenize
+from focusflow.training.flops import flops_per_token, peak_flops
+from focusflow.training.masking import Masker
+from focusflow.training.objective import LossModel, detect_objective
+from focusflow.training.trainer import run_lapt
+
+__all__ = ["run_lapt", "latest_checkpoint", "pretokenize", "PackedSequences", "Masker", "LossModel",
+           "detect_objective", "flops_per_token", "peak_flops"]

@@ -1,0 +1,96 @@
+"""Training objectives as one module: MLM with the vocabulary projection computed only at masked
+positions, or causal LM. Returns the summed loss and the number of predicted tokens, so that
+gradient accumulation and DDP can normalize by the whole effective batch.
+
+Why masked positions only: the MLM head (dense + LayerNorm + |V|-wide decoder) is applied row by
+row, so running it on the ~15% of rows that carry a label gives the same loss while skipping
+85% of the decoder's FLOPs, which dominate at 50k-250k vocabularies.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from focusflow.training.masking import IGNORE_INDEX
+
+log = logging.getLogger(__name__)
+
+_MLM_HEAD_NAMES = ("lm_head", "cls", "generator_lm_head")
+
+
+def detect_objective(model: nn.Module, tokenizer) -> str:
+    """``"mlm"`` for masked-LM models (encoders), ``"clm"`` for causal LMs (decoders)."""
+    architectures = getattr(model.config, "architectures", None) or [type(model).__name__]
+    name = architectures[0] if architectures else type(model).__name__
+    if name.endswith("ForMaskedLM"):
+        return "mlm"
+    if name.endswith(("ForCausalLM", "LMHeadModel")):
+        return "clm"
+    return "mlm" if tokenizer.mask_token_id is not None else "clm"
+
+
+def mlm_head(model: nn.Module) -> nn.Module | None:
+    """The row-wise MLM head of a ``*ForMaskedLM`` model (XLM-R/RoBERTa ``lm_head``, BERT ``cls``), if found."""
+    for name in _MLM_HEAD_NAMES:
+        head = getattr(model, name, None)
+        if isinstance(head, nn.Module):
+            return head
+    return None
+
+
+def head_modules(model: nn.Module) -> list[nn.Module]:
+    """Input embeddings, output embeddings and the MLM head: what stage one of two-stage LAPT trains."""
+    modules = [model.get_input_embeddings()]
+    output = model.get_output_embeddings()
+    if output is not None:
+        modules.append(output)
+    head = mlm_head(model)
+    if head is not None:
+        modules.append(head)
+    return modules
+
+
+class LossModel(nn.Module):
+    """Wraps a Hugging Face LM: ``forward(input_ids, labels) -> (loss_sum, n_predicted)``.
+
+    ``labels`` are MLM labels (-100 off-mask) for ``mlm``; ignored for ``clm`` (next-token targets
+    are the inputs shifted by one). Sequences are packed, so there is no padding and no attention mask.
+    """
+
+    def __init__(self, model: nn.Module, objective: str, masked_only: bool = True):
+        super().__init__()
+        self.model = model
+        self.objective = objective
+        self.body = model.base_model
+        self.head = mlm_head(model) if objective == "mlm" else model.get_output_embeddings()
+        self.masked_only = masked_only and self.head is not None
+        if objective == "mlm" and masked_only and self.head is None:
+            log.warning("no row-wise MLM head found on %s: projecting every position", type(model).__name__)
+        self.body_forward = self.body
+
+    def compile_body(self, **options) -> None:
+        """``torch.compile`` the transformer body only (the gather of masked rows has a data-dependent shape)."""
+        self.body_forward = torch.compile(self.body, **options)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.objective == "clm":
+            hidden = self.body_forward(input_ids=input_ids).last_hidden_state[:, :-1]
+            logits = self.head(hidden)
+            targets = input_ids[:, 1:]
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
+            return loss, torch.tensor(targets.numel(), device=input_ids.device)
+        flat_labels = labels.reshape(-1)
+        if self.masked_only:
+            hidden = self.body_forward(input_ids=input_ids).last_hidden_state
+            positions = (flat_labels != IGNORE_INDEX).nonzero().squeeze(1)
+            logits = self.head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions))
+            targets = flat_labels.index_select(0, positions)
+        else:
+            logits = self.model(input_ids=input_ids).logits.reshape(-1, self.model.config.vocab_size)
+            targets = flat_labels
+        loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX, reduction="sum")
+        return loss, (targets != IGNORE_INDEX).sum()
