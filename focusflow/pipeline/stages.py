@@ -111,22 +111,6 @@ class StageInputError(ValueError):
     """A stage was given the wrong set of input artifacts."""
 
 
-def stage_key(store: ArtifactStore, stage: str, params: Mapping[str, Any],
-              inputs: Mapping[str, Artifact | str]) -> str:
-    """The artifact key of a stage run (inputs as artifacts, artifact URIs or content hashes)."""
-    spec = STAGES[stage]
-    resolved = {name: _as_artifact(store, value) for name, value in inputs.items()}
-    return store.key(stage, params, resolved, spec.version)
-
-
-def _as_artifact(store: ArtifactStore, value: Artifact | str) -> Artifact | str:
-    if isinstance(value, Artifact):
-        return value
-    if "://" in value:
-        return store.resolve(value)
-    return value
-
-
 def run_stage(store: ArtifactStore, stage: str, params: Mapping[str, Any],
               inputs: Mapping[str, Artifact | str] | None = None) -> Artifact:
     """Build a stage's artifact, or return it from the store when these inputs were built before."""

@@ -13,7 +13,7 @@ from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 
-from focusflow.pipeline.stages import STAGES, stage_key
+from focusflow.pipeline.report import flatten_metrics
 from focusflow.storage import ArtifactStore, redact_uri
 from focusflow.storage.store import RESULTS_FOLDER
 
@@ -30,16 +30,17 @@ class ArtifactKeyPolicy(CachePolicy):
     """
 
     stage: str = ""
+    version: int = 1
 
     def compute_key(self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any],
                     **kwargs: Any) -> str | None:
         store = ArtifactStore(inputs["store_uri"])
-        key = stage_key(store, self.stage, inputs.get("params") or {}, inputs.get("inputs") or {})
-        return cache_record_name(self.stage, key)
+        key = store.key(self.stage, inputs.get("params") or {}, inputs.get("inputs") or {}, self.version)
+        return cache_record_name(self.stage, self.version, key)
 
 
-def cache_record_name(stage: str, key: str) -> str:
-    return f"focusflow-{stage}-v{STAGES[stage].version}-{key}"
+def cache_record_name(stage: str, version: int, key: str) -> str:
+    return f"focusflow-{stage}-v{version}-{key}"
 
 
 def result_storage_for(store_uri: str) -> Path | WritableFileSystem:
@@ -63,25 +64,11 @@ def artifact_key_name(*parts: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", joined).strip("-")[:100] or "focusflow"
 
 
-def flatten(metadata: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested metrics as ``a.b`` → value rows for a table artifact."""
-    rows: dict[str, Any] = {}
-    for key, value in metadata.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            rows.update(flatten(value, f"{name}."))
-        elif isinstance(value, (list, tuple)) and len(value) > 8:
-            rows[name] = f"[{len(value)} items]"
-        else:
-            rows[name] = value
-    return rows
-
-
 def publish_stage(stage: str, language: str | None, artifact_uri: str, metadata: dict[str, Any]) -> None:
     """A table of the stage's metrics and where its artifact is stored, in the Prefect UI."""
     from prefect.artifacts import create_table_artifact
 
-    rows = [{"metric": k, "value": _short(v)} for k, v in flatten(metadata).items()]
+    rows = [{"metric": k, "value": _short(v)} for k, v in flatten_metrics(metadata).items()]
     rows.append({"metric": "artifact", "value": redact_uri(artifact_uri)})
     create_table_artifact(
         table=rows,

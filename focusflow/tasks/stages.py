@@ -35,7 +35,7 @@ def _make(stage: str) -> Task[..., str]:
     return task(
         run,
         name=stage,
-        cache_policy=ArtifactKeyPolicy(stage=stage),
+        cache_policy=ArtifactKeyPolicy(stage=stage, version=STAGES[stage].version),
         persist_result=True,
         result_serializer="json",
         retries=2 if stage in _IO_STAGES else 0,
@@ -55,10 +55,3 @@ fasttext_task = STAGE_TASKS["fasttext"]
 init_task = STAGE_TASKS["init"]
 intrinsic_task = STAGE_TASKS["intrinsic"]
 
-
-def stage_tasks_for(store_uri: str) -> dict[str, Task[..., str]]:
-    """The stage tasks with their results persisted in this store (call inside a flow run)."""
-    from focusflow.tasks.common import result_storage_for
-
-    storage = result_storage_for(store_uri)
-    return {name: stage_task.with_options(result_storage=storage) for name, stage_task in STAGE_TASKS.items()}

@@ -1,0 +1,28 @@
+"""``compare_methods``: every initialization method on the same tokenizer, fastText and held-out text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, tags
+
+from focusflow.flows.common import load_run_config
+from focusflow.flows.specialize import prepare_branches, report_inputs
+from focusflow.storage import ArtifactStore
+from focusflow.tasks import tasks_for
+
+
+@flow(name="compare-methods", log_prints=True)
+def compare_methods(language: str, methods: list[str] | None = None, config: dict[str, Any] | None = None,
+                    config_path: str | None = None) -> str:
+    """Initialize with each method (no LAPT), evaluate all on held-out text; returns the report URI."""
+    overrides = {"init": {"methods": methods}} if methods else {}
+    cfg = load_run_config(language, {**(config or {}), **overrides}, config_path)
+    store_uri = ArtifactStore(cfg.store).uri
+    tasks = tasks_for(store_uri)
+    with tags(f"language:{cfg.language}", "compare-methods"):
+        branches = prepare_branches(cfg, store_uri, tasks)
+        report = tasks["report"](store_uri, {"language": cfg.language}, report_inputs(branches),
+                                 language=cfg.language)
+    print(f"report: {report}")
+    return report

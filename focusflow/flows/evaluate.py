@@ -1,0 +1,70 @@
+"""``evaluate_checkpoint``: re-evaluate one stored checkpoint (on a schedule, or when LAPT stores one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, tags
+from prefect.artifacts import create_table_artifact
+
+from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
+from focusflow.storage import Artifact, ArtifactStore, StoreError, redact_uri
+from focusflow.tasks import tasks_for
+from focusflow.tasks.common import artifact_key_name
+
+LATEST = "latest"
+
+
+def latest_checkpoint_uri(store: ArtifactStore, language: str) -> str:
+    """The newest LAPT checkpoint (or final LAPT model) stored for ``language``."""
+    candidates = [a for stage in (CHECKPOINT_STAGE, LAPT_STAGE) for a in store.list(stage)
+                  if a.metadata.get("language") == language]
+    if not candidates:
+        raise StoreError(f"no LAPT checkpoint for language {language!r} in {redact_uri(store.uri)}; "
+                         "run specialize_language with lapt.steps > 0 first")
+    return max(candidates, key=lambda a: a.manifest.get("created", "")).uri
+
+
+def _lineage(store: ArtifactStore, checkpoint: Artifact) -> dict[str, str]:
+    lineage = dict(checkpoint.metadata.get("lineage") or {})
+    missing = {"source", "split"} - set(lineage)
+    if missing:
+        raise StoreError(f"checkpoint {redact_uri(checkpoint.uri)} does not record its {sorted(missing)}; "
+                         "it was not produced by focusflow's LAPT stage")
+    return lineage
+
+
+@flow(name="evaluate-checkpoint", log_prints=True)
+def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | None = None,
+                        store: str | None = None, evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Held-out intrinsic metrics (suite ``intrinsic``) and downstream tasks (``ner:…``, ``nli:…``, ``qa:…``).
+
+    ``checkpoint_uri`` may be ``latest``: the newest checkpoint stored for the language.
+    """
+    if store is None and "://" in checkpoint_uri:
+        store = checkpoint_uri.rsplit("/", 2)[0]
+    artifact_store = ArtifactStore(store)
+    uri = latest_checkpoint_uri(artifact_store, language) if checkpoint_uri == LATEST else checkpoint_uri
+    checkpoint = artifact_store.resolve(uri)
+    lineage = _lineage(artifact_store, checkpoint)
+    suites = suites or ["intrinsic"]
+    tasks = tasks_for(artifact_store.uri)
+    results: dict[str, Any] = {"checkpoint": uri, "step": checkpoint.metadata.get("step")}
+    with tags(f"language:{language}", "evaluate-checkpoint"):
+        if "intrinsic" in suites:
+            intrinsic_uri = tasks["intrinsic"](artifact_store.uri, {"max_sentences": 500, "seed": 0},
+                                               {"model": uri, "source": lineage["source"], "split": lineage["split"]},
+                                               language=language)
+            results["intrinsic"] = dict(artifact_store.resolve(intrinsic_uri).metadata)
+        downstream_suites = [s for s in suites if s != "intrinsic"]
+        if downstream_suites:
+            params = {"tasks": downstream_suites, "seeds": 3, **(evaluation or {})}
+            downstream_uri = tasks["downstream"](artifact_store.uri, params, {"model": uri}, language=language,
+                                                 name=f"step-{results['step']}")
+            results["downstream"] = artifact_store.resolve(downstream_uri).metadata.get("results", [])
+    rows = [{"metric": k, "value": v} for k, v in (results.get("intrinsic") or {}).items()
+            if isinstance(v, (int, float, str))]
+    rows.insert(0, {"metric": "checkpoint", "value": redact_uri(uri)})
+    create_table_artifact(table=rows, key=artifact_key_name(language, "checkpoint-eval"),
+                          description=f"Evaluation of checkpoint step {results['step']} ({language})")
+    return results

@@ -1,0 +1,110 @@
+"""Downstream evaluation and the run report as stored stages.
+
+The evaluation data is identified by the content of its files, not by its path, so the same
+data on another machine gives the same key and changed data recomputes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from focusflow.pipeline.report import write_report
+from focusflow.storage import Artifact, ArtifactStore
+
+DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
+REPORT_STAGE, REPORT_VERSION = "report", 1
+_DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
+
+
+def data_fingerprint(data_root: Path | None) -> str | None:
+    """sha256 over the evaluation files under ``data_root`` (names and bytes)."""
+    if data_root is None:
+        return None
+    root = Path(data_root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"evaluation data folder {root} does not exist")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _DATA_SUFFIXES):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def downstream_params(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """The key-relevant evaluation settings: the data path is replaced by its content fingerprint."""
+    settings = {k: v for k, v in evaluation.items() if k not in ("data_root", "heldout_sentences")}
+    root = evaluation.get("data_root")
+    return {"evaluation": settings, "data": data_fingerprint(Path(root)) if root else None}
+
+
+def run_downstream_stage(store: ArtifactStore, evaluation: Mapping[str, Any], model: Artifact | str,
+                         name: str) -> Artifact:
+    """Fine-tune and test ``model`` on every task of ``evaluation['tasks']`` over its seeds."""
+    from focusflow.evaluation.downstream import evaluate_models
+
+    params = downstream_params(evaluation)
+    model_artifact = store.resolve(model) if isinstance(model, str) else model
+
+    def build(folder: Path) -> dict[str, Any]:
+        frame = evaluate_models({name: store.fetch(model_artifact)}, list(evaluation["tasks"]), folder,
+                                seeds=evaluation.get("seeds", 5), epochs=evaluation.get("epochs"),
+                                max_train_samples=evaluation.get("max_train_samples"),
+                                data_root=Path(evaluation["data_root"]) if evaluation.get("data_root") else None)
+        return {"results": json.loads(frame.to_json(orient="records"))}
+
+    return store.build_or_get(DOWNSTREAM_STAGE, build, params=params, inputs={"model": model_artifact},
+                              version=DOWNSTREAM_VERSION)
+
+
+def _row(method: str, stage: str, *metadata: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"method": method, "stage": stage}
+    for values in metadata:
+        for key, value in values.items():
+            if isinstance(value, (int, float, str, bool)) or value is None:
+                row.setdefault(key, value)
+    return row
+
+
+def build_report(store: ArtifactStore, language: str, inputs: Mapping[str, str]) -> Artifact:
+    """The run report from stored artifacts named ``<kind>:<name>`` (``stage:corpus``, ``intrinsic:focus``…)."""
+    artifacts = {name: store.resolve(uri) for name, uri in inputs.items()}
+
+    def build(folder: Path) -> dict[str, Any]:
+        by_kind: dict[str, dict[str, Artifact]] = {}
+        for name, artifact in artifacts.items():
+            kind, _, label = name.partition(":")
+            by_kind.setdefault(kind, {})[label] = artifact
+        tokenizer = by_kind.get("stage", {}).get("tokenizer")
+        target_metrics = dict(tokenizer.metadata) if tokenizer else {}
+        rows = []
+        for method, evaluation in by_kind.get("intrinsic", {}).items():
+            init = by_kind.get("init", {}).get(method)
+            extra = [dict(init.metadata)] if init else []
+            if method != "original" and "tokens_per_word" not in evaluation.metadata:
+                extra.append({"tokens_per_word": _target_tokens_per_word(target_metrics)})
+            rows.append(_row(method, "init", dict(evaluation.metadata), *extra))
+        for method, trained in by_kind.get("lapt", {}).items():
+            rows.append(_row(method, "lapt", dict(trained.metadata)))
+        downstream = [pd.DataFrame(a.metadata.get("results", [])) for a in by_kind.get("downstream", {}).values()]
+        downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
+        sections = {f"{label} ({kind})": dict(a.metadata) for kind in ("stage",)
+                    for label, a in by_kind.get(kind, {}).items()}
+        sections["artifacts"] = {name: a.uri for name, a in artifacts.items()}
+        return write_report(folder, language, rows, sections, downstream_frame)
+
+    return store.build_or_get(REPORT_STAGE, build, params={"language": language}, inputs=artifacts,
+                              version=REPORT_VERSION)
+
+
+def _target_tokens_per_word(metrics: Mapping[str, Any]) -> Any:
+    for key in ("tokens_per_word", "target.tokens_per_word"):
+        if key in metrics:
+            return metrics[key]
+    target = metrics.get("target")
+    return target.get("tokens_per_word") if isinstance(target, Mapping) else None

@@ -1,0 +1,107 @@
+"""The run report: one Markdown page, a comparison CSV and a bar chart from the stages' metrics.
+
+It reads only artifact manifests (the metrics each stage recorded), so it is cheap and can be
+rebuilt for any set of stored artifacts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+# The comparison columns in the order users read them (missing ones are left out).
+COMPARISON_COLUMNS = [
+    "method", "stage", "fidelity", "retrieval_top1", "mlm_loss", "mlm_accuracy", "bits_per_byte",
+    "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", "copied", "combined", "random",
+]
+_CHART_METRICS = ["retrieval_top1", "fidelity", "mlm_loss", "bits_per_byte"]
+
+
+def flatten_metrics(metadata: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested metrics as ``a.b`` → value (long lists summarized), for tables."""
+    rows: dict[str, Any] = {}
+    for key, value in metadata.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            rows.update(flatten_metrics(value, f"{name}."))
+        elif isinstance(value, (list, tuple)) and len(value) > 8:
+            rows[name] = f"[{len(value)} items]"
+        else:
+            rows[name] = value
+    return rows
+
+
+def comparison_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    ordered = [c for c in COMPARISON_COLUMNS if c in frame.columns]
+    return frame[ordered + [c for c in frame.columns if c not in ordered]]
+
+
+def _markdown_table(frame: pd.DataFrame) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "" if math.isnan(value) else f"{value:.4g}"
+        return str(value)
+
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])
+
+
+def _key_values(title: str, values: Mapping[str, Any]) -> str:
+    lines = [f"### {title}", "", "| metric | value |", "| --- | --- |"]
+    for key, value in flatten_metrics(values).items():
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        lines.append(f"| {key} | {shown[:120]} |")
+    return "\n".join(lines)
+
+
+def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in _CHART_METRICS if m in frame.columns and frame[m].notna().any()]
+    if not metrics:
+        return
+    labels = frame["method"].astype(str) + frame.get("stage", pd.Series([""] * len(frame))).map(
+        lambda s: f" ({s})" if s and s != "init" else "")
+    figure, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6), squeeze=False)
+    for axis, metric in zip(axes[0], metrics):
+        values = frame[metric].astype(float)
+        axis.bar(range(len(values)), values, color=["#4c72b0" if "focus" in str(l) else "#999999" for l in labels])
+        axis.set_xticks(range(len(values)), labels, rotation=45, ha="right", fontsize=8)
+        axis.set_title(metric + (" ↓" if metric in ("mlm_loss", "bits_per_byte") else " ↑"))
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str, Any]],
+                 sections: Mapping[str, Mapping[str, Any]], downstream: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Write ``report.md``, ``comparison.csv`` and ``comparison.png``; return the headline numbers."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame = comparison_frame(comparison_rows)
+    frame.to_csv(out_dir / "comparison.csv", index=False)
+    comparison_chart(frame, out_dir / "comparison.png")
+    parts = [f"# focusflow report — {language}", ""]
+    if not frame.empty:
+        parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "",
+                  "![comparison](comparison.png)", ""]
+    if downstream is not None and not downstream.empty:
+        downstream.to_csv(out_dir / "downstream.csv", index=False)
+        parts += ["## Downstream tasks (mean ± std over seeds)", "", _markdown_table(downstream), ""]
+    for title, values in sections.items():
+        parts += [_key_values(title, values), ""]
+    (out_dir / "report.md").write_text("\n".join(parts), encoding="utf-8")
+    headline: dict[str, Any] = {"language": language, "n_methods": int(len(frame))}
+    if "retrieval_top1" in frame.columns:
+        for row in frame.to_dict("records"):
+            headline[f"{row['method']}_{row.get('stage', 'init')}_top1"] = row.get("retrieval_top1")
+    return headline
