@@ -35,6 +35,7 @@ def _root(
 # Each area registers its commands on `app` (or adds a sub-app) when imported.
 from focusflow.cli import store as _store  # noqa: E402,F401
 from focusflow.cli import config as _config  # noqa: E402,F401
+from focusflow.cli import transfer as _transfer  # noqa: E402,F401
 from focusflow.cli import flows as _flows  # noqa: E402,F401
 from focusflow.cli import ops as _ops  # noqa: E402,F401
 from focusflow.cli import lapt as _lapt  # noqa: E402,F401

@@ -1,0 +1,137 @@
+"""``initialize_model``: a saved source model + a target tokenizer -> a complete initialized model folder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from focusflow.config import FastTextSpec
+from focusflow.corpus.io import read_texts
+from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
+from focusflow.embeddings.modes import extend_tokenizer, frequency_order, prune_tokenizer, count_token_ids
+from focusflow.embeddings.plan import PlanBuilder
+from focusflow.embeddings.transfer import METHODS, make_report, summarize, transfer_embeddings
+from focusflow.models.surgery import load_source, token_parameters, write_model
+from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
+
+log = logging.getLogger(__name__)
+MODES = ("replace", "extend", "prune")
+REPORT_FILE = "transfer_report.parquet"
+TOTALS_FILE = "transfer_totals.json"
+
+
+def _aux_for(method: str, target_tokenizer_dir: Path | None, aux_dir: Path | None, out_dir: Path,
+             options: dict[str, Any]) -> AuxVectors | None:
+    if method not in ("focus", "focus-symbolic"):
+        return None
+    if aux_dir is not None:
+        return load_aux_vectors(Path(aux_dir))
+    train = options.get("train")
+    if train is None or target_tokenizer_dir is None:
+        raise ValueError(f"method {method!r} needs auxiliary vectors: pass aux_dir (from train_aux_embeddings) "
+                         "or train=<corpus.jsonl> to train fastText now")
+    spec = options.get("fasttext") or FastTextSpec()
+    folder = out_dir.with_name(out_dir.name + ".fasttext")
+    stats = train_aux_embeddings(Path(target_tokenizer_dir), Path(train), spec, folder)
+    log.info("trained fastText: %s", stats)
+    return load_aux_vectors(folder)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_dir: Path, method: str,
+                     mode: str = "replace", aux_dir: Path | None = None, seed: int = 0, **options: Any) -> dict[str, Any]:
+    """Write an initialized HF model folder (+ transfer_report.parquet, transfer_totals.json); return the totals.
+
+    Options: ``train`` (corpus jsonl; needed by prune, by extend's frequency ranking, and to train fastText when
+    no ``aux_dir``), ``fasttext`` (FastTextSpec), ``extend_top_n``, WECHSEL's ``wechsel_source_vectors``,
+    ``wechsel_target_vectors``, ``wechsel_dictionary``, and ``chunk_rows``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    out_dir = Path(out_dir)
+    model, source_tokenizer = load_source(Path(source_dir))
+    params = token_parameters(model)
+    train = options.get("train")
+    transfer_options = {k: v for k, v in options.items() if k not in ("train", "fasttext", "extend_top_n")}
+    if mode == "prune":
+        if train is None:
+            raise ValueError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
+        counts = count_token_ids(source_tokenizer, read_texts(train))
+        target_tokenizer, kept = prune_tokenizer(source_tokenizer, np.flatnonzero(counts))
+        builder = PlanBuilder(len(kept), len(source_tokenizer))
+        builder.copy(np.arange(len(kept)), kept, "kept")
+        plan = builder.build()
+        matrices = {name: plan.apply(matrix) for name, matrix in params.matrices.items()}
+        report = make_report(plan, {}, canonical_vocab(source_tokenizer), canonical_vocab(target_tokenizer))
+        totals = summarize(plan, {}, method="prune")
+    elif mode == "replace":
+        if target_tokenizer_dir is None:
+            raise ValueError("mode 'replace' needs a target tokenizer")
+        from transformers import AutoTokenizer
+
+        target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
+        aux = _aux_for(method, target_tokenizer_dir, aux_dir, out_dir, options)
+        result = transfer_embeddings(source_tokenizer, target_tokenizer, params.matrices, method, aux=aux, seed=seed,
+                                     **transfer_options)
+        matrices, report, totals = result.matrices, result.report, result.totals
+    else:
+        if target_tokenizer_dir is None:
+            raise ValueError("mode 'extend' needs the language tokenizer whose tokens are added")
+        matrices, report, totals, target_tokenizer = _extend(source_tokenizer, Path(target_tokenizer_dir), params.matrices,
+                                                             method, aux_dir, out_dir, seed, options, transfer_options)
+    written = write_model(model, target_tokenizer, matrices, out_dir)
+    totals.update(mode=mode, vocab_size=written["vocab_size"], n_params=written["n_params"], seed=seed)
+    temporary = out_dir / f".{REPORT_FILE}.tmp-{os.getpid()}"
+    report.to_parquet(temporary, index=False)
+    os.replace(temporary, out_dir / REPORT_FILE)
+    _write_json(out_dir / TOTALS_FILE, totals)
+    return totals
+
+
+def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str, np.ndarray], method: str,
+            aux_dir: Path | None, out_dir: Path, seed: int, options: dict[str, Any], transfer_options: dict[str, Any]):
+    """Source vocabulary kept as is; the top-N new tokens of the language tokenizer appended and initialized."""
+    from transformers import AutoTokenizer
+
+    language = AutoTokenizer.from_pretrained(str(language_dir))
+    aux = _aux_for(method, language_dir, aux_dir, out_dir, options)
+    result = transfer_embeddings(source_tokenizer, language, source_matrices, method, aux=aux, seed=seed, **transfer_options)
+    forms = canonical_vocab(language)
+    is_new = ~result.report["fate"].str.startswith("copied").to_numpy() & np.array([f.kind != "special" for f in forms])
+    train = options.get("train")
+    order = frequency_order(language, read_texts(train) if train else None)
+    chosen = order[is_new[order]][: int(options.get("extend_top_n", 10_000))]
+    spec = backend_spec(language)
+    scores = ({i: float(s) for i, (_, s) in enumerate(spec["model"]["vocab"])} if spec["model"]["type"] == "Unigram" else None)
+    extended, added, fillers = extend_tokenizer(source_tokenizer, [forms[i] for i in chosen.tolist()], scores)
+    added_ids = np.asarray([f.id for f in added], np.int64)
+    n_source = len(source_tokenizer)
+    matrices = {}
+    for name, matrix in source_matrices.items():
+        filler_rows = np.repeat(matrix.mean(axis=0, keepdims=True), fillers, axis=0).astype(np.float32)
+        matrices[name] = np.concatenate([matrix.astype(np.float32), filler_rows, result.matrices[name][added_ids]])
+    kept = pd.DataFrame({"target_id": np.arange(n_source), "token": source_tokenizer.convert_ids_to_tokens(list(range(n_source))),
+                         "fate": "kept", "source_id": np.arange(n_source), "source_token": None, "support": 0,
+                         "top_anchors": ""})
+    new_part = result.report.iloc[added_ids].copy()
+    new_part["target_id"] = np.arange(len(added_ids)) + n_source + fillers
+    report = pd.concat([kept, new_part], ignore_index=True)
+    totals = dict(result.totals)
+    totals.update(kept=n_source, added=len(added_ids), placeholders=fillers,
+                  added_fates=new_part["fate"].value_counts().to_dict())
+    if len(extended) != n_source + fillers + len(added_ids):
+        raise RuntimeError("extended tokenizer size does not match the new embedding rows")
+    return matrices, report, totals, extended

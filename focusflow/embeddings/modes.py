@@ -1,0 +1,179 @@
+"""Vocabulary edits for the extend and prune modes (tokenizer.json surgery, ids stay consistent)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from focusflow.tokenizer.canonical import CanonicalToken, backend_spec, bytes_to_unicode, detect_scheme
+
+
+def _wrap(tokenizer: Any, spec: dict[str, Any]):
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    specials = {name: str(getattr(tokenizer, name)) for name in
+                ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+                if getattr(tokenizer, name, None) is not None}
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec, ensure_ascii=False)), **specials)
+
+
+def count_token_ids(tokenizer: Any, texts: Iterable[str], batch_size: int = 1000) -> np.ndarray:
+    """How often each id of ``tokenizer`` occurs in ``texts``."""
+    counts = np.zeros(len(tokenizer), np.int64)
+    batch: list[str] = []
+
+    def flush() -> None:
+        for encoding in tokenizer.backend_tokenizer.encode_batch(batch, add_special_tokens=False):
+            np.add.at(counts, np.asarray(encoding.ids, np.int64), 1)
+
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= batch_size:
+            flush()
+            batch = []
+    if batch:
+        flush()
+    return counts
+
+
+def _remap_post_processor(node: Any, remap: dict[int, int]) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key in ("sep", "cls") and isinstance(value, list) and len(value) == 2 and isinstance(value[1], int):
+                out[key] = [value[0], remap[value[1]]]
+            elif key == "ids" and isinstance(value, list):
+                out[key] = [remap[v] for v in value]
+            else:
+                out[key] = _remap_post_processor(value, remap)
+        return out
+    if isinstance(node, list):
+        return [_remap_post_processor(v, remap) for v in node]
+    return node
+
+
+def prune_tokenizer(tokenizer: Any, keep: np.ndarray) -> tuple[Any, np.ndarray]:
+    """A tokenizer with only ``keep`` ids (plus what the model needs to reach them), renumbered in order.
+
+    Returns (pruned tokenizer, kept old ids in new-id order). Kept always: special/added tokens, the
+    byte alphabet of byte-level BPE, ``<0xNN>`` pieces, and for BPE every merge ingredient of a kept token.
+    """
+    spec = backend_spec(tokenizer)
+    model = spec["model"]
+    scheme, _ = detect_scheme(spec)
+    vocab = tokenizer.get_vocab()
+    keep_set = set(int(i) for i in keep)
+    keep_set |= {entry["id"] for entry in spec.get("added_tokens") or []}
+    if model.get("unk_id") is not None:
+        keep_set.add(model["unk_id"])
+    if model.get("unk_token") in vocab:
+        keep_set.add(vocab[model["unk_token"]])
+    if scheme == "byte_level":
+        keep_set |= {vocab[c] for c in bytes_to_unicode().values() if c in vocab}
+    keep_set |= {i for t, i in vocab.items() if len(t) == 6 and t.startswith("<0x") and t.endswith(">")}
+    if model["type"] == "BPE":
+        merges = [m.split(" ", 1) if isinstance(m, str) else m for m in model.get("merges", [])]
+        made_by = {a + b: (a, b) for a, b in merges}
+        by_id = {i: t for t, i in vocab.items()}
+        stack = [by_id[i] for i in keep_set if i in by_id]
+        while stack:
+            parts = made_by.get(stack.pop())
+            if parts:
+                for part in parts:
+                    if part in vocab and vocab[part] not in keep_set:
+                        keep_set.add(vocab[part])
+                        stack.append(part)
+    kept = np.asarray(sorted(keep_set), np.int64)
+    remap = {int(old): new for new, old in enumerate(kept.tolist())}
+    if model["type"] == "Unigram":
+        model["vocab"] = [model["vocab"][old] for old in kept.tolist() if old < len(model["vocab"])]
+        if model.get("unk_id") is not None:
+            model["unk_id"] = remap[model["unk_id"]]
+    elif model["type"] in ("WordPiece", "BPE", "WordLevel"):
+        kept_tokens = {t for t, i in model["vocab"].items() if i in remap}
+        model["vocab"] = {t: remap[i] for t, i in sorted(model["vocab"].items(), key=lambda x: x[1]) if i in remap}
+        if model["type"] == "BPE":
+            model["merges"] = [[a, b] for a, b in merges if a in kept_tokens and b in kept_tokens and a + b in kept_tokens]
+    else:
+        raise ValueError(f"cannot prune a {model['type']} tokenizer")
+    for entry in spec.get("added_tokens") or []:
+        entry["id"] = remap[entry["id"]]
+    spec["post_processor"] = _remap_post_processor(spec.get("post_processor"), remap)
+    return _wrap(tokenizer, spec), kept
+
+
+def _spelling(form: CanonicalToken, scheme: str, options: dict[str, Any]) -> str | None:
+    """How the source tokenizer's model would spell a canonical token."""
+    text = form.text
+    if scheme == "byte_level":
+        table = bytes_to_unicode()
+        return "".join(table[b] for b in ((b" " if form.word_start else b"") + form.data))
+    if text is None:
+        return None
+    if scheme == "wordpiece":
+        return text if form.word_start else options["prefix"] + text
+    if scheme == "sentencepiece":
+        return (options["space"] if form.word_start else "") + text.replace(" ", options["space"])
+    return text
+
+
+def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: dict[int, float] | None = None):
+    """The source tokenizer plus ``new_forms`` appended at the end (ids len(tokenizer), ...).
+
+    Unigram: appended pieces with their target scores (so Viterbi uses them); WordPiece: appended to
+    the vocabulary (greedy longest match uses them). BPE sources would need merges: not supported.
+    Returns (tokenizer, the appended forms actually added).
+    """
+    spec = backend_spec(tokenizer)
+    model = spec["model"]
+    scheme, options = detect_scheme(spec)
+    if model["type"] not in ("Unigram", "WordPiece"):
+        raise ValueError(f"extend mode supports Unigram (SentencePiece) and WordPiece source tokenizers, not "
+                         f"{model['type']}; use mode=replace for this source")
+    if spec.get("added_tokens") and max(e["id"] for e in spec["added_tokens"]) >= _model_size(model):
+        # added specials (e.g. <mask>) sit after the model vocabulary; appending would collide with their ids
+        top = max(e["id"] for e in spec["added_tokens"])
+    else:
+        top = None
+    existing = set(tokenizer.get_vocab())
+    added: list[CanonicalToken] = []
+    spellings = []
+    for form in new_forms:
+        piece = _spelling(form, scheme, options)
+        if piece is None or piece in existing:
+            continue
+        existing.add(piece)
+        spellings.append(piece)
+        added.append(form)
+    # specials added after training (e.g. <mask>) may sit just past the model vocabulary: keep their ids
+    # valid by filling up to them with never-used placeholder pieces, then append the new pieces.
+    fillers = [f"<ff_unused_{i}>" for i in range(max(0, (top + 1 - _model_size(model)) if top is not None else 0))]
+    if model["type"] == "Unigram":
+        floor = min((score for _, score in model["vocab"]), default=-20.0)
+        model["vocab"] += [[piece, floor - 10.0] for piece in fillers]
+        model["vocab"] += [[piece, (scores or {}).get(form.id, floor)] for piece, form in zip(spellings, added)]
+    else:
+        for piece in fillers + spellings:
+            model["vocab"][piece] = len(model["vocab"])
+    spellings = fillers + spellings
+    return _wrap(tokenizer, spec), added, (len(spellings) - len(added))
+
+
+def _model_size(model: dict[str, Any]) -> int:
+    return len(model["vocab"])
+
+
+def frequency_order(tokenizer: Any, texts: Iterable[str] | None) -> np.ndarray:
+    """Ids ordered by corpus frequency (ties and no corpus: id order, i.e. merge rank / vocabulary order)."""
+    if texts is None:
+        return np.arange(len(tokenizer))
+    counts = count_token_ids(tokenizer, texts)
+    return np.lexsort((np.arange(len(counts)), -counts))
+
+
+__all__ = ["prune_tokenizer", "extend_tokenizer", "count_token_ids", "frequency_order", "Counter"]

@@ -1,0 +1,116 @@
+"""A transfer plan: how every target row is built from source rows, applied to any per-token matrix.
+
+Every method (FOCUS and the baselines) produces the same thing: a sparse row-stochastic matrix
+``T`` (target x source, CSR) plus masks for rows drawn at random or set to the source mean. The
+same plan is applied to the input embeddings, untied output embeddings and the MLM decoder bias,
+so heads get "the same weights" by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+FATES = ("copied_exact", "copied_fuzzy", "copied_special", "combined", "random", "mean", "kept")
+
+
+@dataclass
+class TransferPlan:
+    n_target: int
+    n_source: int
+    indptr: np.ndarray          # int64, n_target + 1
+    indices: np.ndarray         # int64 source ids
+    weights: np.ndarray         # float32
+    random_rows: np.ndarray     # bool, n_target: N(mean, std) per column, seeded
+    mean_rows: np.ndarray       # bool, n_target: column mean of the source matrix
+    fate: np.ndarray            # object, n_target
+    source_id: np.ndarray = field(default=None)      # int64, copied source id or -1
+    support: np.ndarray = field(default=None)        # int64, entries combined (0 for copies)
+
+    def __post_init__(self) -> None:
+        if self.source_id is None:
+            self.source_id = np.full(self.n_target, -1, np.int64)
+        if self.support is None:
+            self.support = np.zeros(self.n_target, np.int64)
+
+    def apply(self, matrix: np.ndarray, seed: int = 0, chunk_rows: int = 8192) -> np.ndarray:
+        """Target rows for a source matrix (``n_source x d`` or a 1-D bias), float32."""
+        vector = matrix.ndim == 1
+        source = torch.from_numpy(np.ascontiguousarray(matrix.reshape(len(matrix), -1), dtype=np.float32))
+        if source.shape[0] != self.n_source:
+            raise ValueError(f"plan expects {self.n_source} source rows, matrix has {source.shape[0]}")
+        out = torch.zeros(self.n_target, source.shape[1], dtype=torch.float32)
+        indptr = torch.from_numpy(self.indptr)
+        indices = torch.from_numpy(self.indices)
+        weights = torch.from_numpy(self.weights)
+        for start in range(0, self.n_target, chunk_rows):
+            stop = min(start + chunk_rows, self.n_target)
+            lo, hi = int(indptr[start]), int(indptr[stop])
+            if hi == lo:
+                continue
+            offsets = indptr[start:stop + 1] - lo
+            out[start:stop] = torch.nn.functional.embedding_bag(
+                indices[lo:hi], source, offsets, mode="sum", per_sample_weights=weights[lo:hi], include_last_offset=True)
+        result = out.numpy()
+        if self.mean_rows.any() or self.random_rows.any():
+            mean = matrix.reshape(len(matrix), -1).astype(np.float64).mean(axis=0)
+            std = matrix.reshape(len(matrix), -1).astype(np.float64).std(axis=0, ddof=1) if len(matrix) > 1 else np.zeros_like(mean)
+            result[self.mean_rows] = mean.astype(np.float32)
+            rows = np.flatnonzero(self.random_rows)
+            if len(rows):
+                rng = np.random.default_rng(seed)
+                result[rows] = (mean + std * rng.standard_normal((len(rows), len(mean)))).astype(np.float32)
+        return result.reshape(-1) if vector else result
+
+
+class PlanBuilder:
+    """Accumulates per-row decisions, then freezes them into a CSR :class:`TransferPlan`."""
+
+    def __init__(self, n_target: int, n_source: int) -> None:
+        self.n_target, self.n_source = n_target, n_source
+        self.fate = np.full(n_target, "random", dtype=object)
+        self.source_id = np.full(n_target, -1, np.int64)
+        self.support = np.zeros(n_target, np.int64)
+        self._rows: list[np.ndarray] = []
+        self._cols: list[np.ndarray] = []
+        self._vals: list[np.ndarray] = []
+        self.mean_rows = np.zeros(n_target, bool)
+
+    def copy(self, target_ids: np.ndarray, source_ids: np.ndarray, fates: np.ndarray | str) -> None:
+        target_ids = np.asarray(target_ids, np.int64)
+        self._add(target_ids, np.asarray(source_ids, np.int64), np.ones(len(target_ids), np.float32))
+        self.fate[target_ids] = fates
+        self.source_id[target_ids] = source_ids
+        self.support[target_ids] = 0
+
+    def combine(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        """Weighted combinations: triplets (target row, source id, weight)."""
+        rows = np.asarray(rows, np.int64)
+        self._add(rows, np.asarray(cols, np.int64), np.asarray(vals, np.float32))
+        unique, counts = np.unique(rows, return_counts=True)
+        self.fate[unique] = "combined"
+        self.support[unique] = counts
+
+    def mean(self, target_ids: np.ndarray) -> None:
+        self.mean_rows[target_ids] = True
+        self.fate[target_ids] = "mean"
+
+    def _add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        self._rows.append(rows)
+        self._cols.append(cols)
+        self._vals.append(vals)
+
+    def build(self) -> TransferPlan:
+        rows = np.concatenate(self._rows) if self._rows else np.zeros(0, np.int64)
+        cols = np.concatenate(self._cols) if self._cols else np.zeros(0, np.int64)
+        vals = np.concatenate(self._vals) if self._vals else np.zeros(0, np.float32)
+        order = np.argsort(rows, kind="stable")
+        counts = np.bincount(rows, minlength=self.n_target)
+        indptr = np.zeros(self.n_target + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        random_rows = (counts == 0) & ~self.mean_rows
+        self.fate[random_rows] = "random"
+        return TransferPlan(self.n_target, self.n_source, indptr, cols[order], vals[order].astype(np.float32),
+                            random_rows, self.mean_rows.copy(), self.fate, self.source_id, self.support)

@@ -1,0 +1,175 @@
+"""``transfer_embeddings``: source matrices + tokenizers -> target matrices + per-token report."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from focusflow.embeddings import baselines
+from focusflow.embeddings.auxiliary import AuxVectors
+from focusflow.embeddings.focus import sparsemax_similarity_weights
+from focusflow.embeddings.overlap import Overlap, compute_overlap
+from focusflow.embeddings.plan import PlanBuilder, TransferPlan
+from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab
+
+log = logging.getLogger(__name__)
+METHODS = ("focus", "random", "mean", "fvt", "focus-symbolic", "wechsel", "avg-eg")
+
+
+@dataclass
+class TransferResult:
+    """Target matrices (same keys as the source ``matrices``), the plan, the per-token report and totals."""
+
+    matrices: dict[str, np.ndarray]
+    plan: TransferPlan
+    report: pd.DataFrame
+    totals: dict[str, Any]
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        return self.matrices["embeddings"]
+
+
+def _copy_overlap(builder: PlanBuilder, overlap: Overlap) -> None:
+    fates = np.asarray(["copied_" + kind for kind in overlap.kinds], dtype=object)
+    builder.copy(overlap.target_ids, overlap.source_ids, fates)
+
+
+def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux: AuxVectors | None = None,
+               overlap: Overlap | None = None, seed: int = 0, chunk_rows: int = 2048, topk: int = 256,
+               source_forms: list[CanonicalToken] | None = None, target_forms: list[CanonicalToken] | None = None,
+               **options: Any) -> tuple[TransferPlan, dict[str, Any]]:
+    """Decide every target row's fate for ``method``; returns the plan and method-specific details."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    source_forms = source_forms or canonical_vocab(source_tokenizer)
+    target_forms = target_forms or canonical_vocab(target_tokenizer)
+    if overlap is None:
+        overlap = compute_overlap(source_tokenizer, target_tokenizer, "symbolic" if method == "focus-symbolic" else "full",
+                                  source_forms, target_forms)
+    n_target, n_source = len(target_forms), len(source_forms)
+    builder = PlanBuilder(n_target, n_source)
+    details: dict[str, Any] = {"overlap": overlap}
+    is_special = np.fromiter((f.kind == "special" for f in target_forms), bool, n_target)
+    matched = np.zeros(n_target, bool)
+    matched[overlap.target_ids] = True
+    rest = np.flatnonzero(~matched)
+    if method == "random":
+        specials = overlap.kinds == "special"
+        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], "copied_special")
+        special_copied = np.zeros(n_target, bool)
+        special_copied[overlap.target_ids[specials]] = True
+        baselines.random_rows(builder, np.flatnonzero(~special_copied), seed)
+    elif method == "wechsel":
+        specials = overlap.kinds == "special"
+        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], "copied_special")
+        taken = np.zeros(n_target, bool)
+        taken[overlap.target_ids[specials]] = True
+        missing = [name for name in ("wechsel_source_vectors", "wechsel_target_vectors") if not options.get(name)]
+        if missing:
+            raise ValueError(f"method 'wechsel' needs {', '.join(missing)} (fastText .bin word vectors of the source and "
+                             f"target languages) and optionally wechsel_dictionary (TSV word pairs); nothing is downloaded")
+        baselines.wechsel_rows(builder, np.flatnonzero(~taken & ~is_special), target_forms, source_forms,
+                               Path(options["wechsel_source_vectors"]), Path(options["wechsel_target_vectors"]),
+                               options.get("wechsel_dictionary"), k=int(options.get("wechsel_k", 10)),
+                               temperature=float(options.get("wechsel_temperature", 0.1)))
+    else:
+        _copy_overlap(builder, overlap)
+        if method == "mean":
+            builder.mean(rest)
+        elif method == "fvt":
+            baselines.fvt_rows(builder, rest[~is_special[rest]], target_forms, source_tokenizer)
+        elif method == "avg-eg":
+            baselines.avg_eg_rows(builder, rest[~is_special[rest]], target_forms, source_forms)
+        else:  # focus, focus-symbolic
+            if aux is None:
+                raise ValueError(f"method {method!r} needs auxiliary vectors (train_aux_embeddings or a fastText .bin)")
+            aux_rows = aux.lookup([form.token for form in target_forms])
+            anchor_mask = aux_rows[overlap.target_ids] >= 0
+            anchor_targets = overlap.target_ids[anchor_mask]
+            anchor_sources = overlap.source_ids[anchor_mask]
+            new_rows = rest[aux_rows[rest] >= 0]
+            details.update(anchor_targets=anchor_targets, anchor_sources=anchor_sources, new_rows=new_rows)
+            if len(new_rows):
+                weights = sparsemax_similarity_weights(aux.vectors[aux_rows[new_rows]], aux.vectors[aux_rows[anchor_targets]],
+                                                       chunk_rows=chunk_rows, k=topk)
+                builder.combine(new_rows[weights.rows], anchor_sources[weights.cols], weights.vals)
+                top = np.where(weights.top_cols >= 0, anchor_sources[np.maximum(weights.top_cols, 0)], -1)
+                details.update(top_rows=new_rows, top_sources=top, top_weights=weights.top_vals)
+    return builder.build(), details
+
+
+def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[CanonicalToken],
+                target_forms: list[CanonicalToken], source_offset: int = 0) -> pd.DataFrame:
+    """One row per target token: fate, copied source token, support size, top anchors with weights."""
+    source_tokens = np.asarray([form.token for form in source_forms], dtype=object)
+    copied = plan.source_id >= 0
+    source_token = np.full(plan.n_target, None, dtype=object)
+    source_token[copied] = source_tokens[plan.source_id[copied]]
+    anchors = np.full(plan.n_target, "", dtype=object)
+    if "top_rows" in details:
+        tops, weights = details["top_sources"], details["top_weights"]
+        anchors[details["top_rows"]] = [
+            " | ".join(f"{source_tokens[s]}:{w:.3f}" for s, w in zip(srcs, ws) if s >= 0)
+            for srcs, ws in zip(tops.tolist(), weights.tolist())]
+    return pd.DataFrame({
+        "target_id": np.arange(plan.n_target) + source_offset,
+        "token": [form.token for form in target_forms],
+        "fate": plan.fate.astype(str),
+        "source_id": plan.source_id,
+        "source_token": source_token,
+        "support": plan.support,
+        "top_anchors": anchors,
+    })
+
+
+def summarize(plan: TransferPlan, details: dict[str, Any], method: str) -> dict[str, Any]:
+    counts = pd.Series(plan.fate).value_counts()
+    combined = plan.support[plan.fate == "combined"]
+    totals: dict[str, Any] = {
+        "method": method,
+        "target_vocab_size": int(plan.n_target),
+        "source_vocab_size": int(plan.n_source),
+        **{f: int(counts.get(f, 0)) for f in ("copied_exact", "copied_fuzzy", "copied_special", "combined", "random",
+                                              "mean", "kept")},
+    }
+    totals["copied"] = totals["copied_exact"] + totals["copied_fuzzy"] + totals["copied_special"]
+    if "anchor_targets" in details:
+        totals["anchors"] = int(len(details["anchor_targets"]))
+    if len(combined):
+        totals["support"] = {"mean": float(combined.mean()), "median": float(np.median(combined)),
+                             "p90": float(np.percentile(combined, 90)), "max": int(combined.max())}
+    return totals
+
+
+def transfer_embeddings(source_tokenizer: Any, target_tokenizer: Any, matrices: dict[str, np.ndarray] | np.ndarray,
+                        method: str = "focus", *, aux: AuxVectors | None = None, overlap: Overlap | None = None,
+                        seed: int = 0, chunk_rows: int = 2048, **options: Any) -> TransferResult:
+    """New matrices for the target vocabulary.
+
+    ``matrices`` maps names to per-source-token arrays (``embeddings`` plus e.g. ``output_embeddings``,
+    ``output_bias``); a bare array means ``{"embeddings": array}``. Every matrix gets the same plan.
+    """
+    if not isinstance(matrices, dict):
+        matrices = {"embeddings": matrices}
+    started = time.perf_counter()
+    source_forms = canonical_vocab(source_tokenizer)
+    target_forms = canonical_vocab(target_tokenizer)
+    for name, matrix in matrices.items():
+        if len(matrix) != len(source_forms):
+            raise ValueError(f"{name} has {len(matrix)} rows but the source tokenizer has {len(source_forms)} tokens; "
+                             "pass the matrix that belongs to this tokenizer")
+    plan, details = build_plan(source_tokenizer, target_tokenizer, method, aux=aux, overlap=overlap, seed=seed,
+                               chunk_rows=chunk_rows, source_forms=source_forms, target_forms=target_forms, **options)
+    outputs = {name: plan.apply(matrix, seed=seed + index) for index, (name, matrix) in enumerate(matrices.items())}
+    report = make_report(plan, details, source_forms, target_forms)
+    totals = summarize(plan, details, method)
+    totals["seconds"] = round(time.perf_counter() - started, 3)
+    log.info("%s: %s", method, {k: v for k, v in totals.items() if k != "support"})
+    return TransferResult(outputs, plan, report, totals)

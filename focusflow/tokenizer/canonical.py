@@ -1,0 +1,205 @@
+"""Canonical token forms: compare tokens across tokenizer families by bytes + word-start flag.
+
+A token's canonical form is ``(data, word_start)`` where ``data`` is the exact byte string the
+token stands for (without its word-boundary marker) and ``word_start`` says whether it begins a
+word. This makes SentencePiece ``▁kitabu``, byte-level BPE ``Ġkitabu`` and WordPiece ``kitabu``
+equal, and ``##bu`` / ``bu`` (continuations) equal. Byte-level tokens that are partial UTF-8
+(``Ã`` = byte 0xC3) stay bytes and equal SentencePiece's ``<0xC3>``; nothing goes through
+``decode()`` (which turns partial UTF-8 into U+FFFD and loses the word-start marker).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+Scheme = Literal["sentencepiece", "byte_level", "wordpiece", "plain"]
+Kind = Literal["regular", "byte", "special"]
+
+# Roles special tokens are matched by; cls/bos and sep/eos are the same role across families.
+ROLE_OF_ATTRIBUTE = {"cls_token": "start", "bos_token": "start", "sep_token": "end", "eos_token": "end",
+                     "pad_token": "pad", "unk_token": "unk", "mask_token": "mask"}
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map (byte-level BPE vocabularies use it)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    codes = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    return {byte: chr(code) for byte, code in zip(printable, codes)}
+
+
+@lru_cache(maxsize=1)
+def unicode_to_bytes() -> dict[str, int]:
+    return {char: byte for byte, char in bytes_to_unicode().items()}
+
+
+@dataclass(frozen=True)
+class CanonicalToken:
+    """One vocabulary entry in a family-independent form."""
+
+    id: int
+    token: str
+    data: bytes
+    word_start: bool
+    kind: Kind = "regular"
+    role: str | None = None
+
+    @property
+    def key(self) -> tuple[bytes, bool]:
+        return (self.data, self.word_start)
+
+    @property
+    def text(self) -> str | None:
+        """The token's text, or None when its bytes are not valid UTF-8 (partial characters)."""
+        try:
+            return self.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+
+def is_symbolic(text: str | None) -> bool:
+    """Made only of digits, punctuation, symbols or whitespace (Unicode categories N, P, S, Z)."""
+    if text is None:
+        return False
+    return all(char.isspace() or unicodedata.category(char)[0] in "NPSZ" for char in text)
+
+
+def fuzzy_key(token: CanonicalToken) -> str | None:
+    """Case- and word-start-insensitive key, defined only for symbolic tokens."""
+    text = token.text
+    if not is_symbolic(text):
+        return None
+    return "".join(text.split()).casefold()
+
+
+def _types(node: Any) -> set[str]:
+    """Every ``type`` value in a tokenizer.json sub-tree (pre-tokenizers/decoders may be Sequences)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        if isinstance(node.get("type"), str):
+            found.add(node["type"])
+        for value in node.values():
+            found |= _types(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _types(value)
+    return found
+
+
+def _metaspace_char(spec: dict[str, Any]) -> str:
+    for part in ("pre_tokenizer", "decoder", "normalizer"):
+        text = json.dumps(spec.get(part))
+        match = re.search(r'"replacement": "((?:\\.|[^"\\])+)"', text)
+        if match:
+            return json.loads(f'"{match.group(1)}"')
+        if '"content": "\\u2581"' in text or '"content": "▁"' in text:
+            return "▁"
+    return "▁"
+
+
+def backend_spec(tokenizer: Any) -> dict[str, Any]:
+    """The tokenizer.json of a fast tokenizer as a dict."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise TypeError(f"{type(tokenizer).__name__} is not a fast tokenizer; load it with AutoTokenizer (use_fast=True)")
+    return json.loads(backend.to_str())
+
+
+def detect_scheme(spec: dict[str, Any]) -> tuple[Scheme, dict[str, Any]]:
+    """Which family's token spelling a tokenizer uses, from its tokenizer.json (not from vocabulary heuristics)."""
+    model = spec.get("model") or {}
+    types = _types(spec.get("pre_tokenizer")) | _types(spec.get("decoder")) | _types(spec.get("normalizer"))
+    byte_fallback = bool(model.get("byte_fallback")) or "ByteFallback" in types
+    if "ByteLevel" in types:
+        return "byte_level", {}
+    if model.get("type") == "WordPiece":
+        return "wordpiece", {"prefix": model.get("continuing_subword_prefix") or "##"}
+    if "Metaspace" in types or model.get("type") == "Unigram" or "▁" in json.dumps(spec.get("normalizer"), ensure_ascii=False):
+        return "sentencepiece", {"space": _metaspace_char(spec), "byte_fallback": byte_fallback}
+    return "plain", {"byte_fallback": byte_fallback}
+
+
+def special_roles(tokenizer: Any) -> dict[int, str]:
+    """Special-token id -> role (start/end/pad/unk/mask); other special tokens get role ``special:<content>``."""
+    roles: dict[int, str] = {}
+    for attribute, role in ROLE_OF_ATTRIBUTE.items():
+        content = getattr(tokenizer, attribute, None)
+        if content is None:
+            continue
+        token_id = tokenizer.convert_tokens_to_ids(str(content))
+        if token_id is not None and token_id not in roles:
+            roles[token_id] = role
+    for token_id in tokenizer.all_special_ids:
+        roles.setdefault(token_id, "special:" + tokenizer.convert_ids_to_tokens(token_id))
+    return roles
+
+
+def canonical_vocab(tokenizer: Any) -> list[CanonicalToken]:
+    """Canonical forms of every id ``0..len(tokenizer)-1`` (one string transform per token, no decode())."""
+    spec = backend_spec(tokenizer)
+    scheme, options = detect_scheme(spec)
+    roles = special_roles(tokenizer)
+    added = {entry["id"]: entry for entry in spec.get("added_tokens") or []}
+    vocab = tokenizer.get_vocab()
+    by_id = {token_id: token for token, token_id in vocab.items()}
+    to_byte = unicode_to_bytes()
+    forms: list[CanonicalToken] = []
+    for token_id in range(len(tokenizer)):
+        token = by_id.get(token_id)
+        if token is None:  # a hole in the id space: never matches anything
+            forms.append(CanonicalToken(token_id, "", b"\xff<hole>", False, "special", f"hole:{token_id}"))
+            continue
+        if token_id in roles:
+            forms.append(CanonicalToken(token_id, token, token.encode("utf-8"), False, "special", roles[token_id]))
+            continue
+        if token_id in added:  # user-added tokens match on their literal text
+            text = token
+            start = text.startswith(" ")
+            forms.append(CanonicalToken(token_id, token, (text[1:] if start else text).encode("utf-8"), start))
+            continue
+        forms.append(_canonical(token_id, token, scheme, options, to_byte))
+    return forms
+
+
+def _canonical(token_id: int, token: str, scheme: Scheme, options: dict[str, Any], to_byte: dict[str, int]) -> CanonicalToken:
+    if scheme == "byte_level":
+        if all(char in to_byte for char in token):
+            data = bytes(to_byte[char] for char in token)
+        else:
+            data = token.encode("utf-8")
+        start = data.startswith(b" ")
+        return CanonicalToken(token_id, token, data[1:] if start else data, start)
+    if scheme == "wordpiece":
+        prefix = options["prefix"]
+        if token.startswith(prefix) and len(token) > len(prefix):
+            return CanonicalToken(token_id, token, token[len(prefix):].encode("utf-8"), False)
+        return CanonicalToken(token_id, token, token.encode("utf-8"), True)
+    if options.get("byte_fallback"):
+        match = _BYTE_PIECE.match(token)
+        if match:
+            return CanonicalToken(token_id, token, bytes([int(match.group(1), 16)]), False, "byte")
+    if scheme == "sentencepiece":
+        text = token.replace(options["space"], " ")
+        start = text.startswith(" ")
+        return CanonicalToken(token_id, token, (text[1:] if start else text).encode("utf-8"), start)
+    return CanonicalToken(token_id, token, token.encode("utf-8"), False)
+
+
+def token_text(form: CanonicalToken) -> str:
+    """Readable text of a canonical token (partial UTF-8 shown as <0xNN> escapes), for reports and FVT."""
+    text = form.text
+    if text is None:
+        text = "".join(f"<0x{b:02X}>" for b in form.data)
+    return (" " if form.word_start else "") + text
