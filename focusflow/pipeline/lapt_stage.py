@@ -11,6 +11,7 @@ loss curve, metrics CSV and summary beside it.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,7 +28,9 @@ CheckpointCallback = Callable[[str, int, Mapping[str, Any]], None]
 
 
 def default_work_root() -> Path:
-    return Path(user_cache_dir("focusflow")) / "work"
+    """Local scratch for resumable work: ``FOCUSFLOW_WORK_DIR`` or the user cache directory."""
+    configured = os.environ.get("FOCUSFLOW_WORK_DIR")
+    return Path(configured) if configured else Path(user_cache_dir("focusflow")) / "work"
 
 
 def checkpoint_key(run_key: str, step: int) -> str:
