@@ -1,0 +1,293 @@
+"""Downstream datasets: readers for the published file formats, Hub loaders, split completion.
+
+Three kinds of task, each with one example type:
+
+- ``ner``: :class:`NerExample` (words + BIO/IOB2 tags), CoNLL files ``word TAG`` per line,
+  a blank line between sentences; the label set is read from the data.
+- ``nli``: :class:`NliExample` (premise, hypothesis, label), XNLI-style TSV
+  ``premise<TAB>hypothesis<TAB>label``; labels entailment / neutral / contradiction.
+- ``qa``: :class:`QaExample` (question, context, gold answers), SQuAD 1.1 JSON.
+
+Splits are completed deterministically (``split_seed``, independent of the fine-tuning seed,
+so every model and seed sees the same train/dev/test):
+
+- train + dev + test: used as they are;
+- train + test, no dev: dev = 10% of train;
+- train + dev, no test: the published dev set becomes test, dev = 10% of train (the usual
+  protocol for TyDiQA GoldP and XNLI translate-train style evaluation);
+- a single labelled file (e.g. the XNLI dev set alone): 70% train / 10% dev / 20% test.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+log = logging.getLogger(__name__)
+
+TaskKind = Literal["ner", "nli", "qa"]
+KINDS: tuple[str, ...] = ("ner", "nli", "qa")
+NLI_LABELS: tuple[str, ...] = ("entailment", "neutral", "contradiction")
+DEV_FRACTION = 0.1
+SINGLE_FILE_FRACTIONS = (0.7, 0.1, 0.2)  # train, dev, test when only one labelled file exists
+
+
+class DataFormatError(ValueError):
+    """An evaluation file is empty, malformed or inconsistent; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class NerExample:
+    words: tuple[str, ...]
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NliExample:
+    premise: str
+    hypothesis: str
+    label: str
+
+
+@dataclass(frozen=True)
+class QaExample:
+    id: str
+    question: str
+    context: str
+    answers: tuple[tuple[str, int], ...]  # (text, character start), at least one, non-empty text
+
+
+Example = NerExample | NliExample | QaExample
+
+
+@dataclass
+class TaskData:
+    """One task's three splits, its label set, and where every split came from."""
+
+    kind: str
+    name: str
+    language: str
+    train: list[Any]
+    dev: list[Any]
+    test: list[Any]
+    labels: list[str] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def sizes(self) -> dict[str, int]:
+        return {"train": len(self.train), "dev": len(self.dev), "test": len(self.test)}
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def _read_text(path: Path) -> str:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    text = path.read_text(encoding="utf-8-sig")
+    if not text.strip():
+        raise DataFormatError(f"{path} is empty; expected evaluation data in the published format")
+    return text
+
+
+def read_conll(path: Path) -> list[NerExample]:
+    """CoNLL NER: ``word TAG`` per line (whitespace separated; the tag is the last column,
+    the word the first), blank lines between sentences, ``-DOCSTART-`` lines skipped."""
+    path = Path(path)
+    sentences: list[NerExample] = []
+    words: list[str] = []
+    tags: list[str] = []
+    for number, raw in enumerate(_read_text(path).splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            if words:
+                sentences.append(NerExample(tuple(words), tags=tuple(tags)))
+                words, tags = [], []
+            continue
+        if line.startswith("-DOCSTART-"):
+            continue
+        columns = line.split()
+        if len(columns) < 2:
+            raise DataFormatError(f"{path}:{number}: expected 'word TAG', got {raw!r}")
+        tag = columns[-1]
+        if tag != "O" and not (len(tag) > 2 and tag[:2] in ("B-", "I-")):
+            raise DataFormatError(f"{path}:{number}: tag {tag!r} is not a BIO/IOB2 tag (O, B-X, I-X)")
+        words.append(columns[0])
+        tags.append(tag)
+    if words:
+        sentences.append(NerExample(tuple(words), tuple(tags)))
+    if not sentences:
+        raise DataFormatError(f"{path} holds no sentences")
+    return sentences
+
+
+def read_nli_tsv(path: Path) -> list[NliExample]:
+    """XNLI-style TSV: ``premise<TAB>hypothesis<TAB>label``; a header line naming the columns is
+    skipped; labels are entailment / neutral / contradiction (case-insensitive)."""
+    path = Path(path)
+    examples: list[NliExample] = []
+    allowed = set(NLI_LABELS)
+    reader = csv.reader(_read_text(path).splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+    for number, row in enumerate(reader, start=1):
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if len(row) != 3:
+            raise DataFormatError(f"{path}:{number}: expected 3 tab-separated columns "
+                                  f"(premise, hypothesis, label), got {len(row)}")
+        premise, hypothesis, label = (cell.strip() for cell in row)
+        label = label.lower()
+        if number == 1 and label in ("label", "gold_label"):
+            continue
+        if label not in allowed:
+            raise DataFormatError(f"{path}:{number}: label {label!r} is not one of {sorted(allowed)}")
+        if not premise or not hypothesis:
+            raise DataFormatError(f"{path}:{number}: empty premise or hypothesis")
+        examples.append(NliExample(premise, hypothesis, label))
+    if not examples:
+        raise DataFormatError(f"{path} holds no examples")
+    return examples
+
+
+@dataclass
+class QaReadStats:
+    questions: int = 0
+    unanswered: int = 0  # questions without any non-empty gold answer (dropped)
+    relocated: int = 0  # answer_start did not match; the nearest occurrence of the text was used
+    unlocatable: int = 0  # answer text not found in the context (kept for scoring, not for training)
+
+
+def _locate(context: str, text: str, start: int) -> int | None:
+    if context[start:start + len(text)] == text:
+        return start
+    hits = []
+    position = context.find(text)
+    while position != -1:
+        hits.append(position)
+        position = context.find(text, position + 1)
+    return min(hits, key=lambda hit: abs(hit - start)) if hits else None
+
+
+def qa_examples_from_records(records: Sequence[dict[str, Any]], where: str,
+                             stats: QaReadStats | None = None) -> list[QaExample]:
+    """Flat records ``{id, question, context, answers: {text: [...], answer_start: [...]}}`` (the
+    Hub layout) or ``answers: [{text, answer_start}, ...]`` (the SQuAD JSON layout)."""
+    stats = stats if stats is not None else QaReadStats()
+    examples = []
+    for record in records:
+        stats.questions += 1
+        context = record["context"]
+        raw = record.get("answers") or []
+        if isinstance(raw, dict):
+            pairs = list(zip(raw.get("text", []), raw.get("answer_start", []), strict=False))
+        else:
+            pairs = [(item.get("text", ""), item.get("answer_start", 0)) for item in raw]
+        answers = []
+        for text, start in pairs:
+            if not text or not text.strip():
+                continue
+            located = _locate(context, text, int(start))
+            if located is None:
+                stats.unlocatable += 1
+                located = -1
+            elif located != int(start):
+                stats.relocated += 1
+            answers.append((text, located))
+        if not answers:
+            stats.unanswered += 1
+            continue
+        examples.append(QaExample(str(record.get("id", f"{where}#{stats.questions}")), record["question"].strip(),
+                                  context, tuple(answers)))
+    return examples
+
+
+def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:
+    """SQuAD 1.1 JSON (``{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}``).
+
+    Questions whose gold answers are all empty are dropped and counted (SQuAD 2.0 style
+    unanswerable questions are not supported); answers whose ``answer_start`` does not match
+    the text are moved to the nearest occurrence of the text.
+    """
+    path = Path(path)
+    try:
+        document = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("data"), list):
+        raise DataFormatError(f"{path}: expected SQuAD 1.1 JSON with a top-level 'data' list")
+    records = []
+    for article_number, article in enumerate(document["data"]):
+        for paragraph_number, paragraph in enumerate(article.get("paragraphs", [])):
+            where = f"{path}: data[{article_number}].paragraphs[{paragraph_number}]"
+            if not isinstance(paragraph.get("context"), str):
+                raise DataFormatError(f"{where} has no 'context' string")
+            for question in paragraph.get("qas", []):
+                if "question" not in question:
+                    raise DataFormatError(f"{where}: a question without 'question' text (id {question.get('id')})")
+                records.append({"id": question.get("id"), "question": question["question"],
+                                "context": paragraph["context"], "answers": question.get("answers", [])})
+    if not records:
+        raise DataFormatError(f"{path} holds no questions")
+    stats = QaReadStats()
+    return qa_examples_from_records(records, str(path), stats), stats
+
+
+# --------------------------------------------------------------------------- splits
+
+
+def seeded_permutation(n: int, seed: int) -> list[int]:
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def split_off(examples: list[Any], fraction: float, seed: int) -> tuple[list[Any], list[Any]]:
+    """(rest, held) with ``held`` = a seeded ``fraction`` of the examples (at least 1)."""
+    if len(examples) < 2:
+        raise DataFormatError(f"cannot split {len(examples)} example(s) into two non-empty parts")
+    order = seeded_permutation(len(examples), seed)
+    n_held = min(len(examples) - 1, max(1, round(len(examples) * fraction)))
+    held = sorted(order[:n_held])
+    rest = sorted(order[n_held:])
+    return [examples[i] for i in rest], [examples[i] for i in held]
+
+
+def complete_splits(train: list[Any] | None, dev: list[Any] | None, test: list[Any] | None,
+                    seed: int) -> tuple[list[Any], list[Any], list[Any], dict[str, str]]:
+    """Fill missing splits by the rules in the module docstring; returns the provenance too."""
+    provenance = {"train": "train", "dev": "dev", "test": "test"}
+    present = [name for name, split in (("train", train), ("dev", dev), ("test", test)) if split]
+    if len(present) == 1:
+        only = (train or dev or test) or []
+        train_fraction, dev_fraction, _ = SINGLE_FILE_FRACTIONS
+        rest, test = split_off(only, 1.0 - train_fraction - dev_fraction, seed)
+        train, dev = split_off(rest, dev_fraction / (train_fraction + dev_fraction), seed + 1)
+        name = present[0]
+        return train, dev, test, {"train": f"70% of {name}", "dev": f"10% of {name}", "test": f"20% of {name}"}
+    if not train:
+        raise DataFormatError("no training split: provide a train file (or a single labelled file to split)")
+    if not test:
+        test, provenance["test"] = dev, "dev (published dev used as test)"
+        dev = None
+    if not dev:
+        train, dev = split_off(train, DEV_FRACTION, seed)
+        provenance["train"], provenance["dev"] = "90% of train", "10% of train"
+    return train, dev, test, provenance
+
+
+def ner_label_set(*splits: Sequence[NerExample]) -> list[str]:
+    """``O`` first, then B-/I- tags grouped by entity type; both prefixes for every type seen."""
+    types = sorted({tag[2:] for split in splits for example in split for tag in example.tags if tag != "O"})
+    return ["O"] + [f"{prefix}-{kind}" for kind in types for prefix in ("B", "I")]
+
+
+def subsample(examples: list[Any], limit: int | None, seed: int) -> list[Any]:
+    """A seeded, order-preserving subset of at most ``limit`` examples (the same for every model)."""
+    if limit is None or len(examples) <= limit:
+        return examples
+    keep = sorted(seeded_permutation(len(examples), seed)[:limit])
+    return [examples[i] for i in keep]

@@ -1,0 +1,107 @@
+"""NER: words → sub-tokens with the label on each word's first sub-token (others ignored, -100);
+a word's prediction is the argmax at its first sub-token.
+
+Documented handling of what cannot be encoded: words past the model's window (sentence longer
+than ``max_length`` sub-tokens) and words the tokenizer turns into no token at all are predicted
+``O`` and still scored against their gold tags (so they cost recall, never inflate it); their
+counts are in ``stats``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from focusflow.evaluation.downstream.base import features_from, pad_id_of
+from focusflow.evaluation.downstream.datasets import DataFormatError, NerExample, TaskData
+from focusflow.evaluation.downstream.finetune import Feature, predict_logits
+from focusflow.evaluation.downstream.metrics import ner_scores
+
+log = logging.getLogger(__name__)
+
+
+def check_tags(examples: list[NerExample], labels: list[str], split: str) -> None:
+    """Every tag must be in the label set; the error names the first offender."""
+    known = set(labels)
+    for number, example in enumerate(examples):
+        for tag in example.tags:
+            if tag not in known:
+                raise DataFormatError(f"{split} sentence {number}: tag {tag!r} is outside the label set {labels}")
+
+
+class NerTask:
+    kind = "ner"
+    main_metric = "f1"
+
+    def __init__(self, data: TaskData, tokenizer: Any, max_length: int = 256) -> None:
+        if not data.labels:
+            raise DataFormatError(f"{data.name}: no NER labels found")
+        for split in ("train", "dev", "test"):
+            check_tags(getattr(data, split), data.labels, split)
+        unseen = sorted({t[2:] for s in (data.dev, data.test) for e in s for t in e.tags if t != "O"}
+                        - {t[2:] for e in data.train for t in e.tags if t != "O"})
+        if unseen:
+            log.warning("%s: entity types %s occur in dev/test but never in train", data.name, unseen)
+        self.data = data
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.label_to_id = {label: i for i, label in enumerate(data.labels)}
+        self.stats = {"truncated_words": 0, "untokenized_words": 0}
+        self._encoded: dict[str, tuple[list[Feature], list[np.ndarray]]] = {}
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {"num_labels": len(self.data.labels), "id2label": dict(enumerate(self.data.labels)),
+                "label2id": dict(self.label_to_id)}
+
+    def _encode(self, split: str) -> tuple[list[Feature], list[np.ndarray]]:
+        """Features plus, per sentence, the first-sub-token position of every word (-1: none)."""
+        if split in self._encoded:
+            return self._encoded[split]
+        examples: list[NerExample] = getattr(self.data, split)
+        encoding = self.tokenizer([list(e.words) for e in examples], is_split_into_words=True, truncation=True,
+                                  max_length=self.max_length)
+        features = features_from(encoding, with_types=False)
+        first_positions = []
+        for index, (example, feature) in enumerate(zip(examples, features, strict=True)):
+            positions = np.full(len(example.words), -1, dtype=np.int64)
+            previous = None
+            for position, word in enumerate(encoding.word_ids(index)):
+                if word is not None and word != previous:
+                    positions[word] = position
+                previous = word
+            missing = positions < 0
+            if missing.any():
+                last_seen = int(np.max(np.nonzero(~missing)[0])) if (~missing).any() else -1
+                truncated = int(missing[last_seen + 1:].sum())
+                self.stats["truncated_words"] += truncated if split == "test" else 0
+                self.stats["untokenized_words"] += int(missing.sum()) - truncated if split == "test" else 0
+            labels = [-100] * len(feature["input_ids"])
+            for word, position in enumerate(positions):
+                if position >= 0:
+                    labels[position] = self.label_to_id[example.tags[word]]
+            feature["labels"] = labels
+            first_positions.append(positions)
+        self._encoded[split] = (features, first_positions)
+        return features, first_positions
+
+    def train_features(self) -> list[Feature]:
+        return self._encode("train")[0]
+
+    def predict(self, model: Any, split: str, batch_size: int) -> list[list[str]]:
+        features, first_positions = self._encode(split)
+        logits = predict_logits(model, features, batch_size, pad_id_of(self.tokenizer))
+        labels = np.asarray(self.data.labels, dtype=object)
+        predictions = []
+        for sentence_logits, positions in zip(logits, first_positions, strict=True):
+            tags = np.full(len(positions), "O", dtype=object)
+            found = positions >= 0
+            if found.any():
+                tags[found] = labels[sentence_logits[positions[found]].argmax(-1)]
+            predictions.append(tags.tolist())
+        return predictions
+
+    def evaluate(self, model: Any, split: str, batch_size: int) -> dict[str, float]:
+        gold = [list(e.tags) for e in getattr(self.data, split)]
+        return ner_scores(gold, self.predict(model, split, batch_size))

@@ -1,0 +1,118 @@
+"""Seeds → statistics → tables: ``runs.csv`` (one row per run and metric), ``results.csv``
+(mean ± std per model × task × metric) and ``results.md`` (one Markdown table per task).
+
+``results.csv`` is the contract other tools read: at least the columns
+``model, task, metric, mean, std, n_seeds``. ``std`` is the sample standard deviation over
+seeds (ddof=1); with a single seed it is 0.0 and ``n_seeds`` says so.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+RESULT_COLUMNS = ["model", "task", "kind", "dataset", "language", "metric", "main", "mean", "std", "n_seeds",
+                  "seeds", "dev_mean", "seconds_per_run", "train_tokens_per_s", "n_train", "n_dev", "n_test"]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def runs_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (run, metric) from the dicts :func:`evaluate_task` returns."""
+    rows = []
+    for run in runs:
+        for metric, value in run["test"].items():
+            rows.append({"model": run["model"], "task": run["task"], "kind": run["kind"], "dataset": run["dataset"],
+                         "language": run["language"], "seed": run["seed"], "metric": metric,
+                         "main": metric == run["main_metric"], "value": value, "dev": run["best_dev"],
+                         "best_step": run["best_step"], "total_steps": run["total_steps"],
+                         "seconds": run["seconds"], "train_tokens_per_s": run["train_tokens_per_s"],
+                         "n_train": run["sizes"]["train"], "n_dev": run["sizes"]["dev"],
+                         "n_test": run["sizes"]["test"]})
+    return pd.DataFrame(rows)
+
+
+def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
+    if runs.empty:
+        return pd.DataFrame(columns=RESULT_COLUMNS)
+    keys = ["model", "task", "kind", "dataset", "language", "metric", "main"]
+    rows = []
+    for key, group in runs.groupby(keys, sort=False, dropna=False):
+        values = group["value"].to_numpy(dtype=float)
+        rows.append(dict(zip(keys, key, strict=True)) | {
+            "mean": float(values.mean()),
+            "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+            "n_seeds": int(len(values)),
+            "seeds": " ".join(str(s) for s in sorted(group["seed"])),
+            "dev_mean": float(group["dev"].mean()),
+            "seconds_per_run": float(group["seconds"].mean()),
+            "train_tokens_per_s": float(group["train_tokens_per_s"].mean()),
+            "n_train": int(group["n_train"].iloc[0]), "n_dev": int(group["n_dev"].iloc[0]),
+            "n_test": int(group["n_test"].iloc[0]),
+        })
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+def markdown(results: pd.DataFrame, notes: dict[str, list[str]] | None = None) -> str:
+    """One table per task: models as rows, every metric as ``mean ± std`` (×100)."""
+    lines = ["# Downstream evaluation", "",
+             "Scores ×100, mean ± sample std over seeds (test split, best dev checkpoint). "
+             "Cost: wall seconds per run (training + evaluation) and training tokens/s.", ""]
+    for task, group in results.groupby("task", sort=False):
+        metrics = list(dict.fromkeys(group.sort_values("main", ascending=False)["metric"]))
+        first = group.iloc[0]
+        lines += [f"## {task}", "",
+                  f"{first['kind']} · dataset {first['dataset']} · language {first['language'] or '-'} · "
+                  f"train/dev/test {first['n_train']}/{first['n_dev']}/{first['n_test']}", ""]
+        header = ["model", *metrics, "seeds", "s/run", "tokens/s"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for model, rows in group.groupby("model", sort=False):
+            by_metric = rows.set_index("metric")
+            cells = [str(model)]
+            for metric in metrics:
+                if metric in by_metric.index:
+                    row = by_metric.loc[metric]
+                    cells.append(f"{100 * row['mean']:.1f} ± {100 * row['std']:.1f}")
+                else:
+                    cells.append("-")
+            any_row = rows.iloc[0]
+            cells += [str(int(any_row["n_seeds"])), f"{any_row['seconds_per_run']:.1f}",
+                      f"{any_row['train_tokens_per_s']:.0f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        task_notes = (notes or {}).get(task, [])
+        if task_notes:
+            lines += ["", *(f"- {note}" for note in task_notes)]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(out_dir: Path, runs: list[dict[str, Any]], notes: dict[str, list[str]] | None = None
+                  ) -> pd.DataFrame:
+    out_dir = Path(out_dir)
+    per_run = runs_frame(runs)
+    results = aggregate(per_run)
+    write_atomic(out_dir / "runs.csv", per_run.to_csv(index=False))
+    write_atomic(out_dir / "results.csv", results.to_csv(index=False))
+    write_atomic(out_dir / "results.md", markdown(results, notes))
+    return results
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    array = np.asarray(values, dtype=float)
+    return float(array.mean()), float(array.std(ddof=1)) if len(array) > 1 else 0.0

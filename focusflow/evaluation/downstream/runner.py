@@ -1,0 +1,276 @@
+"""The protocol: for every model × task × seed, fine-tune with the task's defaults, keep the
+best dev checkpoint, score it on test; then mean ± std over seeds in one table.
+
+Defaults (``TASK_DEFAULTS``) follow the FOCUS paper's Table 6 (DESIGN.md §5): XNLI lr 2e-5,
+2 epochs; QA lr 5e-5, sequence length 384; WikiANN lr 5e-5; MasakhaNER lr 2e-5; linear
+schedule, 10% warmup, dev evaluation every 5% of the steps. Epoch counts the design does not
+state (NER 10, QA 3) and the batch size 32 are this module's choice; every value can be
+overridden per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from focusflow.evaluation.downstream.datasets import TaskData, subsample
+from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
+from focusflow.evaluation.downstream.ner import NerTask
+from focusflow.evaluation.downstream.nli import NliTask
+from focusflow.evaluation.downstream.qa import QaTask
+from focusflow.evaluation.downstream.report import write_atomic, write_reports
+from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
+
+log = logging.getLogger(__name__)
+
+HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ner": {"lr": 5e-5, "epochs": 10.0, "max_length": 256},
+    "ner:wikiann": {"lr": 5e-5},
+    "ner:masakhaner2": {"lr": 2e-5},
+    "ner:germeval14": {"lr": 5e-5},
+    "nli": {"lr": 2e-5, "epochs": 2.0, "max_length": 256},
+    "qa": {"lr": 5e-5, "epochs": 3.0, "max_length": 384, "stride": 128},
+}
+RUN_VERSION = 1
+
+
+def task_defaults(spec: TaskSpec) -> dict[str, Any]:
+    return TASK_DEFAULTS[spec.kind] | TASK_DEFAULTS.get(f"{spec.kind}:{spec.dataset}", {})
+
+
+def load_tokenizer(model: Path | str) -> Any:
+    """The model's fast tokenizer (word ids and character offsets are needed), right padding."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(model))
+    except Exception as exc:
+        raise ValueError(f"{model}: could not load a tokenizer ({type(exc).__name__}: {exc})") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError(f"{model}: the tokenizer is not a fast (Rust) tokenizer; NER alignment and QA spans need "
+                         "word ids and character offsets. Save a tokenizer.json with the model, e.g. "
+                         "PreTrainedTokenizerFast(tokenizer_object=...).save_pretrained(folder).")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any) -> torch.nn.Module:
+    """The task model with the encoder's pretrained weights; an error when they did not load."""
+    from transformers import (
+        AutoModelForQuestionAnswering,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
+
+    model_class = {"ner": AutoModelForTokenClassification, "nli": AutoModelForSequenceClassification,
+                   "qa": AutoModelForQuestionAnswering}[kind]
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the new head is always "missing": its load report is noise here
+    try:
+        loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
+    if missing:
+        raise ValueError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "
+                         f"{sorted(missing)[:3]}); the task model would start from random weights")
+    if loaded.get_input_embeddings().num_embeddings < len(tokenizer):
+        raise ValueError(f"{model}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix "
+                         f"only {loaded.get_input_embeddings().num_embeddings} rows")
+    if getattr(loaded.config, "pad_token_id", None) is None:
+        loaded.config.pad_token_id = tokenizer.pad_token_id
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return loaded.to(device)
+
+
+def model_max_tokens(config: Any, tokenizer: Any) -> int | None:
+    """The longest input the model accepts (position table; RoBERTa-style models lose pad+1 slots)."""
+    limits = []
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions:
+        offset = (config.pad_token_id or 0) + 1 if config.model_type in ("roberta", "xlm-roberta", "camembert") else 0
+        limits.append(positions - offset)
+    if 0 < getattr(tokenizer, "model_max_length", 0) < 100_000:
+        limits.append(int(tokenizer.model_max_length))
+    return min(limits) if limits else None
+
+
+def make_adapter(data: TaskData, tokenizer: Any, config: Any, settings: dict[str, Any]) -> Any:
+    """The task's adapter; the window shrinks to what the model's position table allows."""
+    max_length = settings["max_length"]
+    limit = model_max_tokens(config, tokenizer)
+    if limit is not None and limit < max_length:
+        log.warning("%s: the model accepts at most %d tokens; using max_length %d instead of %d",
+                    data.name, limit, limit, max_length)
+        max_length = limit
+    if data.kind == "ner":
+        return NerTask(data, tokenizer, max_length=max_length)
+    if data.kind == "nli":
+        return NliTask(data, tokenizer, max_length=max_length, config=config)
+    stride = min(settings.get("stride", 128), max_length // 3)
+    return QaTask(data, tokenizer, max_length=max_length, stride=stride, config=config)
+
+
+def prepare_data(spec: TaskSpec, data_root: Path | None, split_seed: int, max_train_samples: int | None,
+                 max_eval_samples: int | None, max_test_samples: int | None = None) -> TaskData:
+    """Resolve the task and apply the sample limits (seeded: the same subset for every model).
+
+    ``max_eval_samples`` caps the dev set used for checkpoint selection; ``max_test_samples``
+    caps the test set (for smoke runs only: the report names the subset in its provenance)."""
+    data = resolve_task(spec, data_root, split_seed)
+    for split, limit, offset in (("train", max_train_samples, 0), ("dev", max_eval_samples, 1),
+                                 ("test", max_test_samples, 2)):
+        examples = getattr(data, split)
+        if limit is not None and len(examples) > limit:
+            setattr(data, split, subsample(examples, limit, split_seed + offset))
+            data.provenance[split] += f" (seeded subset: {limit} of {len(examples)})"
+    if not data.train or not data.dev or not data.test:
+        raise ValueError(f"{spec.id}: empty split after loading ({data.sizes()})")
+    return data
+
+
+def _fingerprint(model: Path | str, spec: TaskSpec, seed: int, finetune_spec: FinetuneSpec,
+                 settings: dict[str, Any], data: TaskData) -> str:
+    payload = json.dumps({"model": str(model), "task": spec.id, "seed": seed, "finetune": asdict(finetune_spec),
+                          "settings": settings, "sizes": data.sizes(), "version": RUN_VERSION}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, *, epochs: float | None = None,
+                  max_train_samples: int | None = None, data_root: Path | None = None,
+                  lr: float | None = None, batch_size: int = 32, eval_every_fraction: float = 0.05,
+                  max_eval_samples: int | None = None, max_test_samples: int | None = None,
+                  split_seed: int = 0, max_length: int | None = None,
+                  model_name: str | None = None, data: TaskData | None = None, adapter: Any = None,
+                  tokenizer: Any = None) -> dict[str, Any]:
+    """Fine-tune ``model`` on ``task`` with one seed; returns test scores of the best dev checkpoint,
+    the dev curve, sizes, cost (seconds, training tokens/s) and preprocessing counts."""
+    spec = parse_task(task) if isinstance(task, str) else task
+    started = time.perf_counter()
+    settings = task_defaults(spec) | {k: v for k, v in {"lr": lr, "epochs": epochs, "max_length": max_length}.items()
+                                      if v is not None}
+    if data is None:
+        data = prepare_data(spec, data_root, split_seed, max_train_samples, max_eval_samples, max_test_samples)
+    tokenizer = tokenizer or load_tokenizer(model)
+    torch.manual_seed(seed)  # the head's initialization depends on the seed
+    network = load_task_model(model, spec.kind, tokenizer, **(adapter or _KwargsProbe(spec.kind, data)).model_kwargs())
+    adapter = adapter or make_adapter(data, tokenizer, network.config, settings)
+    finetune_spec = FinetuneSpec(lr=settings["lr"], epochs=settings["epochs"], batch_size=batch_size,
+                                 eval_every_fraction=eval_every_fraction, seed=seed)
+    eval_batch = max(batch_size, 64)
+    result = finetune(network, adapter.train_features(),
+                      lambda: adapter.evaluate(network, "dev", eval_batch)[adapter.main_metric],
+                      finetune_spec, network.config.pad_token_id if network.config.pad_token_id is not None else 0)
+    test = adapter.evaluate(network, "test", eval_batch)
+    return {
+        "model": model_name or _model_name(model), "model_path": str(model), "task": spec.id, "kind": spec.kind,
+        "dataset": spec.dataset, "language": spec.language, "seed": seed, "main_metric": adapter.main_metric,
+        "test": test, "best_dev": result.best_dev, "best_step": result.best_step,
+        "total_steps": result.total_steps, "dev_curve": result.history,
+        "seconds": time.perf_counter() - started, "train_seconds": result.train_seconds,
+        "eval_seconds": result.eval_seconds, "train_tokens": result.train_tokens,
+        "train_tokens_per_s": result.tokens_per_second, "sizes": data.sizes(), "stats": dict(adapter.stats),
+        "provenance": data.provenance, "hparams": asdict(finetune_spec) | settings,
+    }
+
+
+class _KwargsProbe:
+    """Label kwargs for the model constructor before the tokenizer-specific adapter exists."""
+
+    def __init__(self, kind: str, data: TaskData) -> None:
+        self.kind, self.data = kind, data
+
+    def model_kwargs(self) -> dict[str, Any]:
+        if self.kind == "qa":
+            return {}
+        return {"num_labels": len(self.data.labels), "id2label": dict(enumerate(self.data.labels)),
+                "label2id": {label: i for i, label in enumerate(self.data.labels)}}
+
+
+def _model_name(model: Path | str) -> str:
+    path = Path(str(model))
+    return path.name if path.exists() else str(model)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120]
+
+
+def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Path, seeds: int = 5,
+                    epochs: float | None = None, max_train_samples: int | None = None,
+                    data_root: Path | None = None, **opts: Any):
+    """The same protocol for every model on every task, seeds 1..N; writes ``results.csv``,
+    ``results.md``, ``runs.csv`` and one JSON per run (``runs/<model>/<task>/seed<k>.json``;
+    a finished run with the same settings is reused, so an interrupted comparison resumes).
+
+    ``opts``: lr, batch_size, eval_every_fraction, max_eval_samples, max_test_samples, split_seed,
+    max_length.
+    Returns the ``results.csv`` table as a DataFrame.
+    """
+    if not models:
+        raise ValueError("no models to evaluate")
+    if not tasks:
+        raise ValueError("no tasks to evaluate")
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
+    unknown = set(opts) - {"lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
+                           "split_seed", "max_length"}
+    if unknown:
+        raise TypeError(f"unknown options {sorted(unknown)}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specs = [parse_task(task) for task in tasks]  # fail on a bad spec before any training
+    split_seed = opts.get("split_seed", 0)
+    runs: list[dict[str, Any]] = []
+    notes: dict[str, list[str]] = {}
+    for spec in specs:
+        data = prepare_data(spec, data_root, split_seed, max_train_samples, opts.get("max_eval_samples"),
+                            opts.get("max_test_samples"))
+        notes[spec.id] = [f"{split}: {origin}" for split, origin in data.provenance.items()]
+        settings = task_defaults(spec) | {k: opts[k] for k in ("lr", "max_length") if opts.get(k) is not None} | (
+            {"epochs": epochs} if epochs is not None else {})
+        for name, model in models.items():
+            tokenizer = load_tokenizer(model)
+            adapter = None
+            for seed in range(1, seeds + 1):
+                finetune_spec = FinetuneSpec(lr=settings["lr"], epochs=settings["epochs"],
+                                             batch_size=opts.get("batch_size", 32),
+                                             eval_every_fraction=opts.get("eval_every_fraction", 0.05), seed=seed)
+                key = _fingerprint(model, spec, seed, finetune_spec, settings, data)
+                run_file = out_dir / "runs" / _slug(name) / _slug(spec.id) / f"seed{seed}.json"
+                if run_file.is_file():
+                    previous = json.loads(run_file.read_text(encoding="utf-8"))
+                    if previous.get("fingerprint") == key:
+                        log.info("reusing %s", run_file)
+                        runs.append(previous)
+                        continue
+                if adapter is None:
+                    from transformers import AutoConfig
+
+                    adapter = make_adapter(data, tokenizer, AutoConfig.from_pretrained(str(model)), settings)
+                log.info("%s · %s · seed %d", name, spec.id, seed)
+                run = evaluate_task(model, spec, seed, epochs=settings["epochs"], lr=settings["lr"],
+                                    max_length=settings["max_length"], batch_size=finetune_spec.batch_size,
+                                    eval_every_fraction=finetune_spec.eval_every_fraction, model_name=name,
+                                    data=data, adapter=adapter, tokenizer=tokenizer)
+                run["fingerprint"] = key
+                write_atomic(run_file, json.dumps(run, indent=1, default=float))
+                runs.append(run)
+                write_reports(out_dir, runs, notes)  # partial tables stay readable while running
+            if adapter is not None:
+                stats = ", ".join(f"{k} {v}" for k, v in adapter.stats.items() if v)
+                if stats:
+                    notes[spec.id].append(f"{name} preprocessing: {stats}")
+    return write_reports(out_dir, runs, notes)
