@@ -188,6 +188,13 @@ class EvalSpec(_Section):
     epochs: float | None = Field(default=None, gt=0)
     max_train_samples: int | None = Field(default=None, gt=0)
     heldout_sentences: int = Field(default=500, ge=10)
+    data_root: str | None = Field(default=None, description="local copies laid out <root>/<kind>/<dataset>/<lang>/")
+    lr: float | None = Field(default=None, gt=0, description="override the task's Table 6 learning rate")
+    batch_size: int = Field(default=32, ge=1)
+    eval_every_fraction: float = Field(default=0.05, gt=0, le=1, description="dev evaluation cadence")
+    max_eval_samples: int | None = Field(default=None, gt=0, description="cap on the dev set (selection)")
+    max_test_samples: int | None = Field(default=None, gt=0, description="cap on the test set (smoke runs only)")
+    split_seed: int = Field(default=0, description="seed of derived dev/test splits and subsets")
 
 
 class OrchestrationSpec(_Section):

@@ -1,0 +1,64 @@
+"""``focusflow evaluate``: fine-tune several models on NER/NLI/QA tasks with seeds; one table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from focusflow.cli import app
+
+
+def parse_models(text: str) -> dict[str, str]:
+    """``A,B`` or ``name=A,name2=B`` → {name: path-or-hub-id}; names default to the folder name."""
+    models: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, reference = item.partition("=")
+        if not sep:
+            reference, name = item, Path(item).name if Path(item).exists() else item
+        if name in models:
+            raise typer.BadParameter(f"model name {name!r} given twice; use name=path to tell them apart")
+        models[name] = reference
+    if not models:
+        raise typer.BadParameter("give at least one model: --models path/to/model[,other]")
+    return models
+
+
+@app.command("evaluate")
+def evaluate(
+    models: str = typer.Option(..., "--models", "-m", help="Comma-separated model folders or hub ids; "
+                               "name=path sets the name shown in the table."),
+    task: list[str] = typer.Option(..., "--task", "-t", help="kind:dataset:lang (ner:masakhaner2:swa, "
+                                   "nli:xnli:sw, qa:tydiqa:sw) or kind:PATH (repeatable)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder: results.csv, results.md, runs.csv, runs/."),
+    seeds: int = typer.Option(5, "--seeds", min=1, help="Seeds 1..N per model and task."),
+    epochs: float = typer.Option(None, "--epochs", min=0.01, help="Override the task's epochs."),
+    max_train_samples: int = typer.Option(None, "--max-train-samples", min=1, help="Seeded training subset."),
+    max_eval_samples: int = typer.Option(None, "--max-eval-samples", min=1, help="Seeded dev subset."),
+    max_test_samples: int = typer.Option(None, "--max-test-samples", min=1,
+                                         help="Seeded test subset (smoke runs; named in the report)."),
+    data_root: Path = typer.Option(None, "--data-root", help="Local copies: <root>/<kind>/<dataset>/<lang>/."),
+    lr: float = typer.Option(None, "--lr", min=0.0, help="Override the task's learning rate."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1),
+    eval_every: float = typer.Option(0.05, "--eval-every", min=0.001, max=1.0,
+                                     help="Dev evaluation every this fraction of the steps."),
+) -> None:
+    """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
+    from focusflow.evaluation.downstream import evaluate_models
+    from focusflow.evaluation.downstream.datasets import DataFormatError
+
+    try:
+        results = evaluate_models(parse_models(models), task, out, seeds=seeds, epochs=epochs,
+                                  max_train_samples=max_train_samples, data_root=data_root, lr=lr,
+                                  batch_size=batch_size, eval_every_fraction=eval_every,
+                                  max_eval_samples=max_eval_samples, max_test_samples=max_test_samples)
+    except (DataFormatError, ValueError, RuntimeError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
+    main = results[results["main"]]
+    for row in main.itertuples():
+        typer.echo(f"{row.model:>20}  {row.task:<28} {row.metric:<9} {100 * row.mean:6.2f} ± {100 * row.std:5.2f}"
+                   f"  (n={row.n_seeds})")
+    typer.echo(f"wrote {out / 'results.csv'} and {out / 'results.md'}")
