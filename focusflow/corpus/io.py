@@ -45,3 +45,12 @@ def write_texts(path: str | os.PathLike[str], texts: Iterable[str]) -> int:
 def one_line(text: str) -> str:
     """A document as a single line (newlines and tabs become spaces)."""
     return " ".join(text.split())
+
+
+def write_json(path: str | os.PathLike[str], data: object) -> None:
+    """Write a JSON file atomically (stats, manifests)."""
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    temporary = file.with_name(f".{file.name}.tmp-{os.getpid()}")
+    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(temporary, file)
