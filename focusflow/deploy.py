@@ -442,7 +442,7 @@ def ensure_work_pool(spec: WorkPoolSpec, name: str | None = None, base_dir: Path
         return True
 
 
-def _runner_deployment(plan: DeploymentPlan):
+def _runner_deployment(plan: DeploymentPlan, *, served: bool = False):
     """A Prefect RunnerDeployment for a plan; loads the flow for its name and parameter schema."""
     from prefect.client.schemas.actions import DeploymentScheduleCreate
     from prefect.client.schemas.schedules import CronSchedule
@@ -462,7 +462,7 @@ def _runner_deployment(plan: DeploymentPlan):
     deployment = flow.to_deployment(
         name=plan.name, parameters=plan.parameters, tags=plan.tags, description=plan.description,
         schedules=schedules, triggers=triggers, entrypoint_type=EntrypointType.MODULE_PATH,
-        work_pool_name=plan.work_pool)
+        work_pool_name=None if served else plan.work_pool)
     deployment.entrypoint = plan.entrypoint  # module:function, as in prefect.yaml
     return deployment
 
@@ -471,10 +471,18 @@ def _prune(keep: set[str]) -> list[str]:
     from prefect import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterTags
 
+    from prefect.client.schemas.sorting import DeploymentSort
+
     removed = []
     with get_client(sync_client=True) as client:
-        found = client.read_deployments(
-            deployment_filter=DeploymentFilter(tags=DeploymentFilterTags(all_=[MANAGED_TAG])))
+        found, page = [], 200
+        while True:  # limit and sort explicit: this server rejects nulls for them
+            batch = client.read_deployments(
+                deployment_filter=DeploymentFilter(tags=DeploymentFilterTags(all_=[MANAGED_TAG])),
+                limit=page, offset=len(found), sort=DeploymentSort.NAME_ASC)
+            found.extend(batch)
+            if len(batch) < page:
+                break
         for deployment in found:
             full = f"{client.read_flow(deployment.flow_id).name}/{deployment.name}"
             if full not in keep:
@@ -502,6 +510,14 @@ def apply_plans(registry: LanguageRegistry, plans: Sequence[DeploymentPlan], *,
     pruned = _prune(set(ids)) if prune else []
     return DeployResult(pools_created=created, deployments=ids,
                         automations=sum(len(p.triggers) for p in plans), pruned=pruned)
+
+
+def serve_plans(plans: Sequence[DeploymentPlan]) -> None:
+    """Run the planned deployments from this process (``prefect.serve``): schedules and triggers work,
+    no work pool or worker needed. Blocks until interrupted; for a single machine or a demo."""
+    from prefect import serve
+
+    serve(*[_runner_deployment(plan, served=True) for plan in plans], print_starting_message=True)
 
 
 def deploy(registry_path: str | Path = DEFAULT_REGISTRY, *, cpu_pool: str | None = None, gpu_pool: str | None = None,

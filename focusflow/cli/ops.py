@@ -24,6 +24,8 @@ def deploy_command(
     write_prefect_yaml: Path = typer.Option(None, "--write-prefect-yaml",
                                             help="Also write the plan as a prefect.yaml (for `prefect deploy --all`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    serve: bool = typer.Option(False, "--serve", help="Serve the deployments from this process (no work pool "
+                                                      "or worker needed); blocks until interrupted."),
 ) -> None:
     """One specialize_language and one evaluate_checkpoint deployment per registered language."""
     from focusflow import deploy as ops
@@ -40,6 +42,9 @@ def deploy_command(
         plan = [p.as_dict() for p in plans]
         typer.echo(json.dumps(plan, indent=2) if as_json
                    else yaml.safe_dump(plan, sort_keys=False, allow_unicode=True, width=100))
+        return
+    if serve:
+        ops.serve_plans(plans)
         return
     if prune and language:
         raise ConfigError("--prune removes every deployment not in the plan: use it without --language")
