@@ -28,7 +28,8 @@ from focusflow.config import ConfigError, CorpusSpec, InitMethod, PipelineConfig
 log = logging.getLogger(__name__)
 
 DEFAULT_REGISTRY = Path("deployments/languages.yaml")
-#: ``checkpoint_uri`` of the scheduled re-evaluation: the flow resolves it to the newest checkpoint.
+#: ``checkpoint_uri`` of the scheduled re-evaluation; evaluate_checkpoint resolves it to the newest
+#: checkpoint of the language (focusflow.flows.evaluate.latest_checkpoint_uri).
 LATEST_CHECKPOINT = "latest"
 CHECKPOINT_EVENT = "focusflow.checkpoint.updated"
 CHECKPOINT_RESOURCE_PREFIX = "focusflow.checkpoint."
@@ -528,22 +529,6 @@ def deploy(registry_path: str | Path = DEFAULT_REGISTRY, *, cpu_pool: str | None
     registry = load_registry(registry_path)
     plans = plan_deployments(registry, cpu_pool=cpu_pool, gpu_pool=gpu_pool, languages=languages)
     return apply_plans(registry, plans, base_dir=Path(registry_path).parent, prune=prune)
-
-
-# ------------------------------------------------------------------------- latest checkpoint
-def resolve_checkpoint_uri(checkpoint_uri: str, language: str, store: Any, stage: str) -> str:
-    """``"latest"`` → URI of the newest committed checkpoint of ``language`` in ``stage``; else unchanged.
-
-    For ``evaluate_checkpoint``: a checkpoint artifact records its language in its params or metadata.
-    """
-    if checkpoint_uri != LATEST_CHECKPOINT:
-        return checkpoint_uri
-    candidates = [a for a in store.list(stage)
-                  if (a.params.get("language") or a.metadata.get("language")) == language]
-    if not candidates:
-        raise FileNotFoundError(f"no {language} checkpoint in {store.uri}/{stage} yet: run specialize_language "
-                                f"with lapt.steps > 0 first")
-    return candidates[-1].uri  # store.list is oldest first
 
 
 # ------------------------------------------------------------------------------ local server

@@ -185,18 +185,6 @@ def test_server_command_is_offline_and_uses_the_given_home(tmp_path):
     assert env["PREFECT_HOME"] == str(tmp_path)
 
 
-def test_latest_checkpoint_resolves_to_the_newest_of_that_language(local_store):
-    for step, language in [(100, "sw"), (200, "sw"), (300, "ha")]:
-        local_store.put_bytes("lapt-checkpoint", f"k{step}", "step.txt", str(step).encode(),
-                              params={"language": language, "step": step})
-        time.sleep(0.01)
-    newest_sw = ops.resolve_checkpoint_uri("latest", "sw", local_store, "lapt-checkpoint")
-    assert newest_sw.endswith("/lapt-checkpoint/k200")
-    assert ops.resolve_checkpoint_uri("s3://b/x", "sw", local_store, "lapt-checkpoint") == "s3://b/x"
-    with pytest.raises(FileNotFoundError, match="no yo checkpoint"):
-        ops.resolve_checkpoint_uri("latest", "yo", local_store, "lapt-checkpoint")
-
-
 # ------------------------------------------------------------------- against a real server
 def _read_back(deployment_id: str):
     from prefect import get_client
