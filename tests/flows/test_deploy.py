@@ -363,3 +363,24 @@ def test_checkpoint_event_runs_the_served_evaluate_checkpoint(prefect_server, tm
         os.killpg(serving.pid, 15)
         serving.wait(timeout=30)
         log.close()
+
+
+def test_kubernetes_gpu_pool_template_is_accepted(prefect_server):
+    """deployments/work-pools/kubernetes-gpu.json: every placeholder declared; the API accepts the pool."""
+    import re as _re
+
+    from prefect import get_client
+
+    template_file = REPO / "deployments" / "work-pools" / "kubernetes-gpu.json"
+    template = json.loads(template_file.read_text())
+    placeholders = set(_re.findall(r"\{\{\s*(\w+)\s*\}\}", json.dumps(template["job_configuration"])))
+    assert {"gpu_count", "image", "command"} <= placeholders <= set(template["variables"]["properties"])
+    name = f"k8s-gpu-{uuid.uuid4().hex[:6]}"
+    spec = ops.WorkPoolSpec(name=name, type="kubernetes", base_job_template="work-pools/kubernetes-gpu.json")
+    assert ops.ensure_work_pool(spec, base_dir=REPO / "deployments") is True
+    assert ops.ensure_work_pool(spec, base_dir=REPO / "deployments") is False  # idempotent
+    with get_client(sync_client=True) as client:
+        pool = client.read_work_pool(name)
+    assert pool.type == "kubernetes"
+    container = pool.base_job_template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "{{ gpu_count }}"
