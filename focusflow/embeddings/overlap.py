@@ -69,14 +69,16 @@ def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMo
     target_forms = target_forms if target_forms is not None else canonical_vocab(target_tokenizer)
     by_role = {}
     for form in source_forms:
-        if form.kind == "special" and form.role not in by_role:
-            by_role[form.role] = form.id
+        if form.kind == "special":
+            for role in form.role.split("|"):
+                by_role.setdefault(role, form.id)
     exact = _first_by_key(source_forms, lambda f: f.key)
     fuzzy = _first_by_key(source_forms, fuzzy_key)
     targets, sources, kinds = [], [], []
     for form in target_forms:
         if form.kind == "special":
-            source_id, kind = by_role.get(form.role), "special"
+            source_id = next((by_role[r] for r in form.role.split("|") if r in by_role), None)
+            kind = "special"
         else:
             source_id, kind = exact.get(form.key), "exact"
             if source_id is not None and match == "symbolic" and not is_symbolic(form.text):

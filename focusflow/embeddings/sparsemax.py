@@ -51,5 +51,5 @@ def sparsemax(scores: torch.Tensor, dim: int = -1, k: int = 64) -> torch.Tensor:
     moved = scores.movedim(dim, -1)
     flat = moved.reshape(-1, moved.shape[-1])
     weights, indices, _ = sparsemax_topk(flat, k)
-    dense = torch.zeros_like(flat).scatter_(1, indices, weights)
+    dense = torch.zeros_like(flat).scatter_add_(1, indices, weights)  # padding repeats index 0 with weight 0
     return dense.reshape(moved.shape).movedim(-1, dim)

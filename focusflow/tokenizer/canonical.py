@@ -132,15 +132,19 @@ def detect_scheme(spec: dict[str, Any]) -> tuple[Scheme, dict[str, Any]]:
 
 
 def special_roles(tokenizer: Any) -> dict[int, str]:
-    """Special-token id -> role (start/end/pad/unk/mask); other special tokens get role ``special:<content>``."""
+    """Special-token id -> role (start/end/pad/unk/mask, '|'-joined when several); others ``special:<content>``."""
     roles: dict[int, str] = {}
     for attribute, role in ROLE_OF_ATTRIBUTE.items():
         content = getattr(tokenizer, attribute, None)
         if content is None:
             continue
         token_id = tokenizer.convert_tokens_to_ids(str(content))
-        if token_id is not None and token_id not in roles:
+        if token_id is None:
+            continue
+        if token_id not in roles:
             roles[token_id] = role
+        elif role not in roles[token_id].split("|"):
+            roles[token_id] += "|" + role  # e.g. GPT-2's <|endoftext|> is both start and end
     for token_id in tokenizer.all_special_ids:
         roles.setdefault(token_id, "special:" + tokenizer.convert_ids_to_tokens(token_id))
     return roles

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import json
+
+import entmax
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from focusflow.embeddings import AuxVectors, compute_overlap, initialize_model, load_aux_vectors, transfer_embeddings
+from focusflow.tokenizer.canonical import canonical_vocab
+from tests.tiny_models import sample_texts, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def pair():
+    source = train_tokenizer("xlmr", sample_texts(600, seed=0), vocab_size=400)
+    target = train_tokenizer("xlmr", sample_texts(600, seed=1), vocab_size=300)
+    rng = np.random.default_rng(0)
+    matrices = {"embeddings": rng.standard_normal((len(source), 12)).astype(np.float32),
+                "output_bias": rng.standard_normal(len(source)).astype(np.float32)}
+    tokens = [t for t, _ in sorted(target.get_vocab().items(), key=lambda x: x[1])]
+    has_vector = [t for i, t in enumerate(tokens) if i % 7 != 3]  # every 7th token is 'rare' (no vector)
+    aux = AuxVectors.from_arrays(has_vector, rng.standard_normal((len(has_vector), 8)))
+    return source, target, matrices, aux
+
+
+def test_focus_rows_by_hand(pair) -> None:
+    source, target, matrices, aux = pair
+    result = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=3)
+    overlap = compute_overlap(source, target)
+    copies = overlap.as_dict()
+    E, bias = matrices["embeddings"], matrices["output_bias"]
+    for t, s in copies.items():
+        assert np.array_equal(result.embeddings[t], E[s]) and result.matrices["output_bias"][t] == bias[s]
+    anchors = [t for t in overlap.target_ids.tolist() if aux.index.get(target.convert_ids_to_tokens(t)) is not None]
+    anchor_vectors = aux.vectors[[aux.index[target.convert_ids_to_tokens(t)] for t in anchors]]
+    anchor_sources = [copies[t] for t in anchors]
+    combined = np.flatnonzero(result.plan.fate == "combined")
+    assert len(combined) > 50
+    for t in combined[:40].tolist():
+        x = aux.vectors[aux.index[target.convert_ids_to_tokens(t)]]
+        cos = anchor_vectors @ x / (np.linalg.norm(anchor_vectors, axis=1) * np.linalg.norm(x))
+        w = entmax.sparsemax(torch.from_numpy(cos.astype(np.float64)), dim=0).numpy()
+        np.testing.assert_allclose(result.embeddings[t], w @ E[anchor_sources], atol=1e-5)
+        np.testing.assert_allclose(result.matrices["output_bias"][t], w @ bias[anchor_sources], atol=1e-5)  # same weights
+        assert result.plan.support[t] == (w > 0).sum()
+    rare = np.flatnonzero(result.plan.fate == "random")
+    assert len(rare) >= 15  # rare new tokens (overlap tokens without a vector are still copied)
+    again = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=3)
+    assert np.array_equal(again.embeddings, result.embeddings)  # deterministic for a seed
+    other = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=4)
+    assert not np.array_equal(other.embeddings[rare], result.embeddings[rare])
+    assert np.array_equal(other.embeddings[combined], result.embeddings[combined])
+    report = result.report
+    assert set(report["fate"]) <= {"copied_exact", "copied_fuzzy", "copied_special", "combined", "random"}
+    assert report.loc[combined[0], "top_anchors"].count(":") >= 1
+    assert result.totals["combined"] == len(combined) and result.totals["random"] == len(rare)
+
+
+def test_rare_rows_follow_source_statistics() -> None:
+    source = train_tokenizer("xlmr", sample_texts(600, seed=0), vocab_size=400)
+    target = train_tokenizer("xlmr", sample_texts(3000, seed=5), vocab_size=2000)
+    E = (np.random.default_rng(1).standard_normal((len(source), 6)) * [1, 2, 3, 4, 5, 6] + 10).astype(np.float32)
+    result = transfer_embeddings(source, target, E, "focus", aux=AuxVectors.from_arrays(["▁ka"], np.ones((1, 4))))
+    rare = result.embeddings[result.plan.fate == "random"]
+    assert len(rare) > 500
+    np.testing.assert_allclose(rare.mean(axis=0), E.mean(axis=0), atol=0.3)
+    np.testing.assert_allclose(rare.std(axis=0), E.std(axis=0), rtol=0.1)
+
+
+def test_baselines(pair) -> None:
+    source, target, matrices, aux = pair
+    E = matrices["embeddings"]
+    copies = compute_overlap(source, target).as_dict()
+    mean = transfer_embeddings(source, target, E, "mean")
+    rows = np.flatnonzero(mean.plan.fate == "mean")
+    np.testing.assert_allclose(mean.embeddings[rows], np.broadcast_to(E.mean(axis=0), (len(rows), 12)), atol=1e-6)
+    random = transfer_embeddings(source, target, E, "random", seed=1)
+    random_rows = np.flatnonzero(random.plan.fate == "random")
+    source_rows = {row.tobytes() for row in E}
+    assert all(random.embeddings[r].tobytes() in source_rows for r in random_rows)  # permuted source rows
+    fvt = transfer_embeddings(source, target, E, "fvt")
+    forms = canonical_vocab(target)
+    for t in np.flatnonzero(fvt.plan.fate == "combined")[:20].tolist():
+        text = (" " if forms[t].word_start else "") + forms[t].text
+        ids = source.backend_tokenizer.encode(text, add_special_tokens=False).ids
+        np.testing.assert_allclose(fvt.embeddings[t], E[ids].mean(axis=0), atol=1e-6)
+    for t, s in copies.items():
+        assert np.array_equal(fvt.embeddings[t], E[s])
+    avg = transfer_embeddings(source, target, E, "avg-eg")
+    assert (avg.plan.fate == "combined").sum() > 20
+    symbolic = transfer_embeddings(source, target, E, "focus-symbolic", aux=aux)
+    assert symbolic.totals["copied_exact"] < transfer_embeddings(source, target, E, "focus", aux=aux).totals["copied_exact"]
+    with pytest.raises(ValueError, match="needs auxiliary vectors"):
+        transfer_embeddings(source, target, E, "focus")
+    with pytest.raises(ValueError, match="unknown method"):
+        transfer_embeddings(source, target, E, "magic")
+
+
+def test_wechsel_with_user_vectors(tmp_path, pair) -> None:
+    import fasttext
+
+    source, target, matrices, _ = pair
+    texts = sample_texts(400, seed=0)
+    (tmp_path / "words.txt").write_text("\n".join(texts), encoding="utf-8")
+    model = fasttext.train_unsupervised(str(tmp_path / "words.txt"), dim=8, minCount=1, epoch=2, thread=1, verbose=0)
+    model.save_model(str(tmp_path / "v.bin"))
+    words = model.get_words()[:50]
+    (tmp_path / "dict.tsv").write_text("\n".join(f"{w}\t{w}" for w in words), encoding="utf-8")
+    result = transfer_embeddings(source, target, matrices["embeddings"], "wechsel", wechsel_source_vectors=tmp_path / "v.bin",
+                                 wechsel_target_vectors=tmp_path / "v.bin", wechsel_dictionary=tmp_path / "dict.tsv")
+    combined = result.plan.fate == "combined"
+    assert combined.sum() > 200 and np.all(result.plan.support[combined] == 10)
+    np.testing.assert_allclose(np.add.reduceat(result.plan.weights, result.plan.indptr[:-1])[combined], 1, atol=1e-5)
+    with pytest.raises(ValueError, match="wechsel_source_vectors"):
+        transfer_embeddings(source, target, matrices["embeddings"], "wechsel")
+
+
+def test_aux_files(transfer_case) -> None:
+    import fasttext
+
+    aux = load_aux_vectors(transfer_case["aux_dir"])
+    model = fasttext.load_model(str(transfer_case["aux_dir"] / "fasttext.bin"))
+    for token in aux.tokens[:20]:
+        np.testing.assert_allclose(aux.vectors[aux.index[token]], model.get_word_vector(token), atol=1e-6)
+    assert transfer_case["aux_stats"]["target_vocab_coverage"] > 0.5
+    assert any(t.startswith("▁") for t in aux.tokens)  # trained on target-tokenized text
+
+
+@pytest.mark.parametrize("family", ["xlmr", "bert", "gpt2", "llama"])
+def test_initialize_model_loads(family, tiny_sources, transfer_case, tmp_path) -> None:
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    from focusflow.models.surgery import load_source, token_parameters
+
+    out = tmp_path / "out"
+    totals = initialize_model(tiny_sources[family], transfer_case["target_dir"], out, "focus",
+                              aux_dir=transfer_case["aux_dir"])
+    cls = AutoModelForCausalLM if family in ("gpt2", "llama") else AutoModelForMaskedLM
+    model = cls.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    target = transfer_case["target"]
+    assert len(tokenizer) == len(target) == model.config.vocab_size == totals["vocab_size"]
+    assert model.config.pad_token_id == target.pad_token_id and model.config.bos_token_id == target.bos_token_id
+    report = pd.read_parquet(out / "transfer_report.parquet")
+    assert len(report) == len(target)
+    assert json.loads((out / "transfer_totals.json").read_text())["combined"] == totals["combined"] > 0
+    source_model, _ = load_source(tiny_sources[family])
+    before, after = token_parameters(source_model).matrices, token_parameters(model).matrices
+    assert set(before) == set(after)  # bias and untied output embeddings carried over
+    copied = report[report["fate"].str.startswith("copied")]
+    for name in before:
+        np.testing.assert_allclose(after[name][copied["target_id"]], before[name][copied["source_id"]], atol=1e-6)
+    with torch.no_grad():
+        logits = model(**tokenizer(transfer_case["texts"][:2], return_tensors="pt", padding=True)).logits
+    assert logits.shape[-1] == len(target) and torch.isfinite(logits).all()
+
+
+def test_prune_and_extend(tiny_sources, transfer_case, tmp_path) -> None:
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from focusflow.models.surgery import load_source, token_parameters
+
+    source_model, source_tok = load_source(tiny_sources["xlmr"])
+    E = token_parameters(source_model).matrices["embeddings"]
+    texts = transfer_case["texts"]
+    pruned = initialize_model(tiny_sources["xlmr"], None, tmp_path / "pruned", "focus", mode="prune",
+                              train=transfer_case["train"])
+    tok = AutoTokenizer.from_pretrained(tmp_path / "pruned")
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "pruned")
+    assert pruned["kept"] == len(tok) < len(source_tok)
+    for text in texts[:50]:  # same segmentation, same vectors
+        assert tok.tokenize(text) == source_tok.tokenize(text)
+        np.testing.assert_array_equal(model.get_input_embeddings().weight[tok(text)["input_ids"]].detach().numpy(),
+                                      E[source_tok(text)["input_ids"]])
+    extended = initialize_model(tiny_sources["xlmr"], transfer_case["target_dir"], tmp_path / "ext", "focus", mode="extend",
+                                aux_dir=transfer_case["aux_dir"], train=transfer_case["train"], extend_top_n=40)
+    tok = AutoTokenizer.from_pretrained(tmp_path / "ext")
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "ext")
+    assert extended["added"] == 40 and len(tok) == len(source_tok) + extended["placeholders"] + 40
+    np.testing.assert_array_equal(model.get_input_embeddings().weight[: len(source_tok)].detach().numpy(), E)
+    assert np.mean([len(tok.tokenize(t)) for t in texts]) < np.mean([len(source_tok.tokenize(t)) for t in texts])
+
+
+def test_cli_init(tiny_sources, transfer_case, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from focusflow.cli import app
+
+    result = CliRunner().invoke(app, ["init", "--source", str(tiny_sources["bert"]), "--target-tokenizer",
+                                      str(transfer_case["target_dir"]), "--method", "fvt", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    last = next(line for line in reversed(result.output.splitlines()) if '{"method"' in line)
+    totals = json.loads(last[last.index('{"method"'):])
+    assert totals["method"] == "fvt" and totals["vocab_size"] == len(transfer_case["target"])
+    bad = CliRunner().invoke(app, ["init", "--source", str(tiny_sources["bert"]), "--target-tokenizer",
+                                   str(transfer_case["target_dir"]), "--method", "focus", "--out", str(tmp_path / "n")])
+    assert bad.exit_code == 1 and "auxiliary vectors" in bad.output
