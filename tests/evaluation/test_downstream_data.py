@@ -1,0 +1,142 @@
+"""Readers of the published formats, split completion, task specs and their clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from focusflow.evaluation.downstream.datasets import (
+    DataFormatError,
+    complete_splits,
+    ner_label_set,
+    read_conll,
+    read_nli_tsv,
+    read_squad_json,
+    subsample,
+)
+from focusflow.evaluation.downstream.sources import load_folder, parse_task, resolve_task
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_read_conll_sentences_and_label_set(tmp_path):
+    path = write(tmp_path / "train.txt", "-DOCSTART- O\n\nJuma B-PER\nalikwenda O\nDodoma B-LOC\n\n\nLeo B-DATE\n"
+                                         "Shirika B-ORG\nla I-ORG\n")
+    sentences = read_conll(path)
+    assert [s.words for s in sentences] == [("Juma", "alikwenda", "Dodoma"), ("Leo", "Shirika", "la")]
+    assert sentences[1].tags == ("B-DATE", "B-ORG", "I-ORG")
+    assert ner_label_set(sentences) == ["O", "B-DATE", "I-DATE", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER",
+                                        "I-PER"]
+
+
+def test_read_conll_reports_the_line_of_a_malformed_line(tmp_path):
+    path = write(tmp_path / "train.txt", "Juma B-PER\nalikwenda O\n\nDodoma\n")
+    with pytest.raises(DataFormatError, match=r"train.txt:4: expected 'word TAG'"):
+        read_conll(path)
+    path = write(tmp_path / "dev.txt", "Juma B-PER\nalikwenda PER\n")
+    with pytest.raises(DataFormatError, match=r"dev.txt:2: tag 'PER' is not a BIO"):
+        read_conll(path)
+
+
+def test_empty_files_are_errors(tmp_path):
+    for reader, name in ((read_conll, "a.txt"), (read_nli_tsv, "b.tsv"), (read_squad_json, "c.json")):
+        with pytest.raises(DataFormatError, match="is empty"):
+            reader(write(tmp_path / name, "\n \n"))
+
+
+def test_read_nli_tsv_labels_header_and_errors(tmp_path):
+    path = write(tmp_path / "dev.tsv", "premise\thypothesis\tlabel\nA\tB\tEntailment\nC\tD\tneutral\n")
+    examples = read_nli_tsv(path)
+    assert [(e.premise, e.label) for e in examples] == [("A", "entailment"), ("C", "neutral")]
+    with pytest.raises(DataFormatError, match=r"x.tsv:2: label 'maybe' is not one of"):
+        read_nli_tsv(write(tmp_path / "x.tsv", "A\tB\tneutral\nC\tD\tmaybe\n"))
+    with pytest.raises(DataFormatError, match=r"y.tsv:1: expected 3 tab-separated columns"):
+        read_nli_tsv(write(tmp_path / "y.tsv", "A B neutral\n"))
+
+
+def squad(paragraphs: list[tuple[str, list[tuple[str, str, int]]]]) -> str:
+    data = [{"paragraphs": [{"context": context, "qas": [
+        {"id": qid, "question": "swali?", "answers": [{"text": text, "answer_start": start}] if text is not None
+         else []} for qid, text, start in questions]} for context, questions in paragraphs]}]
+    return json.dumps({"version": "1.1", "data": data})
+
+
+def test_read_squad_drops_unanswered_and_relocates_answers(tmp_path):
+    context = "Mji mkuu wa Tanzania ni Dodoma, si Dar es Salaam."
+    path = write(tmp_path / "train.json", squad([(context, [
+        ("q1", "Dodoma", 24), ("q2", "Dodoma", 3), ("q3", "", 0), ("q4", "Nairobi", 5)])]))
+    examples, stats = read_squad_json(path)
+    assert [e.id for e in examples] == ["q1", "q2", "q4"]
+    assert examples[1].answers == (("Dodoma", 24),)  # moved to where the text is
+    assert examples[2].answers == (("Nairobi", -1),)  # kept for scoring, not for training
+    assert (stats.questions, stats.unanswered, stats.relocated, stats.unlocatable) == (4, 1, 1, 1)
+    with pytest.raises(DataFormatError, match="not valid JSON"):
+        read_squad_json(write(tmp_path / "bad.json", '{"data": [}'))
+
+
+def test_unlabelled_qa_split_is_ignored_with_a_note(tmp_path):
+    context = "Mji mkuu wa Tanzania ni Dodoma."
+    write(tmp_path / "qa" / "train.json", squad([(context, [(f"t{i}", "Dodoma", 24) for i in range(20)])]))
+    write(tmp_path / "qa" / "dev.json", squad([(context, [(f"d{i}", "", 0) for i in range(5)])]))
+    data = load_folder("qa", tmp_path / "qa", "toy", "sw")
+    assert data.sizes() == {"train": 14, "dev": 2, "test": 4}
+    assert "0 of 5 questions have a gold answer" in data.provenance["note_dev"]
+
+
+def test_complete_splits_rules_are_deterministic_and_disjoint():
+    items = list(range(100))
+    train, dev, test, provenance = complete_splits(items, None, None, seed=0)
+    assert (len(train), len(dev), len(test)) == (70, 10, 20)
+    assert sorted(train + dev + test) == items
+    assert complete_splits(items, None, None, seed=0)[:3] == (train, dev, test)
+    assert complete_splits(items, None, None, seed=1)[2] != test
+    assert provenance["test"] == "20% of train"
+    train, dev, test, provenance = complete_splits(items, None, [-1], seed=0)  # no dev: 10% of train
+    assert (len(train), len(dev), test) == (90, 10, [-1]) and provenance["dev"] == "10% of train"
+    train, dev, test, provenance = complete_splits(items, [-2], None, seed=0)  # no test: published dev → test
+    assert test == [-2] and len(dev) == 10 and "used as test" in provenance["test"]
+    assert subsample(items, 5, 0) == subsample(items, 5, 0) and len(subsample(items, 5, 0)) == 5
+
+
+def test_parse_task_forms_and_errors(tmp_path):
+    spec = parse_task("ner:MasakhaNER:swa")
+    assert (spec.kind, spec.dataset, spec.language, spec.path) == ("ner", "masakhaner2", "swa", None)
+    assert parse_task("qa:tydiqa-goldp:sw").dataset == "tydiqa"
+    folder = tmp_path / "my_ner"
+    folder.mkdir()
+    spec = parse_task(f"ner:{folder}")
+    assert spec.path == folder.resolve() and spec.dataset == "my_ner"
+    for bad, message in (("pos:ud:sw", "kind:dataset:lang"), ("ner:conll03:en", "unknown dataset"),
+                         ("nli:wikiann:sw", "is a ner dataset"), ("ner:wikiann", "needs a language")):
+        with pytest.raises(ValueError, match=message):
+            parse_task(bad)
+    with pytest.raises(FileNotFoundError):
+        parse_task(f"ner:{tmp_path / 'missing'}/")
+
+
+def test_local_copy_is_found_under_any_iso_spelling(shared_data):
+    ner = resolve_task("ner:wikiann:sw", data_root=shared_data)  # the folder is named swa
+    assert ner.sizes() == {"train": 1000, "dev": 1000, "test": 1000}
+    assert ner.labels == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+    nli = resolve_task("nli:xnli:swa", data_root=shared_data)
+    assert nli.sizes() == {"train": 1743, "dev": 249, "test": 498}
+    assert {e.label for e in nli.test} == {"entailment", "neutral", "contradiction"}
+    qa = resolve_task("qa:tydiqa:sw", data_root=shared_data)  # dev.json there has no gold answers
+    assert sum(qa.sizes().values()) == 2755 and "note_dev" in qa.provenance
+
+
+def test_hub_failure_says_what_to_do(tmp_path, monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("offline")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(RuntimeError, match="--data-root"):
+        resolve_task("ner:wikiann:sw", data_root=tmp_path)

@@ -1,0 +1,180 @@
+"""Task adapters with real tokenizers: first-sub-token alignment, doc-stride windows, span
+extraction, and the whole predict→score path driven by an oracle model (must score 1.0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from focusflow.evaluation.downstream.datasets import NerExample, NliExample, QaExample, TaskData, ner_label_set
+from focusflow.evaluation.downstream.ner import NerTask
+from focusflow.evaluation.downstream.nli import NliTask
+from focusflow.evaluation.downstream.qa import QaTask
+from focusflow.evaluation.downstream.runner import load_task_model, load_tokenizer
+from tests.tiny_models import sample_texts, save_tiny
+
+
+@pytest.fixture(scope="module")
+def tiny_xlmr(tmp_path_factory) -> Path:
+    return save_tiny("xlmr", tmp_path_factory.mktemp("models") / "xlmr")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_xlmr):
+    return load_tokenizer(tiny_xlmr)
+
+
+class Oracle(torch.nn.Module):
+    """Returns, for each input sequence, logits looked up by its token ids (a perfect model)."""
+
+    def __init__(self, table: dict[tuple[int, ...], np.ndarray], qa: bool = False) -> None:
+        super().__init__()
+        self.table, self.qa = table, qa
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        rows = []
+        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist(), strict=True):
+            key = tuple(i for i, m in zip(ids, mask, strict=True) if m)
+            logits = self.table[key]
+            pad = np.full((len(ids) - len(key),) + logits.shape[1:], -1e4, dtype=np.float32)
+            rows.append(np.concatenate([logits, pad]))
+        out = torch.from_numpy(np.stack(rows))
+        if self.qa:
+            return SimpleNamespace(start_logits=out[..., 0], end_logits=out[..., 1])
+        return SimpleNamespace(logits=out)
+
+
+def ner_data() -> TaskData:
+    words = [sentence.rstrip(".?!,").split() for sentence in sample_texts(30, seed=3)]
+    examples = []
+    for sentence in words:
+        tags = ["B-LOC" if w.lower().startswith("ka") else "I-LOC" if i and sentence[i - 1].lower().startswith("ka")
+                else "O" for i, w in enumerate(sentence)]
+        examples.append(NerExample(tuple(sentence), tuple(tags)))
+    return TaskData("ner", "toy", "xx", examples[:10], examples[10:20], examples[20:], ner_label_set(examples))
+
+
+def test_ner_labels_sit_on_the_first_sub_token_only(tokenizer):
+    task = NerTask(ner_data(), tokenizer)
+    for example, feature in zip(task.data.train, task.train_features(), strict=True):
+        labelled = [(p, label) for p, label in enumerate(feature["labels"]) if label != -100]
+        assert len(labelled) == len(example.words)
+        encoding = tokenizer(list(example.words), is_split_into_words=True)
+        word_ids = encoding.word_ids()
+        for (position, label), word in zip(labelled, range(len(example.words)), strict=True):
+            assert word_ids[position] == word and (position == 0 or word_ids[position - 1] != word)
+            assert task.data.labels[label] == example.tags[word]
+
+
+def ner_oracle(task: NerTask, split: str, perfect: bool) -> Oracle:
+    features, _ = task._encode(split)
+    table = {}
+    for feature in features:
+        logits = np.zeros((len(feature["input_ids"]), len(task.data.labels)), dtype=np.float32)
+        for position, label in enumerate(feature["labels"]):
+            logits[position, label if perfect and label >= 0 else 0] = 5.0
+        table[tuple(feature["input_ids"])] = logits
+    return Oracle(table)
+
+
+def test_ner_prediction_path_scores_one_for_an_oracle_and_zero_for_all_O(tokenizer):
+    task = NerTask(ner_data(), tokenizer)
+    assert task.evaluate(ner_oracle(task, "test", perfect=True), "test", 4)["f1"] == 1.0
+    assert task.evaluate(ner_oracle(task, "test", perfect=False), "test", 4)["f1"] == 0.0
+
+
+def test_ner_words_past_the_window_count_against_recall(tokenizer):
+    sentence = ("Kama", "ni") * 40
+    tags = tuple("B-LOC" if w == "Kama" else "O" for w in sentence)
+    data = TaskData("ner", "toy", "xx", [NerExample(sentence, tags)], [NerExample(sentence, tags)],
+                    [NerExample(sentence, tags)], ["O", "B-LOC", "I-LOC"])
+    task = NerTask(data, tokenizer, max_length=32)
+    scores = task.evaluate(ner_oracle(task, "test", perfect=True), "test", 4)
+    word_ids = tokenizer(list(sentence), is_split_into_words=True, truncation=True, max_length=32).word_ids()
+    words_kept = len({w for w in word_ids if w is not None})
+    kept = sum(1 for w in range(words_kept) if sentence[w] == "Kama")
+    assert 0 < words_kept < len(sentence)
+    assert task.stats["truncated_words"] == len(sentence) - words_kept
+    assert scores["precision"] == 1.0
+    assert scores["recall"] == pytest.approx(kept / 40)
+
+
+def test_nli_rejects_labels_outside_the_set(tokenizer):
+    bad = [NliExample("a", "b", "maybe")]
+    good = [NliExample("a", "b", "neutral")]
+    data = TaskData("nli", "toy", "xx", good, good, bad, ["entailment", "neutral", "contradiction"])
+    with pytest.raises(ValueError, match="test pair 0: label 'maybe'"):
+        NliTask(data, tokenizer)
+
+
+def qa_data() -> TaskData:
+    filler = " ".join(sample_texts(40, seed=5))
+    examples = []
+    for i, answer in enumerate(["Dodoma 1964", "Kilimanjaro", "Ziwa Victoria"]):
+        context = filler[: 300 + 400 * i] + f" jibu ni {answer} kweli. " + filler[:200]
+        start = context.index(answer)
+        examples.append(QaExample(f"q{i}", "Jibu ni nini?", context, ((answer, start),)))
+    return TaskData("qa", "toy", "xx", examples, examples, examples, [])
+
+
+def test_qa_windows_cover_long_contexts_and_train_positions_decode_to_the_answer(tokenizer):
+    task = QaTask(qa_data(), tokenizer, max_length=64, stride=16)
+    features, windows = task._encode("train")
+    assert len(features) > len(task.data.train)  # contexts longer than a window are split
+    answered = 0
+    for feature, window in zip(features, windows, strict=True):
+        start, end = feature["start_positions"], feature["end_positions"]
+        if start == 0:
+            continue
+        answered += 1
+        example = task.data.train[window["example"]]
+        offsets = window["offsets"]
+        assert example.context[offsets[start, 0]:offsets[end, 1]].strip() == example.answers[0][0]
+    assert answered >= len(task.data.train)
+
+
+def test_qa_best_span_over_windows_scores_one_for_an_oracle(tokenizer):
+    task = QaTask(qa_data(), tokenizer, max_length=64, stride=16)
+    features, windows = task._encode("test")
+    table = {}
+    for feature, window in zip(features, windows, strict=True):
+        start, end = task._answer_positions(task.data.test[window["example"]], window["offsets"], window["context"])
+        logits = np.zeros((len(feature["input_ids"]), 2), dtype=np.float32)
+        if start:
+            logits[start, 0] = logits[end, 1] = 20.0
+        table[tuple(feature["input_ids"])] = logits
+    assert task.stats["test_questions_over_one_window"] == 3
+    assert task.evaluate(Oracle(table, qa=True), "test", 4) == {"f1": 1.0, "exact_match": 1.0}
+
+
+def test_qa_question_longer_than_the_window_is_cut(tokenizer):
+    data = qa_data()
+    long_question = QaExample("long", "swali " * 200, data.test[0].context, data.test[0].answers)
+    data = TaskData("qa", "toy", "xx", [long_question], [long_question], [long_question], [])
+    task = QaTask(data, tokenizer, max_length=64, stride=16)
+    assert task.train_features() and task.stats["questions_cut"] == 1
+
+
+def test_model_without_encoder_weights_is_an_error(tmp_path, tiny_xlmr, tokenizer):
+    from safetensors.torch import save_file
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_xlmr, broken)
+    save_file({"lm_head.bias": torch.zeros(len(tokenizer))}, str(broken / "model.safetensors"))
+    with pytest.raises(ValueError, match="encoder weights were not found"):
+        load_task_model(broken, "ner", tokenizer, num_labels=3)
+
+
+def test_model_without_a_fast_tokenizer_is_an_error(monkeypatch, tiny_xlmr):
+    import transformers
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        classmethod(lambda cls, *a, **k: SimpleNamespace(is_fast=False)))
+    with pytest.raises(ValueError, match="not a fast"):
+        load_tokenizer(tiny_xlmr)
