@@ -1,0 +1,158 @@
+"""End-to-end LAPT runs on tiny models: loss drops, outputs, two-stage freezing, LoRA, kill -9 + resume."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+from focusflow.config import LaptSpec
+from focusflow.training import latest_checkpoint, run_lapt
+from focusflow.training.trainer import _Run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def small_spec(**changes) -> LaptSpec:
+    base = dict(steps=16, batch_size=16, micro_batch_size=8, seq_len=64, lr=2e-3, warmup_fraction=0.1,
+                eval_every=8, checkpoint_every=8, log_every=4, eval_sequences=32)
+    return LaptSpec(**{**base, **changes})
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    return load_file(folder / "model.safetensors")
+
+
+@pytest.mark.parametrize("family", ["xlmr", "gpt2", "llama"])
+def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_corpus, tmp_path, family):
+    calls = []
+    out = tmp_path / "run"
+    summary = run_lapt(tiny_dirs(family), *lapt_corpus, small_spec(keep_last=1), out,
+                       on_checkpoint=lambda folder, step, metrics: calls.append((folder, step, dict(metrics))))
+    assert summary["objective"] == ("mlm" if family == "xlmr" else "clm")
+    assert summary["steps"] == 16 and summary["tokens"] == 16 * 16 * 64
+    assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] - 0.3, summary
+    assert [step for _, step in [(c[0], c[1]) for c in calls]] == [8, 16]
+    assert calls[-1][0] == out / "checkpoints" / "step-00000016" and "train_loss" in calls[-1][2]
+    assert sorted(p.name for p in (out / "checkpoints").glob("step-*")) == ["step-00000016"]  # keep_last=1
+    assert (out / "checkpoints" / "latest").read_text().strip() == "step-00000016"
+    auto = AutoModelForMaskedLM if family == "xlmr" else AutoModelForCausalLM
+    final = auto.from_pretrained(out / "final")
+    initial = auto.from_pretrained(tiny_dirs(family))
+    assert not torch.equal(final.get_input_embeddings().weight, initial.get_input_embeddings().weight)
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert rows[0]["step"] == "0" and float(rows[0]["heldout_loss"]) == pytest.approx(summary["initial_heldout_loss"])
+    assert float(rows[-1]["heldout_loss"]) == pytest.approx(summary["final_heldout_loss"])
+    assert (out / "loss_curve.png").stat().st_size > 5000
+    assert json.loads((out / "summary.json").read_text())["steps"] == 16
+    assert summary["tokens_per_s"] > 0 and summary["mfu"] is None  # no peak FLOPs on CPU
+
+
+def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_corpus, tmp_path):
+    spec = small_spec(steps=4, embeddings_only_fraction=0.5)
+    run = _Run(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", True, None, False)
+    batch = next(run._step_batches(0))
+
+    def grads_after_backward(step: int) -> set[str]:
+        run._set_stage(step)
+        run.optimizer.zero_grad(set_to_none=True)
+        for micro in batch:
+            loss, _ = run.loss_model(micro.input_ids, micro.labels)
+            loss.backward()
+        return {name for name, p in run.hf_model.named_parameters() if p.grad is not None}
+
+    stage_one = grads_after_backward(0)
+    assert stage_one == {"lm_head.bias", "lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
+                         "lm_head.layer_norm.bias", "lm_head.decoder.weight"}  # decoder is tied to the word embeddings
+    assert run.hf_model.get_input_embeddings().weight.grad is not None
+    assert run.hf_model.roberta.embeddings.position_embeddings.weight.grad is None
+    assert run.stage1_steps == 2
+    everything = {name for name, _ in run.hf_model.named_parameters()}
+    assert grads_after_backward(2) == everything
+
+
+def test_embeddings_only_run_leaves_the_transformer_untouched(tiny_dirs, lapt_corpus, tmp_path):
+    run_lapt(tiny_dirs("bert"), *lapt_corpus, small_spec(steps=4, embeddings_only_fraction=1.0), tmp_path / "run")
+    before, after = _weights(tiny_dirs("bert")), _weights(tmp_path / "run" / "final")
+    changed = {name for name in before if not torch.equal(before[name], after[name])}
+    assert "bert.embeddings.word_embeddings.weight" in changed and "cls.predictions.transform.dense.weight" in changed
+    assert not any(".encoder." in name or "position_embeddings" in name for name in changed), changed
+
+
+def test_lora_trains_adapters_and_saves_a_merged_plain_model(tiny_dirs, lapt_corpus, tmp_path):
+    spec = small_spec(steps=4, lora=True, lora_rank=4, lr=1e-2, checkpoint_every=2)
+    summary = run_lapt(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run")
+    assert summary["trainable_parameters"] < summary["parameters"]
+    before, after = _weights(tiny_dirs("xlmr")), _weights(tmp_path / "run" / "final")
+    assert set(before) == set(after)  # merged: no LoRA keys, loads as the plain architecture
+    query = "roberta.encoder.layer.0.attention.self.query.weight"
+    key = "roberta.encoder.layer.0.attention.self.key.weight"
+    assert not torch.equal(before[query], after[query]) and torch.equal(before[key], after[key])
+    AutoModelForMaskedLM.from_pretrained(tmp_path / "run" / "final")
+    assert (latest_checkpoint(tmp_path / "run") / "trainer" / "trainable.safetensors").is_file()
+
+
+def test_resume_refuses_a_run_folder_with_different_settings(tiny_dirs, lapt_corpus, tmp_path):
+    run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=2, checkpoint_every=2), tmp_path / "run")
+    with pytest.raises(ValueError, match="different settings.*lr"):
+        run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=4, lr=1e-3), tmp_path / "run")
+
+
+def test_bad_inputs_fail_with_clear_messages(tiny_dirs, lapt_corpus, tmp_path):
+    with pytest.raises(ValueError, match="multiple of world_size"):
+        run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(micro_batch_size=5), tmp_path / "a")
+    with pytest.raises(ValueError, match="exceeds the model's 128 positions"):
+        run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(seq_len=256), tmp_path / "b")
+    with pytest.raises(ValueError, match="budget is zero"):
+        run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=0), tmp_path / "c")
+
+
+def _child(model: Path, corpus: tuple[Path, Path], out: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "training" / "lapt_child.py"), str(model),
+                             *map(str, corpus), str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_kill_9_between_checkpoints_then_resume_matches_an_uninterrupted_run(tiny_dirs, lapt_corpus, tmp_path):
+    """The child process is SIGKILLed after its step-8 checkpoint; resuming in this process must reproduce the
+    uninterrupted run (also in this process, one torch thread like the child) to float tolerance."""
+    from tests.training.lapt_child import SPEC
+
+    model = tiny_dirs("xlmr")  # dropout 0.1 is active: the RNG state must be restored too
+    killed = _child(model, lapt_corpus, tmp_path / "killed")
+    pointer = tmp_path / "killed" / "checkpoints" / "latest"
+    deadline = time.time() + 240
+    while time.time() < deadline and killed.poll() is None:
+        if pointer.is_file() and pointer.read_text().strip() == "step-00000008":
+            break
+        time.sleep(0.005)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.read().decode()[-2000:]
+    assert not (tmp_path / "killed" / "final").exists(), "the run finished before it could be killed"
+    interrupted_at = json.loads((latest_checkpoint(tmp_path / "killed") / "trainer_state.json").read_text())["step"]
+    assert interrupted_at < SPEC.total_steps
+
+    summary = run_lapt(model, *lapt_corpus, SPEC, tmp_path / "killed", resume=True)
+    assert summary["resumed_from"].endswith(f"step-{interrupted_at:08d}")
+    reference_summary = run_lapt(model, *lapt_corpus, SPEC, tmp_path / "reference", resume=True)
+    expected, got = _weights(tmp_path / "reference" / "final"), _weights(tmp_path / "killed" / "final")
+    assert set(expected) == set(got)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6, msg=name)
+    initial = _weights(model)
+    assert not torch.equal(initial["lm_head.dense.weight"], got["lm_head.dense.weight"])
+    assert summary["final_heldout_loss"] == pytest.approx(reference_summary["final_heldout_loss"], abs=1e-6)
+    # the resumed run's metric history equals the uninterrupted one (rows after the checkpoint are redone once)
+    steps = [r["step"] for r in csv.DictReader((tmp_path / "killed" / "metrics.csv").open())]
+    assert steps == [r["step"] for r in csv.DictReader((tmp_path / "reference" / "metrics.csv").open())]
