@@ -179,8 +179,13 @@ class ArtifactStore:
     # ----------------------------------------------------------------- helpers
     def key(self, stage: str, params: Mapping[str, Any] | None = None,
             inputs: Mapping[str, Artifact | str] | None = None, version: int | str = 1) -> str:
-        """The content-addressed key for a stage run; artifacts given as inputs count by content hash."""
-        return artifact_key(stage, params, _input_hashes(inputs), version)
+        """The content-addressed key for a stage run.
+
+        Inputs count by content hash: give artifacts, artifact URIs of this store, or hashes.
+        """
+        resolved = {name: self.resolve(value) if isinstance(value, str) and "://" in value else value
+                    for name, value in (inputs or {}).items()}
+        return artifact_key(stage, params, _input_hashes(resolved), version)
 
     def _path(self, *segments: str) -> str:
         return "/".join([self.root, *segments])
