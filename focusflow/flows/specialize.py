@@ -13,6 +13,7 @@ from prefect.futures import PrefectFuture
 
 from focusflow.config import PipelineConfig
 from focusflow.flows.common import load_run_config, runner_for
+from focusflow.pipeline.stages import source_params
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
 
@@ -24,7 +25,7 @@ def _dump(model: Any) -> dict[str, Any]:
 def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any]) -> dict[str, Any]:
     """Corpus, tokenizer, fastText and every initialization with its intrinsic evaluation."""
     language = cfg.language
-    source = tasks["source"].submit(store_uri, {"source_model": cfg.source_model}, {}, language=language)
+    source = tasks["source"].submit(store_uri, source_params(cfg.source_model), {}, language=language)
     corpus = tasks["corpus"](store_uri, {"language": language, "corpus": _dump(cfg.corpus),
                                          "cleaning": _dump(cfg.cleaning)}, {}, language=language)
     dedup = tasks["dedup"](store_uri, {"dedup": _dump(cfg.dedup)}, {"corpus": corpus}, language=language)

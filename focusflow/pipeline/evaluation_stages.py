@@ -19,6 +19,8 @@ from focusflow.storage import Artifact, ArtifactStore
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
 REPORT_STAGE, REPORT_VERSION = "report", 1
+_EVALUATION_OPTIONS = ("lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
+                       "split_seed")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
 
@@ -52,10 +54,12 @@ def run_downstream_stage(store: ArtifactStore, evaluation: Mapping[str, Any], mo
     model_artifact = store.resolve(model) if isinstance(model, str) else model
 
     def build(folder: Path) -> dict[str, Any]:
+        options = {k: evaluation[k] for k in _EVALUATION_OPTIONS if evaluation.get(k) is not None}
         frame = evaluate_models({name: store.fetch(model_artifact)}, list(evaluation["tasks"]), folder,
                                 seeds=evaluation.get("seeds", 5), epochs=evaluation.get("epochs"),
                                 max_train_samples=evaluation.get("max_train_samples"),
-                                data_root=Path(evaluation["data_root"]) if evaluation.get("data_root") else None)
+                                data_root=Path(evaluation["data_root"]) if evaluation.get("data_root") else None,
+                                **options)
         return {"results": json.loads(frame.to_json(orient="records"))}
 
     return store.build_or_get(DOWNSTREAM_STAGE, build, params=params, inputs={"model": model_artifact},

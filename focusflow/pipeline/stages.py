@@ -10,6 +10,7 @@ flow and the other way round.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage.store import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +57,26 @@ def _split(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mappi
     return split_corpus(inputs["dedup"] / "documents.jsonl", SplitSpec(**p["split"]), out)
 
 
+def source_params(spec: str, **options: Any) -> dict[str, Any]:
+    """Parameters of the source stage, identifying the model by content where it is local.
+
+    A local folder counts by the sha256 of its files (moving it keeps the key; editing it
+    changes the key); its path travels as the runtime-only ``_location``.
+    """
+    folder = Path(spec).expanduser()
+    if folder.is_dir():
+        digest = hashlib.sha256()
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + sha256_file(path).encode())
+        return {"source_model": "local", "fingerprint": digest.hexdigest(), "_location": str(folder.resolve()),
+                "options": options}
+    return {"source_model": spec, "options": options}
+
+
 def _source(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
     from focusflow.models import prepare_source
 
-    return prepare_source(p["source_model"], out, **p.get("options", {}))
+    return prepare_source(p.get("_location") or p["source_model"], out, **p.get("options", {}))
 
 
 def _tokenizer(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -66,7 +84,7 @@ def _tokenizer(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> M
     from focusflow.tokenizer import train_tokenizer
 
     return train_tokenizer(inputs["split"] / "train.jsonl", TokenizerSpec(**p["tokenizer"]), out,
-                           source_tokenizer=inputs["source"])
+                           source_tokenizer=inputs["source"], heldout=inputs["split"] / "heldout.jsonl")
 
 
 def _fasttext(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -129,4 +147,9 @@ def run_stage(store: ArtifactStore, stage: str, params: Mapping[str, Any],
         log.info("running stage %s", stage)
         return spec.build(folder, local, params)
 
-    return store.build_or_get(stage, build, params=params, inputs=artifacts, version=spec.version)
+    return store.build_or_get(stage, build, params=key_params(params), inputs=artifacts, version=spec.version)
+
+
+def key_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters that identify a result; ``_``-prefixed ones (a local path, say) only tell where to read."""
+    return {name: value for name, value in params.items() if not name.startswith("_")}

@@ -14,6 +14,7 @@ from prefect.context import TaskRunContext
 from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 
 from focusflow.pipeline.report import flatten_metrics
+from focusflow.pipeline.stages import key_params
 from focusflow.storage import ArtifactStore, redact_uri
 from focusflow.storage.store import RESULTS_FOLDER
 
@@ -35,7 +36,8 @@ class ArtifactKeyPolicy(CachePolicy):
     def compute_key(self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any],
                     **kwargs: Any) -> str | None:
         store = ArtifactStore(inputs["store_uri"])
-        key = store.key(self.stage, inputs.get("params") or {}, inputs.get("inputs") or {}, self.version)
+        params = key_params(inputs.get("params") or {})
+        key = store.key(self.stage, params, inputs.get("inputs") or {}, self.version)
         return cache_record_name(self.stage, self.version, key)
 
 
