@@ -46,17 +46,18 @@ class Overlap:
 
 def _first_by_key(forms: list[CanonicalToken], key) -> dict[Any, int]:
     """key -> source id, preferring regular tokens over byte pieces, then lower ids."""
-    best: dict[Any, tuple[int, int]] = {}
+    regular = {}
+    for form in reversed(forms):  # reversed: the lowest id is written last and wins
+        if form.kind == "regular":
+            value = key(form)
+            if value is not None:
+                regular[value] = form.id
     for form in forms:
-        if form.kind == "special":
-            continue
-        value = key(form)
-        if value is None:
-            continue
-        rank = (1 if form.kind == "byte" else 0, form.id)
-        if value not in best or rank < best[value]:
-            best[value] = rank
-    return {value: rank[1] for value, rank in best.items()}
+        if form.kind == "byte":
+            value = key(form)
+            if value is not None:
+                regular.setdefault(value, form.id)
+    return regular
 
 
 def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMode = "full",

@@ -55,8 +55,9 @@ class TransferPlan:
                 indices[lo:hi], source, offsets, mode="sum", per_sample_weights=weights[lo:hi], include_last_offset=True)
         result = out.numpy()
         if self.mean_rows.any() or self.random_rows.any():
-            mean = matrix.reshape(len(matrix), -1).astype(np.float64).mean(axis=0)
-            std = matrix.reshape(len(matrix), -1).astype(np.float64).std(axis=0, ddof=1) if len(matrix) > 1 else np.zeros_like(mean)
+            std_t, mean_t = torch.std_mean(source.double() if len(source) < 4096 else source, dim=0)
+            mean = mean_t.double().numpy()
+            std = std_t.double().numpy() if len(source) > 1 else np.zeros_like(mean)
             result[self.mean_rows] = mean.astype(np.float32)
             rows = np.flatnonzero(self.random_rows)
             if len(rows):

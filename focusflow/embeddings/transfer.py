@@ -91,7 +91,9 @@ def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux
             if aux is None:
                 raise ValueError(f"method {method!r} needs auxiliary vectors (train_aux_embeddings or a fastText .bin)")
             aux_rows = aux.lookup([form.token for form in target_forms])
-            anchor_mask = aux_rows[overlap.target_ids] >= 0
+            # anchors: overlap tokens with a vector, specials excluded (fastText's '</s>' is its line-break
+            # marker, not the tokenizer's eos; deepfocus never matches specials, so its anchors agree)
+            anchor_mask = (aux_rows[overlap.target_ids] >= 0) & (overlap.kinds != "special")
             anchor_targets = overlap.target_ids[anchor_mask]
             anchor_sources = overlap.source_ids[anchor_mask]
             new_rows = rest[aux_rows[rest] >= 0]

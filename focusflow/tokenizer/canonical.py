@@ -69,9 +69,12 @@ class CanonicalToken:
             return None
 
 
+_LETTER = re.compile(r"[^\W\d_]")
+
+
 def is_symbolic(text: str | None) -> bool:
     """Made only of digits, punctuation, symbols or whitespace (Unicode categories N, P, S, Z)."""
-    if text is None:
+    if text is None or _LETTER.search(text):
         return False
     return all(char.isspace() or unicodedata.category(char)[0] in "NPSZ" for char in text)
 
@@ -107,6 +110,22 @@ def _metaspace_char(spec: dict[str, Any]) -> str:
         if '"content": "\\u2581"' in text or '"content": "▁"' in text:
             return "▁"
     return "▁"
+
+
+def scheme_spec(tokenizer: Any) -> dict[str, Any]:
+    """The parts of tokenizer.json that decide the token spelling, without serializing the vocabulary."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise TypeError(f"{type(tokenizer).__name__} is not a fast tokenizer; load it with AutoTokenizer (use_fast=True)")
+    spec: dict[str, Any] = {}
+    for part in ("pre_tokenizer", "decoder", "normalizer"):
+        component = getattr(backend, part)
+        spec[part] = json.loads(component.__getstate__()) if component is not None else None
+    model = backend.model
+    spec["model"] = {"type": type(model).__name__, "byte_fallback": getattr(model, "byte_fallback", False),
+                     "continuing_subword_prefix": getattr(model, "continuing_subword_prefix", None)}
+    spec["added_tokens"] = [{"id": i} for i in getattr(tokenizer, "added_tokens_decoder", {})]
+    return spec
 
 
 def backend_spec(tokenizer: Any) -> dict[str, Any]:
@@ -152,7 +171,7 @@ def special_roles(tokenizer: Any) -> dict[int, str]:
 
 def canonical_vocab(tokenizer: Any) -> list[CanonicalToken]:
     """Canonical forms of every id ``0..len(tokenizer)-1`` (one string transform per token, no decode())."""
-    spec = backend_spec(tokenizer)
+    spec = scheme_spec(tokenizer)
     scheme, options = detect_scheme(spec)
     roles = special_roles(tokenizer)
     added = {entry["id"]: entry for entry in spec.get("added_tokens") or []}

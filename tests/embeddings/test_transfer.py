@@ -34,7 +34,8 @@ def test_focus_rows_by_hand(pair) -> None:
     E, bias = matrices["embeddings"], matrices["output_bias"]
     for t, s in copies.items():
         assert np.array_equal(result.embeddings[t], E[s]) and result.matrices["output_bias"][t] == bias[s]
-    anchors = [t for t in overlap.target_ids.tolist() if aux.index.get(target.convert_ids_to_tokens(t)) is not None]
+    anchors = [t for t in overlap.target_ids.tolist() if aux.index.get(target.convert_ids_to_tokens(t)) is not None
+               and t not in target.all_special_ids]  # specials are never anchors
     anchor_vectors = aux.vectors[[aux.index[target.convert_ids_to_tokens(t)] for t in anchors]]
     anchor_sources = [copies[t] for t in anchors]
     combined = np.flatnonzero(result.plan.fate == "combined")

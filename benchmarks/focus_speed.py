@@ -1,0 +1,121 @@
+"""FOCUS speed/memory/agreement: focusflow vs the reference implementation (deepfocus) on the same inputs.
+
+Case at XLM-R scale: a SentencePiece source vocabulary of 250k pieces with a random 250k x 768
+float32 matrix, a 50k Unigram target tokenizer trained on real text, ~10k shared pieces, and 300-d
+auxiliary vectors from a REAL fastText model trained on that text tokenized with the target
+tokenizer (supports of real fastText vectors are ~10x those of Gaussian vectors). Timed: the
+whole FOCUS call (lookups, overlap, similarity, sparsemax, combination); fastText training and
+tokenizer training are excluded. ``--quick``: 60k source, 10k target, 100-d, finishes in ~1 min.
+
+Prints a last line of JSON: {"ours_s", "deepfocus_s", "speedup", "max_abs_diff", "peak_rss_gb"}
+(peak_rss_gb is this process's peak after our call, before deepfocus runs).
+
+Install: ``pip install -e .[bench]``. deepfocus depends on the source-built ``fasttext`` package,
+which installs the same module name as ``fasttext-numpy2`` (what focusflow uses); if
+``python -c "import fasttext; print(fasttext.__file__)"`` then points at the wrong one or numpy
+errors appear, run ``pip install --force-reinstall --no-deps fasttext-numpy2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_TEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "text" / "sw.txt"
+
+
+def _unigram(pieces: list[tuple[str, float]]):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.Unigram(pieces, unk_id=3, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+
+
+def build_case(text: Path, work: Path, n_source: int, n_target: int, n_overlap: int, dim: int, lines: int):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from focusflow.config import FastTextSpec
+    from focusflow.corpus.io import write_texts
+    from focusflow.embeddings import train_aux_embeddings
+
+    texts = [line.strip() for line in text.read_text(encoding="utf-8").splitlines() if line.strip()][:lines]
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    trainer_tok = Tokenizer(models.Unigram())
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer_tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=n_target - 1, special_tokens=specials,
+                                                                   unk_token="<unk>"))
+    learned = [(p, s) for p, s in json.loads(trainer_tok.to_str())["model"]["vocab"] if p not in specials]
+    target = _unigram([(s, 0.0) for s in specials] + learned + [("<mask>", 0.0)])
+    rng = random.Random(0)
+    shared = rng.sample(learned, min(n_overlap, len(learned)))
+    letters = "абвгдежзийклмнопрстуфхцчшщыэюя"
+    synthetic, seen = [], {p for p, _ in shared}
+    while len(synthetic) < n_source - len(shared) - 5:
+        piece = ("▁" if rng.random() < 0.6 else "") + "".join(rng.choice(letters) for _ in range(rng.randint(2, 9)))
+        if piece not in seen:
+            seen.add(piece)
+            synthetic.append((piece, -rng.uniform(5, 20)))
+    source_pieces = [(s, 0.0) for s in specials] + shared + synthetic
+    rng.shuffle(source_pieces[4:])
+    source = _unigram(source_pieces + [("<mask>", 0.0)])
+    target.save_pretrained(work / "target")
+    write_texts(work / "train.jsonl", texts)
+    stats = train_aux_embeddings(work / "target", work / "train.jsonl",
+                                 FastTextSpec(dim=dim, epochs=3, min_count=10, threads=2), work / "aux")
+    embeddings = np.random.default_rng(0).standard_normal((len(source), 768)).astype(np.float32) * 0.05
+    return source, target, embeddings, stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--text", type=Path, default=DEFAULT_TEXT)
+    parser.add_argument("--skip-deepfocus", action="store_true")
+    args = parser.parse_args()
+    sizes = dict(n_source=60_000, n_target=10_000, n_overlap=3_000, dim=100, lines=20_000) if args.quick else \
+        dict(n_source=250_000, n_target=50_000, n_overlap=10_000, dim=300, lines=10**9)
+    import torch
+
+    from focusflow.embeddings import load_aux_vectors, transfer_embeddings
+
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        source, target, embeddings, stats = build_case(args.text, work, **sizes)
+        print(f"case: source {len(source)}x768, target {len(target)}, fastText {stats}", file=sys.stderr)
+        aux = load_aux_vectors(work / "aux")
+        started = time.perf_counter()
+        ours = transfer_embeddings(source, target, embeddings, "focus", aux=aux)
+        ours_s = time.perf_counter() - started
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+        print(f"ours: {ours_s:.2f}s {ours.totals}", file=sys.stderr)
+        result = {"ours_s": round(ours_s, 3), "deepfocus_s": None, "speedup": None, "max_abs_diff": None,
+                  "peak_rss_gb": round(peak, 3)}
+        if not args.skip_deepfocus:
+            from deepfocus import FOCUS
+
+            started = time.perf_counter()
+            reference = FOCUS(target_tokenizer=target, source_tokenizer=source,
+                              source_embeddings=torch.from_numpy(embeddings), fasttext_model_path=str(work / "aux" / "fasttext.bin"),
+                              exact_match_all=True, match_symbols=True, fuzzy_match_all=False, verbosity="silent").numpy()
+            deepfocus_s = time.perf_counter() - started
+            # rows both treat as overlap or new (specials: copied by role here, matched by string there)
+            compared = (ours.plan.fate != "random") & (ours.plan.fate != "copied_special")
+            result.update(deepfocus_s=round(deepfocus_s, 3), speedup=round(deepfocus_s / ours_s, 1),
+                          max_abs_diff=float(np.abs(ours.embeddings[compared] - reference[compared]).max()))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
