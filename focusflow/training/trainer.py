@@ -49,6 +49,7 @@ class Distributed:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    owns_group: bool = False  # this run initialized the process group (and tears it down)
 
     @property
     def main(self) -> bool:
@@ -78,9 +79,10 @@ def setup_distributed() -> Distributed:
     device = torch.device(f"cuda:{local_rank}" if use_cuda else (forced or "cpu"))
     if use_cuda:
         torch.cuda.set_device(device)
-    if world > 1 and not dist.is_initialized():
+    owns = world > 1 and not dist.is_initialized()
+    if owns:
         dist.init_process_group("nccl" if use_cuda else "gloo")
-    return Distributed(rank, world, local_rank, device)
+    return Distributed(rank, world, local_rank, device, owns)
 
 
 def resolve_precision(precision: str, device: torch.device) -> tuple[torch.dtype | None, bool]:
@@ -240,7 +242,7 @@ class _Run:
         decay = [p for p in self.params if p.dim() >= 2]
         no_decay = [p for p in self.params if p.dim() < 2]
         groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        fused = self.dist.device.type == "cuda"
+        fused = self.dist.device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
         self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=(spec.adam_beta1, spec.adam_beta2),
                                            eps=spec.adam_epsilon, fused=fused or None)
         name = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}[spec.schedule]
@@ -516,4 +518,8 @@ def run_lapt(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_di
     if math.isclose(spec.embeddings_only_fraction, 1.0) and spec.lora:
         log.warning("embeddings_only_fraction=1 with LoRA: the adapters are never trained")
     run = _Run(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress)
-    return run.train()
+    try:
+        return run.train()
+    finally:
+        if run.dist.owns_group and dist.is_initialized():
+            dist.destroy_process_group()

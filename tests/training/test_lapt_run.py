@@ -156,3 +156,22 @@ def test_kill_9_between_checkpoints_then_resume_matches_an_uninterrupted_run(tin
     # the resumed run's metric history equals the uninterrupted one (rows after the checkpoint are redone once)
     steps = [r["step"] for r in csv.DictReader((tmp_path / "killed" / "metrics.csv").open())]
     assert steps == [r["step"] for r in csv.DictReader((tmp_path / "reference" / "metrics.csv").open())]
+
+
+def test_cli_trains_from_a_split_folder(tiny_dirs, lapt_corpus, tmp_path):
+    from typer.testing import CliRunner
+
+    from focusflow.cli import app
+
+    split = lapt_corpus[0].parent
+    runner = CliRunner()
+    result = runner.invoke(app, ["lapt", "--model", str(tiny_dirs("bert")), "--corpus", str(split), "--out",
+                                 str(tmp_path / "run"), "--steps", "2", "--no-progress", "--set", "lapt.batch_size=8",
+                                 "--set", "lapt.micro_batch_size=4", "--set", "lapt.seq_len=32"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output[result.output.index("{"):])
+    assert summary["steps"] == 2 and summary["tokens"] == 2 * 8 * 32
+    assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
+    missing = runner.invoke(app, ["lapt", "--model", str(tiny_dirs("bert")), "--corpus", str(lapt_corpus[0]),
+                                  "--out", str(tmp_path / "x"), "--steps", "2"])
+    assert missing.exit_code != 0 and "--heldout" in str(missing.exception)
