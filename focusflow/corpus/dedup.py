@@ -50,7 +50,12 @@ class Fingerprints:
 
 @lru_cache(maxsize=64)
 def lsh_parameters(threshold: float, num_perm: int) -> tuple[int, int]:
-    """(bands, rows) minimizing the equal-weighted false-positive + false-negative area (as datasketch does)."""
+    """(bands, rows) minimizing 0.1 · false-positive + 0.9 · false-negative area of the LSH S-curve.
+
+    datasketch weighs both equally; here every candidate pair is verified by its estimated
+    Jaccard, so a false positive costs only a comparison while a false negative is a missed
+    duplicate: the curve is shifted to catch ~87-92% of pairs right at the threshold.
+    """
     grid = np.linspace(0.0, 1.0, 201)
     best, best_error = (1, num_perm), float("inf")
     for bands in range(1, num_perm + 1):
@@ -59,7 +64,7 @@ def lsh_parameters(threshold: float, num_perm: int) -> tuple[int, int]:
         below = grid <= threshold
         false_positive = np.trapezoid(probability[below], grid[below]) if below.sum() > 1 else 0.0
         false_negative = np.trapezoid(1.0 - probability[~below], grid[~below]) if (~below).sum() > 1 else 0.0
-        error = 0.5 * false_positive + 0.5 * false_negative
+        error = 0.1 * false_positive + 0.9 * false_negative
         if error < best_error - 1e-12:
             best, best_error = (bands, rows), error
     return best

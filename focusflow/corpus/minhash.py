@@ -113,12 +113,12 @@ def shingle_hashes(texts: list[str], shingles: str = "word", size: int = 5,
     n_words = words.size
     multipliers = _shingle_multipliers(size, seed)
     combined = words * multipliers[0]
-    for offset in range(1, size):
-        shifted_doc = np.full(n_words, -1, dtype=np.int64)
-        shifted_doc[: n_words - offset] = word_doc[offset:]
-        same = shifted_doc == word_doc
+    for offset in range(1, min(size, n_words)):
+        head = n_words - offset
+        same = np.zeros(n_words, dtype=bool)
+        same[:head] = word_doc[offset:] == word_doc[:head]
         term = np.zeros(n_words, dtype=U64)
-        term[: n_words - offset] = words[offset:] * multipliers[offset]
+        term[:head] = words[offset:] * multipliers[offset]
         combined += np.where(same, term, U64(0))
     last_doc = np.full(n_words, -1, dtype=np.int64)
     if n_words >= size:

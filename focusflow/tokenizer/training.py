@@ -173,6 +173,8 @@ def _train_sentencepiece(text_file: Path, sentences: int, pipeline: Pipeline, sp
             unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, unk_piece=unk,
             input_sentence_size=spec.max_sentences if sentences > spec.max_sentences else 0,
             shuffle_input_sentence=True, num_threads=_threads(spec), max_sentence_length=MAX_SENTENCE_BYTES + 192,
+            # EM time grows with the seed vocabulary; 20 seeds per final piece is ample (1M for 50k, as default)
+            seed_sentencepiece_size=min(1_000_000, max(20 * model_vocab, 200_000)),
             train_extremely_large_corpus=False, minloglevel=2)
     except RuntimeError as exc:
         message = str(exc)

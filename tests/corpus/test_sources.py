@@ -1,0 +1,179 @@
+"""Corpus sources: local formats, the packaged demo Bible, hub layouts streamed from a local mirror, errors."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import time
+from pathlib import Path
+
+import pytest
+
+from focusflow.config import CleaningSpec, CorpusSpec
+from focusflow.corpus import LanguageError, SourceError, collect_corpus, corpus_language, iso639_3, normalize_language
+from focusflow.corpus.cleaning import Cleaner, non_letter_fraction, normalize_text
+from focusflow.corpus.io import read_texts
+from focusflow.corpus.sources import hub_data_files, iter_demo, iter_files, iter_source, resolve_paths
+
+DOCS = ["Habari ya asubuhi rafiki yangu mpendwa.", "Leo tunaenda sokoni kununua matunda.", "Mvua inanyesha sana."]
+
+
+def _zst(path: Path, data: bytes) -> None:
+    import zstandard
+
+    path.write_bytes(zstandard.ZstdCompressor().compress(data))
+
+
+# --------------------------------------------------------------------------- languages
+
+def test_language_codes_normalize_and_map_per_corpus():
+    assert normalize_language("SWA") == normalize_language("sw") == normalize_language("swh") == "sw"
+    assert normalize_language("nya") == "ny" and iso639_3("ny") == "nya" and iso639_3("hau") == "hau"
+    assert corpus_language("mc4", "he") == "iw"  # mC4's legacy Hebrew code
+    assert corpus_language("mc4", "nya") == "ny"
+    assert corpus_language("cc100", "bn_rom") == "bn_rom"
+    with pytest.raises(LanguageError, match="it is in mc4"):
+        corpus_language("oscar", "ny")
+    with pytest.raises(LanguageError, match="not a known ISO 639"):
+        normalize_language("xx")
+
+
+# --------------------------------------------------------------------------- local files
+
+def test_local_formats_compressions_globs_and_folders(tmp_path: Path):
+    folder = tmp_path / "data"
+    (folder / "nested").mkdir(parents=True)
+    (folder / "a.txt").write_text(DOCS[0] + "\n\n" + DOCS[1] + "\n", encoding="utf-8")
+    with gzip.open(folder / "b.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write(json.dumps({"body": {"text": DOCS[2]}}) + "\n")
+    _zst(folder / "nested" / "c.txt.zst", f"{DOCS[1]}\n".encode())
+    (folder / "d.json").write_text(json.dumps([{"text": DOCS[0]}, {"text": DOCS[2]}]), encoding="utf-8")
+    (folder / "e.txt.xz").write_bytes(lzma.compress(f"{DOCS[0]}\n".encode()))
+    (folder / "f.txt.bz2").write_bytes(bz2.compress(f"{DOCS[2]}\n".encode()))
+    (folder / "ignored.bin").write_bytes(b"\x00")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": [DOCS[1], DOCS[2]]}), folder / "g.parquet")
+
+    files = resolve_paths([str(folder)])
+    assert [Path(f).name for f in files] == ["a.txt", "b.jsonl.gz", "d.json", "e.txt.xz", "f.txt.bz2", "g.parquet",
+                                             "c.txt.zst"]
+    assert list(iter_files(resolve_paths([str(folder / "a.txt")]))) == [DOCS[0], DOCS[1]]
+    assert list(iter_files(resolve_paths([str(folder / "nested" / "*.zst")]))) == [DOCS[1]]
+    assert list(iter_files(resolve_paths([str(folder / "b.jsonl.gz")]), text_field="body.text")) == [DOCS[2]]
+    assert list(iter_files(resolve_paths([str(folder / "d.json")]))) == [DOCS[0], DOCS[2]]
+    assert list(iter_files(resolve_paths([str(folder / "e.txt.xz"), str(folder / "f.txt.bz2")]))) == [DOCS[0], DOCS[2]]
+    assert list(iter_files(resolve_paths([str(folder / "g.parquet")]))) == [DOCS[1], DOCS[2]]
+
+
+def test_txt_paragraph_documents(tmp_path: Path):
+    file = tmp_path / "p.txt"
+    file.write_text("line one\nline two\n\n\nline three\n", encoding="utf-8")
+    assert list(iter_files([str(file)], txt_documents="paragraph")) == ["line one\nline two", "line three"]
+
+
+def test_missing_inputs_fail_at_once_with_advice(tmp_path: Path):
+    with pytest.raises(FileNotFoundError, match="matches no file"):
+        resolve_paths([str(tmp_path / "nope" / "*.txt")])
+    (tmp_path / "x.jsonl").write_text('{"content": "a b c"}\n', encoding="utf-8")
+    with pytest.raises(SourceError, match="set corpus.text_field"):
+        list(iter_files([str(tmp_path / "x.jsonl")]))
+    with pytest.raises(SourceError, match="no corpus files"):
+        (tmp_path / "empty").mkdir()
+        resolve_paths([str(tmp_path / "empty")])
+
+
+def test_collect_local_with_budget_and_cleaning_counts(tmp_path: Path):
+    file = tmp_path / "t.txt"
+    lines = ["  Habari\x07 za   asubuhi,\tndugu yangu mpendwa sana.  ", "fupi", "1234 5678 9012 3456 7890 !!!!",
+             *[f"Sentensi ya kawaida nambari {i} yenye maneno ya kutosha hapa." for i in range(50)]]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spec = CorpusSpec(source="local", paths=[str(file)], max_documents=10)
+    stats = collect_corpus(spec, CleaningSpec(), "swa", tmp_path / "out")
+    docs = list(read_texts(tmp_path / "out" / "documents.jsonl"))
+    assert docs[0] == "Habari za asubuhi, ndugu yangu mpendwa sana."
+    assert len(docs) == stats["documents"] == 10 and stats["stopped_by"] == "max_documents"
+    assert stats["cleaning"]["removed"] == {"too_short": 1, "mostly_non_letters": 1}
+    assert stats["language"] == "sw"
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["documents"] == 10
+    by_bytes = collect_corpus(CorpusSpec(source="local", paths=[str(file)], max_bytes=300), CleaningSpec(), "sw",
+                              tmp_path / "b")
+    assert by_bytes["bytes"] <= 300 and by_bytes["stopped_by"] == "max_bytes" and by_bytes["documents"] >= 4
+
+
+def test_cleaning_primitives():
+    assert normalize_text("e\u0301 \u00a0x\r\ny\n\n\nz\ufeff") == "\u00e9 x\ny\nz"  # NFC, NBSP, CRLF, blank lines, BOM
+    assert normalize_text("ﬁ", "NFKC") == "fi" and normalize_text("ﬁ", "none") == "ﬁ"
+    assert non_letter_fraction("abc 123") == pytest.approx(0.5)
+    assert non_letter_fraction("नमस्ते") == 0.0  # combining vowel signs count as letters
+    cleaner = Cleaner(CleaningSpec(min_chars=5, min_words=2))
+    assert [cleaner.clean(t) for t in ["ok ok ok", "abc", "one"]] == ["ok ok ok", None, None]
+    assert cleaner.stats()["removed"] == {"too_short": 2}
+
+
+# --------------------------------------------------------------------------- demo corpus
+
+def test_demo_corpus_is_the_chichewa_bible_by_chapter(tmp_path: Path):
+    docs = iter_demo("nya")
+    first = next(docs)
+    assert first.startswith("Pachiyambi Mulungu adalenga kumwamba ndi dziko lapansi.\n")
+    assert sum(1 for _ in docs) + 1 == 1189  # chapters of the 66 books
+    with pytest.raises(SourceError, match="Chichewa"):
+        iter_demo("sw")
+    stats = collect_corpus(CorpusSpec(max_documents=3), CleaningSpec(), "ny", tmp_path)
+    assert stats["documents"] == 3 and stats["source"] == "demo"
+
+
+# --------------------------------------------------------------------------- hub layouts (local mirror)
+
+def _mirror(root: Path) -> None:
+    """The three corpora's raw layouts, as the hub/statmt serve them."""
+    oscar = [
+        {"content": "Habari njema kutoka Nairobi leo asubuhi.", "metadata": {"quality_warnings": None}},
+        {"content": "Menu Home Contact", "metadata": {"quality_warnings": ["header", "short_sentences"]}},
+        {"content": "Bei ya mafuta imepanda tena wiki hii.", "metadata": {"quality_warnings": ["short_sentences"]}},
+        {"content": "xx $$ %% noisy", "metadata": {"quality_warnings": ["noisy"]}},
+        {"content": "Copyright 2022 all rights", "metadata": {"quality_warnings": ["footer"]}},
+    ]
+    (root / "oscar" / "sw_meta").mkdir(parents=True)
+    _zst(root / "oscar" / "sw_meta" / "sw_meta_part_1.jsonl.zst",
+         "".join(json.dumps(d) + "\n" for d in oscar).encode())
+    (root / "cc100").mkdir()
+    (root / "cc100" / "sw.txt.xz").write_bytes(
+        lzma.compress("Aya ya kwanza.\nMstari wa pili.\n\nHati ya pili hapa.\n\n".encode()))
+    (root / "mc4" / "multilingual").mkdir(parents=True)
+    for shard in range(2):
+        with gzip.open(root / "mc4" / "multilingual" / f"c4-sw.tfrecord-{shard:05d}-of-00002.json.gz", "wt") as h:
+            h.write(json.dumps({"text": f"Hati ya mC4 nambari {shard}.", "timestamp": "x", "url": "u"}) + "\n")
+    with gzip.open(root / "mc4" / "multilingual" / "c4-sw-validation.tfrecord-00000-of-00001.json.gz", "wt") as h:
+        h.write(json.dumps({"text": "validation, not train", "timestamp": "x", "url": "u"}) + "\n")
+
+
+def test_hub_sources_stream_through_datasets_from_a_local_mirror(tmp_path: Path):
+    _mirror(tmp_path)
+
+    def docs(corpus: str) -> list[str]:
+        spec = CorpusSpec(source=corpus, dataset_root=str(tmp_path / corpus), shuffle_buffer=0)
+        return list(iter_source(spec, "swa"))
+
+    assert docs("oscar") == ["Habari njema kutoka Nairobi leo asubuhi.", "Bei ya mafuta imepanda tena wiki hii."]
+    assert docs("cc100") == ["Aya ya kwanza.\nMstari wa pili.", "Hati ya pili hapa."]
+    assert sorted(docs("mc4")) == ["Hati ya mC4 nambari 0.", "Hati ya mC4 nambari 1."]
+    shuffled = CorpusSpec(source="mc4", dataset_root=str(tmp_path / "mc4"), shuffle_buffer=10, seed=3)
+    assert sorted(iter_source(shuffled, "sw")) == sorted(docs("mc4"))
+    # the real (online) locations the same code reads
+    assert hub_data_files("oscar", "swa") == "hf://datasets/oscar-corpus/OSCAR-2301/sw_meta/*.jsonl.zst"
+    assert hub_data_files("mc4", "nya") == "hf://datasets/allenai/c4/multilingual/c4-ny.tfrecord-*.json.gz"
+    assert hub_data_files("cc100", "hau") == "https://data.statmt.org/cc-100/ha.txt.xz"
+
+
+def test_unreachable_dataset_fails_at_once_with_advice(tmp_path: Path):
+    started = time.perf_counter()
+    with pytest.raises(SourceError, match="gated.*HF_TOKEN"):
+        list(iter_source(CorpusSpec(source="oscar", dataset_root=str(tmp_path / "missing")), "sw"))
+    with pytest.raises(LanguageError, match="no hub corpus here has it"):
+        iter_source(CorpusSpec(source="cc100"), "kin")
+    assert time.perf_counter() - started < 30
