@@ -177,3 +177,24 @@ def test_unreachable_dataset_fails_at_once_with_advice(tmp_path: Path):
     with pytest.raises(LanguageError, match="no hub corpus here has it"):
         iter_source(CorpusSpec(source="cc100"), "kin")
     assert time.perf_counter() - started < 30
+
+
+def test_language_id_filter_with_a_fasttext_model(shared_data: Path, tmp_path: Path):
+    import fasttext
+
+    sw = [l for l in (shared_data / "text" / "sw.txt").read_text(encoding="utf-8").splitlines() if len(l) > 80]
+    ha = [l for l in (shared_data / "text" / "ha.txt").read_text(encoding="utf-8").splitlines() if len(l) > 80]
+    (tmp_path / "lid.txt").write_text("".join(f"__label__sw {l}\n" for l in sw[:1500]) +
+                                      "".join(f"__label__hau {l}\n" for l in ha[:1500]), encoding="utf-8")
+    model = fasttext.train_supervised(input=str(tmp_path / "lid.txt"), epoch=5, dim=16, minn=2, maxn=4, thread=1,
+                                      seed=0, verbose=0)
+    model.save_model(str(tmp_path / "lid.bin"))
+    mixed = sw[2000:2100] + ha[2000:2050]
+    (tmp_path / "mixed.txt").write_text("\n".join(mixed) + "\n", encoding="utf-8")
+    stats = collect_corpus(CorpusSpec(source="local", paths=[str(tmp_path / "mixed.txt")]),
+                           CleaningSpec(langid_model=str(tmp_path / "lid.bin")), "swa", tmp_path / "out")
+    kept = list(read_texts(tmp_path / "out" / "documents.jsonl"))
+    assert stats["cleaning"]["removed"] == {"wrong_language": 50}  # the Hausa lines ('hau' label → 'ha' ≠ 'sw')
+    assert kept == [normalize_text(t) for t in sw[2000:2100]]  # all Swahili kept (cleaned), no Hausa
+    with pytest.raises(FileNotFoundError, match="language-ID model"):
+        Cleaner(CleaningSpec(langid_model=str(tmp_path / "missing.bin")))
