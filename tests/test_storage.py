@@ -69,6 +69,18 @@ def test_secrets_do_not_change_keys_or_reach_manifests(local_store, tmp_path):
     assert "hf_AAA" not in manifest_text and artifact.params["hf_token"] == "<redacted>"
 
 
+@pytest.mark.parametrize("name", ["tokenizer", "tokens", "max_tokens", "tokens_per_word", "secretary"])
+def test_ordinary_parameters_that_contain_secret_words_still_count(name):
+    assert artifact_key("s", {name: 1}) != artifact_key("s", {name: 2})
+
+
+@pytest.mark.parametrize("name", ["hf_token", "token", "HF_TOKEN", "api_key", "aws_secret_access_key", "password"])
+def test_credential_parameters_are_redacted(name):
+    from focusflow.storage.keys import REDACTED, redact_secrets
+
+    assert redact_secrets({name: "s3cr3t", "nested": {name: "x"}}) == {name: REDACTED, "nested": {name: REDACTED}}
+
+
 def test_credentials_in_store_uri_are_never_shown():
     from focusflow.storage import redact_uri
 

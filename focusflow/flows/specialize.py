@@ -25,11 +25,13 @@ def _dump(model: Any) -> dict[str, Any]:
 def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any]) -> dict[str, Any]:
     """Corpus, tokenizer, fastText and every initialization with its intrinsic evaluation."""
     language = cfg.language
-    source = tasks["source"].submit(store_uri, source_params(cfg.source_model), {}, language=language)
     corpus = tasks["corpus"](store_uri, {"language": language, "corpus": _dump(cfg.corpus),
                                          "cleaning": _dump(cfg.cleaning)}, {}, language=language)
     dedup = tasks["dedup"](store_uri, {"dedup": _dump(cfg.dedup)}, {"corpus": corpus}, language=language)
     split = tasks["split"](store_uri, {"split": _dump(cfg.split)}, {"dedup": dedup}, language=language)
+    head = {"head_spec": cfg.source_head} if cfg.source_head else {}
+    source = tasks["source"].submit(store_uri, source_params(cfg.source_model, **head), {"split": split},
+                                    language=language)
     tokenizer = tasks["tokenizer"](store_uri, {"tokenizer": _dump(cfg.tokenizer)},
                                    {"split": split, "source": source}, language=language)
     fasttext = tasks["fasttext"](store_uri, {"fasttext": _dump(cfg.fasttext)},

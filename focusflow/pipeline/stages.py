@@ -76,7 +76,8 @@ def source_params(spec: str, **options: Any) -> dict[str, Any]:
 def _source(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
     from focusflow.models import prepare_source
 
-    return prepare_source(p.get("_location") or p["source_model"], out, **p.get("options", {}))
+    return prepare_source(p.get("_location") or p["source_model"], out, head_train=inputs["split"] / "train.jsonl",
+                          **p.get("options", {}))
 
 
 def _tokenizer(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -116,7 +117,8 @@ STAGES: dict[str, Stage] = {
         Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus"),
         Stage("dedup", 1, ("corpus",), _dedup, "exact and near-duplicate removal"),
         Stage("split", 1, ("dedup",), _split, "deterministic held-out split by document hash"),
-        Stage("source", 1, (), _source, "source model folder with an MLM head"),
+        Stage("source", 1, ("split",), _source,
+              "source model folder; an MLM head is trained on the train split when it has none"),
         Stage("tokenizer", 1, ("split", "source"), _tokenizer, "language tokenizer from the train split"),
         Stage("fasttext", 1, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings"),
         Stage("init", 1, ("source", "tokenizer", "fasttext", "split"), _init, "embedding initialization"),

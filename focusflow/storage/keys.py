@@ -16,7 +16,11 @@ from pathlib import PurePosixPath
 from typing import Any
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
-_SECRET_NAME = re.compile(r"(token|secret|password|passwd|credential|api[_-]?key|access[_-]?key)", re.I)
+# Names of credentials as whole words at the end of a key: hf_token, aws_secret, api_key — but not
+# tokenizer, tokens (a LAPT budget) or max_tokens, which are parameters that must reach the key.
+_SECRET_NAME = re.compile(
+    r"(^|[_-])(token|auth[_-]?token|secret|secret[_-]?key|password|passwd|credentials?|api[_-]?key|access[_-]?key)$",
+    re.I)
 REDACTED = "<redacted>"
 
 

@@ -89,7 +89,7 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
     store_uri = (tmp_path / "store").as_uri()
     config = run_config(store_uri, inputs["corpus"], inputs["source"])
 
-    first, states = run_flow("xx", config)
+    first, states = run_flow("ny", config)
     store = ArtifactStore(store_uri)
     for stage in ("corpus", "dedup", "split", "source", "tokenizer", "fasttext", "init", "intrinsic", "lapt", "report"):
         assert store.list(stage), f"stage {stage} stored nothing"
@@ -99,13 +99,13 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
     assert "focus" in (report / "comparison.csv").read_text()
 
     started = time.monotonic()
-    second, states = run_flow("xx", config)
+    second, states = run_flow("ny", config)
     assert second == first
     assert all(set(s) == {"Cached"} for s in states.values()), states
     assert time.monotonic() - started < 60
 
     changed = run_config(store_uri, inputs["corpus"], inputs["source"], tokenizer={"vocab_size": 280})
-    third, states = run_flow("xx", changed)
+    third, states = run_flow("ny", changed)
     for stage in STAGES_BEFORE_TOKENIZER:
         assert set(states[stage]) == {"Cached"}, (stage, states)
     for stage in ("tokenizer", "fasttext", "init", "lapt", "report"):
@@ -118,11 +118,11 @@ def test_specialize_on_s3_store(prefect_server, s3_server, inputs, tmp_path):
     uri = s3_server.make_bucket("flow-store")
     config = run_config(f"{uri}/ff", inputs["corpus"], inputs["source"], init={"methods": ["focus"]},
                         lapt={"steps": 2, "checkpoint_every": 1})
-    first, _ = run_flow("xx", config)
+    first, _ = run_flow("ny", config)
     assert first["report"].startswith(f"{uri}/ff/report/")
     store = ArtifactStore(f"{uri}/ff")
     assert store.list("lapt-checkpoint") and store.list("lapt")
-    second, states = run_flow("xx", config)
+    second, states = run_flow("ny", config)
     assert second == first and all(set(s) == {"Cached"} for s in states.values()), states
 
 
@@ -131,7 +131,7 @@ def test_killed_flow_resumes_lapt_from_last_checkpoint(prefect_server, inputs, t
     config = run_config(store_uri, inputs["corpus"], inputs["source"], init={"methods": ["focus"]},
                         lapt={"steps": 60, "checkpoint_every": 5, "eval_every": 30})
     script = ("import json, sys; from focusflow.flows import specialize_language; "
-              "specialize_language('xx', json.loads(sys.argv[1]))")
+              "specialize_language('ny', json.loads(sys.argv[1]))")
     env = {**os.environ, "PREFECT_API_URL": prefect_server.api_url}
     process = subprocess.Popen([sys.executable, "-c", script, json.dumps(config)], env=env,
                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -150,7 +150,7 @@ def test_killed_flow_resumes_lapt_from_last_checkpoint(prefect_server, inputs, t
     stored_step = max(a.metadata["step"] for a in store.list("lapt-checkpoint"))
     assert not store.list("lapt"), "killed mid-LAPT: no final model may be committed"
 
-    result, _ = run_flow("xx", config)
+    result, _ = run_flow("ny", config)
     summary = store.resolve(result["lapt"]["focus"]).metadata
     assert summary["resumed_from"], "the re-run must resume from a checkpoint, not start over"
     assert summary["steps"] == 60 and stored_step >= 5
