@@ -44,6 +44,7 @@ def evaluate(
     batch_size: int = typer.Option(32, "--batch-size", min=1),
     eval_every: float = typer.Option(0.05, "--eval-every", min=0.001, max=1.0,
                                      help="Dev evaluation every this fraction of the steps."),
+    threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (1 helps on a busy machine)."),
 ) -> None:
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
     from focusflow.evaluation.downstream import evaluate_models
@@ -53,7 +54,8 @@ def evaluate(
         results = evaluate_models(parse_models(models), task, out, seeds=seeds, epochs=epochs,
                                   max_train_samples=max_train_samples, data_root=data_root, lr=lr,
                                   batch_size=batch_size, eval_every_fraction=eval_every,
-                                  max_eval_samples=max_eval_samples, max_test_samples=max_test_samples)
+                                  max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,
+                                  threads=threads)
     except (DataFormatError, ValueError, RuntimeError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None

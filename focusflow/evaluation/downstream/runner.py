@@ -216,7 +216,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     a finished run with the same settings is reused, so an interrupted comparison resumes).
 
     ``opts``: lr, batch_size, eval_every_fraction, max_eval_samples, max_test_samples, split_seed,
-    max_length.
+    max_length, threads (torch CPU threads; 1 is much faster than oversubscribing a busy machine).
     Returns the ``results.csv`` table as a DataFrame.
     """
     if not models:
@@ -226,9 +226,11 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
     unknown = set(opts) - {"lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
-                           "split_seed", "max_length"}
+                           "split_seed", "max_length", "threads"}
     if unknown:
         raise TypeError(f"unknown options {sorted(unknown)}")
+    if opts.get("threads"):
+        torch.set_num_threads(int(opts["threads"]))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = [parse_task(task) for task in tasks]  # fail on a bad spec before any training
