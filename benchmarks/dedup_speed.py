@@ -36,8 +36,8 @@ SYLLABLES = ["ka", "ta", "na", "ma", "wa", "ki", "ni", "mu", "la", "sa", "ya", "
 
 # --------------------------------------------------------------------------- corpus
 
-def make_vocabulary(rng: np.random.Generator, size: int = 60_000) -> np.ndarray:
-    lengths = rng.integers(1, 5, size=size)
+def make_vocabulary(rng: np.random.Generator, size: int = 60_000, max_syllables: int = 4) -> np.ndarray:
+    lengths = rng.integers(1, max_syllables + 1, size=size)
     syllables = np.asarray(SYLLABLES)
     words = {"".join(syllables[rng.integers(0, len(SYLLABLES), size=n)]) for n in lengths}
     return np.asarray(sorted(words))

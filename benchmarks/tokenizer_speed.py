@@ -34,7 +34,7 @@ def generate_corpus(path: Path, target_bytes: int, seed: int = 0) -> int:
     from focusflow.corpus.io import write_texts
 
     rng = np.random.default_rng(seed)
-    writer = Writer(rng, make_vocabulary(rng))
+    writer = Writer(rng, make_vocabulary(rng, size=400_000, max_syllables=6))  # rich enough for 50k pieces
     size = [0]
 
     def documents():

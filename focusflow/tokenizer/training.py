@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -177,10 +178,12 @@ def _train_sentencepiece(text_file: Path, sentences: int, pipeline: Pipeline, sp
             seed_sentencepiece_size=min(1_000_000, max(20 * model_vocab, 200_000)),
             train_extremely_large_corpus=False, minloglevel=2)
     except RuntimeError as exc:
-        message = str(exc)
-        if "Vocabulary size is too high" in message or "vocab_size" in message:
-            raise VocabularySizeError(f"sentencepiece: {message.strip()} (the corpus is too small for "
-                                      f"{model_vocab} pieces; lower tokenizer.vocab_size or use 'auto')") from None
+        limit = re.search(r"Vocabulary size (?:is )?too high.*?<= (\d+)", str(exc))
+        if limit:
+            extra = len(pipeline.specials) + (0 if pipeline.unk_token in pipeline.specials else 1) - 1
+            raise VocabularySizeError(
+                f"this corpus has only {int(limit[1]):,} distinct pieces for sentencepiece, fewer than the "
+                f"{model_vocab:,} requested: use tokenizer.vocab_size={int(limit[1]) + extra} or less") from None
         raise
     processor = spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
     return [(processor.id_to_piece(i), float(processor.get_score(i))) for i in range(processor.get_piece_size())]

@@ -115,6 +115,13 @@ def test_vocab_size_guard_refuses_and_auto_picks_a_supported_size(pseudo_corpus:
     assert stats["vocab_size"] == supported_vocab_size(stats["training_chars"], spec) == chars // 300 // 100 * 100
 
 
+def test_sentencepiece_limit_becomes_a_clear_error(tmp_path: Path):
+    write_texts(tmp_path / "small.jsonl", sample_texts(300, seed=2))
+    spec = TokenizerSpec(vocab_size=6000, chars_per_vocab_entry=1)  # guard off: sentencepiece itself refuses
+    with pytest.raises(VocabularySizeError, match=r"distinct pieces .* use tokenizer.vocab_size=\d+ or less"):
+        train_tokenizer(tmp_path / "small.jsonl", spec, tmp_path / "tok")
+
+
 def test_demo_corpus_refuses_the_default_50k(tmp_path: Path):
     collect_corpus(CorpusSpec(), CleaningSpec(), "ny", tmp_path / "corpus")
     with pytest.raises(VocabularySizeError, match=r"this corpus has 3\.\d+M: use tokenizer.vocab_size=1[0-3]000"):
