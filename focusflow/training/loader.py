@@ -17,6 +17,7 @@ class MicroBatch:
     input_ids: torch.Tensor
     labels: torch.Tensor | None
     predicted: int  # tokens carrying a loss (masked tokens for MLM, T-1 per row for CLM)
+    positions: torch.Tensor | None = None  # flat indices of the masked tokens (MLM)
 
 
 StepBatches = list[MicroBatch]
@@ -25,16 +26,15 @@ _DONE = object()
 
 def make_micro_batch(ids: np.ndarray, samples: np.ndarray, masker: Callable | None, pin: bool) -> MicroBatch:
     if masker is None:
-        inputs, labels, predicted = ids, None, ids.shape[0] * (ids.shape[1] - 1)
+        inputs, labels, positions, predicted = ids, None, None, ids.shape[0] * (ids.shape[1] - 1)
     else:
         inputs, labels = masker(ids, samples)
-        predicted = int((labels != -100).sum())
-    input_ids = torch.from_numpy(inputs)
-    label_tensor = torch.from_numpy(labels) if labels is not None else None
+        positions = np.flatnonzero(labels != -100)
+        predicted = len(positions)
+    tensors = [torch.from_numpy(a) if a is not None else None for a in (inputs, labels, positions)]
     if pin:
-        input_ids = input_ids.pin_memory()
-        label_tensor = label_tensor.pin_memory() if label_tensor is not None else None
-    return MicroBatch(input_ids, label_tensor, predicted)
+        tensors = [t.pin_memory() if t is not None else None for t in tensors]
+    return MicroBatch(tensors[0], tensors[1], predicted, tensors[2])
 
 
 class Prefetcher:

@@ -76,7 +76,10 @@ class LossModel(nn.Module):
         """``torch.compile`` the transformer body only (the gather of masked rows has a data-dependent shape)."""
         self.body_forward = torch.compile(self.body, **options)
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``positions`` (optional): flat indices of the labelled tokens, computed by the loader so the
+        accelerator never waits on a data-dependent ``nonzero``."""
         if self.objective == "clm":
             hidden = self.body_forward(input_ids=input_ids).last_hidden_state[:, :-1]
             logits = self.head(hidden)
@@ -86,7 +89,8 @@ class LossModel(nn.Module):
         flat_labels = labels.reshape(-1)
         if self.masked_only:
             hidden = self.body_forward(input_ids=input_ids).last_hidden_state
-            positions = (flat_labels != IGNORE_INDEX).nonzero().squeeze(1)
+            if positions is None:
+                positions = (flat_labels != IGNORE_INDEX).nonzero().squeeze(1)
             logits = self.head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions))
             targets = flat_labels.index_select(0, positions)
         else:

@@ -439,8 +439,9 @@ class _Run:
             with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
                 input_ids = mb.input_ids.to(device, non_blocking=True)
                 labels = mb.labels.to(device, non_blocking=True) if mb.labels is not None else None
+                positions = mb.positions.to(device, non_blocking=True) if mb.positions is not None else None
                 with self._autocast():
-                    loss_sum, _ = module(input_ids, labels)
+                    loss_sum, _ = module(input_ids, labels, positions)
                 # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
                 scaled = loss_sum * (world / max(total, 1.0))
                 (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
