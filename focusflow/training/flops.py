@@ -37,13 +37,16 @@ def _matrix_params(module: nn.Module, skip: set[int]) -> int:
 
 
 def flops_per_token(model: nn.Module, seq_len: int, objective: str, masked_only: bool,
-                    mlm_probability: float = 0.15) -> float:
-    """Training FLOPs (forward + backward) per input token for a Hugging Face MLM or causal LM."""
+                    mlm_probability: float = 0.15) -> float | None:
+    """Training FLOPs (forward + backward) per input token for a Hugging Face MLM or causal LM
+    (None when the config names no layer count / width: MFU is then not reported)."""
     from focusflow.training.objective import mlm_head
 
     config = model.config
-    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer")
-    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd")
+    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
+    if not layers or not hidden:
+        return None
     head = mlm_head(model) if objective == "mlm" else model.get_output_embeddings()
     output = model.get_output_embeddings()
     head_ids = {id(m) for m in head.modules()} if head is not None else set()
@@ -72,5 +75,5 @@ def peak_flops(device: torch.device | str) -> float | None:
     return None
 
 
-def mfu(tokens_per_s: float, flops_token: float, peak: float | None) -> float | None:
-    return None if not peak else tokens_per_s * flops_token / peak
+def mfu(tokens_per_s: float, flops_token: float | None, peak: float | None) -> float | None:
+    return None if not peak or not flops_token else tokens_per_s * flops_token / peak

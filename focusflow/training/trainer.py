@@ -166,6 +166,8 @@ class _Run:
         self.checkpoint: Path | None = None
         if self.dist.main:
             ckpt.clean_partial(self.out_dir)
+            for leftover in self.out_dir.glob(".tmp-final-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
             if not resume and (self.out_dir / ckpt.CHECKPOINTS).exists():
                 log.warning("resume=False: discarding earlier checkpoints in %s", self.out_dir)
                 shutil.rmtree(self.out_dir / ckpt.CHECKPOINTS)

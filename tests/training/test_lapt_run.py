@@ -175,3 +175,16 @@ def test_cli_trains_from_a_split_folder(tiny_dirs, lapt_corpus, tmp_path):
     missing = runner.invoke(app, ["lapt", "--model", str(tiny_dirs("bert")), "--corpus", str(lapt_corpus[0]),
                                   "--out", str(tmp_path / "x"), "--steps", "2"])
     assert missing.exit_code != 0 and "--heldout" in str(missing.exception)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_paths_train_and_checkpoint_the_scaler(tiny_dirs, lapt_corpus, tmp_path, precision):
+    """bf16 autocast (the CUDA default) and fp16 + GradScaler (GPUs without bf16), exercised on CPU."""
+    summary = run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=6, precision=precision, checkpoint_every=3),
+                       tmp_path / "run")
+    assert summary["precision"] == ("bfloat16" if precision == "bf16" else "float16")
+    assert summary["final_heldout_loss"] < summary["initial_heldout_loss"]
+    scaler = latest_checkpoint(tmp_path / "run") / "trainer" / "scaler.pt"
+    assert scaler.is_file() == (precision == "fp16")
+    # the master weights stay float32
+    assert load_file(tmp_path / "run" / "final" / "model.safetensors")["lm_head.dense.weight"].dtype == torch.float32
