@@ -41,6 +41,7 @@ from focusflow.cli import ops as _ops  # noqa: E402,F401
 from focusflow.cli import lapt as _lapt  # noqa: E402,F401
 from focusflow.cli import evaluate as _evaluate  # noqa: E402,F401
 from focusflow.cli import corpus as _corpus  # noqa: E402,F401
+from focusflow.cli import models as _models  # noqa: E402,F401
 
 
 def main() -> None:

@@ -49,16 +49,23 @@ def encode_texts(tokenizer, texts: Sequence[str], max_length: int = 128, add_spe
     ids, token_bytes, special = [], [], []
     for text, row_ids, offsets, special_mask in zip(texts, encoded["input_ids"], encoded["offset_mapping"],
                                                     encoded["special_tokens_mask"]):
-        sizes = np.fromiter((0 if s else _content_bytes(text[a:b]) for (a, b), s in zip(offsets, special_mask)),
-                            dtype=np.int64, count=len(row_ids))
+        sizes = _token_bytes(text, offsets, special_mask)
         ids.append(np.asarray(row_ids, dtype=np.int64))
         token_bytes.append(sizes)
         special.append(np.asarray(special_mask, dtype=bool))
     return EncodedTexts(ids, token_bytes, special)
 
 
-def _content_bytes(span: str) -> int:
-    return len("".join(span.split()).encode("utf-8"))
+def _token_bytes(text: str, offsets, special_mask) -> np.ndarray:
+    """Non-whitespace UTF-8 bytes per token; a character split over several tokens (byte-level BPE) counts once."""
+    sizes = np.zeros(len(offsets), dtype=np.int64)
+    covered = 0
+    for position, ((start, end), special) in enumerate(zip(offsets, special_mask)):
+        if special or end <= covered:
+            continue
+        sizes[position] = len("".join(text[max(start, covered):end].split()).encode("utf-8"))
+        covered = end
+    return sizes
 
 
 def mask_tokens(ids: np.ndarray, special: np.ndarray, vocab_size: int, mask_id: int, rng: np.random.Generator,
@@ -287,7 +294,7 @@ def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_
 
 def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int = 0, max_length: int = 128,
                    unigram_texts: Sequence[str] | None = None, source_embeddings: np.ndarray | None = None,
-                   prefix: str = "") -> dict:
+                   prefix: str = "", unigram: np.ndarray | None = None) -> dict:
     """Fidelity against the source plus the LM metrics its head supports, for one model folder."""
     from focusflow.models.source import load_source
 
@@ -301,7 +308,9 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
                      "n_params": int(sum(p.numel() for p in model.parameters()))}
     adapted = sentence_embeddings(model, tokenizer, sentences, prefix=prefix, max_length=max_length)
     metrics.update(representation_fidelity(adapted, source_embeddings))
-    unigram = unigram_log_probs(unigram_counts(tokenizer, unigram_texts if unigram_texts is not None else sentences))
+    given_unigram = unigram
+    if unigram is None:
+        unigram = unigram_log_probs(unigram_counts(tokenizer, unigram_texts if unigram_texts is not None else sentences))
     if info.objective == "mlm":
         lm = evaluate_mlm(model, tokenizer, sentences, max_length=max_length, seed=seed, unigram=unigram)
     elif info.objective == "clm":
@@ -310,7 +319,7 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
         lm = {}
     metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
                     for k, v in lm.items()})
-    metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout"
+    metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout" if given_unigram is None else "given"
     return metrics
 
 

