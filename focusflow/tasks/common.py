@@ -3,7 +3,10 @@ artifact store, and publishing a stage's metrics to the Prefect UI."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
+from collections.abc import Iterator
 import re
 from pathlib import Path
 from dataclasses import dataclass
@@ -18,6 +21,23 @@ from focusflow.pipeline.stages import key_params
 from focusflow.storage import ArtifactStore, redact_uri
 from focusflow.storage.store import RESULTS_FOLDER
 
+
+
+# transformers' from_pretrained initializes on the meta device through process-global state and
+# is not thread-safe; torch already spreads one model's work over every core. So in a thread
+# runner the model stages take turns; process and Dask runners still run them in parallel.
+MODEL_STAGES = frozenset({"source", "init", "intrinsic", "lapt", "downstream"})
+_MODEL_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def stage_slot(stage: str) -> Iterator[None]:
+    """Hold the per-process model lock while a model stage runs."""
+    if stage not in MODEL_STAGES:
+        yield
+        return
+    with _MODEL_LOCK:
+        yield
 
 
 @dataclass

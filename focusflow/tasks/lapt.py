@@ -11,7 +11,7 @@ from prefect.events import emit_event
 
 from focusflow.pipeline.lapt_stage import LAPT_STAGE, LAPT_VERSION, run_lapt_stage
 from focusflow.storage import ArtifactStore, redact_uri
-from focusflow.tasks.common import ArtifactKeyPolicy, artifact_key_name, publish_stage
+from focusflow.tasks.common import ArtifactKeyPolicy, artifact_key_name, publish_stage, stage_slot
 
 CHECKPOINT_EVENT = "focusflow.checkpoint.updated"
 
@@ -49,8 +49,9 @@ def lapt_task(store_uri: str, params: dict[str, Any], inputs: dict[str, str], la
         emit_checkpoint_event(uri, language, step, metrics)
         logger.info("checkpoint at step %d stored: %s", step, redact_uri(uri))
 
-    artifact = run_lapt_stage(store, params, inputs, language=language, on_checkpoint=on_checkpoint,
-                              lineage=lineage)
+    with stage_slot("lapt"):
+        artifact = run_lapt_stage(store, params, inputs, language=language, on_checkpoint=on_checkpoint,
+                                  lineage=lineage)
     update_progress_artifact(progress_id, progress=100.0)
     publish_stage("lapt", language, artifact.uri, dict(artifact.metadata))
     return artifact.uri

@@ -17,7 +17,7 @@ from focusflow.pipeline.evaluation_stages import (
     run_downstream_stage,
 )
 from focusflow.storage import ArtifactStore, redact_uri
-from focusflow.tasks.common import ArtifactKeyPolicy, artifact_key_name, publish_stage
+from focusflow.tasks.common import ArtifactKeyPolicy, artifact_key_name, publish_stage, stage_slot
 
 
 class _DownstreamKeyPolicy(ArtifactKeyPolicy):
@@ -37,7 +37,8 @@ def downstream_task(store_uri: str, params: dict[str, Any], inputs: dict[str, st
                     name: str = "model") -> str:
     """Fine-tune ``inputs['model']`` on ``params['tasks']`` over seeds; returns the results' URI."""
     store = ArtifactStore(store_uri)
-    artifact = run_downstream_stage(store, params, inputs["model"], name)
+    with stage_slot("downstream"):
+        artifact = run_downstream_stage(store, params, inputs["model"], name)
     results = artifact.metadata.get("results", [])
     if results:
         create_table_artifact(table=results, key=artifact_key_name(language or "run", "downstream", name),

@@ -9,7 +9,7 @@ from prefect.context import TaskRunContext
 
 from focusflow.pipeline.stages import STAGES, run_stage
 from focusflow.storage import ArtifactStore
-from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage
+from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, stage_slot
 
 # Stages that read from the network or object storage are retried with backoff.
 _IO_STAGES = {"corpus", "source"}
@@ -25,7 +25,8 @@ def _make(stage: str) -> Task[..., str]:
     def run(store_uri: str, params: dict[str, Any], inputs: dict[str, str] | None = None,
             language: str | None = None) -> str:
         store = ArtifactStore(store_uri)
-        artifact = run_stage(store, stage, params, inputs or {})
+        with stage_slot(stage):
+            artifact = run_stage(store, stage, params, inputs or {})
         if TaskRunContext.get() is not None:
             publish_stage(stage, language or _language_of(params), artifact.uri, dict(artifact.metadata))
         return artifact.uri
