@@ -178,3 +178,19 @@ def test_model_without_a_fast_tokenizer_is_an_error(monkeypatch, tiny_xlmr):
                         classmethod(lambda cls, *a, **k: SimpleNamespace(is_fast=False)))
     with pytest.raises(ValueError, match="not a fast"):
         load_tokenizer(tiny_xlmr)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_wordpiece_and_byte_level_families_encode_and_predict(family, tmp_path):
+    from focusflow.evaluation.downstream.runner import make_adapter
+
+    folder = save_tiny(family, tmp_path / family)
+    tokenizer = load_tokenizer(folder)
+    for kind, data in (("ner", ner_data()), ("qa", qa_data())):
+        kwargs = {} if kind == "qa" else {"num_labels": len(data.labels)}
+        model = load_task_model(folder, kind, tokenizer, **kwargs)
+        adapter = make_adapter(data, tokenizer, model.config, {"max_length": 64, "stride": 16})
+        assert adapter.train_features()
+        scores = adapter.evaluate(model, "test", 8)
+        assert set(scores) == ({"f1", "precision", "recall"} if kind == "ner" else {"f1", "exact_match"})
+        assert all(0.0 <= value <= 1.0 for value in scores.values())
