@@ -1,5 +1,11 @@
 """Language-adaptive pretraining (LAPT): MLM for encoders, causal LM for decoders, two-stage and LoRA,
-resumable atomic checkpoints, DDP under torchrun. Pure library code (no Prefect)."""
+resumable atomic checkpoints, DDP under torchrun. Pure library code (no Prefect).
+
+Launch on one machine: ``run_lapt(...)`` or ``focusflow lapt ...``. On N GPUs (a GPU work pool's job
+command, or by hand): ``torchrun --nproc_per_node N --no-python focusflow lapt ... --no-progress``; on
+several nodes add ``--nnodes/--node_rank/--rdzv_endpoint`` and give every node the same (shared) ``--out``.
+Every rank runs the same code; rank 0 tokenizes, writes checkpoints and the final model.
+"""
 
 from focusflow.training.checkpoint import latest_checkpoint
 from focusflow.training.data import PackedSequences, pretokenize
