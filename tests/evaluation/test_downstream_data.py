@@ -140,3 +140,43 @@ def test_hub_failure_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(RuntimeError, match="--data-root"):
         resolve_task("ner:wikiann:sw", data_root=tmp_path)
+
+
+def test_hub_loaders_convert_the_hub_layouts(monkeypatch):
+    """The Hub code path with in-memory stand-ins of the real schemas (ids, configs, splits checked)."""
+    import datasets
+    from datasets import ClassLabel, Dataset, Features, List, Value
+
+    calls = []
+    ner_features = Features({"tokens": List(Value("string")),
+                             "ner_tags": List(ClassLabel(names=["O", "B-PER", "I-PER", "B-ORG", "I-ORG",
+                                                                "B-LOC", "I-LOC"]))})
+    nli_features = Features({"premise": Value("string"), "hypothesis": Value("string"),
+                             "label": ClassLabel(names=["entailment", "neutral", "contradiction"])})
+    qa_rows = [{"id": f"{lang}-{i}", "title": "t", "context": "Mji mkuu ni Dodoma.", "question": "Mji mkuu?",
+                "answers": {"text": ["Dodoma"], "answer_start": [11]}} for lang in ("swahili", "finnish")
+               for i in range(12)]
+
+    def fake_load(repo, config=None, split=None, **kwargs):
+        calls.append((repo, config, split, kwargs.get("revision"), kwargs.get("data_dir")))
+        if repo == "facebook/xnli":
+            return Dataset.from_dict({"premise": ["a"] * 12, "hypothesis": ["b"] * 12, "label": [0, 1, 2] * 4},
+                                     features=nli_features)
+        if repo == "google-research-datasets/tydiqa":
+            return Dataset.from_list(qa_rows)
+        return Dataset.from_dict({"tokens": [["Juma", "yuko", "Dodoma"]] * 12, "ner_tags": [[1, 0, 5]] * 12},
+                                 features=ner_features)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    ner = resolve_task("ner:wikiann:swa")
+    assert calls[-3:] == [("unimelb-nlp/wikiann", "sw", s, None, None) for s in ("train", "validation", "test")]
+    assert ner.train[0].tags == ("B-PER", "O", "B-LOC") and ner.labels[0] == "O"
+    resolve_task("ner:masakhaner2:sw")
+    assert calls[-1] == ("masakhane/masakhaner2", None, "test", "refs/convert/parquet", "swa")
+    nli = resolve_task("nli:xnli:sw")
+    assert calls[-1][:3] == ("facebook/xnli", "sw", "test") and nli.test[2].label == "contradiction"
+    qa = resolve_task("qa:tydiqa:swa")
+    assert calls[-2:] == [("google-research-datasets/tydiqa", "secondary_task", s, None, None)
+                          for s in ("train", "validation")]
+    assert {e.id.split("-")[0] for e in qa.train + qa.dev + qa.test} == {"swahili"}
+    assert qa.sizes() == {"train": 11, "dev": 1, "test": 12} and "used as test" not in qa.provenance["test"]

@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 RESULT_COLUMNS = ["model", "task", "kind", "dataset", "language", "metric", "main", "mean", "std", "n_seeds",
@@ -112,7 +111,3 @@ def write_reports(out_dir: Path, runs: list[dict[str, Any]], notes: dict[str, li
     write_atomic(out_dir / "results.md", markdown(results, notes))
     return results
 
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    array = np.asarray(values, dtype=float)
-    return float(array.mean()), float(array.std(ddof=1)) if len(array) > 1 else 0.0
