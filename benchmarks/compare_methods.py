@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=None, help="default 24000 (8000 with --quick)")
     parser.add_argument("--heldout-sentences", type=int, default=None, help="default 500 (150 with --quick)")
     parser.add_argument("--max-documents", type=int, default=None)
-    parser.add_argument("--head-steps", type=int, default=None, help="default 600 (100 with --quick)")
+    parser.add_argument("--head-steps", type=int, default=None, help="default 400 (100 with --quick)")
     parser.add_argument("--work-dir", type=Path, default=None, help="default /tmp/focusflow-compare-<language>")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--quick", action="store_true", help="small vocabulary, few documents, short head training")
@@ -48,13 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     quick = args.quick
     vocab_size = args.vocab_size or (8000 if quick else 24_000)
     heldout = args.heldout_sentences or (150 if quick else 500)
-    head_steps = args.head_steps or (100 if quick else 600)
+    head_steps = args.head_steps or (100 if quick else 400)
     max_documents = args.max_documents or (15_000 if quick else None)
     work = args.work_dir or Path(f"/tmp/focusflow-compare-{args.language}{'-quick' if quick else ''}")
     out = args.out or work / "report"
     head_spec = {"steps": head_steps, "seed": args.seed}
-    if quick:
-        head_spec.update(feature_sequences=384)
+    head_spec.update(feature_sequences=384 if quick else 1024)
     fasttext = FastTextSpec(seed=args.seed, epochs=5 if quick else FastTextSpec().epochs)
     started = time.perf_counter()
     result = compare_methods(args.source, corpus, args.language, out, methods=args.methods.split(","),

@@ -164,3 +164,18 @@ def test_heldout_selection_fits_every_tokenizer_and_is_distinct(xlmr, gpt2):
     for tokenizer in (xlmr[1], gpt2[1]):
         assert max(len(ids) for ids in tokenizer(chosen)["input_ids"]) <= 24
     assert chosen == select_heldout_sentences(texts, [xlmr[1], gpt2[1]], max_sentences=50, max_length=24, seed=1)
+
+
+def test_evaluate_to_folder_writes_metrics(tmp_path):
+    import json
+
+    from focusflow.corpus.io import write_texts
+    from focusflow.evaluation.intrinsic import evaluate_to_folder
+    from tests.tiny_models import save_tiny
+
+    source = save_tiny("xlmr", tmp_path / "source")
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
+    metrics = evaluate_to_folder(source, source, tmp_path / "heldout.jsonl", tmp_path / "out", max_sentences=30)
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == metrics
+    assert metrics["n_sentences"] == 30 and metrics["retrieval_top1"] == 1.0
+    assert metrics["objective"] == "mlm" and metrics["mlm_loss"] > 0 and metrics["unigram_source"] == "heldout"
