@@ -28,6 +28,7 @@ def tiny_run(tmp_path_factory):
     return root, result
 
 
+@pytest.mark.slow  # tokenizer + fastText + three initializations + four evaluations: ~30 s quiet, 100 s shared
 def test_comparison_files_and_contract(tiny_run):
     root, result = tiny_run
     out = root / "out"
@@ -50,6 +51,7 @@ def test_comparison_files_and_contract(tiny_run):
     assert frame.set_index("method").loc["random", "random"] > 0 or frame.set_index("method").loc["random", "copied"] > 0
 
 
+@pytest.mark.slow
 def test_rerun_reuses_stages(tiny_run):
     root, result = tiny_run
     marker = root / "out" / "work" / "tokenizer" / "_focusflow_stage.json"
