@@ -69,12 +69,14 @@ def test_secrets_do_not_change_keys_or_reach_manifests(local_store, tmp_path):
     assert "hf_AAA" not in manifest_text and artifact.params["hf_token"] == "<redacted>"
 
 
-@pytest.mark.parametrize("name", ["tokenizer", "tokens", "max_tokens", "tokens_per_word", "secretary"])
+@pytest.mark.parametrize("name", ["tokenizer", "tokens", "max_tokens", "tokens_per_word", "secretary",
+                                  "chars_per_token", "flops_per_token", "eos_token", "mask_token", "tokens_per_s"])
 def test_ordinary_parameters_that_contain_secret_words_still_count(name):
     assert artifact_key("s", {name: 1}) != artifact_key("s", {name: 2})
 
 
-@pytest.mark.parametrize("name", ["hf_token", "token", "HF_TOKEN", "api_key", "aws_secret_access_key", "password"])
+@pytest.mark.parametrize("name", ["hf_token", "token", "HF_TOKEN", "auth_token", "api_key", "aws_secret_access_key",
+                                  "aws_access_key_id", "password", "client_secret"])
 def test_credential_parameters_are_redacted(name):
     from focusflow.storage.keys import REDACTED, redact_secrets
 

@@ -7,6 +7,8 @@ from typing import Any
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
+from focusflow.flows.common import load_run_config
+from focusflow.flows.specialize import intrinsic_params
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
 from focusflow.storage import Artifact, ArtifactStore, StoreError, redact_uri
 from focusflow.tasks import tasks_for
@@ -48,17 +50,20 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
     checkpoint = artifact_store.resolve(uri)
     lineage = _lineage(artifact_store, checkpoint)
     suites = suites or ["intrinsic"]
+    # the language's default settings (plus ``evaluation`` overrides): the same held-out sentences
+    # and masks as the flow's own intrinsic evaluation, so checkpoints compare with initializations
+    settings = load_run_config(language, {"evaluation": evaluation} if evaluation else None)
     tasks = tasks_for(artifact_store.uri)
     results: dict[str, Any] = {"checkpoint": uri, "step": checkpoint.metadata.get("step")}
     with tags(f"language:{language}", "evaluate-checkpoint"):
         if "intrinsic" in suites:
-            intrinsic_uri = tasks["intrinsic"](artifact_store.uri, {"max_sentences": 500, "seed": 0},
+            intrinsic_uri = tasks["intrinsic"](artifact_store.uri, intrinsic_params(settings),
                                                {"model": uri, "source": lineage["source"], "split": lineage["split"]},
                                                language=language)
             results["intrinsic"] = dict(artifact_store.resolve(intrinsic_uri).metadata)
         downstream_suites = [s for s in suites if s != "intrinsic"]
         if downstream_suites:
-            params = {"tasks": downstream_suites, "seeds": 3, **(evaluation or {})}
+            params = {**settings.evaluation.model_dump(mode="json"), "tasks": downstream_suites}
             downstream_uri = tasks["downstream"](artifact_store.uri, params, {"model": uri}, language=language,
                                                  name=f"step-{results['step']}")
             results["downstream"] = artifact_store.resolve(downstream_uri).metadata.get("results", [])

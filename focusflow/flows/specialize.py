@@ -22,6 +22,11 @@ def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json")
 
 
+def intrinsic_params(cfg: PipelineConfig) -> dict[str, Any]:
+    """Held-out evaluation settings; the same for every model so that their numbers compare."""
+    return {"max_sentences": cfg.evaluation.heldout_sentences, "seed": cfg.split.seed}
+
+
 def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any]) -> dict[str, Any]:
     """Corpus, tokenizer, fastText and every initialization with its intrinsic evaluation."""
     language = cfg.language
@@ -43,12 +48,11 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any])
             {"source": source, "tokenizer": tokenizer, "fasttext": fasttext, "split": split}, language=language)
         for method in cfg.init.methods
     }
-    intrinsic_params = {"max_sentences": cfg.evaluation.heldout_sentences, "seed": cfg.split.seed}
     evaluated = dict(models)
     if cfg.orchestration.evaluate_original:
         evaluated = {"original": source, **models}
     intrinsic = {
-        name: tasks["intrinsic"].submit(store_uri, intrinsic_params, {"model": model, "source": source, "split": split},
+        name: tasks["intrinsic"].submit(store_uri, intrinsic_params(cfg), {"model": model, "source": source, "split": split},
                                         language=language)
         for name, model in evaluated.items()
     }
@@ -59,7 +63,10 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any])
 def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
     """The report task's inputs, named ``<kind>:<name>`` (stage:corpus, init:focus, lapt:focus, …)."""
     named = {f"stage:{name}": branches[name] for name in ("corpus", "dedup", "split", "tokenizer", "fasttext")}
-    for kind, futures in {"init": branches["models"], "intrinsic": branches["intrinsic"], **more}.items():
+    groups: dict[str, dict[str, Any]] = {"init": dict(branches["models"]), "intrinsic": dict(branches["intrinsic"])}
+    for kind, futures in more.items():
+        groups.setdefault(kind, {}).update(futures)
+    for kind, futures in groups.items():
         named.update({f"{kind}:{name}": future for name, future in futures.items()})
     return named
 
@@ -82,6 +89,12 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
                                              language=language, lineage={"source": branches["source"]})
                 for method in cfg.orchestration.lapt_methods if method in branches["models"]
             }
+        lapt_intrinsic = {
+            f"{method}+lapt": tasks["intrinsic"].submit(
+                store_uri, intrinsic_params(cfg), {"model": model, "source": branches["source"], "split": branches["split"]},
+                language=language)
+            for method, model in lapt.items()
+        }
         downstream = {}
         if cfg.evaluation.tasks:
             candidates = {f"{m}+lapt": f for m, f in lapt.items()} or dict(branches["models"])
@@ -91,7 +104,8 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
                                                            language=language, name=name)
                           for name, model in candidates.items()}
         report = tasks["report"](store_uri, {"language": language},
-                                 report_inputs(branches, lapt=lapt, downstream=downstream), language=language)
+                                 report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic),
+                                 language=language)
     resolved = {name: branches[name] for name in ("corpus", "dedup", "split", "tokenizer", "fasttext")}
     resolved["source"] = branches["source"].result()
     resolved["models"] = {m: f.result() for m, f in branches["models"].items()}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from focusflow.pipeline.report import write_report
+from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, write_report
 from focusflow.storage import Artifact, ArtifactStore
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
@@ -66,17 +66,23 @@ def run_downstream_stage(store: ArtifactStore, evaluation: Mapping[str, Any], mo
                               version=DOWNSTREAM_VERSION)
 
 
-def _row(method: str, stage: str, *metadata: Mapping[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"method": method, "stage": stage}
-    for values in metadata:
+def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
+                    tokenizer_metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """One row: intrinsic metrics + the initialization's token fates + the tokenizer's efficiency."""
+    method, _, stage = label.partition("+")
+    row: dict[str, Any] = {"method": method, "stage": stage or "init"}
+    for values in (evaluation.metadata, init.metadata if init else {}):
         for key, value in values.items():
-            if isinstance(value, (int, float, str, bool)) or value is None:
+            if key in COMPARISON_COLUMNS and (isinstance(value, (int, float, str, bool)) or value is None):
                 row.setdefault(key, value)
+    side = "source" if method == "original" else "target"
+    row.setdefault("tokens_per_word", tokenizer_metrics.get(f"heldout.{side}.tokens_per_word"))
     return row
 
 
 def build_report(store: ArtifactStore, language: str, inputs: Mapping[str, str]) -> Artifact:
-    """The run report from stored artifacts named ``<kind>:<name>`` (``stage:corpus``, ``intrinsic:focus``…)."""
+    """The run report from stored artifacts named ``<kind>:<name>`` (``stage:corpus``, ``intrinsic:focus``,
+    ``intrinsic:focus+lapt``, ``lapt:focus``, ``downstream:original``…)."""
     artifacts = {name: store.resolve(uri) for name, uri in inputs.items()}
 
     def build(folder: Path) -> dict[str, Any]:
@@ -85,20 +91,14 @@ def build_report(store: ArtifactStore, language: str, inputs: Mapping[str, str])
             kind, _, label = name.partition(":")
             by_kind.setdefault(kind, {})[label] = artifact
         tokenizer = by_kind.get("stage", {}).get("tokenizer")
-        target_metrics = dict(tokenizer.metadata) if tokenizer else {}
-        rows = []
-        for method, evaluation in by_kind.get("intrinsic", {}).items():
-            init = by_kind.get("init", {}).get(method)
-            extra = [dict(init.metadata)] if init else []
-            if method != "original" and "tokens_per_word" not in evaluation.metadata:
-                extra.append({"tokens_per_word": _target_tokens_per_word(target_metrics)})
-            rows.append(_row(method, "init", dict(evaluation.metadata), *extra))
-        for method, trained in by_kind.get("lapt", {}).items():
-            rows.append(_row(method, "lapt", dict(trained.metadata)))
+        tokenizer_metrics = flatten_metrics(tokenizer.metadata) if tokenizer else {}
+        rows = [_comparison_row(label, evaluation, by_kind.get("init", {}).get(label), tokenizer_metrics)
+                for label, evaluation in by_kind.get("intrinsic", {}).items()]
         downstream = [pd.DataFrame(a.metadata.get("results", [])) for a in by_kind.get("downstream", {}).values()]
         downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
-        sections = {f"{label} ({kind})": dict(a.metadata) for kind in ("stage",)
-                    for label, a in by_kind.get(kind, {}).items()}
+        sections = {f"{label} stage": dict(a.metadata) for label, a in by_kind.get("stage", {}).items()}
+        sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
+                         for label, a in by_kind.get("lapt", {}).items()})
         sections["artifacts"] = {name: a.uri for name, a in artifacts.items()}
         return write_report(folder, language, rows, sections, downstream_frame)
 
@@ -106,9 +106,7 @@ def build_report(store: ArtifactStore, language: str, inputs: Mapping[str, str])
                               version=REPORT_VERSION)
 
 
-def _target_tokens_per_word(metrics: Mapping[str, Any]) -> Any:
-    for key in ("tokens_per_word", "target.tokens_per_word"):
-        if key in metrics:
-            return metrics[key]
-    target = metrics.get("target")
-    return target.get("tokens_per_word") if isinstance(target, Mapping) else None
+_LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss", "final_train_loss", "tokens_per_s",
+                 "mfu", "precision", "device", "world_size", "resumed_from", "trainable_parameters")
+
+

@@ -36,9 +36,9 @@ def flatten_metrics(metadata: Mapping[str, Any], prefix: str = "") -> dict[str, 
 
 
 def comparison_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """The comparison columns users read, in order; columns no row has are left out."""
     frame = pd.DataFrame(rows)
-    ordered = [c for c in COMPARISON_COLUMNS if c in frame.columns]
-    return frame[ordered + [c for c in frame.columns if c not in ordered]]
+    return frame[[c for c in COMPARISON_COLUMNS if c in frame.columns and frame[c].notna().any()]]
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:

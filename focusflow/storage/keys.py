@@ -16,10 +16,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
-# Names of credentials as whole words at the end of a key: hf_token, aws_secret, api_key — but not
-# tokenizer, tokens (a LAPT budget) or max_tokens, which are parameters that must reach the key.
+# Credential names, matched on the whole key name: hf_token, auth_token, api_key, aws_secret_access_key,
+# password… but not tokenizer, tokens, max_tokens, chars_per_token or flops_per_token, which are
+# parameters and metrics that must reach keys and reports.
 _SECRET_NAME = re.compile(
-    r"(^|[_-])(token|auth[_-]?token|secret|secret[_-]?key|password|passwd|credentials?|api[_-]?key|access[_-]?key)$",
+    r"^(?:(?:hf|huggingface|auth|access|api|bearer|github|gh|wandb|refresh|session|id)[_-]?)?token$"
+    r"|(?:^|[_-])(?:secret|secret[_-]?key|secret[_-]?access[_-]?key|password|passwd|credentials?"
+    r"|api[_-]?key|access[_-]?key(?:[_-]?id)?)$",
     re.I)
 REDACTED = "<redacted>"
 

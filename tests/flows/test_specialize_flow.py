@@ -96,7 +96,15 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
     assert all(s == ["Completed"] or set(s) == {"Completed"} for s in states.values()), states
     report = store.fetch(store.resolve(first["report"]))
     assert {"report.md", "comparison.csv", "comparison.png"} <= {p.name for p in report.iterdir()}
-    assert "focus" in (report / "comparison.csv").read_text()
+    import pandas as pd
+
+    comparison = pd.read_csv(report / "comparison.csv")
+    assert {"method", "stage", "fidelity", "retrieval_top1", "mlm_loss", "bits_per_byte", "vocab_size",
+            "tokens_per_word"} <= set(comparison.columns)
+    assert set(zip(comparison["method"], comparison["stage"])) == {
+        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "lapt")}
+    assert comparison["tokens_per_word"].notna().all()
+    assert "<redacted>" not in (report / "report.md").read_text()
 
     started = time.monotonic()
     second, states = run_flow("ny", config)
