@@ -64,6 +64,9 @@ class DedupSpec(_Section):
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     bands: int | None = Field(default=None, ge=1, description="LSH bands; chosen from threshold and num_perm when unset")
     min_line_chars: int = Field(default=20, ge=0, description="line level: shorter lines are never removed")
+    decontaminate: bool = Field(default=True, description="drop corpus lines that overlap the evaluation "
+                                "tasks' dev/test text (when evaluation.tasks is set)")
+    decontamination_window: int = Field(default=50, ge=10, description="normalized characters that must match")
     workers: int = Field(default=0, ge=0, description="processes for signatures; 0 = one per CPU core")
     seed: int = 0
 

@@ -13,9 +13,12 @@ from prefect.futures import PrefectFuture
 
 from focusflow.config import PipelineConfig
 from focusflow.flows.common import load_run_config, runner_for
-from focusflow.pipeline.stages import source_params
+from focusflow.pipeline.stages import decontamination_params, source_params
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
+
+
+CORPUS_AND_VOCABULARY_STAGES = ("corpus", "dedup", "decontaminate", "split", "tokenizer", "fasttext")
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -33,7 +36,13 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any])
     corpus = tasks["corpus"](store_uri, {"language": language, "corpus": _dump(cfg.corpus),
                                          "cleaning": _dump(cfg.cleaning)}, {}, language=language)
     dedup = tasks["dedup"](store_uri, {"dedup": _dump(cfg.dedup)}, {"corpus": corpus}, language=language)
-    split = tasks["split"](store_uri, {"split": _dump(cfg.split)}, {"dedup": dedup}, language=language)
+    training_text, decontaminated = dedup, {}
+    if cfg.evaluation.tasks and cfg.dedup.decontaminate:
+        training_text = tasks["decontaminate"](
+            store_uri, decontamination_params(cfg.evaluation.tasks, cfg.evaluation.data_root, cfg.evaluation.split_seed,
+                                          cfg.dedup.decontamination_window), {"dedup": dedup}, language=language)
+        decontaminated = {"decontaminate": training_text}
+    split = tasks["split"](store_uri, {"split": _dump(cfg.split)}, {"dedup": training_text}, language=language)
     head = {"head_spec": cfg.source_head} if cfg.source_head else {}
     source = tasks["source"].submit(store_uri, source_params(cfg.source_model, **head), {"split": split},
                                     language=language)
@@ -56,13 +65,13 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any])
                                         language=language)
         for name, model in evaluated.items()
     }
-    return {"corpus": corpus, "dedup": dedup, "split": split, "source": source, "tokenizer": tokenizer,
-            "fasttext": fasttext, "models": models, "intrinsic": intrinsic}
+    return {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "source": source,
+            "tokenizer": tokenizer, "fasttext": fasttext, "models": models, "intrinsic": intrinsic}
 
 
 def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
     """The report task's inputs, named ``<kind>:<name>`` (stage:corpus, init:focus, lapt:focus, …)."""
-    named = {f"stage:{name}": branches[name] for name in ("corpus", "dedup", "split", "tokenizer", "fasttext")}
+    named = {f"stage:{name}": branches[name] for name in CORPUS_AND_VOCABULARY_STAGES if name in branches}
     groups: dict[str, dict[str, Any]] = {"init": dict(branches["models"]), "intrinsic": dict(branches["intrinsic"])}
     for kind, futures in more.items():
         groups.setdefault(kind, {}).update(futures)
@@ -106,7 +115,7 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
         report = tasks["report"](store_uri, {"language": language},
                                  report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic),
                                  language=language)
-    resolved = {name: branches[name] for name in ("corpus", "dedup", "split", "tokenizer", "fasttext")}
+    resolved = {name: branches[name] for name in CORPUS_AND_VOCABULARY_STAGES if name in branches}
     resolved["source"] = branches["source"].result()
     resolved["models"] = {m: f.result() for m, f in branches["models"].items()}
     resolved["lapt"] = {m: f.result() for m, f in lapt.items()}

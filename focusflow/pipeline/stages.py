@@ -50,6 +50,24 @@ def _dedup(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mappi
     return deduplicate(inputs["corpus"] / "documents.jsonl", DedupSpec(**p["dedup"]), out)
 
 
+def _decontaminate(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
+    from focusflow.corpus.decontaminate import decontaminate
+    from focusflow.evaluation.downstream.texts import evaluation_texts
+
+    root = Path(p["_data_root"]) if p.get("_data_root") else None
+    texts = evaluation_texts(p["tasks"], root, p["split_seed"])
+    return decontaminate(inputs["dedup"] / "documents.jsonl", texts, out, window=p["window"],
+                         stride=max(1, p["window"] // 2))
+
+
+def decontamination_params(tasks: list[str], data_root: str | None, split_seed: int, window: int) -> dict[str, Any]:
+    """Evaluation data counts by content (its fingerprint); the folder is only where to read it."""
+    from focusflow.pipeline.evaluation_stages import data_fingerprint
+
+    return {"tasks": sorted(tasks), "data": data_fingerprint(Path(data_root)) if data_root else None,
+            "split_seed": split_seed, "window": window, "_data_root": data_root}
+
+
 def _split(out: Path, inputs: Mapping[str, Path], p: Mapping[str, Any]) -> Mapping[str, Any]:
     from focusflow.config import SplitSpec
     from focusflow.corpus import split_corpus
@@ -116,6 +134,7 @@ STAGES: dict[str, Stage] = {
     for stage in [
         Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus"),
         Stage("dedup", 1, ("corpus",), _dedup, "exact and near-duplicate removal"),
+        Stage("decontaminate", 1, ("dedup",), _decontaminate, "drop lines that overlap evaluation dev/test text"),
         Stage("split", 1, ("dedup",), _split, "deterministic held-out split by document hash"),
         Stage("source", 1, ("split",), _source,
               "source model folder; an MLM head is trained on the train split when it has none"),

@@ -121,15 +121,36 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
     assert third["tokenizer"] != first["tokenizer"] and third["corpus"] == first["corpus"]
 
 
+def write_ner_task(folder: Path) -> Path:
+    """A tiny CoNLL NER task whose test sentences also occur in the corpus (to be decontaminated)."""
+    import random
+
+    rng = random.Random(3)
+    for split, texts in {"train": sample_texts(60, seed=7), "dev": sample_texts(20, seed=8),
+                         "test": sample_texts(1500, seed=1)[:20]}.items():
+        lines = []
+        for text in texts:
+            lines += [f"{word} {'B-LOC' if rng.random() < 0.2 else 'O'}" for word in text.split()] + [""]
+        (folder / f"{split}.txt").write_text("\n".join(lines), encoding="utf-8")
+    return folder
+
+
 @pytest.mark.s3
-def test_specialize_on_s3_store(prefect_server, s3_server, inputs, tmp_path):
+def test_specialize_on_s3_store_with_decontamination_and_downstream(prefect_server, s3_server, inputs, tmp_path):
     uri = s3_server.make_bucket("flow-store")
+    task = write_ner_task(tmp_path)
     config = run_config(f"{uri}/ff", inputs["corpus"], inputs["source"], init={"methods": ["focus"]},
-                        lapt={"steps": 2, "checkpoint_every": 1})
+                        lapt={"steps": 2, "checkpoint_every": 1},
+                        evaluation={"tasks": [f"ner:{task}"], "seeds": 2, "epochs": 1, "batch_size": 8})
     first, _ = run_flow("ny", config)
     assert first["report"].startswith(f"{uri}/ff/report/")
     store = ArtifactStore(f"{uri}/ff")
     assert store.list("lapt-checkpoint") and store.list("lapt")
+    removed = store.resolve(first["decontaminate"]).metadata["lines_removed"]
+    assert removed >= 15, "the test sentences copied into the corpus must be removed"
+    results = [row for a in store.list("downstream") for row in a.metadata["results"]]
+    assert {row["model"] for row in results} == {"original", "focus+lapt"}
+    assert all(row["n_seeds"] == 2 for row in results)
     second, states = run_flow("ny", config)
     assert second == first and all(set(s) == {"Cached"} for s in states.values()), states
 
