@@ -45,7 +45,8 @@ def compare_command(
     language: str = typer.Option(..., "--language", help="ISO 639 code of the corpus language (for the report)."),
     methods: str = typer.Option("focus,random,mean,fvt,focus-symbolic", "--methods", help="Comma-separated methods."),
     out: Path = typer.Option(..., "--out", help="Output folder: comparison.csv/.md/.json/.png."),
-    vocab_size: int = typer.Option(24_000, "--vocab-size", help="Target tokenizer vocabulary size."),
+    vocab_size: str = typer.Option("auto", "--vocab-size",
+                                   help="Target vocabulary size, or 'auto' (the largest the corpus supports)."),
     heldout_sentences: int = typer.Option(500, "--heldout-sentences", help="Held-out sentences evaluated."),
     max_documents: int = typer.Option(None, "--max-documents", help="Read at most this many documents."),
     head_steps: int = typer.Option(600, "--head-steps", help="MLM-head steps for encoders without a head."),
@@ -58,7 +59,8 @@ def compare_command(
 
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
     result = compare_methods(source, corpus, language, out, methods=chosen,
-                             tokenizer_spec=TokenizerSpec(vocab_size=vocab_size, seed=seed),
+                             tokenizer_spec=TokenizerSpec(vocab_size=int(vocab_size) if vocab_size.isdigit() else vocab_size,
+                                                          seed=seed),
                              head_spec={"steps": head_steps, "seed": seed}, heldout_sentences=heldout_sentences,
                              max_documents=max_documents, seed=seed, work_dir=work_dir)
     import pandas as pd

@@ -91,7 +91,7 @@ def compare_methods(source: str, corpus: str | os.PathLike[str], language: str, 
     out = Path(out_dir)
     work = Path(work_dir) if work_dir is not None else out / "work"
     work.mkdir(parents=True, exist_ok=True)
-    tokenizer_spec = tokenizer_spec or TokenizerSpec(vocab_size=24_000, seed=seed)
+    tokenizer_spec = tokenizer_spec or TokenizerSpec(vocab_size="auto", seed=seed)
     fasttext_spec = fasttext_spec or FastTextSpec(seed=seed)
     split_spec = split_spec or SplitSpec(seed=seed, min_heldout_documents=max(200, 2 * heldout_sentences))
     stages: dict[str, Any] = {}
