@@ -548,6 +548,8 @@ def server_command(host: str = "127.0.0.1", port: int = 4200, *, ui: bool = True
     argv = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port),
             "--analytics-off", "--ui" if ui else "--no-ui", *extra_args]
     env = {**os.environ, **OFFLINE_SERVER_ENV}
+    # the UI calls the API at PREFECT_UI_API_URL, which defaults to port 4200 whatever --port says
+    env.setdefault("PREFECT_UI_API_URL", f"http://{host}:{port}/api")
     if home is not None:
         env["PREFECT_HOME"] = str(home)
     return argv, env

@@ -54,7 +54,8 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any])
     models: dict[str, PrefectFuture[str]] = {
         method: tasks["init"].submit(
             store_uri, {"method": method, "mode": cfg.init.mode, "seed": cfg.init.seed, "options": init_options},
-            {"source": source, "tokenizer": tokenizer, "fasttext": fasttext, "split": split}, language=language)
+            {"source": source, "tokenizer": tokenizer, "fasttext": fasttext, "split": split}, language=language,
+            label=method)
         for method in cfg.init.methods
     }
     evaluated = dict(models)
@@ -62,7 +63,7 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: dict[str, Any])
         evaluated = {"original": source, **models}
     intrinsic = {
         name: tasks["intrinsic"].submit(store_uri, intrinsic_params(cfg), {"model": model, "source": source, "split": split},
-                                        language=language)
+                                        language=language, label=name)
         for name, model in evaluated.items()
     }
     return {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "source": source,
@@ -95,13 +96,13 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
             lapt = {
                 method: tasks["lapt"].submit(store_uri, {"lapt": _dump(cfg.lapt)},
                                              {"model": branches["models"][method], "split": branches["split"]},
-                                             language=language, lineage={"source": branches["source"]})
+                                             language=language, lineage={"source": branches["source"]}, label=method)
                 for method in cfg.orchestration.lapt_methods if method in branches["models"]
             }
         lapt_intrinsic = {
             f"{method}+lapt": tasks["intrinsic"].submit(
                 store_uri, intrinsic_params(cfg), {"model": model, "source": branches["source"], "split": branches["split"]},
-                language=language)
+                language=language, label=f"{method}+lapt")
             for method, model in lapt.items()
         }
         downstream = {}

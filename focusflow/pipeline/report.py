@@ -44,7 +44,9 @@ def comparison_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
 def _markdown_table(frame: pd.DataFrame) -> str:
     def cell(value: Any) -> str:
         if isinstance(value, float):
-            return "" if math.isnan(value) else f"{value:.4g}"
+            if math.isnan(value):
+                return ""
+            return str(int(value)) if value.is_integer() and abs(value) >= 1000 else f"{value:.4g}"
         return str(value)
 
     header = "| " + " | ".join(frame.columns) + " |"
@@ -75,7 +77,7 @@ def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
     figure, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6), squeeze=False)
     for axis, metric in zip(axes[0], metrics):
         values = frame[metric].astype(float)
-        axis.bar(range(len(values)), values, color=["#4c72b0" if "focus" in str(l) else "#999999" for l in labels])
+        axis.bar(range(len(values)), values, color=["#4c72b0" if m == "focus" else "#999999" for m in frame["method"]])
         axis.set_xticks(range(len(values)), labels, rotation=45, ha="right", fontsize=8)
         axis.set_title(metric + (" ↓" if metric in ("mlm_loss", "bits_per_byte") else " ↑"))
     figure.tight_layout()

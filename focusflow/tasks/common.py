@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 import re
 from pathlib import Path
 from dataclasses import dataclass
@@ -86,7 +86,20 @@ def artifact_key_name(*parts: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", joined).strip("-")[:100] or "focusflow"
 
 
-def publish_stage(stage: str, language: str | None, artifact_uri: str, metadata: dict[str, Any]) -> None:
+def run_name(stage: str) -> Callable[[], str]:
+    """Task-run names that say which branch they are: ``init[focus]``, ``intrinsic[original]``."""
+
+    def name() -> str:
+        from prefect.runtime import task_run
+
+        label = (task_run.parameters or {}).get("label")
+        return f"{stage}[{label}]" if label else stage
+
+    return name
+
+
+def publish_stage(stage: str, language: str | None, artifact_uri: str, metadata: dict[str, Any],
+                  label: str | None = None) -> None:
     """A table of the stage's metrics and where its artifact is stored, in the Prefect UI."""
     from prefect.artifacts import create_table_artifact
 
@@ -94,8 +107,9 @@ def publish_stage(stage: str, language: str | None, artifact_uri: str, metadata:
     rows.append({"metric": "artifact", "value": redact_uri(artifact_uri)})
     create_table_artifact(
         table=rows,
-        key=artifact_key_name(language or "run", stage),
-        description=f"**{stage}** stage of {language or 'this run'} — stored at `{redact_uri(artifact_uri)}`",
+        key=artifact_key_name(language or "run", stage, *([label] if label else [])),
+        description=f"**{stage}{f' [{label}]' if label else ''}** stage of {language or 'this run'} — "
+                    f"stored at `{redact_uri(artifact_uri)}`",
     )
 
 

@@ -11,7 +11,7 @@ from prefect.events import emit_event
 
 from focusflow.pipeline.lapt_stage import LAPT_STAGE, LAPT_VERSION, run_lapt_stage
 from focusflow.storage import ArtifactStore, redact_uri
-from focusflow.tasks.common import ArtifactKeyPolicy, artifact_key_name, publish_stage, stage_slot
+from focusflow.tasks.common import ArtifactKeyPolicy, artifact_key_name, publish_stage, run_name, stage_slot
 
 CHECKPOINT_EVENT = "focusflow.checkpoint.updated"
 
@@ -34,9 +34,9 @@ def emit_checkpoint_event(checkpoint_uri: str, language: str | None, step: int,
 
 
 @task(name="lapt", cache_policy=ArtifactKeyPolicy(stage=LAPT_STAGE, version=LAPT_VERSION), persist_result=True,
-      result_serializer="json", tags=["stage:lapt", "gpu"], timeout_seconds=72 * 3600)
+      result_serializer="json", tags=["stage:lapt", "gpu"], timeout_seconds=72 * 3600, task_run_name=run_name("lapt"))
 def lapt_task(store_uri: str, params: dict[str, Any], inputs: dict[str, str], language: str | None = None,
-              lineage: dict[str, str] | None = None) -> str:
+              lineage: dict[str, str] | None = None, label: str | None = None) -> str:
     """Continue pretraining ``inputs['model']`` on ``inputs['split']`` with ``params['lapt']``; returns the URI."""
     logger = get_run_logger()
     store = ArtifactStore(store_uri)
@@ -53,7 +53,7 @@ def lapt_task(store_uri: str, params: dict[str, Any], inputs: dict[str, str], la
         artifact = run_lapt_stage(store, params, inputs, language=language, on_checkpoint=on_checkpoint,
                                   lineage=lineage)
     update_progress_artifact(progress_id, progress=100.0)
-    publish_stage("lapt", language, artifact.uri, dict(artifact.metadata))
+    publish_stage("lapt", language, artifact.uri, dict(artifact.metadata), label)
     return artifact.uri
 
 

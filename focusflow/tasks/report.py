@@ -32,7 +32,8 @@ class _DownstreamKeyPolicy(ArtifactKeyPolicy):
 
 
 @task(name="downstream", cache_policy=_DownstreamKeyPolicy(stage=DOWNSTREAM_STAGE, version=DOWNSTREAM_VERSION),
-      persist_result=True, result_serializer="json", tags=["stage:downstream", "gpu"], timeout_seconds=48 * 3600)
+      persist_result=True, result_serializer="json", tags=["stage:downstream", "gpu"], timeout_seconds=48 * 3600,
+      task_run_name="downstream[{name}]")
 def downstream_task(store_uri: str, params: dict[str, Any], inputs: dict[str, str], language: str | None = None,
                     name: str = "model") -> str:
     """Fine-tune ``inputs['model']`` on ``params['tasks']`` over seeds; returns the results' URI."""
@@ -47,7 +48,7 @@ def downstream_task(store_uri: str, params: dict[str, Any], inputs: dict[str, st
 
 
 @task(name="report", cache_policy=ArtifactKeyPolicy(stage=REPORT_STAGE, version=REPORT_VERSION),
-      persist_result=True, result_serializer="json", tags=["stage:report"])
+      persist_result=True, result_serializer="json", tags=["stage:report"], task_run_name="report[{language}]")
 def report_task(store_uri: str, params: dict[str, Any], inputs: dict[str, str], language: str | None = None) -> str:
     """Write the run report to the store and show it in the Prefect UI."""
     store = ArtifactStore(store_uri)

@@ -9,7 +9,7 @@ from prefect.context import TaskRunContext
 
 from focusflow.pipeline.stages import STAGES, run_stage
 from focusflow.storage import ArtifactStore
-from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, stage_slot
+from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot
 
 # Stages that read from the network or object storage are retried with backoff.
 _IO_STAGES = {"corpus", "source"}
@@ -24,12 +24,12 @@ def _language_of(params: dict[str, Any]) -> str | None:
 
 def _make(stage: str) -> Task[..., str]:
     def run(store_uri: str, params: dict[str, Any], inputs: dict[str, str] | None = None,
-            language: str | None = None) -> str:
+            language: str | None = None, label: str | None = None) -> str:
         store = ArtifactStore(store_uri)
         with stage_slot(stage):
             artifact = run_stage(store, stage, params, inputs or {})
         if TaskRunContext.get() is not None:
-            publish_stage(stage, language or _language_of(params), artifact.uri, dict(artifact.metadata))
+            publish_stage(stage, language or _language_of(params), artifact.uri, dict(artifact.metadata), label)
         return artifact.uri
 
     run.__name__ = f"{stage}_stage"
@@ -44,6 +44,7 @@ def _make(stage: str) -> Task[..., str]:
         retry_delay_seconds=[10, 60] if stage in _IO_STAGES else 0,
         timeout_seconds=_TIMEOUT_S.get(stage),
         tags=[f"stage:{stage}"],
+        task_run_name=run_name(stage),
     )
 
 

@@ -71,7 +71,7 @@ def task_states(flow_run_id: Any) -> dict[str, list[str]]:
             runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
         states: dict[str, list[str]] = {}
         for run in runs:
-            states.setdefault(run.name.rsplit("-", 1)[0], []).append(run.state.name if run.state else "?")
+            states.setdefault(run.name.split("[")[0], []).append(run.state.name if run.state else "?")
         return states
 
     return asyncio.run(read())
