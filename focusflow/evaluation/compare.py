@@ -235,7 +235,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
             return "–"
         if isinstance(value, (float, np.floating)):
             return str(int(value)) if float(value).is_integer() and abs(value) >= 2 else f"{value:.3f}"
-        if isinstance(value, (int, np.integer)) and abs(value) >= 100_000:
+        if isinstance(value, (int, np.integer)) and abs(value) >= 1_000_000:
             return f"{value / 1e6:.1f}M"
         return str(value)
 
