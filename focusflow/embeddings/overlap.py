@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab, fuzzy_key, is_symbolic
+from focusflow.tokenizer.canonical import _LETTER, CanonicalToken, canonical_vocab, fuzzy_key, is_symbolic
 
 MatchMode = Literal["full", "symbolic"]
 
@@ -44,19 +44,31 @@ class Overlap:
         return cls(target, source, np.full(len(target), kind, dtype=object), n_target)
 
 
-def _first_by_key(forms: list[CanonicalToken], key) -> dict[Any, int]:
+def _fuzzy_keys(forms: list[CanonicalToken]) -> list[str | None]:
+    """``fuzzy_key`` of every form; tokens with a letter (nearly all) are ruled out by one regex search."""
+    search = _LETTER.search
+    keys: list[str | None] = [None] * len(forms)
+    for index, form in enumerate(forms):
+        if form.kind == "special":
+            continue
+        try:
+            text = form.data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if not search(text):
+            keys[index] = fuzzy_key(form)
+    return keys
+
+
+def _first_by_key(forms: list[CanonicalToken], keys: list[Any]) -> dict[Any, int]:
     """key -> source id, preferring regular tokens over byte pieces, then lower ids."""
     regular = {}
-    for form in reversed(forms):  # reversed: the lowest id is written last and wins
-        if form.kind == "regular":
-            value = key(form)
-            if value is not None:
-                regular[value] = form.id
-    for form in forms:
-        if form.kind == "byte":
-            value = key(form)
-            if value is not None:
-                regular.setdefault(value, form.id)
+    for form, value in zip(reversed(forms), reversed(keys)):  # reversed: the lowest id is written last and wins
+        if value is not None and form.kind == "regular":
+            regular[value] = form.id
+    for form, value in zip(forms, keys):
+        if value is not None and form.kind == "byte":
+            regular.setdefault(value, form.id)
     return regular
 
 
@@ -73,10 +85,11 @@ def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMo
         if form.kind == "special":
             for role in form.role.split("|"):
                 by_role.setdefault(role, form.id)
-    exact = _first_by_key(source_forms, lambda f: f.key)
-    fuzzy = _first_by_key(source_forms, fuzzy_key)
+    exact = _first_by_key(source_forms, [(form.data, form.word_start) for form in source_forms])
+    fuzzy = _first_by_key(source_forms, _fuzzy_keys(source_forms))
+    target_fuzzy = _fuzzy_keys(target_forms)
     targets, sources, kinds = [], [], []
-    for form in target_forms:
+    for form, key in zip(target_forms, target_fuzzy):
         if form.kind == "special":
             source_id = next((by_role[r] for r in form.role.split("|") if r in by_role), None)
             kind = "special"
@@ -85,7 +98,6 @@ def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMo
             if source_id is not None and match == "symbolic" and not is_symbolic(form.text):
                 source_id = None
             if source_id is None:
-                key = fuzzy_key(form)
                 source_id, kind = (fuzzy.get(key), "fuzzy") if key is not None else (None, "")
         if source_id is not None:
             targets.append(form.id)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Scheme = Literal["sentencepiece", "byte_level", "wordpiece", "plain"]
 Kind = Literal["regular", "byte", "special"]
@@ -45,9 +44,8 @@ def unicode_to_bytes() -> dict[str, int]:
     return {char: byte for byte, char in bytes_to_unicode().items()}
 
 
-@dataclass(frozen=True)
-class CanonicalToken:
-    """One vocabulary entry in a family-independent form."""
+class CanonicalToken(NamedTuple):
+    """One vocabulary entry in a family-independent form (a named tuple: vocabularies hold 10^5 of them)."""
 
     id: int
     token: str
@@ -174,50 +172,73 @@ def canonical_vocab(tokenizer: Any) -> list[CanonicalToken]:
     spec = scheme_spec(tokenizer)
     scheme, options = detect_scheme(spec)
     roles = special_roles(tokenizer)
-    added = {entry["id"]: entry for entry in spec.get("added_tokens") or []}
-    vocab = tokenizer.get_vocab()
-    by_id = {token_id: token for token, token_id in vocab.items()}
-    to_byte = unicode_to_bytes()
-    forms: list[CanonicalToken] = []
-    for token_id in range(len(tokenizer)):
-        token = by_id.get(token_id)
-        if token is None:  # a hole in the id space: never matches anything
-            forms.append(CanonicalToken(token_id, "", b"\xff<hole>", False, "special", f"hole:{token_id}"))
-            continue
-        if token_id in roles:
-            forms.append(CanonicalToken(token_id, token, token.encode("utf-8"), False, "special", roles[token_id]))
-            continue
-        if token_id in added:  # user-added tokens match on their literal text
-            text = token
-            start = text.startswith(" ")
-            forms.append(CanonicalToken(token_id, token, (text[1:] if start else text).encode("utf-8"), start))
-            continue
-        forms.append(_canonical(token_id, token, scheme, options, to_byte))
+    added = {entry["id"] for entry in spec.get("added_tokens") or []}
+    n = len(tokenizer)
+    tokens: list[str | None] = [None] * n
+    for token, token_id in tokenizer.get_vocab().items():
+        if 0 <= token_id < n:
+            tokens[token_id] = token
+    forms = _canonical_regular(tokens, scheme, options)
+    for token_id in [i for i, token in enumerate(tokens) if token is None]:  # holes in the id space: never match
+        forms[token_id] = CanonicalToken(token_id, "", b"\xff<hole>", False, "special", f"hole:{token_id}")
+    for token_id in added:  # user-added tokens match on their literal text
+        token = tokens[token_id] if 0 <= token_id < n else None
+        if token is not None and token_id not in roles:
+            start = token.startswith(" ")
+            forms[token_id] = CanonicalToken(token_id, token, (token[1:] if start else token).encode("utf-8"), start)
+    for token_id, role in roles.items():
+        token = tokens[token_id] if 0 <= token_id < n else None
+        if token is not None:
+            forms[token_id] = CanonicalToken(token_id, token, token.encode("utf-8"), False, "special", role)
     return forms
 
 
-def _canonical(token_id: int, token: str, scheme: Scheme, options: dict[str, Any], to_byte: dict[str, int]) -> CanonicalToken:
+def _canonical_regular(tokens: list[str | None], scheme: Scheme, options: dict[str, Any]) -> list[CanonicalToken]:
+    """Every token read as a regular token of ``scheme`` (one tight loop; specials are fixed up by the caller)."""
+    make = CanonicalToken
+    forms: list[CanonicalToken] = [None] * len(tokens)  # type: ignore[list-item]
     if scheme == "byte_level":
-        if all(char in to_byte for char in token):
-            data = bytes(to_byte[char] for char in token)
-        else:
-            data = token.encode("utf-8")
-        start = data.startswith(b" ")
-        return CanonicalToken(token_id, token, data[1:] if start else data, start)
+        to_byte = unicode_to_bytes()
+        for token_id, token in enumerate(tokens):
+            if token is None:
+                continue
+            try:
+                data = bytes([to_byte[char] for char in token])
+            except KeyError:
+                data = token.encode("utf-8")
+            start = data.startswith(b" ")
+            forms[token_id] = make(token_id, token, data[1:] if start else data, start)
+        return forms
     if scheme == "wordpiece":
         prefix = options["prefix"]
-        if token.startswith(prefix) and len(token) > len(prefix):
-            return CanonicalToken(token_id, token, token[len(prefix):].encode("utf-8"), False)
-        return CanonicalToken(token_id, token, token.encode("utf-8"), True)
-    if options.get("byte_fallback"):
-        match = _BYTE_PIECE.match(token)
-        if match:
-            return CanonicalToken(token_id, token, bytes([int(match.group(1), 16)]), False, "byte")
-    if scheme == "sentencepiece":
-        text = token.replace(options["space"], " ")
-        start = text.startswith(" ")
-        return CanonicalToken(token_id, token, (text[1:] if start else text).encode("utf-8"), start)
-    return CanonicalToken(token_id, token, token.encode("utf-8"), False)
+        cut = len(prefix)
+        for token_id, token in enumerate(tokens):
+            if token is None:
+                continue
+            if token.startswith(prefix) and len(token) > cut:
+                forms[token_id] = make(token_id, token, token[cut:].encode("utf-8"), False)
+            else:
+                forms[token_id] = make(token_id, token, token.encode("utf-8"), True)
+        return forms
+    byte_fallback = bool(options.get("byte_fallback"))
+    space = options.get("space") if scheme == "sentencepiece" else None
+    for token_id, token in enumerate(tokens):
+        if token is None:
+            continue
+        if byte_fallback and token.startswith("<0x"):
+            match = _BYTE_PIECE.match(token)
+            if match:
+                forms[token_id] = make(token_id, token, bytes([int(match.group(1), 16)]), False, "byte")
+                continue
+        if space is None:
+            forms[token_id] = make(token_id, token, token.encode("utf-8"), False)
+            continue
+        text = token.replace(space, " ")
+        if text.startswith(" "):
+            forms[token_id] = make(token_id, token, text[1:].encode("utf-8"), True)
+        else:
+            forms[token_id] = make(token_id, token, text.encode("utf-8"), False)
+    return forms
 
 
 def token_text(form: CanonicalToken) -> str:
