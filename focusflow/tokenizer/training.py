@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import tempfile
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from focusflow.config import TokenizerSpec
 from focusflow.corpus.io import read_texts, write_json
+from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
 
 log = logging.getLogger(__name__)
@@ -276,17 +276,9 @@ def wrap(backend, pipeline: Pipeline):
 
 def _save(tokenizer, pipeline: Pipeline, out: Path, extra: dict) -> None:
     """``save_pretrained`` into a temporary sibling folder, then rename: the folder is complete or absent."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with atomic_folder(out) as staging:
         tokenizer.save_pretrained(staging)  # generic fast class: tokenizer.json is used verbatim on load
         write_json(staging / "training_stats.json", extra)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_tokenizer=None, *,

@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
