@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from focusflow.tokenizer.canonical import _LETTER, CanonicalToken, canonical_vocab, fuzzy_key, is_symbolic
+from focusflow.tokenizer.canonical import _LETTER, CanonicalToken, canonical_vocab, fuzzy_key, gc_paused, is_symbolic
 
 MatchMode = Literal["full", "symbolic"]
 
@@ -80,6 +80,11 @@ def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMo
         raise ValueError(f"match must be 'full' or 'symbolic', got {match!r}")
     source_forms = source_forms if source_forms is not None else canonical_vocab(source_tokenizer)
     target_forms = target_forms if target_forms is not None else canonical_vocab(target_tokenizer)
+    with gc_paused():
+        return _overlap(source_forms, target_forms, match)
+
+
+def _overlap(source_forms: list[CanonicalToken], target_forms: list[CanonicalToken], match: MatchMode) -> Overlap:
     by_role = {}
     for form in source_forms:
         if form.kind == "special":
