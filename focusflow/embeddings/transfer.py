@@ -110,15 +110,15 @@ def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux
 def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[CanonicalToken],
                 target_forms: list[CanonicalToken], source_offset: int = 0) -> pd.DataFrame:
     """One row per target token: fate, copied source token, support size, top anchors with weights."""
-    source_tokens = np.asarray([form.token for form in source_forms], dtype=object)
     copied = plan.source_id >= 0
     source_token = np.full(plan.n_target, None, dtype=object)
-    source_token[copied] = source_tokens[plan.source_id[copied]]
+    # only the source tokens the report names (not all 250k of an XLM-R vocabulary)
+    source_token[copied] = [source_forms[i].token for i in plan.source_id[copied].tolist()]
     anchors = np.full(plan.n_target, "", dtype=object)
     if "top_rows" in details:
         tops, weights = details["top_sources"], details["top_weights"]
         anchors[details["top_rows"]] = [
-            " | ".join(f"{source_tokens[s]}:{w:.3f}" for s, w in zip(srcs, ws) if s >= 0)
+            " | ".join(f"{source_forms[s].token}:{w:.3f}" for s, w in zip(srcs, ws) if s >= 0)
             for srcs, ws in zip(tops.tolist(), weights.tolist())]
     return pd.DataFrame({
         "target_id": np.arange(plan.n_target) + source_offset,
