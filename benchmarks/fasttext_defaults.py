@@ -46,7 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, default=None, help="shared stages; default /tmp/focusflow-compare-<lang>")
     parser.add_argument("--out", type=Path, default=None, help="default /tmp/focusflow-ftgrid-<lang>")
     parser.add_argument("--keep-models", action="store_true", help="keep fastText/init folders (GBs each)")
+    parser.add_argument("--table", nargs="+", type=Path, metavar="OUT",
+                        help="only print a Markdown table of the result.json files under these --out folders")
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown_results(args.table))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from focusflow.config import FastTextSpec, TokenizerSpec
@@ -80,6 +85,19 @@ def main(argv: list[str] | None = None) -> int:
             for folder in ("fasttext", "init"):
                 shutil.rmtree(work / folder, ignore_errors=True)
     return 0
+
+
+def markdown_results(folders: list[Path]) -> str:
+    """One row per (setting, language) from ``<out>/<setting>/result.json``."""
+    lines = ["| setting | language | fidelity | retrieval_top1 | mlm_loss | mlm_accuracy | bits_per_byte | combined | "
+             "random | fastText s |", "|" + "---|" * 10]
+    for folder in folders:
+        for path in sorted(Path(folder).glob("*/result.json")):
+            r = json.loads(path.read_text(encoding="utf-8"))
+            lines.append(f"| {r['setting']} | {r['language']} | {r['fidelity']:.4f} | {r['retrieval_top1']:.3f} | "
+                         f"{r['mlm_loss']:.3f} | {r['mlm_accuracy']:.4f} | {r['bits_per_byte']:.3f} | {r['combined']} | "
+                         f"{r['random']} | {r['fasttext_s']:.0f} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
