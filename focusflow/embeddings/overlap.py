@@ -12,11 +12,14 @@ Rules, in order, for each target token:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import eq, itemgetter, methodcaller, ne
 from typing import Any, Literal
 
 import numpy as np
 
-from focusflow.tokenizer.canonical import _LETTER, CanonicalToken, canonical_vocab, fuzzy_key, gc_paused, is_symbolic
+from focusflow.tokenizer.canonical import (CanonicalToken, canonical_vocab, field_matches, fuzzy_key, gc_paused,
+                                          is_symbolic)
 
 MatchMode = Literal["full", "symbolic"]
 
@@ -44,32 +47,52 @@ class Overlap:
         return cls(target, source, np.full(len(target), kind, dtype=object), n_target)
 
 
-def _fuzzy_keys(forms: list[CanonicalToken]) -> list[str | None]:
-    """``fuzzy_key`` of every form; tokens with a letter (nearly all) are ruled out by one regex search."""
-    search = _LETTER.search
-    keys: list[str | None] = [None] * len(forms)
-    for index, form in enumerate(forms):
-        if form.kind == "special":
-            continue
-        try:
-            text = form.data.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if not search(text):
-            keys[index] = fuzzy_key(form)
+# A whole token without letters: no character of ``_LETTER`` (``[^\W\d_]``); ``{separator}`` is filled in.
+_LETTER_FREE = r"(?:[^\w{separator}]|[\d_])*"
+
+
+def _decoded_vocabulary(datas: list[bytes]) -> tuple[str, str]:
+    """The tokens' texts joined into one string, and the separator. Partial UTF-8 decodes to surrogates
+    (surrogateescape); 0xFF, never part of UTF-8, separates them when no token holds that byte."""
+    blob = b"\xff".join(datas)
+    if blob.count(b"\xff") == len(datas) - 1:
+        return blob.decode("utf-8", "surrogateescape"), "\udcff"
+    # U+D800 never comes out of surrogateescape (it yields U+DC80-U+DCFF only)
+    return "\ud800".join(map(methodcaller("decode", "utf-8", "surrogateescape"), datas)), "\ud800"
+
+
+def _fuzzy_keys(forms: list[CanonicalToken]) -> dict[int, str]:
+    """id -> ``fuzzy_key`` of the forms that have one; letter-free tokens are found by one regex pass over the
+    whole decoded vocabulary (surrogates from partial UTF-8 count as letter-free; fuzzy_key drops those)."""
+    joined, separator = _decoded_vocabulary(list(map(itemgetter(2), forms)))
+    keys: dict[int, str] = {}
+    for index, _ in field_matches(joined, separator, _LETTER_FREE.format(separator=separator)):
+        form = forms[index]
+        if form.kind != "special":
+            key = fuzzy_key(form)
+            if key is not None:
+                keys[form.id] = key
     return keys
 
 
 def _first_by_key(forms: list[CanonicalToken], keys: list[Any]) -> dict[Any, int]:
-    """key -> source id, preferring regular tokens over byte pieces, then lower ids."""
-    regular = {}
-    for form, value in zip(reversed(forms), reversed(keys)):  # reversed: the lowest id is written last and wins
-        if value is not None and form.kind == "regular":
-            regular[value] = form.id
-    for form, value in zip(forms, keys):
-        if value is not None and form.kind == "byte":
-            regular.setdefault(value, form.id)
-    return regular
+    """key -> id of ``forms`` (``keys`` aligned with them): regular tokens beat byte pieces, then lower ids."""
+    kinds = list(map(itemgetter(4), forms))
+    ids = list(map(itemgetter(0), forms))
+    others = list(compress(range(len(kinds)), map(ne, kinds, repeat("regular"))))  # specials, byte pieces
+    regular_keys = list(keys)
+    for index in others:
+        regular_keys[index] = _NO_KEY
+    # reversed: for a key held by several tokens the lowest id is written last and wins
+    first = dict(zip(reversed(regular_keys), reversed(ids)))
+    first.pop(_NO_KEY, None)
+    for index in others:
+        if kinds[index] == "byte":
+            first.setdefault(keys[index], ids[index])
+    return first
+
+
+_NO_KEY = object()
 
 
 def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMode = "full",
@@ -86,15 +109,16 @@ def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMo
 
 def _overlap(source_forms: list[CanonicalToken], target_forms: list[CanonicalToken], match: MatchMode) -> Overlap:
     by_role = {}
-    for form in source_forms:
-        if form.kind == "special":
-            for role in form.role.split("|"):
-                by_role.setdefault(role, form.id)
-    exact = _first_by_key(source_forms, [(form.data, form.word_start) for form in source_forms])
-    fuzzy = _first_by_key(source_forms, _fuzzy_keys(source_forms))
+    for form in compress(source_forms, map(eq, map(itemgetter(4), source_forms), repeat("special"))):
+        for role in form.role.split("|"):
+            by_role.setdefault(role, form.id)
+    exact = _first_by_key(source_forms, list(map(itemgetter(2, 3), source_forms)))
+    source_fuzzy = _fuzzy_keys(source_forms)
+    fuzzy = _first_by_key([source_forms[i] for i in source_fuzzy], list(source_fuzzy.values()))
     target_fuzzy = _fuzzy_keys(target_forms)
     targets, sources, kinds = [], [], []
-    for form, key in zip(target_forms, target_fuzzy):
+    for form in target_forms:
+        key = target_fuzzy.get(form.id)
         if form.kind == "special":
             source_id = next((by_role[r] for r in form.role.split("|") if r in by_role), None)
             kind = "special"

@@ -35,43 +35,39 @@ class TransferPlan:
         if self.support is None:
             self.support = np.zeros(self.n_target, np.int64)
 
-    def apply(self, matrix: np.ndarray, seed: int = 0, chunk_rows: int = 8192) -> np.ndarray:
-        """Target rows for a source matrix (``n_source x d`` or a 1-D bias), float32."""
+    def apply(self, matrix: np.ndarray, seed: int = 0) -> np.ndarray:
+        """Target rows for a source matrix (``n_source x d`` or a 1-D bias), float32.
+
+        One ``embedding_bag`` over the CSR plan writes every row once (rows without entries come out 0 and are
+        then set to the mean or drawn); its memory is the output plus the plan, nothing per entry and column.
+        """
         vector = matrix.ndim == 1
         source = torch.from_numpy(np.ascontiguousarray(matrix.reshape(len(matrix), -1), dtype=np.float32))
         if source.shape[0] != self.n_source:
             raise ValueError(f"plan expects {self.n_source} source rows, matrix has {source.shape[0]}")
-        out = torch.zeros(self.n_target, source.shape[1], dtype=torch.float32)
-        indptr = torch.from_numpy(self.indptr)
-        indices = torch.from_numpy(self.indices)
-        weights = torch.from_numpy(self.weights)
-        for start in range(0, self.n_target, chunk_rows):
-            stop = min(start + chunk_rows, self.n_target)
-            lo, hi = int(indptr[start]), int(indptr[stop])
-            if hi == lo:
-                continue
-            offsets = indptr[start:stop + 1] - lo
-            out[start:stop] = torch.nn.functional.embedding_bag(
-                indices[lo:hi], source, offsets, mode="sum", per_sample_weights=weights[lo:hi], include_last_offset=True)
-        result = out.numpy()
+        out = torch.nn.functional.embedding_bag(
+            torch.from_numpy(self.indices), source, torch.from_numpy(self.indptr), mode="sum",
+            per_sample_weights=torch.from_numpy(self.weights), include_last_offset=True)
         if self.mean_rows.any() or self.random_rows.any():
-            mean, std = column_mean_std(source)
-            result[self.mean_rows] = mean.astype(np.float32)
-            rows = np.flatnonzero(self.random_rows)
+            mean, std = (torch.from_numpy(values.astype(np.float32)) for values in column_mean_std(source))
+            out[torch.from_numpy(self.mean_rows)] = mean
+            rows = torch.from_numpy(np.flatnonzero(self.random_rows))
             if len(rows):
-                rng = np.random.default_rng(seed)
-                noise = rng.standard_normal((len(rows), len(mean)), dtype=np.float32)  # float32 draws: 2x faster
-                result[rows] = mean.astype(np.float32) + std.astype(np.float32) * noise
+                generator = torch.Generator().manual_seed(seed)
+                noise = torch.randn(len(rows), len(mean), generator=generator)
+                out[rows] = noise.mul_(std).add_(mean)
+        result = out.numpy()
         return result.reshape(-1) if vector else result
 
 
-def column_mean_std(matrix: torch.Tensor, chunk_rows: int = 16384) -> tuple[np.ndarray, np.ndarray]:
+def column_mean_std(matrix: torch.Tensor, chunk_rows: int = 1024) -> tuple[np.ndarray, np.ndarray]:
     """Per-column mean and (n-1) std in float64, in one pass of BLAS products over float32 chunks.
 
     ``torch.std_mean(dim=0)`` on a 250k x 768 matrix is a slow strided reduction (seconds); here each
     chunk contributes ``d.T @ 1`` and ``(d**2).T @ 1`` with ``d = rows - first row`` (the shift keeps
     ``E[d^2] - E[d]^2`` free of cancellation when the columns have a large offset), computed in one
-    reused buffer (fresh 50 MB temporaries cost more in page faults than the arithmetic).
+    reused buffer small enough to stay in cache (fresh 50 MB temporaries cost more in page faults than the
+    arithmetic, and 1024 x 768 floats stay in L2/L3: half the time of 16k-row chunks at 250k x 768).
     """
     n = len(matrix)
     shift = matrix[0].clone()

@@ -17,7 +17,10 @@ import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from itertools import repeat
 from typing import Any, Literal, NamedTuple
+
+import numpy as np
 
 Scheme = Literal["sentencepiece", "byte_level", "wordpiece", "plain"]
 Kind = Literal["regular", "byte", "special"]
@@ -25,7 +28,6 @@ Kind = Literal["regular", "byte", "special"]
 # Roles special tokens are matched by; cls/bos and sep/eos are the same role across families.
 ROLE_OF_ATTRIBUTE = {"cls_token": "start", "bos_token": "start", "sep_token": "end", "eos_token": "end",
                      "pad_token": "pad", "unk_token": "unk", "mask_token": "mask"}
-_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
 @lru_cache(maxsize=1)
@@ -184,7 +186,7 @@ def gc_paused() -> Iterator[None]:
 
 
 def canonical_vocab(tokenizer: Any) -> list[CanonicalToken]:
-    """Canonical forms of every id ``0..len(tokenizer)-1`` (one string transform per token, no decode())."""
+    """Canonical forms of every id ``0..len(tokenizer)-1`` (string transforms of the whole vocabulary, no decode())."""
     with gc_paused():
         return _canonical_vocab(tokenizer)
 
@@ -201,9 +203,9 @@ def _canonical_vocab(tokenizer: Any) -> list[CanonicalToken]:
     if None in tokens:
         for token_id in [i for i, token in enumerate(tokens) if token is None]:  # holes in the id space: never match
             forms[token_id] = CanonicalToken(token_id, "", b"\xff<hole>", False, "special", f"hole:{token_id}")
-    for token_id in added:  # user-added tokens match on their literal text
-        token = tokens[token_id] if 0 <= token_id < n else None
-        if token is not None and token_id not in roles:
+    for token_id in added:  # user-added tokens match on their literal text; byte pieces stay bytes (byte fallback
+        token = tokens[token_id] if 0 <= token_id < n else None  # emits their ids even when they are also added)
+        if token is not None and token_id not in roles and forms[token_id].kind != "byte":
             start = token.startswith(" ")
             forms[token_id] = CanonicalToken(token_id, token, (token[1:] if start else token).encode("utf-8"), start)
     for token_id, role in roles.items():
@@ -213,51 +215,124 @@ def _canonical_vocab(tokenizer: Any) -> list[CanonicalToken]:
     return forms
 
 
+def field_matches(joined: str, separator: str, pattern: str) -> Iterator[tuple[int, re.Match[str]]]:
+    """(field index, match) for every field of ``joined`` (split by ``separator``) that ``pattern`` matches whole.
+
+    One regex pass over a whole vocabulary joined into one string instead of a Python loop over its tokens; the
+    regex starts with the separator, so the engine jumps from field to field. ``pattern`` must not match
+    ``separator``.
+    """
+    escaped = re.escape(separator)
+    regex = re.compile(f"{escaped}(?:{pattern})(?={escaped})", re.DOTALL)
+    wrapped = separator + joined + separator
+    index, position = 0, 0
+    for match in regex.finditer(wrapped):
+        index += wrapped.count(separator, position, match.start())
+        position = match.start()
+        yield index, match
+
+
+# Field separators for whole-vocabulary string operations: one byte in UTF-8, absent from the vocabulary.
+_SEPARATORS = "\n" + "".join(chr(code) for code in range(32) if code != 10) + "\x7f"
+
+
+def _unused_separator(text: str) -> str:
+    """A one-byte character that does not occur in ``text`` (the vocabulary's tokens concatenated)."""
+    for candidate in _SEPARATORS:
+        if candidate not in text:
+            return candidate
+    raise ValueError("the vocabulary's tokens contain every ASCII control character; canonical forms need one of "
+                     "them as a separator")
+
+
+def _fields(encoded: bytes, separator: str) -> tuple[np.ndarray, np.ndarray]:
+    """Begin and end offsets of the fields of ``encoded`` split by a one-byte ``separator``."""
+    positions = np.flatnonzero(np.frombuffer(encoded, np.uint8) == ord(separator))
+    begins = np.concatenate([[0], positions + 1])
+    ends = np.concatenate([positions, [len(encoded)]])
+    return begins, ends
+
+
+def _slices(blob: bytes, begins: np.ndarray, ends: np.ndarray) -> list[bytes]:
+    return list(map(blob.__getitem__, map(slice, begins.tolist(), ends.tolist())))
+
+
+def _starts_with(encoded: bytes, begins: np.ndarray, ends: np.ndarray, prefix: bytes) -> np.ndarray:
+    """Which fields begin with ``prefix`` (compared byte by byte on the whole buffer)."""
+    buffer = np.frombuffer(encoded + b"\0" * len(prefix), np.uint8)
+    found = ends - begins >= len(prefix)
+    for offset, byte in enumerate(prefix):
+        found &= buffer[begins + offset] == byte
+    return found
+
+
+@lru_cache(maxsize=1)
+def _byte_level_table() -> dict[int, int]:
+    """str.translate table: GPT-2 byte-to-unicode characters back to the bytes they stand for (as code points)."""
+    return {ord(char): byte for char, byte in unicode_to_bytes().items()}
+
+
+def _byte_level_form(token_id: int, token: str) -> CanonicalToken:
+    """One byte-level token (the rule the vectorized path follows; used for tokens outside GPT-2's alphabet)."""
+    to_byte = unicode_to_bytes()
+    try:
+        data = bytes([to_byte[char] for char in token])
+    except KeyError:  # not spelled in the byte alphabet (e.g. an added token): its literal UTF-8
+        data = token.encode("utf-8")
+    start = data.startswith(b" ")
+    return CanonicalToken(token_id, token, data[1:] if start else data, start)
+
+
 def _canonical_regular(tokens: list[str | None], scheme: Scheme, options: dict[str, Any]) -> list[CanonicalToken]:
-    """Every token read as a regular token of ``scheme`` (one tight loop; specials are fixed up by the caller)."""
-    make = CanonicalToken
-    forms: list[CanonicalToken] = [None] * len(tokens)  # type: ignore[list-item]
+    """Every token read as a regular token of ``scheme`` (specials and holes are fixed up by the caller).
+
+    Whole-vocabulary string operations (join, replace/translate, encode, slice) instead of a Python loop per
+    token: 250k XLM-R pieces take ~0.15 s instead of ~0.7 s.
+    """
+    n = len(tokens)
+    present = ["" if token is None else token for token in tokens] if None in tokens else tokens
+    flat = "".join(present)
+    separator = _unused_separator(flat)
+    joined = separator.join(present)
+    fixed: dict[int, CanonicalToken] = {}
     if scheme == "byte_level":
         to_byte = unicode_to_bytes()
-        for token_id, token in enumerate(tokens):
-            if token is None:
-                continue
-            try:
-                data = bytes([to_byte[char] for char in token])
-            except KeyError:
-                data = token.encode("utf-8")
-            start = data.startswith(b" ")
-            forms[token_id] = make(token_id, token, data[1:] if start else data, start)
-        return forms
-    if scheme == "wordpiece":
-        prefix = options["prefix"]
-        cut = len(prefix)
-        for token_id, token in enumerate(tokens):
-            if token is None:
-                continue
-            if token.startswith(prefix) and len(token) > cut:
-                forms[token_id] = make(token_id, token, token[cut:].encode("utf-8"), False)
-            else:
-                forms[token_id] = make(token_id, token, token.encode("utf-8"), True)
-        return forms
-    byte_fallback = bool(options.get("byte_fallback"))
-    space = options.get("space") if scheme == "sentencepiece" else None
-    for token_id, token in enumerate(tokens):
-        if token is None:
-            continue
-        if byte_fallback and token.startswith("<0x"):
-            match = _BYTE_PIECE.match(token)
-            if match:
-                forms[token_id] = make(token_id, token, bytes([int(match.group(1), 16)]), False, "byte")
-                continue
-        if space is None:
-            forms[token_id] = make(token_id, token, token.encode("utf-8"), False)
-            continue
-        text = token.replace(space, " ")
-        if text.startswith(" "):
-            forms[token_id] = make(token_id, token, text[1:].encode("utf-8"), True)
+        outside = set(flat) - to_byte.keys()
+        if outside:  # tokens with characters outside the byte alphabet keep the per-token rule
+            field = f"[^{re.escape(separator)}]*"
+            alphabet = "".join(re.escape(char) for char in outside)
+            for index, _ in field_matches(joined, separator, f"{field}[{alphabet}]{field}"):
+                fixed[index] = _byte_level_form(index, present[index])
+            flat = flat.translate({ord(char): 0 for char in outside})
+        raw = flat.translate(_byte_level_table()).encode("latin-1")  # one character is one byte here
+        ends = np.cumsum(np.fromiter(map(len, present), np.int64, n))
+        begins = np.concatenate([[0], ends[:-1]])
+        starts = _starts_with(raw, begins, ends, b" ")
+        datas = _slices(raw, begins + starts, ends)
+    elif scheme == "wordpiece":
+        prefix = options["prefix"].encode("utf-8")
+        encoded = joined.encode("utf-8")
+        begins, ends = _fields(encoded, separator)
+        continuation = _starts_with(encoded, begins, ends, prefix) & (ends - begins > len(prefix))
+        datas = _slices(encoded, begins + continuation * len(prefix), ends)
+        starts = ~continuation
+    else:
+        space = options.get("space") if scheme == "sentencepiece" else None
+        text = joined.replace(space, " ") if space else joined
+        if space:
+            begins, ends = _fields(text.encode("utf-8"), separator)
+            starts = _starts_with(text.encode("utf-8"), begins, ends, b" ")
+            text = (separator + text).replace(separator + " ", separator)[1:]  # one leading space off each field
         else:
-            forms[token_id] = make(token_id, token, text.encode("utf-8"), False)
+            starts = np.zeros(n, bool)
+        datas = text.encode("utf-8").split(separator.encode("utf-8"))
+        if options.get("byte_fallback"):
+            for index, match in field_matches(joined, separator, r"<0x([0-9A-Fa-f]{2})>"):
+                fixed[index] = CanonicalToken(index, present[index], bytes([int(match.group(1), 16)]), False, "byte")
+    forms = list(map(tuple.__new__, repeat(CanonicalToken),
+                     zip(range(n), tokens, datas, starts.tolist(), repeat("regular"), repeat(None))))
+    for index, form in fixed.items():
+        forms[index] = form
     return forms
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -87,3 +89,90 @@ def test_is_symbolic_unicode() -> None:
     assert is_symbolic("2024") and is_symbolic("«»") and is_symbolic("...") and is_symbolic(" ")
     assert not is_symbolic("a1") and not is_symbolic(None)
     assert np.all([is_symbolic(c) for c in "٣،$+"])
+
+
+def _per_token_form(token_id: int, token: str, scheme: str, options: dict) -> tuple:
+    """The canonical-form rule for one regular token, spelled out token by token (the specification that the
+    whole-vocabulary string operations of ``canonical_vocab`` must reproduce exactly)."""
+    if scheme == "byte_level":
+        to_byte = {char: byte for byte, char in B2U.items()}
+        try:
+            data = bytes([to_byte[char] for char in token])
+        except KeyError:
+            data = token.encode("utf-8")
+        start = data.startswith(b" ")
+        return (token_id, token, data[1:] if start else data, start, "regular", None)
+    if scheme == "wordpiece":
+        prefix = options["prefix"]
+        if token.startswith(prefix) and len(token) > len(prefix):
+            return (token_id, token, token[len(prefix):].encode("utf-8"), False, "regular", None)
+        return (token_id, token, token.encode("utf-8"), True, "regular", None)
+    if options.get("byte_fallback") and re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", token):
+        return (token_id, token, bytes([int(token[3:5], 16)]), False, "byte", None)
+    text = token.replace(options["space"], " ") if scheme == "sentencepiece" else token
+    start = text.startswith(" ")
+    return (token_id, token, (text[1:] if start else text).encode("utf-8"), start, "regular", None)
+
+
+def _wordlevel_bert_like(tokens: list[str]) -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.WordPiece({"[UNK]": 0, **{t: i + 1 for i, t in enumerate(tokens)}}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+
+
+def _edge_case_tokenizers() -> dict[str, PreTrainedTokenizerFast]:
+    """Vocabularies that take every branch: separator fallback (tokens holding '\\n' and '\\x00'), byte-level
+    tokens outside GPT-2's alphabet, a bare '##', byte pieces in mixed case, 0xFF bytes, empty-looking pieces."""
+    families = {family: train_tokenizer(family, sample_texts(300, seed=7)) for family in ("xlmr", "bert", "gpt2", "llama")}
+    return {
+        **families,
+        "sentencepiece_newlines": _sentencepiece(["▁a\nb", "x\x00", "▁", "▁▁", "a▁b", "<0x0a>", "<0xFf>", "<0x4>",
+                                                  "<0x41>x", "▁<0x41>", "«»", "12"]),
+        "sentencepiece_no_fallback": _sentencepiece(["<0x41>", "▁kitabu", "bu"], byte_fallback=False),
+        "byte_level_outside": _bytelevel([_bl(b" kitabu"), "plain\u20acsign", "\u2581x", _bl(b"\xff"), _bl(b" \xff!"),
+                                          _bl("é".encode()[:1]), "Ġ", _bl(b"12")]),
+        "wordpiece_bare_prefix": _wordlevel_bert_like(["##", "##a", "a", "###", "##٣", "x##"]),
+    }
+
+
+def test_canonical_forms_equal_the_per_token_rule() -> None:
+    from focusflow.tokenizer.canonical import detect_scheme, scheme_spec, special_roles
+
+    for name, tokenizer in _edge_case_tokenizers().items():
+        scheme, options = detect_scheme(scheme_spec(tokenizer))
+        specials = special_roles(tokenizer)
+        added = set(tokenizer.added_tokens_decoder) - set(specials)  # literal text, unless a byte piece (below)
+        forms = canonical_vocab(tokenizer)
+        assert len(forms) == len(tokenizer), name
+        for position, form in enumerate(forms):
+            assert form.id == position, (name, form)
+            if form.id in specials:
+                assert form.kind == "special" and form.role == specials[form.id], (name, form)
+                continue
+            expected = _per_token_form(form.id, tokenizer.convert_ids_to_tokens(form.id), scheme, options)
+            if form.id in added and expected[4] != "byte":
+                token = expected[1]
+                expected = (form.id, token, token.removeprefix(" ").encode("utf-8"), token.startswith(" "), "regular", None)
+            assert tuple(form) == expected, (name, form, expected)
+            assert type(form.word_start) is bool
+
+
+def test_fuzzy_keys_equal_the_per_token_rule() -> None:
+    """Letter-free tokens are found by one regex pass over the decoded vocabulary; the result must equal fuzzy_key
+    applied token by token (vocabularies with and without the byte 0xFF, which switches the separator)."""
+    from focusflow.embeddings.overlap import _fuzzy_keys
+    from focusflow.tokenizer.canonical import fuzzy_key
+
+    for name, tokenizer in _edge_case_tokenizers().items():
+        forms = canonical_vocab(tokenizer)
+        expected = {f.id: fuzzy_key(f) for f in forms if f.kind != "special" and fuzzy_key(f) is not None}
+        assert _fuzzy_keys(forms) == expected, name
+
+
+def test_duplicate_canonical_keys_resolve_to_regular_then_lowest_id() -> None:
+    """'▁ab' and a literal ' ab' piece spell the same bytes: the lower id wins; a regular token beats a byte piece."""
+    source = _sentencepiece(["<0x21>", "x", " ab", "▁ab", "!", "▁ab▁"])
+    target = _sentencepiece(["▁ab", "!", "ab▁"], byte_fallback=False)
+    overlap = compute_overlap(source, target).as_dict()
+    assert overlap[target.convert_tokens_to_ids("▁ab")] == source.convert_tokens_to_ids(" ab")
+    assert overlap[target.convert_tokens_to_ids("!")] == source.convert_tokens_to_ids("!")
