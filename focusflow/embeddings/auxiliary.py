@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
+from itertools import repeat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ class AuxVectors:
 
     def lookup(self, tokens: list[str]) -> np.ndarray:
         """Row index of each token, -1 when absent or its vector is all zeros (a 'rare' token)."""
-        rows = np.fromiter((self.index.get(token, -1) for token in tokens), dtype=np.int64, count=len(tokens))
+        rows = np.fromiter(map(self.index.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
         zero = ~np.any(self.vectors != 0, axis=1)
         found = rows >= 0
         rows[found] = np.where(zero[rows[found]], -1, rows[found])
