@@ -56,7 +56,7 @@ def evaluate(
                                   batch_size=batch_size, eval_every_fraction=eval_every,
                                   max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,
                                   threads=threads)
-    except (DataFormatError, ValueError, RuntimeError) as exc:
+    except (DataFormatError, ValueError, RuntimeError, FileNotFoundError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     main = results[results["main"]]

@@ -180,3 +180,58 @@ def test_hub_loaders_convert_the_hub_layouts(monkeypatch):
                           for s in ("train", "validation")]
     assert {e.id.split("-")[0] for e in qa.train + qa.dev + qa.test} == {"swahili"}
     assert qa.sizes() == {"train": 11, "dev": 1, "test": 12} and "used as test" not in qa.provenance["test"]
+
+
+def test_read_conll_germeval_layout_takes_the_outer_layer(tmp_path):
+    """GermEval 2014's TSV: '#' source lines, then index, word, outer tag, inner tag."""
+    path = write(tmp_path / "germeval.tsv",
+                 "#\thttp://de.wikipedia.org/wiki/Manfred_Korfmann [2009-10-17]\n"
+                 "1\tAufgrund\tO\tO\n2\tseiner\tO\tO\n3\tDeutschland\tB-LOC\tO\n4\tLondoner\tB-LOCderiv\tB-LOC\n\n"
+                 "# http://de.wikipedia.org/wiki/Bonn [2009-10-17]\n1\tBonn\tB-LOC\tO\n")
+    sentences = read_conll(path)
+    assert [s.words for s in sentences] == [("Aufgrund", "seiner", "Deutschland", "Londoner"), ("Bonn",)]
+    assert sentences[0].tags == ("O", "O", "B-LOC", "B-LOCderiv") and sentences[1].tags == ("B-LOC",)
+
+
+def test_read_conll_keeps_unicode_spaces_inside_words_and_true_line_numbers(tmp_path):
+    """Only space and tab separate columns, only '\\n' separates lines: a word holding U+00A0 or U+2028 stays
+    one word, and an error after it names the right line."""
+    path = write(tmp_path / "train.txt", "10\u00a0000 O\nab\u2028cd O\n# B-PER\n\nJuma B-PER\nbad\n")
+    with pytest.raises(DataFormatError, match=r"train.txt:6: expected 'word TAG'"):
+        read_conll(path)
+    sentences = read_conll(write(tmp_path / "ok.txt", "10\u00a0000 O\nab\u2028cd O\n# B-PER\n"))
+    assert sentences[0].words == ("10\u00a0000", "ab\u2028cd", "#") and sentences[0].tags == ("O", "O", "B-PER")
+
+
+def test_read_nli_tsv_reads_the_xnli_mt_label_spelling(tmp_path):
+    examples = read_nli_tsv(write(tmp_path / "train.tsv", "A\tB\tcontradictory\nC\tD\tcontradiction\n"))
+    assert [e.label for e in examples] == ["contradiction", "contradiction"]
+
+
+def test_results_std_is_the_sample_std_over_seeds():
+    import pandas as pd
+
+    from focusflow.evaluation.downstream.report import aggregate
+
+    runs = pd.DataFrame({"model": "m", "task": "ner:x", "kind": "ner", "dataset": "x", "language": "sw",
+                         "metric": "f1", "main": True, "seed": [1, 2, 3], "value": [0.5, 0.7, 0.9],
+                         "dev": 0.0, "seconds": 1.0, "train_tokens_per_s": 1.0, "n_train": 1, "n_dev": 1, "n_test": 1})
+    row = aggregate(runs).iloc[0]
+    assert row["mean"] == pytest.approx(0.7) and row["std"] == pytest.approx(0.2)  # ddof=1 (ddof=0: 0.163)
+    assert row["n_seeds"] == 3 and row["seeds"] == "1 2 3"
+    assert aggregate(runs.iloc[:1]).iloc[0]["std"] == 0.0
+
+
+def test_model_signature_follows_the_files_of_a_local_model(tmp_path):
+    """A model retrained into the same folder must not reuse the earlier runs' results."""
+    import os
+
+    from focusflow.evaluation.downstream.runner import model_signature
+
+    folder = tmp_path / "model"
+    write(folder / "config.json", "{}")
+    write(folder / "model.safetensors", "weights")
+    before = model_signature(folder)
+    os.utime(folder / "model.safetensors", ns=(1, 1))
+    assert model_signature(folder) != before
+    assert model_signature("FacebookAI/xlm-roberta-base") == "FacebookAI/xlm-roberta-base"

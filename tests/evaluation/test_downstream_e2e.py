@@ -119,3 +119,10 @@ def test_fine_tuning_learns_a_learnable_tagging_task(tiny_sw_model, tmp_path):
                         eval_every_fraction=0.2)
     assert run["test"]["f1"] > 0.8, run["test"]
     assert run["best_step"] == max(run["dev_curve"], key=lambda point: point[1])[0]
+
+
+def test_cli_missing_task_folder_is_one_clear_line(tiny_sw_model, tmp_path):
+    result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_sw_model), "--task",
+                                      f"ner:{tmp_path / 'no' / 'such'}", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert "error:" in result.output and "is not a folder with train/dev/test files" in result.output

@@ -194,3 +194,30 @@ def test_wordpiece_and_byte_level_families_encode_and_predict(family, tmp_path):
         scores = adapter.evaluate(model, "test", 8)
         assert set(scores) == ({"f1", "precision", "recall"} if kind == "ner" else {"f1", "exact_match"})
         assert all(0.0 <= value <= 1.0 for value in scores.values())
+
+
+def test_finetune_ends_with_the_weights_of_the_best_dev_evaluation():
+    """Dev rises then falls: the model handed to the test evaluation holds the weights of the best dev step."""
+    from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
+
+    class Toy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(4))
+
+        def forward(self, input_ids, attention_mask):
+            return SimpleNamespace(loss=((self.weight - 1.0) ** 2).sum() + 0.0 * input_ids.sum())
+
+    model = Toy()
+    seen, scores = [], iter([0.1, 0.5, 0.9, 0.4, 0.2, 0.3, 0.1, 0.0])
+
+    def dev() -> float:
+        seen.append(model.weight.detach().clone())
+        return next(scores)
+
+    spec = FinetuneSpec(lr=0.05, epochs=8, batch_size=2, eval_every_fraction=0.125, seed=1)
+    result = finetune(model, [{"input_ids": [1, 2, 3]}] * 16, dev, spec, pad_id=0)
+    assert result.total_steps == 64 and [step for step, _ in result.history] == [8, 16, 24, 32, 40, 48, 56, 64]
+    assert result.best_step == 24 and result.best_dev == 0.9
+    assert not torch.equal(seen[2], seen[-1])  # training went on after the best step
+    assert torch.equal(model.weight.detach(), seen[2])

@@ -24,6 +24,7 @@ import csv
 import json
 import logging
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 TaskKind = Literal["ner", "nli", "qa"]
 KINDS: tuple[str, ...] = ("ner", "nli", "qa")
 NLI_LABELS: tuple[str, ...] = ("entailment", "neutral", "contradiction")
+NLI_LABEL_ALIASES = {"contradictory": "contradiction"}  # the XNLI-MT translate-train files' spelling
 DEV_FRACTION = 0.1
 SINGLE_FILE_FRACTIONS = (0.7, 0.1, 0.2)  # train, dev, test when only one labelled file exists
 
@@ -95,44 +97,69 @@ def _read_text(path: Path) -> str:
     return text
 
 
+_COLUMNS = re.compile(r"[ \t]+")  # CoNLL columns; other Unicode spaces (NBSP, U+2028) belong to the word
+
+
+def _is_bio_tag(tag: str) -> bool:
+    return tag == "O" or (len(tag) > 2 and tag[:2] in ("B-", "I-"))
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at ``\n`` only (``str.splitlines`` also splits at U+2028, U+0085, ..., which may sit inside
+    a word, and would shift every later line number)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def read_conll(path: Path) -> list[NerExample]:
-    """CoNLL NER: ``word TAG`` per line (whitespace separated; the tag is the last column,
-    the word the first), blank lines between sentences, ``-DOCSTART-`` lines skipped."""
+    """CoNLL NER: ``word TAG`` per line (space/tab separated; the word is the first column, the tag the last),
+    blank lines between sentences, ``-DOCSTART-`` lines skipped.
+
+    GermEval 2014's published TSV (``index<TAB>word<TAB>outer<TAB>inner``, ``#`` source lines before each
+    sentence) is recognized by its index column (1, 2, 3, ... in every sentence); its outer layer is the tag,
+    as in the Hub's ``ner_tags``.
+    """
     path = Path(path)
-    sentences: list[NerExample] = []
-    words: list[str] = []
-    tags: list[str] = []
-    for number, raw in enumerate(_read_text(path).splitlines(), start=1):
-        line = raw.strip()
+    sentences: list[list[tuple[int, list[str], str]]] = []
+    rows: list[tuple[int, list[str], str]] = []
+    for number, raw in enumerate(_lines(_read_text(path)), start=1):
+        line = raw.strip(" \t")
         if not line:
-            if words:
-                sentences.append(NerExample(tuple(words), tags=tuple(tags)))
-                words, tags = [], []
+            if rows:
+                sentences.append(rows)
+                rows = []
             continue
-        if line.startswith("-DOCSTART-"):
-            continue
-        columns = line.split()
+        columns = _COLUMNS.split(line)
+        if line.startswith("-DOCSTART-") or (line.startswith("#") and not _is_bio_tag(columns[-1])):
+            continue  # document marker; a GermEval-style '# source [date]' line
         if len(columns) < 2:
             raise DataFormatError(f"{path}:{number}: expected 'word TAG', got {raw!r}")
-        tag = columns[-1]
-        if tag != "O" and not (len(tag) > 2 and tag[:2] in ("B-", "I-")):
-            raise DataFormatError(f"{path}:{number}: tag {tag!r} is not a BIO/IOB2 tag (O, B-X, I-X)")
-        words.append(columns[0])
-        tags.append(tag)
-    if words:
-        sentences.append(NerExample(tuple(words), tuple(tags)))
+        rows.append((number, columns, raw))
+    if rows:
+        sentences.append(rows)
     if not sentences:
         raise DataFormatError(f"{path} holds no sentences")
-    return sentences
+    indexed = all(len(columns) >= 4 and columns[0] == str(position)
+                  for rows in sentences for position, (_, columns, _) in enumerate(rows, start=1))
+    word_column, tag_column = (1, 2) if indexed else (0, -1)
+    examples = []
+    for rows in sentences:
+        for number, columns, raw in rows:
+            if not _is_bio_tag(columns[tag_column]):
+                raise DataFormatError(f"{path}:{number}: tag {columns[tag_column]!r} is not a BIO/IOB2 tag "
+                                      f"(O, B-X, I-X) in {raw!r}")
+        examples.append(NerExample(tuple(columns[word_column] for _, columns, _ in rows),
+                                   tuple(columns[tag_column] for _, columns, _ in rows)))
+    return examples
 
 
 def read_nli_tsv(path: Path) -> list[NliExample]:
     """XNLI-style TSV: ``premise<TAB>hypothesis<TAB>label``; a header line naming the columns is
-    skipped; labels are entailment / neutral / contradiction (case-insensitive)."""
+    skipped; labels are entailment / neutral / contradiction (case-insensitive; XNLI-MT's
+    ``contradictory`` is read as contradiction)."""
     path = Path(path)
     examples: list[NliExample] = []
     allowed = set(NLI_LABELS)
-    reader = csv.reader(_read_text(path).splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+    reader = csv.reader(_lines(_read_text(path)), delimiter="\t", quoting=csv.QUOTE_NONE)
     for number, row in enumerate(reader, start=1):
         if not row or all(not cell.strip() for cell in row):
             continue
@@ -141,6 +168,7 @@ def read_nli_tsv(path: Path) -> list[NliExample]:
                                   f"(premise, hypothesis, label), got {len(row)}")
         premise, hypothesis, label = (cell.strip() for cell in row)
         label = label.lower()
+        label = NLI_LABEL_ALIASES.get(label, label)
         if number == 1 and label in ("label", "gold_label"):
             continue
         if label not in allowed:

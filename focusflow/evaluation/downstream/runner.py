@@ -141,10 +141,21 @@ def prepare_data(spec: TaskSpec, data_root: Path | None, split_seed: int, max_tr
     return data
 
 
+def model_signature(model: Path | str) -> list[tuple[str, int, int]] | str:
+    """What identifies a model's weights without reading them: every file's (path, size, mtime) of a local
+    folder (a model retrained into the same folder is a different model), the id itself for a hub id."""
+    folder = Path(str(model))
+    if not folder.is_dir():
+        return str(model)
+    return sorted((str(file.relative_to(folder)), file.stat().st_size, file.stat().st_mtime_ns)
+                  for file in folder.rglob("*") if file.is_file())
+
+
 def _fingerprint(model: Path | str, spec: TaskSpec, seed: int, finetune_spec: FinetuneSpec,
                  settings: dict[str, Any], data: TaskData) -> str:
-    payload = json.dumps({"model": str(model), "task": spec.id, "seed": seed, "finetune": asdict(finetune_spec),
-                          "settings": settings, "sizes": data.sizes(), "version": RUN_VERSION}, sort_keys=True)
+    payload = json.dumps({"model": str(model), "files": model_signature(model), "task": spec.id, "seed": seed,
+                          "finetune": asdict(finetune_spec), "settings": settings, "sizes": data.sizes(),
+                          "version": RUN_VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
