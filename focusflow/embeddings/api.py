@@ -116,22 +116,17 @@ def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str
     chosen = order[is_new[order]][: int(options.get("extend_top_n", 10_000))]
     spec = backend_spec(language)
     scores = ({i: float(s) for i, (_, s) in enumerate(spec["model"]["vocab"])} if spec["model"]["type"] == "Unigram" else None)
-    extended, added, fillers = extend_tokenizer(source_tokenizer, [forms[i] for i in chosen.tolist()], scores)
+    extended, added = extend_tokenizer(source_tokenizer, [forms[i] for i in chosen.tolist()], scores)
     added_ids = np.asarray([f.id for f in added], np.int64)
     n_source = len(source_tokenizer)
-    matrices = {}
-    for name, matrix in source_matrices.items():
-        filler_rows = np.repeat(matrix.mean(axis=0, keepdims=True), fillers, axis=0).astype(np.float32)
-        matrices[name] = np.concatenate([matrix.astype(np.float32), filler_rows, result.matrices[name][added_ids]])
+    matrices = {name: np.concatenate([matrix.astype(np.float32), result.matrices[name][added_ids]])
+                for name, matrix in source_matrices.items()}
     kept = pd.DataFrame({"target_id": np.arange(n_source), "token": source_tokenizer.convert_ids_to_tokens(list(range(n_source))),
                          "fate": "kept", "source_id": np.arange(n_source), "source_token": None, "support": 0,
                          "top_anchors": ""})
     new_part = result.report.iloc[added_ids].copy()
-    new_part["target_id"] = np.arange(len(added_ids)) + n_source + fillers
+    new_part["target_id"] = np.arange(len(added_ids)) + n_source
     report = pd.concat([kept, new_part], ignore_index=True)
     totals = dict(result.totals)
-    totals.update(kept=n_source, added=len(added_ids), placeholders=fillers,
-                  added_fates=new_part["fate"].value_counts().to_dict())
-    if len(extended) != n_source + fillers + len(added_ids):
-        raise RuntimeError("extended tokenizer size does not match the new embedding rows")
+    totals.update(kept=n_source, added=len(added_ids), added_fates=new_part["fate"].value_counts().to_dict())
     return matrices, report, totals, extended

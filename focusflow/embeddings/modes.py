@@ -123,7 +123,7 @@ def _spelling(form: CanonicalToken, scheme: str, options: dict[str, Any]) -> str
 
 
 def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: dict[int, float] | None = None):
-    """The source tokenizer plus ``new_forms`` appended at the end (ids len(tokenizer), ...).
+    """The source tokenizer plus ``new_forms`` appended at the end (ids len(tokenizer), ...); every source id stays.
 
     Unigram: appended pieces with their target scores (so Viterbi uses them); WordPiece: appended to
     the vocabulary (greedy longest match uses them). BPE sources would need merges: not supported.
@@ -135,11 +135,14 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
     if model["type"] not in ("Unigram", "WordPiece"):
         raise ValueError(f"extend mode supports Unigram (SentencePiece) and WordPiece source tokenizers, not "
                          f"{model['type']}; use mode=replace for this source")
-    if spec.get("added_tokens") and max(e["id"] for e in spec["added_tokens"]) >= _model_size(model):
-        # added specials (e.g. <mask>) sit after the model vocabulary; appending would collide with their ids
-        top = max(e["id"] for e in spec["added_tokens"])
-    else:
-        top = None
+    # Added tokens past the model vocabulary (e.g. <mask> added after training) keep their ids only if the model
+    # vocabulary holds them there: tokenizers gives an added token the id of its vocabulary entry, or else the next
+    # free id, which would be after the appended pieces. So they move into the vocabulary at their own ids.
+    past = sorted((entry["id"], entry["content"]) for entry in spec.get("added_tokens") or []
+                  if entry["id"] >= _model_size(model))
+    if [token_id for token_id, _ in past] != list(range(_model_size(model), _model_size(model) + len(past))):
+        raise ValueError(f"extend mode needs contiguous token ids; the added tokens past the model vocabulary "
+                         f"({_model_size(model)} entries) have ids {[token_id for token_id, _ in past]}")
     existing = set(tokenizer.get_vocab())
     added: list[CanonicalToken] = []
     spellings = []
@@ -150,18 +153,21 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
         existing.add(piece)
         spellings.append(piece)
         added.append(form)
-    # specials added after training (e.g. <mask>) may sit just past the model vocabulary: keep their ids
-    # valid by filling up to them with never-used placeholder pieces, then append the new pieces.
-    fillers = [f"<ff_unused_{i}>" for i in range(max(0, (top + 1 - _model_size(model)) if top is not None else 0))]
     if model["type"] == "Unigram":
         floor = min((score for _, score in model["vocab"]), default=-20.0)
-        model["vocab"] += [[piece, floor - 10.0] for piece in fillers]
+        model["vocab"] += [[content, floor - 10.0] for _, content in past]
         model["vocab"] += [[piece, (scores or {}).get(form.id, floor)] for piece, form in zip(spellings, added)]
     else:
-        for piece in fillers + spellings:
+        for piece in [content for _, content in past] + spellings:
             model["vocab"][piece] = len(model["vocab"])
-    spellings = fillers + spellings
-    return _wrap(tokenizer, spec), added, (len(spellings) - len(added))
+    extended = _wrap(tokenizer, spec)
+    n_source = len(tokenizer)
+    source_vocab, extended_vocab = tokenizer.get_vocab(), extended.get_vocab()
+    if not source_vocab.items() <= extended_vocab.items() or \
+            extended.convert_tokens_to_ids(spellings) != list(range(n_source, n_source + len(spellings))):
+        moved = [token for token, token_id in source_vocab.items() if extended_vocab.get(token) != token_id]
+        raise RuntimeError(f"extending the tokenizer moved source ids ({moved[:5]}) or misplaced the new pieces")
+    return extended, added
 
 
 def _model_size(model: dict[str, Any]) -> int:

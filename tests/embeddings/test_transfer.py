@@ -180,8 +180,21 @@ def test_prune_and_extend(tiny_sources, transfer_case, tmp_path) -> None:
                                 aux_dir=transfer_case["aux_dir"], train=transfer_case["train"], extend_top_n=40)
     tok = AutoTokenizer.from_pretrained(tmp_path / "ext")
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "ext")
-    assert extended["added"] == 40 and len(tok) == len(source_tok) + extended["placeholders"] + 40
+    assert extended["added"] == 40 and len(tok) == len(source_tok) + 40
+    # every source token keeps its id (<mask>, added after training, included) and its row
+    assert tok.convert_ids_to_tokens(list(range(len(source_tok)))) == source_tok.convert_ids_to_tokens(
+        list(range(len(source_tok))))
+    assert tok.mask_token_id == source_tok.mask_token_id
     np.testing.assert_array_equal(model.get_input_embeddings().weight[: len(source_tok)].detach().numpy(), E)
+    # every appended token sits at the id its row was written for: the FOCUS row of the same language token
+    language = transfer_case["target"]
+    focus = transfer_embeddings(source_tok, language, E, "focus", aux=load_aux_vectors(transfer_case["aux_dir"]))
+    report = pd.read_parquet(tmp_path / "ext" / "transfer_report.parquet")
+    appended = report[report["fate"] != "kept"]
+    assert len(appended) == 40 and appended["target_id"].tolist() == list(range(len(source_tok), len(tok)))
+    assert tok.convert_ids_to_tokens(appended["target_id"].tolist()) == appended["token"].tolist()
+    np.testing.assert_array_equal(model.get_input_embeddings().weight[len(source_tok):].detach().numpy(),
+                                  focus.embeddings[language.convert_tokens_to_ids(appended["token"].tolist())])
     assert np.mean([len(tok.tokenize(t)) for t in texts]) < np.mean([len(source_tok.tokenize(t)) for t in texts])
 
 
