@@ -14,7 +14,7 @@ from focusflow.cli import app
 def init(
     source: Path = typer.Option(..., "--source", help="Saved Hugging Face model folder (with its tokenizer)."),
     target_tokenizer: Path = typer.Option(None, "--target-tokenizer", help="Target tokenizer folder (not needed for prune)."),
-    corpus: Path = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl) for fastText, prune and extend ranking."),
+    corpus: Path = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl, or .txt with one document per line) for fastText, prune and extend ranking."),
     method: str = typer.Option("focus", "--method", help="focus|random|mean|fvt|focus-symbolic|wechsel|avg-eg"),
     mode: str = typer.Option("replace", "--mode", help="replace|extend|prune"),
     out: Path = typer.Option(..., "--out", help="Output model folder."),
@@ -40,12 +40,12 @@ def init(
                         ("wechsel_dictionary", wechsel_dictionary)):
         if value is not None:
             options[name] = value
-    if fasttext_bin is not None and aux is None:
-        aux = out.with_name(out.name + ".fasttext")
-        load_fasttext_bin(fasttext_bin, aux)
     try:
+        if fasttext_bin is not None and aux is None:
+            aux = out.with_name(out.name + ".fasttext")
+            load_fasttext_bin(fasttext_bin, aux)
         totals = initialize_model(source, target_tokenizer, out, method, mode=mode, aux_dir=aux, seed=seed, **options)
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(totals, default=str))

@@ -16,15 +16,25 @@ TEXT_FIELD = "text"
 
 
 def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[str]:
-    """Documents of a corpus file (``.jsonl`` or ``.jsonl.gz``), in order."""
+    """Documents of a corpus file, in order: ``.jsonl`` (``{"text": ...}`` per line) or plain ``.txt`` (one
+    document per non-empty line), either optionally ``.gz``."""
     file = Path(path)
     opener = gzip.open if file.suffix == ".gz" else open
+    plain = file.name.endswith((".txt", ".txt.gz"))
     with opener(file, "rt", encoding="utf-8") as handle:
         for count, line in enumerate(handle):
             if limit is not None and count >= limit:
                 return
-            if line.strip():
+            if not line.strip():
+                continue
+            if plain:
+                yield line.rstrip("\r\n")
+                continue
+            try:
                 yield json.loads(line)[TEXT_FIELD]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise ValueError(f"{file}:{count + 1}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
+                                 f"(or name a plain-text corpus *.txt: one document per line)") from None
 
 
 def write_texts(path: str | os.PathLike[str], texts: Iterable[str]) -> int:

@@ -212,3 +212,13 @@ def test_cli_init(tiny_sources, transfer_case, tmp_path) -> None:
     bad = CliRunner().invoke(app, ["init", "--source", str(tiny_sources["bert"]), "--target-tokenizer",
                                    str(transfer_case["target_dir"]), "--method", "focus", "--out", str(tmp_path / "n")])
     assert bad.exit_code == 1 and "auxiliary vectors" in bad.output
+    missing = CliRunner().invoke(app, ["init", "--source", str(tiny_sources["bert"]), "--target-tokenizer",
+                                       str(transfer_case["target_dir"]), "--method", "focus", "--aux",
+                                       str(tmp_path / "no-aux"), "--out", str(tmp_path / "o")])
+    assert missing.exit_code == 1 and "has no vectors.safetensors" in missing.output
+    assert isinstance(missing.exception, SystemExit)  # one clear line, no traceback
+    text = tmp_path / "corpus.txt"  # a plain-text corpus works where a .jsonl does (prune keeps the tokens it uses)
+    text.write_text("\n".join(transfer_case["texts"][:200]), encoding="utf-8")
+    pruned = CliRunner().invoke(app, ["init", "--source", str(tiny_sources["xlmr"]), "--corpus", str(text),
+                                      "--mode", "prune", "--out", str(tmp_path / "p")])
+    assert pruned.exit_code == 0, pruned.output
