@@ -117,7 +117,8 @@ class FastTextSpec(_Section):
     maxn: int = Field(default=6, ge=0)
     lr: float = Field(default=0.05, gt=0)
     threads: int = Field(default=2, ge=1)
-    seed: int = 0
+    seed: int = Field(default=0, description="kept for the artifact key; fastText seeds its own generator "
+                      "(its Python API takes no seed): runs are reproducible with threads=1")
 
 
 InitMethod = Literal["focus", "random", "mean", "fvt", "focus-symbolic", "wechsel", "avg-eg"]

@@ -130,6 +130,22 @@ def test_aux_files(transfer_case) -> None:
     assert any(t.startswith("▁") for t in aux.tokens)  # trained on target-tokenized text
 
 
+def test_fasttext_is_reproducible_for_a_seed_and_skipgram_is_available(transfer_case, tmp_path) -> None:
+    """threads=1: two trainings give the same vectors (fastText's generator is seeded internally; its Python API
+    takes no seed); the skipgram objective trains too."""
+    from focusflow.config import FastTextSpec
+    from focusflow.embeddings import train_aux_embeddings
+
+    def vectors(name: str, **spec) -> np.ndarray:
+        train_aux_embeddings(transfer_case["target_dir"], transfer_case["train"],
+                             FastTextSpec(dim=8, min_count=2, epochs=1, threads=1, **spec), tmp_path / name)
+        return load_aux_vectors(tmp_path / name).vectors
+
+    first, again = vectors("a"), vectors("b")
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, vectors("sg", model="skipgram"))
+
+
 @pytest.mark.parametrize("family", ["xlmr", "bert", "gpt2", "llama"])
 def test_initialize_model_loads(family, tiny_sources, transfer_case, tmp_path) -> None:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
