@@ -64,6 +64,11 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     out_dir = Path(out_dir)
     model, source_tokenizer = load_source(Path(source_dir))
     params = token_parameters(model)
+    padded = {name: len(matrix) for name, matrix in params.matrices.items() if len(matrix) > len(source_tokenizer)}
+    if padded:  # decoders often round the matrix up (e.g. to a multiple of 64); rows past the tokenizer are unused
+        log.info("source matrices %s have more rows than the tokenizer's %d tokens; the extra rows are not used",
+                 padded, len(source_tokenizer))
+        params.matrices.update({name: params.matrices[name][: len(source_tokenizer)] for name in padded})
     train = options.get("train")
     transfer_options = {k: v for k, v in options.items() if k not in ("train", "fasttext", "extend_top_n")}
     if mode == "prune":

@@ -175,6 +175,28 @@ def test_initialize_model_loads(family, tiny_sources, transfer_case, tmp_path) -
     assert logits.shape[-1] == len(target) and torch.isfinite(logits).all()
 
 
+def test_decoder_with_a_padded_embedding_matrix(tiny_sources, transfer_case, tmp_path) -> None:
+    """Decoders often round their matrix up past the tokenizer (multiples of 64): the extra rows are ignored."""
+    from transformers import AutoModelForCausalLM
+
+    from focusflow.models.surgery import load_source, token_parameters
+
+    model, tokenizer = load_source(tiny_sources["llama"])
+    model.resize_token_embeddings(len(tokenizer) + 7)
+    model.save_pretrained(tmp_path / "padded")
+    tokenizer.save_pretrained(tmp_path / "padded")
+    totals = initialize_model(tmp_path / "padded", transfer_case["target_dir"], tmp_path / "out", "focus",
+                              aux_dir=transfer_case["aux_dir"])
+    result = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    assert result.config.vocab_size == len(transfer_case["target"]) == totals["vocab_size"]
+    report = pd.read_parquet(tmp_path / "out" / "transfer_report.parquet")
+    copied = report[report["fate"].str.startswith("copied")]
+    before = token_parameters(model).matrices
+    after = token_parameters(result).matrices
+    for name in ("embeddings", "output_embeddings"):
+        np.testing.assert_allclose(after[name][copied["target_id"]], before[name][copied["source_id"]], atol=1e-6)
+
+
 def test_prune_and_extend(tiny_sources, transfer_case, tmp_path) -> None:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
