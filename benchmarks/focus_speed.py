@@ -8,10 +8,10 @@ whole FOCUS call (lookups, overlap, similarity, sparsemax, combination); fastTex
 tokenizer training are excluded. ``--quick``: 30k source, 4k target, 50-d vectors: about a minute.
 
 Prints a last line of JSON: {"ours_s", "deepfocus_s", "speedup", "max_abs_diff", "peak_rss_gb", "rows_compared",
-"overlap_ours", "overlap_deepfocus", "overlap_differing"} (peak_rss_gb is this process's peak after our
+"overlap_ours", "overlap_deepfocus", "overlap_differing", "overlap_unexplained"} (peak_rss_gb is this process's peak after our
 call, before deepfocus runs). Agreement (max_abs_diff) is measured untimed, by running our FOCUS on
 deepfocus's own overlap over every row neither treats as random; how far the two overlaps differ
-(specials by role, byte-level/Unicode-punctuation rules documented in DESIGN.md) is reported separately.
+(specials by role, fuzzy symbolic tokens, byte-exact matching: README, "Differences from deepfocus") is counted by rule.
 
 Install: ``pip install -e .[bench]``. deepfocus depends on the source-built ``fasttext`` package,
 which installs the same module name as ``fasttext-numpy2`` (what focusflow uses); if
@@ -81,6 +81,35 @@ def build_case(text: Path, work: Path, n_source: int, n_target: int, n_overlap: 
     return source, target, embeddings, stats
 
 
+def overlap_difference_rules(source, target, ours, theirs: dict[int, int]) -> dict[str, int]:
+    """Every target token whose copied source row differs between focusflow and deepfocus, counted by the rule
+    that explains it (README, "Differences from deepfocus"); what no rule explains is counted as unexplained."""
+    from focusflow.tokenizer.canonical import canonical_vocab
+
+    source_forms, target_forms = canonical_vocab(source), canonical_vocab(target)
+    ours_pairs, kinds = ours.as_dict(), dict(zip(ours.target_ids.tolist(), ours.kinds.tolist()))
+
+    def squashed(form) -> str | None:  # the text with every Unicode space removed (what deepfocus compares)
+        return None if form.text is None else "".join(form.text.split())
+
+    counts: dict[str, int] = {}
+    for target_id in set(ours_pairs) | set(theirs):
+        if ours_pairs.get(target_id) == theirs.get(target_id):
+            continue
+        form = target_forms[target_id]
+        theirs_form = source_forms[theirs[target_id]] if target_id in theirs else None
+        if form.kind == "special":
+            rule = "special tokens by role"
+        elif kinds.get(target_id) == "fuzzy":
+            rule = "symbolic tokens fuzzy (whitespace, word start, case ignored)"
+        elif theirs_form is not None and theirs_form.key != form.key and squashed(theirs_form) == squashed(form):
+            rule = "exact means same bytes (deepfocus equates spellings that differ only in spaces such as U+00A0)"
+        else:
+            rule = "unexplained"
+        counts[rule] = counts.get(rule, 0) + 1
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -114,7 +143,7 @@ def main() -> None:
                               exact_match_all=True, match_symbols=True, fuzzy_match_all=False, verbosity="silent").numpy()
             deepfocus_s = time.perf_counter() - started
             # agreement on the same inputs: our FOCUS given deepfocus's overlap (untimed); differences in the
-            # overlap itself are documented rules (specials by role, Unicode punctuation) and counted here
+            # overlap itself are counted by the documented rule that explains each one
             from deepfocus.focus import get_overlapping_tokens
 
             from focusflow.embeddings import Overlap, compute_overlap
@@ -123,13 +152,16 @@ def main() -> None:
             pairs = {info.target.id: info.source[0].id for info in found.values()}
             same = transfer_embeddings(source, target, embeddings, "focus", aux=aux, overlap=Overlap.from_pairs(pairs, len(target)))
             compared = same.plan.fate != "random"
-            ours_pairs = compute_overlap(source, target).as_dict()
-            differing = sum(ours_pairs.get(t) != pairs.get(t) for t in set(ours_pairs) | set(pairs))
-            print(f"overlap: ours {len(ours_pairs)}, deepfocus {len(pairs)}, differing {differing}", file=sys.stderr)
+            ours_overlap = compute_overlap(source, target)
+            ours_pairs = ours_overlap.as_dict()
+            rules = overlap_difference_rules(source, target, ours_overlap, pairs)
+            differing = sum(rules.values())
+            print(f"overlap: ours {len(ours_pairs)}, deepfocus {len(pairs)}, differing {differing}: {rules}", file=sys.stderr)
             result.update(deepfocus_s=round(deepfocus_s, 3), speedup=round(deepfocus_s / ours_s, 1),
                           max_abs_diff=float(np.abs(same.embeddings[compared] - reference[compared]).max()),
                           rows_compared=int(compared.sum()), overlap_ours=len(ours_pairs),
-                          overlap_deepfocus=len(pairs), overlap_differing=int(differing))
+                          overlap_deepfocus=len(pairs), overlap_differing=int(differing),
+                          overlap_unexplained=rules.get("unexplained", 0))
     print(json.dumps(result))
 
 

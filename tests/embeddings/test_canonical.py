@@ -176,3 +176,15 @@ def test_duplicate_canonical_keys_resolve_to_regular_then_lowest_id() -> None:
     overlap = compute_overlap(source, target).as_dict()
     assert overlap[target.convert_tokens_to_ids("▁ab")] == source.convert_tokens_to_ids(" ab")
     assert overlap[target.convert_tokens_to_ids("!")] == source.convert_tokens_to_ids("!")
+
+
+def test_golden_wordpiece_vs_sentencepiece_overlap() -> None:
+    """WordPiece words are SentencePiece '▁' pieces and '##' continuations plain pieces: same bytes, same position."""
+    source = _wordlevel_bert_like(["kitabu", "##bu", "bu", "##ki", "Ki"])
+    target = _sentencepiece(["▁kitabu", "bu", "▁bu", "ki", "▁ki", "##bu"], byte_fallback=False)
+    overlap = compute_overlap(source, target).as_dict()
+    tid, sid = target.convert_tokens_to_ids, source.convert_tokens_to_ids
+    assert overlap[tid("▁kitabu")] == sid("kitabu") and overlap[tid("bu")] == sid("##bu")
+    assert overlap[tid("▁bu")] == sid("bu") and overlap[tid("ki")] == sid("##ki")
+    assert tid("▁ki") not in overlap  # 'Ki' differs in case: only symbolic tokens match fuzzily
+    assert tid("##bu") not in overlap  # a SentencePiece piece spelled '##bu' means the bytes '##bu'
