@@ -320,8 +320,9 @@ def _canonical_regular(tokens: list[str | None], scheme: Scheme, options: dict[s
         space = options.get("space") if scheme == "sentencepiece" else None
         text = joined.replace(space, " ") if space else joined
         if space:
-            begins, ends = _fields(text.encode("utf-8"), separator)
-            starts = _starts_with(text.encode("utf-8"), begins, ends, b" ")
+            encoded = text.encode("utf-8")
+            begins, ends = _fields(encoded, separator)
+            starts = _starts_with(encoded, begins, ends, b" ")
             text = (separator + text).replace(separator + " ", separator)[1:]  # one leading space off each field
         else:
             starts = np.zeros(n, bool)
