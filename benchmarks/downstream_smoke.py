@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--language", default="sw", help="corpus file <data-root>/text/<language>.txt")
     parser.add_argument("--task", action="append", default=None)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", default="3", help="N (seeds 1..N) or a list (2,3)")
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--max-train-samples", type=int, default=480)
     parser.add_argument("--max-eval-samples", type=int, default=100)
@@ -149,9 +149,10 @@ def main() -> None:
         parser.error("give --models or --build")
 
     from focusflow.evaluation.downstream import evaluate_models
+    from focusflow.evaluation.downstream.runner import parse_seeds
 
     started = time.perf_counter()
-    results = evaluate_models(models, tasks, args.out, seeds=args.seeds, epochs=args.epochs,
+    results = evaluate_models(models, tasks, args.out, seeds=parse_seeds(args.seeds), epochs=args.epochs,
                               max_train_samples=args.max_train_samples, data_root=args.data_root,
                               max_eval_samples=args.max_eval_samples, max_test_samples=args.max_test_samples,
                               eval_every_fraction=args.eval_every, batch_size=args.batch_size, lr=args.lr or None,

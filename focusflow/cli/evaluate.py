@@ -33,7 +33,8 @@ def evaluate(
     task: list[str] = typer.Option(..., "--task", "-t", help="kind:dataset:lang (ner:masakhaner2:swa, "
                                    "nli:xnli:sw, qa:tydiqa:sw) or kind:PATH (repeatable)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder: results.csv, results.md, runs.csv, runs/."),
-    seeds: int = typer.Option(5, "--seeds", min=1, help="Seeds 1..N per model and task."),
+    seeds: str = typer.Option("5", "--seeds", help="Seeds 1..N per model and task, or a list (2,3) to split a "
+                              "comparison across machines (rerun with all seeds over the merged runs/ for the table)."),
     epochs: float = typer.Option(None, "--epochs", min=0.01, help="Override the task's epochs."),
     max_train_samples: int = typer.Option(None, "--max-train-samples", min=1, help="Seeded training subset."),
     max_eval_samples: int = typer.Option(None, "--max-eval-samples", min=1, help="Seeded dev subset."),
@@ -49,9 +50,10 @@ def evaluate(
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
     from focusflow.evaluation.downstream import evaluate_models
     from focusflow.evaluation.downstream.datasets import DataFormatError
+    from focusflow.evaluation.downstream.runner import parse_seeds
 
     try:
-        results = evaluate_models(parse_models(models), task, out, seeds=seeds, epochs=epochs,
+        results = evaluate_models(parse_models(models), task, out, seeds=parse_seeds(seeds), epochs=epochs,
                                   max_train_samples=max_train_samples, data_root=data_root, lr=lr,
                                   batch_size=batch_size, eval_every_fraction=eval_every,
                                   max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,

@@ -4,6 +4,7 @@ honours its contract, runs are deterministic and resumable, the CLI works."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -85,6 +86,35 @@ def test_cli_runs_seeds_on_a_local_folder_and_reports_mean_std(tiny_sw_model, tm
     assert row["mean"] == pytest.approx(f1s.mean()) and row["std"] == pytest.approx(f1s.std(ddof=1))
     assert (row["n_train"], row["n_dev"], row["n_test"]) == (54, 6, 30)
     assert "mine" in result.output and "f1" in result.output
+
+
+def test_seeds_split_across_processes_merge_into_one_table(tiny_sw_model, tmp_path, monkeypatch):
+    folder = write_conll_folder(tmp_path / "toy_ner")
+    common = ["evaluate", "--models", f"mine={tiny_sw_model}", "--task", f"ner:{folder}", "--epochs", "1",
+              "--batch-size", "16", "--eval-every", "0.5"]
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert CliRunner().invoke(app, common + ["--out", str(first), "--seeds", "1"]).exit_code == 0
+    result = CliRunner().invoke(app, common + ["--out", str(second), "--seeds", "2,3"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (second / "runs" / "mine").rglob("*.json")) == ["seed2.json", "seed3.json"]
+    assert pd.read_csv(second / "results.csv").iloc[0]["seeds"] == "2 3"
+
+    shutil.copytree(second / "runs", first / "runs", dirs_exist_ok=True)
+    import focusflow.evaluation.downstream.runner as runner
+
+    monkeypatch.setattr(runner, "evaluate_task", lambda *a, **k: pytest.fail("a saved run was recomputed"))
+    result = CliRunner().invoke(app, common + ["--out", str(first), "--seeds", "3"])
+    assert result.exit_code == 0, result.output
+    row = pd.read_csv(first / "results.csv").query("metric == 'f1'").iloc[0]
+    f1s = pd.read_csv(first / "runs.csv").query("metric == 'f1'")["value"]
+    assert row["n_seeds"] == 3 and row["seeds"] == "1 2 3" and row["mean"] == pytest.approx(f1s.mean())
+
+
+@pytest.mark.parametrize("seeds", ["0", "two", "1,0", "2,2"])
+def test_cli_rejects_bad_seeds_in_one_line(tiny_sw_model, tmp_path, seeds):
+    result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_sw_model), "--task", "ner:masakhaner2:swa",
+                                      "--out", str(tmp_path / "o"), "--seeds", seeds])
+    assert result.exit_code == 1 and "seeds must be" in result.output
 
 
 def test_cli_bad_input_is_one_clear_line(tiny_sw_model, tmp_path):

@@ -16,6 +16,7 @@ import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -219,23 +220,37 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120]
 
 
-def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Path, seeds: int = 5,
+def parse_seeds(text: str) -> int | list[int]:
+    """``"5"`` -> 5 (seeds 1..5); ``"2,3"`` -> [2, 3] (just those seeds)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"seeds must be a count (5) or a comma-separated list (2,3), got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"seeds must be at least 1, got {text!r}")
+    return values[0] if "," not in text else values
+
+
+def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Path, seeds: int | Sequence[int] = 5,
                     epochs: float | None = None, max_train_samples: int | None = None,
                     data_root: Path | None = None, **opts: Any):
-    """The same protocol for every model on every task, seeds 1..N; writes ``results.csv``,
+    """The same protocol for every model on every task, seeds 1..N (or the listed seeds); writes ``results.csv``,
     ``results.md``, ``runs.csv`` and one JSON per run (``runs/<model>/<task>/seed<k>.json``;
     a finished run with the same settings is reused, so an interrupted comparison resumes).
 
     ``opts``: lr, batch_size, eval_every_fraction, max_eval_samples, max_test_samples, split_seed,
     max_length, threads (torch CPU threads; 1 is much faster than oversubscribing a busy machine).
+    A list of seeds splits one comparison across machines or processes; copying their ``runs/`` into one
+    folder and calling again with every seed writes the whole table from the saved runs.
     Returns the ``results.csv`` table as a DataFrame.
     """
     if not models:
         raise ValueError("no models to evaluate")
     if not tasks:
         raise ValueError("no tasks to evaluate")
-    if seeds < 1:
-        raise ValueError(f"seeds must be at least 1, got {seeds}")
+    seed_list = list(range(1, seeds + 1)) if isinstance(seeds, int) else list(seeds)
+    if not seed_list or min(seed_list) < 1 or len(set(seed_list)) != len(seed_list):
+        raise ValueError(f"seeds must be a count of at least 1 or distinct seeds >= 1, got {seeds!r}")
     unknown = set(opts) - {"lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
                            "split_seed", "max_length", "threads"}
     if unknown:
@@ -257,7 +272,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
         for name, model in models.items():
             tokenizer = load_tokenizer(model)
             adapter = None
-            for seed in range(1, seeds + 1):
+            for seed in seed_list:
                 finetune_spec = FinetuneSpec(lr=settings["lr"], epochs=settings["epochs"],
                                              batch_size=opts.get("batch_size", 32),
                                              eval_every_fraction=opts.get("eval_every_fraction", 0.05), seed=seed)
