@@ -21,6 +21,20 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_default_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """CLI stage commands write to the default store: one fresh store per test session, never the user's."""
+    saved = {name: os.environ.get(name) for name in ("FOCUSFLOW_STORE", "FOCUSFLOW_WORK_DIR")}
+    os.environ["FOCUSFLOW_STORE"] = str(tmp_path_factory.mktemp("default-store"))
+    os.environ["FOCUSFLOW_WORK_DIR"] = str(tmp_path_factory.mktemp("default-work"))
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

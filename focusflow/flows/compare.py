@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow, tags
 
 from focusflow.flows.common import load_run_config
-from focusflow.flows.specialize import prepare_branches, report_inputs
+from focusflow.pipeline.graph import compare
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
 
@@ -19,10 +19,7 @@ def compare_methods(language: str, methods: list[str] | None = None, config: dic
     overrides = {"init": {"methods": methods}} if methods else {}
     cfg = load_run_config(language, {**(config or {}), **overrides}, config_path)
     store_uri = ArtifactStore(cfg.store).uri
-    tasks = tasks_for(store_uri)
     with tags(f"language:{cfg.language}", "compare-methods"):
-        branches = prepare_branches(cfg, store_uri, tasks)
-        report = tasks["report"](store_uri, {"language": cfg.language}, report_inputs(branches),
-                                 language=cfg.language)
+        report = compare(cfg, store_uri, tasks_for(store_uri))
     print(f"report: {report}")
     return report

@@ -8,7 +8,7 @@ from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
 from focusflow.flows.common import load_run_config
-from focusflow.flows.specialize import intrinsic_params
+from focusflow.pipeline.params import downstream_params, intrinsic_params
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
 from focusflow.storage import Artifact, ArtifactStore, StoreError, redact_uri
 from focusflow.tasks import tasks_for
@@ -63,9 +63,9 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
             results["intrinsic"] = dict(artifact_store.resolve(intrinsic_uri).metadata)
         downstream_suites = [s for s in suites if s != "intrinsic"]
         if downstream_suites:
-            params = {**settings.evaluation.model_dump(mode="json"), "tasks": downstream_suites}
-            downstream_uri = tasks["downstream"](artifact_store.uri, params, {"model": uri}, language=language,
-                                                 name=f"step-{results['step']}")
+            name = f"step-{results['step']}"
+            downstream_uri = tasks["downstream"](artifact_store.uri, downstream_params(settings, name, downstream_suites),
+                                                 {"model": uri}, language=language, label=name)
             results["downstream"] = artifact_store.resolve(downstream_uri).metadata.get("results", [])
     rows = [{"metric": k, "value": v} for k, v in (results.get("intrinsic") or {}).items()
             if isinstance(v, (int, float, str))]

@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, write_report
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.pipeline.registry import Stage, StageRun, register
+from focusflow.storage import Artifact
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
 REPORT_STAGE, REPORT_VERSION = "report", 1
@@ -38,32 +39,27 @@ def data_fingerprint(data_root: Path | None) -> str | None:
     return digest.hexdigest()
 
 
-def downstream_params(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
     """The key-relevant evaluation settings: the data path is replaced by its content fingerprint."""
+    evaluation = params["evaluation"]
     settings = {k: v for k, v in evaluation.items() if k not in ("data_root", "heldout_sentences")}
     root = evaluation.get("data_root")
-    return {"evaluation": settings, "data": data_fingerprint(Path(root)) if root else None}
+    return {"evaluation": settings, "data": data_fingerprint(Path(root)) if root else None,
+            "name": params.get("name", "model")}
 
 
-def run_downstream_stage(store: ArtifactStore, evaluation: Mapping[str, Any], model: Artifact | str,
-                         name: str) -> Artifact:
-    """Fine-tune and test ``model`` on every task of ``evaluation['tasks']`` over its seeds."""
+def _downstream(run: StageRun) -> dict[str, Any]:
+    """Fine-tune and test the model on every task of ``evaluation['tasks']`` over its seeds."""
     from focusflow.evaluation.downstream import evaluate_models
 
-    params = downstream_params(evaluation)
-    model_artifact = store.resolve(model) if isinstance(model, str) else model
-
-    def build(folder: Path) -> dict[str, Any]:
-        options = {k: evaluation[k] for k in _EVALUATION_OPTIONS if evaluation.get(k) is not None}
-        frame = evaluate_models({name: store.fetch(model_artifact)}, list(evaluation["tasks"]), folder,
-                                seeds=evaluation.get("seeds", 5), epochs=evaluation.get("epochs"),
-                                max_train_samples=evaluation.get("max_train_samples"),
-                                data_root=Path(evaluation["data_root"]) if evaluation.get("data_root") else None,
-                                **options)
-        return {"results": json.loads(frame.to_json(orient="records"))}
-
-    return store.build_or_get(DOWNSTREAM_STAGE, build, params=params, inputs={"model": model_artifact},
-                              version=DOWNSTREAM_VERSION)
+    evaluation, name = run.params["evaluation"], run.params.get("name", "model")
+    options = {k: evaluation[k] for k in _EVALUATION_OPTIONS if evaluation.get(k) is not None}
+    frame = evaluate_models({name: run.inputs["model"]}, list(evaluation["tasks"]), run.out,
+                            seeds=evaluation.get("seeds", 5), epochs=evaluation.get("epochs"),
+                            max_train_samples=evaluation.get("max_train_samples"),
+                            data_root=Path(evaluation["data_root"]) if evaluation.get("data_root") else None,
+                            **options)
+    return {"results": json.loads(frame.to_json(orient="records"))}
 
 
 def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
@@ -80,33 +76,34 @@ def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
     return row
 
 
-def build_report(store: ArtifactStore, language: str, inputs: Mapping[str, str]) -> Artifact:
+def _report(run: StageRun) -> dict[str, Any]:
     """The run report from stored artifacts named ``<kind>:<name>`` (``stage:corpus``, ``intrinsic:focus``,
-    ``intrinsic:focus+lapt``, ``lapt:focus``, ``downstream:original``…)."""
-    artifacts = {name: store.resolve(uri) for name, uri in inputs.items()}
-
-    def build(folder: Path) -> dict[str, Any]:
-        by_kind: dict[str, dict[str, Artifact]] = {}
-        for name, artifact in artifacts.items():
-            kind, _, label = name.partition(":")
-            by_kind.setdefault(kind, {})[label] = artifact
-        tokenizer = by_kind.get("stage", {}).get("tokenizer")
-        tokenizer_metrics = flatten_metrics(tokenizer.metadata) if tokenizer else {}
-        rows = [_comparison_row(label, evaluation, by_kind.get("init", {}).get(label), tokenizer_metrics)
-                for label, evaluation in by_kind.get("intrinsic", {}).items()]
-        downstream = [pd.DataFrame(a.metadata.get("results", [])) for a in by_kind.get("downstream", {}).values()]
-        downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
-        sections = {f"{label} stage": dict(a.metadata) for label, a in by_kind.get("stage", {}).items()}
-        sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
-                         for label, a in by_kind.get("lapt", {}).items()})
-        sections["artifacts"] = {name: a.uri for name, a in artifacts.items()}
-        return write_report(folder, language, rows, sections, downstream_frame)
-
-    return store.build_or_get(REPORT_STAGE, build, params={"language": language}, inputs=artifacts,
-                              version=REPORT_VERSION)
+    ``intrinsic:focus+lapt``, ``lapt:focus``, ``downstream:original``…); it reads manifests only."""
+    by_kind: dict[str, dict[str, Artifact]] = {}
+    for name, artifact in run.artifacts.items():
+        kind, _, label = name.partition(":")
+        by_kind.setdefault(kind, {})[label] = artifact
+    tokenizer = by_kind.get("stage", {}).get("tokenizer")
+    tokenizer_metrics = flatten_metrics(tokenizer.metadata) if tokenizer else {}
+    rows = [_comparison_row(label, evaluation, by_kind.get("init", {}).get(label), tokenizer_metrics)
+            for label, evaluation in by_kind.get("intrinsic", {}).items()]
+    downstream = [pd.DataFrame(a.metadata.get("results", [])) for a in by_kind.get("downstream", {}).values()]
+    downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
+    sections = {f"{label} stage": dict(a.metadata) for label, a in by_kind.get("stage", {}).items()}
+    sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
+                     for label, a in by_kind.get("lapt", {}).items()})
+    sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
+    return write_report(run.out, run.params["language"], rows, sections, downstream_frame)
 
 
 _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss", "final_train_loss", "tokens_per_s",
                  "mfu", "precision", "device", "world_size", "resumed_from", "trainable_parameters")
 
 
+
+
+DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
+                            "fine-tune and test on NER/NLI/QA tasks over seeds", key_params=_downstream_key,
+                            uses_model=True))
+REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,
+                        "the run report: method comparison, chart, downstream table"))

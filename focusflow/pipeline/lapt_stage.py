@@ -13,18 +13,18 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_cache_dir
 
+from focusflow.pipeline.registry import Stage, StageRun, register
 from focusflow.storage import Artifact, ArtifactStore
 
 log = logging.getLogger(__name__)
 
 LAPT_STAGE, CHECKPOINT_STAGE, LAPT_VERSION = "lapt", "lapt-checkpoint", 1
-CheckpointCallback = Callable[[str, int, Mapping[str, Any]], None]
 
 
 def default_work_root() -> Path:
@@ -61,51 +61,45 @@ def _restore_from_store(store: ArtifactStore, run_key: str, work: Path) -> None:
     log.info("restored LAPT checkpoint %s from the store", name)
 
 
-def run_lapt_stage(store: ArtifactStore, params: Mapping[str, Any], inputs: Mapping[str, Artifact | str],
-                   language: str | None = None, work_root: Path | None = None,
-                   on_checkpoint: CheckpointCallback | None = None, progress: bool = False,
-                   lineage: Mapping[str, str] | None = None) -> Artifact:
-    """Train (or resume, or find) the LAPT model for ``inputs['model']`` on ``inputs['split']``.
+def _lapt(run: StageRun) -> dict[str, Any]:
+    """Train (or resume) in a local work folder keyed by the artifact key; every checkpoint is committed.
 
-    ``lineage`` (artifact URIs such as the source model and the split) is recorded with every
-    checkpoint so that a checkpoint can be evaluated on its own (``evaluate_checkpoint``).
+    ``_lineage`` (artifact URIs such as the source model) is recorded with every checkpoint so that
+    a checkpoint can be evaluated on its own (``evaluate_checkpoint``).
     """
     from focusflow.config import LaptSpec
     from focusflow.training import run_lapt
 
-    artifacts = {k: store.resolve(v) if isinstance(v, str) else v for k, v in inputs.items()}
-    run_key = store.key(LAPT_STAGE, params, artifacts, LAPT_VERSION)
-    found = store.find(LAPT_STAGE, run_key)
-    if found is not None:
-        return found
-    spec = LaptSpec(**params["lapt"])
-    lineage_uris = {name: artifact.uri for name, artifact in artifacts.items()}
-    work = (work_root or default_work_root()) / LAPT_STAGE / run_key
+    store, run_key = run.store, run.key
+    spec = LaptSpec(**run.params["lapt"])
+    lineage = {**{name: artifact.uri for name, artifact in run.artifacts.items()},
+               **dict(run.params.get("_lineage") or {})}
+    work = Path(run.params.get("_work_root") or default_work_root()) / LAPT_STAGE / run_key
     work.mkdir(parents=True, exist_ok=True)
     _restore_from_store(store, run_key, work)
 
     def checkpoint_committed(folder: Path, step: int, metrics: Mapping[str, Any]) -> None:
         artifact = store.put_dir(CHECKPOINT_STAGE, checkpoint_key(run_key, step), folder,
                                  params={"run_key": run_key, "step": step},
-                                 metadata={"run_key": run_key, "step": step, "language": language,
-                                           "lineage": {**lineage_uris, **dict(lineage or {})},
-                                           "total_steps": spec.total_steps, "metrics": dict(metrics)})
+                                 metadata={"run_key": run_key, "step": step, "language": run.language,
+                                           "lineage": lineage, "total_steps": spec.total_steps,
+                                           "metrics": dict(metrics)})
         for old in stored_checkpoints(store, run_key)[:-spec.keep_last]:
             store.delete(CHECKPOINT_STAGE, old.key)
-        if on_checkpoint is not None:
-            on_checkpoint(artifact.uri, step, metrics)
+        if run.on_checkpoint is not None:
+            run.on_checkpoint(artifact.uri, step, metrics)
 
-    model_dir = store.fetch(artifacts["model"])
-    split_dir = store.fetch(artifacts["split"])
-    summary = run_lapt(model_dir, split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
-                       resume=True, on_checkpoint=checkpoint_committed, progress=progress)
-    with store.writer(LAPT_STAGE, run_key, params=params, inputs=artifacts,
-                      metadata={**summary, "language": language,
-                                "lineage": {**lineage_uris, **dict(lineage or {})}}) as folder:
-        shutil.copytree(work / "final", folder, dirs_exist_ok=True)
-        for extra in ("metrics.csv", "loss_curve.png", "summary.json"):
-            if (work / extra).exists():
-                shutil.copy2(work / extra, folder / extra)
-    artifact = store.get(LAPT_STAGE, run_key)
-    shutil.rmtree(work / "checkpoints", ignore_errors=True)  # committed; the store keeps the last K
-    return artifact
+    split_dir = run.inputs["split"]
+    summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
+                       resume=True, on_checkpoint=checkpoint_committed, progress=run.progress)
+    shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
+    for extra in ("metrics.csv", "loss_curve.png", "summary.json"):
+        if (work / extra).exists():
+            shutil.copy2(work / extra, run.out / extra)
+    # committed: the store keeps the last K checkpoints
+    run.after_commit.append(lambda: shutil.rmtree(work / "checkpoints", ignore_errors=True))
+    return {**summary, "language": run.language, "lineage": lineage}
+
+
+LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt,
+                      "language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True))

@@ -8,8 +8,8 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterator
 import re
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prefect.cache_policies import CachePolicy
@@ -17,7 +17,7 @@ from prefect.context import TaskRunContext
 from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 
 from focusflow.pipeline.report import flatten_metrics
-from focusflow.pipeline.stages import key_params
+from focusflow.pipeline import get_stage, stage_key
 from focusflow.storage import ArtifactStore, redact_uri
 from focusflow.storage.store import RESULTS_FOLDER
 
@@ -26,14 +26,13 @@ from focusflow.storage.store import RESULTS_FOLDER
 # transformers' from_pretrained initializes on the meta device through process-global state and
 # is not thread-safe; torch already spreads one model's work over every core. So in a thread
 # runner the model stages take turns; process and Dask runners still run them in parallel.
-MODEL_STAGES = frozenset({"source", "init", "intrinsic", "lapt", "downstream"})
 _MODEL_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def stage_slot(stage: str) -> Iterator[None]:
-    """Hold the per-process model lock while a model stage runs."""
-    if stage not in MODEL_STAGES:
+def stage_slot(uses_model: bool) -> Iterator[None]:
+    """Hold the per-process model lock while a stage that loads a model runs."""
+    if not uses_model:
         yield
         return
     with _MODEL_LOCK:
@@ -42,7 +41,8 @@ def stage_slot(stage: str) -> Iterator[None]:
 
 @dataclass
 class ArtifactKeyPolicy(CachePolicy):
-    """Cache key = the stage's artifact key: parameters + input content hashes + stage version.
+    """Cache key = the stage's artifact key, computed by the registry's ``stage_key`` (what ``run_stage``
+    stores under): parameters + input content hashes + stage version.
 
     Never the run id and never a path string: the same inputs on another machine that
     shares the store hit the same key. The record lives in the store next to the artifacts
@@ -51,14 +51,12 @@ class ArtifactKeyPolicy(CachePolicy):
     """
 
     stage: str = ""
-    version: int = 1
 
     def compute_key(self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any],
                     **kwargs: Any) -> str | None:
-        store = ArtifactStore(inputs["store_uri"])
-        params = key_params(inputs.get("params") or {})
-        key = store.key(self.stage, params, inputs.get("inputs") or {}, self.version)
-        return cache_record_name(self.stage, self.version, key)
+        spec = get_stage(self.stage)
+        key = stage_key(ArtifactStore(inputs["store_uri"]), spec, inputs.get("params") or {}, inputs.get("inputs") or {})
+        return cache_record_name(spec.name, spec.version, key)
 
 
 def cache_record_name(stage: str, version: int, key: str) -> str:

@@ -171,10 +171,11 @@ def test_cli_trains_from_a_split_folder(tiny_dirs, lapt_corpus, tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output[result.output.index("{"):])
     assert summary["steps"] == 2 and summary["tokens"] == 2 * 8 * 32
-    assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
+    assert (tmp_path / "run" / "model.safetensors").is_file() and (tmp_path / "run" / "metrics.csv").is_file()
+    assert summary["artifact"].startswith("file://") and "/lapt/" in summary["artifact"]
     missing = runner.invoke(app, ["lapt", "--model", str(tiny_dirs("bert")), "--corpus", str(lapt_corpus[0]),
                                   "--out", str(tmp_path / "x"), "--steps", "2"])
-    assert missing.exit_code != 0 and "--heldout" in str(missing.exception)
+    assert missing.exit_code == 1 and "--heldout" in missing.output
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

@@ -1,0 +1,24 @@
+"""The one stage registry and the pipeline graph, with no Prefect in sight.
+
+``run_stage(store, stage, params, inputs)`` builds any stage (corpus … LAPT, downstream, report) or
+returns it from the store; ``stage_key`` is the key it stores under and the key the Prefect tasks
+cache on. Importing this package registers every stage.
+"""
+
+from focusflow.pipeline import evaluation_stages as _evaluation_stages  # noqa: F401  (registers stages)
+from focusflow.pipeline import lapt_stage as _lapt_stage  # noqa: F401
+from focusflow.pipeline import stages as _stages  # noqa: F401
+from focusflow.pipeline.registry import (
+    STAGES,
+    Stage,
+    StageInputError,
+    StageRun,
+    get_stage,
+    key_params,
+    register,
+    run_stage,
+    stage_key,
+)
+
+__all__ = ["STAGES", "Stage", "StageInputError", "StageRun", "get_stage", "key_params", "register", "run_stage",
+           "stage_key"]

@@ -1,0 +1,91 @@
+"""Each stage's parameters from a run configuration, built in one place.
+
+The flows and the CLI both call these, so the same configuration gives the same parameters, the
+same artifact keys, and cache hits across entry points.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from focusflow.config import PipelineConfig
+from focusflow.pipeline.stages import folder_fingerprint
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json")
+
+
+def corpus_params(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"language": cfg.language, "corpus": _dump(cfg.corpus), "cleaning": _dump(cfg.cleaning)}
+
+
+def dedup_params(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"dedup": _dump(cfg.dedup)}
+
+
+def decontamination_params(cfg: PipelineConfig) -> dict[str, Any]:
+    """Evaluation data counts by content (its fingerprint); the folder is only where to read it."""
+    from focusflow.pipeline.evaluation_stages import data_fingerprint
+
+    root = cfg.evaluation.data_root
+    return {"tasks": sorted(cfg.evaluation.tasks), "data": data_fingerprint(Path(root)) if root else None,
+            "split_seed": cfg.evaluation.split_seed, "window": cfg.dedup.decontamination_window, "_data_root": root}
+
+
+def split_params(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"split": _dump(cfg.split)}
+
+
+def source_params(spec: str, **options: Any) -> dict[str, Any]:
+    """The source stage's parameters, identifying the model by content where it is a local folder.
+
+    A local folder counts by its files' hashes (moving it keeps the key; editing it changes the
+    key); its path travels as the runtime-only ``_location``.
+    """
+    folder = Path(spec).expanduser()
+    if folder.is_dir():
+        return {"source_model": "local", "fingerprint": folder_fingerprint(folder),
+                "_location": str(folder.resolve()), "options": options}
+    return {"source_model": spec, "options": options}
+
+
+def source_params_for(cfg: PipelineConfig) -> dict[str, Any]:
+    head = {"head_spec": cfg.source_head} if cfg.source_head else {}
+    return source_params(cfg.source_model, **head)
+
+
+def tokenizer_params(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"tokenizer": _dump(cfg.tokenizer)}
+
+
+def fasttext_params(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"fasttext": _dump(cfg.fasttext)}
+
+
+def init_params(cfg: PipelineConfig, method: str) -> dict[str, Any]:
+    options = {"extend_top_n": cfg.init.extend_top_n} if cfg.init.mode == "extend" else {}
+    return {"method": method, "mode": cfg.init.mode, "seed": cfg.init.seed, "options": options}
+
+
+def intrinsic_params(cfg: PipelineConfig) -> dict[str, Any]:
+    """Held-out evaluation settings; the same for every model so that their numbers compare."""
+    return {"max_sentences": cfg.evaluation.heldout_sentences, "seed": cfg.split.seed}
+
+
+def lapt_params(cfg: PipelineConfig, lineage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``lineage`` (artifact URIs such as the source model) travels with every checkpoint, outside the key."""
+    return {"lapt": _dump(cfg.lapt), "_lineage": dict(lineage or {})}
+
+
+def downstream_params(cfg: PipelineConfig, name: str, tasks: list[str] | None = None) -> dict[str, Any]:
+    """The evaluation settings; ``name`` is the model's row label in the results."""
+    evaluation = _dump(cfg.evaluation)
+    if tasks is not None:
+        evaluation["tasks"] = list(tasks)
+    return {"evaluation": evaluation, "name": name}
+
+
+def report_params(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"language": cfg.language}

@@ -1,0 +1,155 @@
+"""The one stage registry: every pipeline step as data, run through the store with one signature.
+
+A :class:`Stage` names its inputs, its version and the core function that builds it. ``run_stage``
+computes the artifact key (parameters + input content hashes + version, see :func:`stage_key`),
+returns the stored artifact when these inputs were built before, and otherwise runs the build into
+a fresh folder and commits it. Python, the CLI and the Prefect tasks all call ``run_stage``; the
+tasks' cache key is :func:`stage_key` itself, so a stage computed from one entry point is a cache
+hit from every other. This module knows nothing of Prefect.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from focusflow.storage import Artifact, ArtifactStore
+
+log = logging.getLogger(__name__)
+
+CheckpointCallback = Callable[[str, int, Mapping[str, Any]], None]
+
+
+def default_key_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters that identify a result; ``_``-prefixed ones (a local path, a language label) only travel."""
+    return {name: value for name, value in params.items() if not name.startswith("_")}
+
+
+key_params = default_key_params
+
+
+class _FetchedInputs(Mapping[str, Path]):
+    """Input artifacts as local folders, fetched (and verified) only when a build reads them."""
+
+    def __init__(self, store: ArtifactStore, artifacts: Mapping[str, Artifact]) -> None:
+        self._store, self._artifacts, self._folders = store, artifacts, {}
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self._folders:
+            self._folders[name] = self._store.fetch(self._artifacts[name])
+        return self._folders[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._artifacts)
+
+    def __len__(self) -> int:
+        return len(self._artifacts)
+
+
+@dataclass
+class StageRun:
+    """Everything a build sees: the folder to fill, its inputs, its parameters and where it is stored."""
+
+    out: Path
+    inputs: Mapping[str, Path]
+    artifacts: Mapping[str, Artifact]
+    params: Mapping[str, Any]
+    key: str
+    store: ArtifactStore
+    language: str | None = None
+    on_checkpoint: CheckpointCallback | None = None
+    progress: bool = False
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
+
+
+Build = Callable[[StageRun], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline step. ``inputs`` are required input names, ``optional`` may be given;
+    ``inputs=None`` accepts any names (the report reads whatever it is given)."""
+
+    name: str
+    version: int
+    inputs: tuple[str, ...] | None
+    build: Build
+    description: str = ""
+    optional: tuple[str, ...] = ()
+    key_params: Callable[[Mapping[str, Any]], dict[str, Any]] = default_key_params
+    uses_model: bool = False  # loads a transformers model (see focusflow.tasks: they take turns in threads)
+
+
+class StageInputError(ValueError):
+    """A stage was given the wrong set of input artifacts."""
+
+
+STAGES: dict[str, Stage] = {}
+
+
+def register(stage: Stage) -> Stage:
+    """Add a stage to the registry (stage modules call this when imported)."""
+    if stage.name in STAGES:
+        raise ValueError(f"stage {stage.name!r} is registered twice")
+    STAGES[stage.name] = stage
+    return stage
+
+
+def get_stage(stage: str | Stage) -> Stage:
+    if isinstance(stage, Stage):
+        return stage
+    if stage not in STAGES:
+        raise KeyError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
+    return STAGES[stage]
+
+
+def resolve_inputs(store: ArtifactStore, stage: str | Stage,
+                   inputs: Mapping[str, Artifact | str] | None) -> dict[str, Artifact]:
+    """Input artifacts by name (URIs of this store are resolved), checked against the stage's inputs."""
+    spec = get_stage(stage)
+    given = dict(inputs or {})
+    if spec.inputs is not None:
+        missing = set(spec.inputs) - set(given)
+        extra = set(given) - set(spec.inputs) - set(spec.optional)
+        if missing or extra:
+            raise StageInputError(f"stage {spec.name} takes inputs {list(spec.inputs)}"
+                                  f"{f' (optional {list(spec.optional)})' if spec.optional else ''}; "
+                                  f"missing {sorted(missing)}, unexpected {sorted(extra)}")
+    return {name: store.resolve(value) if isinstance(value, str) else value for name, value in given.items()}
+
+
+def stage_key(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
+              inputs: Mapping[str, Artifact | str] | None = None) -> str:
+    """The artifact key of a stage run: what ``run_stage`` stores under and what the Prefect tasks cache on."""
+    spec = get_stage(stage)
+    return store.key(spec.name, spec.key_params(params), resolve_inputs(store, spec, inputs), spec.version)
+
+
+def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
+              inputs: Mapping[str, Artifact | str] | None = None, *, language: str | None = None,
+              on_checkpoint: CheckpointCallback | None = None, progress: bool = False) -> Artifact:
+    """Build a stage's artifact, or return it from the store when these inputs were built before.
+
+    ``language`` labels the artifact (metadata, events); ``on_checkpoint(uri, step, metrics)`` is
+    called for every checkpoint a training stage commits; ``progress`` shows a progress bar.
+    """
+    spec = get_stage(stage)
+    artifacts = resolve_inputs(store, spec, inputs)
+    key = store.key(spec.name, spec.key_params(params), artifacts, spec.version)
+    after_commit: list[Callable[[], None]] = []
+
+    def build(folder: Path) -> Mapping[str, Any] | None:
+        log.info("running stage %s", spec.name)
+        run = StageRun(out=folder, inputs=_FetchedInputs(store, artifacts), artifacts=artifacts, params=params,
+                       key=key, store=store, language=language, on_checkpoint=on_checkpoint, progress=progress,
+                       after_commit=after_commit)
+        return spec.build(run)
+
+    artifact = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
+                                  version=spec.version)
+    for action in after_commit:
+        action()
+    return artifact

@@ -1,0 +1,135 @@
+"""One pipeline, one cache: every entry point runs stages through the registry and the store.
+
+- the Prefect tasks' cache key is the registry's artifact key, for every registered stage;
+- stages computed by the CLI are cache hits for the pipeline graph (what the flows run), and the other way round;
+- ``focusflow compare`` is the same graph: its report lands in the store beside the stages it reused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from focusflow.cli import app
+from focusflow.config import load_config
+from focusflow.pipeline import STAGES, get_stage, run_stage, stage_key
+from focusflow.pipeline import params as P
+from focusflow.pipeline.graph import LocalStage
+from focusflow.storage import ArtifactStore
+from tests.tiny_models import sample_texts
+
+
+def _cli(*args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output[result.output.index("{"):])
+
+
+@pytest.fixture()
+def corpus_config(tmp_path: Path) -> Path:
+    raw = tmp_path / "raw.txt"
+    texts = sample_texts(800, seed=5)
+    raw.write_text("\n".join(texts + texts[:50]) + "\n", encoding="utf-8")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"language: sw\ncorpus:\n  source: local\n  paths: ['{raw}']\ncleaning:\n  min_chars: 10\n"
+                      "split:\n  min_heldout_documents: 20\ndedup:\n  workers: 1\n", encoding="utf-8")
+    return config
+
+
+class Recording(LocalStage):
+    """A graph caller that records which artifacts it returned."""
+
+    calls: list[tuple[str, str]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        uri = super().__call__(*args, **kwargs)
+        Recording.calls.append((self.stage, uri))
+        return uri
+
+
+def _graph_corpus_stages(config: Path, store: ArtifactStore) -> dict[str, str]:
+    """corpus → dedup → split as the flows' graph wires them."""
+    cfg = load_config(config)
+    corpus = LocalStage("corpus")(store.uri, P.corpus_params(cfg), {}, language=cfg.language)
+    dedup = LocalStage("dedup")(store.uri, P.dedup_params(cfg), {"corpus": corpus})
+    split = LocalStage("split")(store.uri, P.split_params(cfg), {"dedup": dedup})
+    return {"corpus": corpus, "dedup": dedup, "split": split}
+
+
+def _manifests(store: ArtifactStore) -> set[str]:
+    return {a.uri for a in store.list()}
+
+
+def test_cli_stages_are_cache_hits_for_the_graph(corpus_config, tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    corpus = _cli("corpus", "--config", str(corpus_config), "--store", store.uri, "--out", str(tmp_path / "c"))
+    dedup = _cli("dedup", corpus["artifact"], "--config", str(corpus_config), "--store", store.uri)
+    split = _cli("split", dedup["artifact"], "--config", str(corpus_config), "--store", store.uri)
+    assert (tmp_path / "c" / "documents.jsonl").is_file()  # --out is an export of the stored artifact
+    before = _manifests(store)
+    graph = _graph_corpus_stages(corpus_config, store)
+    assert _manifests(store) == before  # nothing new was built
+    assert graph == {"corpus": corpus["artifact"], "dedup": dedup["artifact"], "split": split["artifact"]}
+
+
+def test_graph_stages_are_cache_hits_for_the_cli(corpus_config, tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    graph = _graph_corpus_stages(corpus_config, store)
+    before = _manifests(store)
+    assert _cli("corpus", "--config", str(corpus_config), "--store", store.uri)["artifact"] == graph["corpus"]
+    # a stored artifact's folder (what --out or a file manager shows) is accepted as the input
+    corpus_folder = store.fetch(store.resolve(graph["corpus"]))
+    assert _cli("dedup", str(corpus_folder), "--config", str(corpus_config), "--store", store.uri)["artifact"] \
+        == graph["dedup"]
+    assert _manifests(store) == before
+
+
+def test_local_input_files_are_imported_by_content(tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    text = "\n".join(sample_texts(300, seed=9))
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    first = _cli("split", str(tmp_path / "a.txt"), "--store", store.uri, "--set", "split.min_heldout_documents=5")
+    second = _cli("split", str(tmp_path / "b.txt"), "--store", store.uri, "--set", "split.min_heldout_documents=5")
+    assert first["artifact"] == second["artifact"]  # same bytes elsewhere: same input, same key
+    assert len(store.list("import")) == 1
+
+
+def test_task_cache_key_is_the_store_key_for_every_stage(tmp_path):
+    from focusflow.tasks.common import ArtifactKeyPolicy, cache_record_name
+    from focusflow.tasks.stages import STAGE_TASKS
+
+    store = ArtifactStore(tmp_path / "store")
+    assert set(STAGE_TASKS) == set(STAGES)
+    artifact = store.put_bytes("import", "k" * 64, "documents.jsonl", b'{"text": "a b c d"}\n{"text": "e f g"}\n')
+    params = {"split": {"min_heldout_documents": 1}, "language": "sw", "_location": "/anywhere"}
+    for name, task in STAGE_TASKS.items():
+        spec = get_stage(name)
+        policy = task.cache_policy
+        assert isinstance(policy, ArtifactKeyPolicy) and policy.stage == name
+        names = spec.inputs if spec.inputs is not None else ("stage:any",)
+        inputs = {input_name: artifact.uri for input_name in names}
+        given = {"evaluation": {"tasks": []}, **params} if name == "downstream" else params
+        key = policy.compute_key(None, {"store_uri": store.uri, "params": given, "inputs": inputs}, {})
+        assert key == cache_record_name(name, spec.version, stage_key(store, name, given, inputs))
+    # and run_stage stores under that key
+    split = run_stage(store, "split", params, {"dedup": artifact})
+    assert split.key == stage_key(store, "split", params, {"dedup": artifact.uri})
+
+
+def test_runtime_only_parameters_do_not_change_keys(tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    params = {"source_model": "local", "fingerprint": "abc", "options": {}}
+    assert stage_key(store, "source", {**params, "_location": "/a"}) == stage_key(store, "source",
+                                                                                {**params, "_location": "/b"})
+
+
+def test_wrong_inputs_are_refused_by_name(tmp_path):
+    from focusflow.pipeline import StageInputError
+
+    with pytest.raises(StageInputError, match="missing \\['corpus'\\]"):
+        run_stage(ArtifactStore(tmp_path / "store"), "dedup", {"dedup": {}}, {})
