@@ -33,15 +33,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-sentences", type=int, default=None, help="default 500 (150 with --quick)")
     parser.add_argument("--max-documents", type=int, default=None)
     parser.add_argument("--head-steps", type=int, default=None, help="default 400 (100 with --quick)")
-    parser.add_argument("--work-dir", type=Path, default=None, help="default /tmp/focusflow-compare-<language>")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="holds the artifact store; default /tmp/focusflow-compare-<language>")
+    parser.add_argument("--out", type=Path, default=None, help="also export the report folder here")
     parser.add_argument("--quick", action="store_true", help="small vocabulary, few documents, short head training")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from focusflow.config import FastTextSpec, TokenizerSpec
-    from focusflow.evaluation.compare import compare_methods, markdown_table
+    from focusflow.config import FastTextSpec, build_config
+    from focusflow.pipeline.graph import compare_locally
+    from focusflow.pipeline.report import _markdown_table
+    from focusflow.storage import ArtifactStore
 
     corpus = args.corpus or SHARED_TEXT / f"{args.language}.txt"
     if not corpus.is_file():
@@ -53,22 +56,27 @@ def main(argv: list[str] | None = None) -> int:
     head_steps = args.head_steps or (100 if quick else 400)
     max_documents = args.max_documents or (15_000 if quick else None)
     work = args.work_dir or Path(f"/tmp/focusflow-compare-{args.language}{'-quick' if quick else ''}")
-    out = args.out or work / "report"
-    head_spec = {"steps": head_steps, "seed": args.seed}
-    head_spec.update(feature_sequences=384 if quick else 1024)
-    fasttext = FastTextSpec(seed=args.seed, epochs=5 if quick else FastTextSpec().epochs)
+    cfg = build_config({
+        "language": args.language, "source_model": args.source,
+        "source_head": {"steps": head_steps, "seed": args.seed, "feature_sequences": 384 if quick else 1024},
+        "corpus": {"source": "local", "paths": [str(corpus.resolve())], "max_documents": max_documents},
+        "split": {"seed": args.seed, "min_heldout_documents": max(200, 2 * heldout)},
+        "tokenizer": {"vocab_size": vocab_size, "seed": args.seed},
+        "fasttext": {"seed": args.seed, "epochs": 5 if quick else FastTextSpec().epochs},
+        "init": {"methods": args.methods.split(","), "seed": args.seed},
+        "evaluation": {"heldout_sentences": heldout},
+    })
+    store = ArtifactStore(work / "store")  # every stage is cached here: a re-run recomputes only what changed
     started = time.perf_counter()
-    result = compare_methods(args.source, corpus, args.language, out, methods=args.methods.split(","),
-                             tokenizer_spec=TokenizerSpec(vocab_size=vocab_size, seed=args.seed),
-                             fasttext_spec=fasttext, head_spec=head_spec, heldout_sentences=heldout,
-                             max_documents=max_documents, seed=args.seed, work_dir=work)
+    report, frame = compare_locally(cfg, store)
     seconds = time.perf_counter() - started
-    import pandas as pd
+    if args.out:
+        from focusflow.cli.stage_io import export
 
-    frame = pd.DataFrame(result["rows"])
-    print(markdown_table(frame))
-    print(f"files: {', '.join(result['files'].values())}")
-    rows = {row["method"]: row for row in result["rows"]}
+        export(store, report, args.out)
+    print(_markdown_table(frame))
+    print(f"report: {report.uri}")
+    rows = {row["method"]: row for row in frame.to_dict("records") if row.get("stage", "init") == "init"}
     summary = {
         "focus_top1": rows.get("focus", {}).get("retrieval_top1"),
         "random_top1": rows.get("random", {}).get("retrieval_top1"),
@@ -81,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "original_unigram_loss": rows.get("original", {}).get("unigram_loss"),
         "language": args.language,
         "vocab_size": int(frame["vocab_size"].iloc[-1]),
-        "heldout_sentences": int(frame["n_sentences"].iloc[0]),
+        "heldout_sentences": heldout,
         "quick": quick,
         "seconds": round(seconds, 1),
     }

@@ -1,8 +1,8 @@
 """Pick FastTextSpec defaults by measured FOCUS init quality: one compare_methods run per fastText setting.
 
 Everything but fastText is fixed per language (split, source + MLM head, tokenizer, held-out
-sentences and masks): the shared stages live in ``--base`` and are linked into one work folder per
-setting, so only fastText → FOCUS init → evaluation is redone. Results: ``benchmarks/RESULTS-fasttext-defaults.md``.
+sentences and masks): the shared stages live in the store under ``--base``, reused by every
+setting (one artifact store: they are cache hits), so only fastText → FOCUS init → evaluation is redone. Results: ``benchmarks/RESULTS-fasttext-defaults.md``.
 
     python benchmarks/fasttext_defaults.py --language sw --heldout-sentences 500 --head-steps 400
     python benchmarks/fasttext_defaults.py --language ha --heldout-sentences 300 --head-steps 250
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import time
 from pathlib import Path
 
@@ -45,7 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-steps", type=int, default=400)
     parser.add_argument("--base", type=Path, default=None, help="shared stages; default /tmp/focusflow-compare-<lang>")
     parser.add_argument("--out", type=Path, default=None, help="default /tmp/focusflow-ftgrid-<lang>")
-    parser.add_argument("--keep-models", action="store_true", help="keep fastText/init folders (GBs each)")
     parser.add_argument("--table", nargs="+", type=Path, metavar="OUT",
                         help="only print a Markdown table of the result.json files under these --out folders")
     args = parser.parse_args(argv)
@@ -54,36 +52,39 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from focusflow.config import FastTextSpec, TokenizerSpec
-    from focusflow.evaluation.compare import compare_methods
+    from focusflow.config import build_config
+    from focusflow.pipeline.graph import compare_locally
+    from focusflow.storage import ArtifactStore
 
     corpus = args.corpus or SHARED_TEXT / f"{args.language}.txt"
     base = args.base or Path(f"/tmp/focusflow-compare-{args.language}")
     out = args.out or Path(f"/tmp/focusflow-ftgrid-{args.language}")
+    store = ArtifactStore(base / "store")  # split/source/tokenizer are shared by every setting through their keys
     for name in args.settings.split(","):
-        work = out / name / "work"
-        work.mkdir(parents=True, exist_ok=True)
-        for stage in SHARED_STAGES:  # same split/source/tokenizer for every setting (reused by their stage markers)
-            link = work / stage
-            if (base / stage).exists() and not link.exists():
-                link.symlink_to((base / stage).resolve())
-        spec = FastTextSpec(seed=0, threads=2, **SETTINGS[name])
         started = time.perf_counter()
-        result = compare_methods(args.source, corpus, args.language, out / name / "report", methods=["focus"],
-                                 tokenizer_spec=TokenizerSpec(vocab_size="auto", seed=0), fasttext_spec=spec,
-                                 head_spec={"steps": args.head_steps, "seed": 0, "feature_sequences": 1024},
-                                 heldout_sentences=args.heldout_sentences, seed=0, work_dir=work)
-        focus = next(row for row in result["rows"] if row["method"] == "focus")
-        fasttext_s = json.loads((work / "fasttext" / "_focusflow_stage.json").read_text())["seconds"]
-        line = {"language": args.language, "setting": name, "fasttext_s": round(fasttext_s, 1),
-                **{k: focus[k] for k in ("fidelity", "retrieval_top1", "mlm_loss", "mlm_accuracy", "bits_per_byte",
-                                         "copied", "combined", "random")},
+        cfg = build_config({
+            "language": args.language, "source_model": args.source,
+            "source_head": {"steps": args.head_steps, "seed": 0, "feature_sequences": 1024},
+            "corpus": {"source": "local", "paths": [str(corpus.resolve())]},
+            "split": {"min_heldout_documents": max(200, 2 * args.heldout_sentences)},
+            "tokenizer": {"vocab_size": "auto"},
+            "fasttext": {"seed": 0, "threads": 2, **SETTINGS[name]},
+            "init": {"methods": ["focus"]},
+            "orchestration": {"evaluate_original": False},
+            "evaluation": {"heldout_sentences": args.heldout_sentences},
+        })
+        report, frame = compare_locally(cfg, store)
+        focus = frame.set_index("method").loc["focus"]
+        fasttext = store.resolve(next(uri for name_, uri in
+                                      report.metadata.get("artifacts", {}).items() if name_ == "stage:fasttext"))
+        line = {"language": args.language, "setting": name, "fasttext_s": round(fasttext.metadata.get("seconds", 0), 1),
+                **{k: (focus[k].item() if hasattr(focus[k], "item") else focus[k])
+                   for k in ("fidelity", "retrieval_top1", "mlm_loss", "mlm_accuracy", "bits_per_byte", "copied",
+                             "combined", "random")},
                 "total_s": round(time.perf_counter() - started, 1)}
+        (out / name).mkdir(parents=True, exist_ok=True)
         (out / name / "result.json").write_text(json.dumps(line), encoding="utf-8")
         print(json.dumps(line), flush=True)
-        if not args.keep_models:
-            for folder in ("fasttext", "init"):
-                shutil.rmtree(work / folder, ignore_errors=True)
     return 0
 
 

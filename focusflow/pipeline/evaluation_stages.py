@@ -19,7 +19,7 @@ from focusflow.pipeline.registry import Stage, StageRun, register
 from focusflow.storage import Artifact
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
-REPORT_STAGE, REPORT_VERSION = "report", 1
+REPORT_STAGE, REPORT_VERSION = "report", 2
 _EVALUATION_OPTIONS = ("lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
                        "split_seed")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
@@ -93,7 +93,8 @@ def _report(run: StageRun) -> dict[str, Any]:
     sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
                      for label, a in by_kind.get("lapt", {}).items()})
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
-    return write_report(run.out, run.params["language"], rows, sections, downstream_frame)
+    headline = write_report(run.out, run.params["language"], rows, sections, downstream_frame)
+    return {**headline, "artifacts": sections["artifacts"]}
 
 
 _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss", "final_train_loss", "tokens_per_s",

@@ -145,3 +145,13 @@ class LocalStage:
 def local_tasks(progress: bool = False) -> dict[str, LocalStage]:
     """Every registered stage as an in-process caller with the Prefect tasks' signature."""
     return {name: LocalStage(name, progress=progress) for name in STAGES}
+
+
+def compare_locally(cfg: PipelineConfig, store: ArtifactStore, progress: bool = False):
+    """``compare`` in this process; returns the report artifact and its comparison table (one row per model)."""
+    import io
+
+    import pandas as pd
+
+    report = store.resolve(compare(cfg, store.uri, local_tasks(progress=progress)))
+    return report, pd.read_csv(io.BytesIO(store.read_bytes(report, "comparison.csv")))

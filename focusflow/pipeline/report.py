@@ -16,7 +16,7 @@ import pandas as pd
 # The comparison columns in the order users read them (missing ones are left out).
 COMPARISON_COLUMNS = [
     "method", "stage", "fidelity", "retrieval_top1", "mlm_loss", "mlm_accuracy", "bits_per_byte",
-    "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", "copied", "combined", "random",
+    "unigram_loss", "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", "copied", "combined", "random",
 ]
 _CHART_METRICS = ["retrieval_top1", "fidelity", "mlm_loss", "bits_per_byte"]
 
@@ -63,6 +63,21 @@ def _key_values(title: str, values: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _unigram_warnings(frame: pd.DataFrame) -> list[str]:
+    """A model whose held-out LM loss is not below its own tokenizer's unigram loss has learned no context."""
+    if not {"mlm_loss", "unigram_loss"} <= set(frame.columns):
+        return []
+    lines = []
+    for row in frame.to_dict("records"):
+        loss, unigram = row.get("mlm_loss"), row.get("unigram_loss")
+        if loss is None or unigram is None or pd.isna(loss) or pd.isna(unigram) or loss < unigram:
+            continue
+        label = f"{row['method']} ({row.get('stage', 'init')})"
+        lines.append(f"- **{label}**: held-out LM loss {loss:.4g} is not below the unigram loss of its tokenizer "
+                     f"({unigram:.4g}): it predicts no better than token frequencies.")
+    return [*lines, ""] if lines else []
+
+
 def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -80,6 +95,12 @@ def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
         axis.bar(range(len(values)), values, color=["#4c72b0" if m == "focus" else "#999999" for m in frame["method"]])
         axis.set_xticks(range(len(values)), labels, rotation=45, ha="right", fontsize=8)
         axis.set_title(metric + (" ↓" if metric in ("mlm_loss", "bits_per_byte") else " ↑"))
+        reference = {"mlm_loss": "unigram_loss", "bits_per_byte": "unigram_bits_per_byte"}.get(metric)
+        if reference in frame.columns and frame[reference].notna().any():  # each bar's own tokenizer's unigram level
+            axis.hlines(frame[reference].astype(float), [i - 0.4 for i in range(len(frame))],
+                        [i + 0.4 for i in range(len(frame))], colors="#c05621", linestyles="--", linewidth=1.2,
+                        label="unigram")
+            axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -95,10 +116,14 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
     parts = [f"# focusflow report — {language}", ""]
     if not frame.empty:
         parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "",
-                  "![comparison](comparison.png)", ""]
+                  *_unigram_warnings(frame), "![comparison](comparison.png)", ""]
     if downstream is not None and not downstream.empty:
+        from focusflow.evaluation.downstream.report import summary_markdown
+
         downstream.to_csv(out_dir / "downstream.csv", index=False)
-        parts += ["## Downstream tasks (mean ± std over seeds)", "", _markdown_table(downstream), ""]
+        parts += ["## Downstream tasks", "", "Scores ×100, mean ± sample std over seeds (test split, best dev "
+                  "checkpoint); every metric per run in `downstream.csv`.", "", summary_markdown(downstream, language),
+                  ""]
     for title, values in sections.items():
         parts += [_key_values(title, values), ""]
     (out_dir / "report.md").write_text("\n".join(parts), encoding="utf-8")

@@ -68,11 +68,26 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
+def summary_markdown(results: pd.DataFrame, language: str | None = None) -> str:
+    """One row per model and task with its main metric, ×100 as mean ± std: the headline table."""
+    header = ["model", "task", "language", "metric", "score", "seeds"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    main = results[results["main"].astype(bool)] if "main" in results.columns else results
+    for row in main.to_dict("records"):
+        shown_language = row.get("language") if isinstance(row.get("language"), str) and row.get("language") else None
+        lines.append("| " + " | ".join([
+            str(row["model"]), str(row["task"]), shown_language or language or "-", str(row["metric"]),
+            f"{100 * row['mean']:.1f} ± {100 * row['std']:.1f}", str(int(row["n_seeds"]))]) + " |")
+    return "\n".join(lines)
+
+
 def markdown(results: pd.DataFrame, notes: dict[str, list[str]] | None = None) -> str:
     """One table per task: models as rows, every metric as ``mean ± std`` (×100)."""
     lines = ["# Downstream evaluation", "",
              "Scores ×100, mean ± sample std over seeds (test split, best dev checkpoint). "
              "Cost: wall seconds per run (training + evaluation) and training tokens/s.", ""]
+    if not results.empty:
+        lines += [summary_markdown(results), ""]
     for task, group in results.groupby("task", sort=False):
         metrics = list(dict.fromkeys(group.sort_values("main", ascending=False)["metric"]))
         first = group.iloc[0]
