@@ -52,6 +52,7 @@ def lapt_command(
 ) -> None:
     """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON."""
     from focusflow.pipeline import run_stage
+    from focusflow.pipeline.lapt_stage import NotMainRank
     from focusflow.pipeline.params import lapt_params
 
     try:
@@ -70,7 +71,10 @@ def lapt_command(
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
-        artifact = run_stage(artifact_store, "lapt", lapt_params(cfg), inputs, progress=progress)
+        try:
+            artifact = run_stage(artifact_store, "lapt", lapt_params(cfg), inputs, progress=progress)
+        except NotMainRank:
+            return  # under torchrun, rank 0 stores and prints
         export(artifact_store, artifact, out)
         echo_result(artifact)
     except (ConfigError, StoreError, FileNotFoundError, ValueError) as exc:

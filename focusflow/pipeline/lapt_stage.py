@@ -61,6 +61,10 @@ def _restore_from_store(store: ArtifactStore, run_key: str, work: Path) -> None:
     log.info("restored LAPT checkpoint %s from the store", name)
 
 
+class NotMainRank(Exception):
+    """Raised on every torchrun rank but 0 once training is done: rank 0 alone commits the artifact."""
+
+
 def _lapt(run: StageRun) -> dict[str, Any]:
     """Train (or resume) in a local work folder keyed by the artifact key; every checkpoint is committed.
 
@@ -92,6 +96,8 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     split_dir = run.inputs["split"]
     summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
                        resume=True, on_checkpoint=checkpoint_committed, progress=run.progress)
+    if int(os.environ.get("RANK", "0")) != 0:
+        raise NotMainRank()
     shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
     for extra in ("metrics.csv", "loss_curve.png", "summary.json"):
         if (work / extra).exists():
