@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from focusflow.embeddings.modes import extend_tokenizer, frequency_order, prune_
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.embeddings.transfer import METHODS, make_report, summarize, transfer_embeddings
 from focusflow.models.surgery import load_source, token_parameters, write_model
+from focusflow.storage.atomic import atomic_path, atomic_write
 from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
 
 log = logging.getLogger(__name__)
@@ -41,12 +41,6 @@ def _aux_for(method: str, target_tokenizer_dir: Path | None, aux_dir: Path | Non
     stats = train_aux_embeddings(Path(target_tokenizer_dir), Path(train), spec, folder)
     log.info("trained fastText: %s", stats)
     return load_aux_vectors(folder)
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_dir: Path, method: str,
@@ -99,10 +93,9 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
                                                              method, aux_dir, out_dir, seed, options, transfer_options)
     written = write_model(model, target_tokenizer, matrices, out_dir)
     totals.update(mode=mode, vocab_size=written["vocab_size"], n_params=written["n_params"], seed=seed)
-    temporary = out_dir / f".{REPORT_FILE}.tmp-{os.getpid()}"
-    report.to_parquet(temporary, index=False)
-    os.replace(temporary, out_dir / REPORT_FILE)
-    _write_json(out_dir / TOTALS_FILE, totals)
+    with atomic_path(out_dir / REPORT_FILE) as temporary:
+        report.to_parquet(temporary, index=False)
+    atomic_write(out_dir / TOTALS_FILE, json.dumps(totals, indent=2, ensure_ascii=False, default=str))
     return totals
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, write_report
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage import Artifact, ArtifactStore, sha256_file
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
 REPORT_STAGE, REPORT_VERSION = "report", 1
@@ -34,7 +34,7 @@ def data_fingerprint(data_root: Path | None) -> str | None:
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _DATA_SUFFIXES):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(bytes.fromhex(sha256_file(path)))
     return digest.hexdigest()
 
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from focusflow.storage import Artifact, ArtifactStore
-from focusflow.storage.store import sha256_file
+from focusflow.storage import Artifact, ArtifactStore, sha256_file
 
 log = logging.getLogger(__name__)
 
