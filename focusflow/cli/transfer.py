@@ -8,6 +8,8 @@ from pathlib import Path
 import typer
 
 from focusflow.cli import app
+from focusflow.config import InitMethod
+from focusflow.methods import methods_help
 
 
 @app.command("init")
@@ -15,7 +17,7 @@ def init(
     source: Path = typer.Option(..., "--source", help="Saved Hugging Face model folder (with its tokenizer)."),
     target_tokenizer: Path = typer.Option(None, "--target-tokenizer", help="Target tokenizer folder (not needed for prune)."),
     corpus: Path = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl, or .txt with one document per line) for fastText, prune and extend ranking."),
-    method: str = typer.Option("focus", "--method", help="focus|random|mean|fvt|focus-symbolic|wechsel|avg-eg"),
+    method: InitMethod = typer.Option("focus", "--method", help=f"Initialization method. {methods_help()}."),
     mode: str = typer.Option("replace", "--mode", help="replace|extend|prune"),
     out: Path = typer.Option(..., "--out", help="Output model folder."),
     aux: Path = typer.Option(None, "--aux", help="Folder with vectors.safetensors/tokens.json (train_aux_embeddings)."),

@@ -15,7 +15,8 @@ from focusflow.corpus.io import read_texts
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
 from focusflow.embeddings.modes import extend_tokenizer, frequency_order, prune_tokenizer, count_token_ids
 from focusflow.embeddings.plan import PlanBuilder
-from focusflow.embeddings.transfer import METHODS, make_report, summarize, transfer_embeddings
+from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
+from focusflow.methods import init_method
 from focusflow.models.surgery import load_source, token_parameters, write_model
 from focusflow.storage.atomic import atomic_path, atomic_write
 from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
@@ -28,7 +29,7 @@ TOTALS_FILE = "transfer_totals.json"
 
 def _aux_for(method: str, target_tokenizer_dir: Path | None, aux_dir: Path | None, out_dir: Path,
              options: dict[str, Any]) -> AuxVectors | None:
-    if method not in ("focus", "focus-symbolic"):
+    if not init_method(method).needs_aux_vectors:
         return None
     if aux_dir is not None:
         return load_aux_vectors(Path(aux_dir))
@@ -51,8 +52,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     no ``aux_dir``), ``fasttext`` (FastTextSpec), ``extend_top_n``, WECHSEL's ``wechsel_source_vectors``,
     ``wechsel_target_vectors``, ``wechsel_dictionary``, and ``chunk_rows``.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    init_method(method)  # a ValueError naming the choices for an unknown method
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     out_dir = Path(out_dir)
