@@ -7,10 +7,12 @@ a silently ignored setting. Defaults follow the FOCUS paper where it states one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from focusflow.methods import METHOD_NAMES, check_flow_method
 
 
 class ConfigError(ValueError):
@@ -121,11 +123,12 @@ class FastTextSpec(_Section):
                       "(its Python API takes no seed): runs are reproducible with threads=1")
 
 
-InitMethod = Literal["focus", "random", "mean", "fvt", "focus-symbolic", "wechsel", "avg-eg"]
+InitMethod = Literal[METHOD_NAMES]  # the names of focusflow.methods.INIT_METHODS
+FlowMethod = Annotated[InitMethod, AfterValidator(check_flow_method)]  # and the flow can supply its inputs
 
 
 class InitSpec(_Section):
-    methods: list[InitMethod] = Field(default_factory=lambda: ["focus", "random"])
+    methods: list[FlowMethod] = Field(default_factory=lambda: ["focus", "random"])
     mode: Literal["replace", "extend", "prune"] = "replace"
     extend_top_n: int = Field(default=10_000, ge=1)
     seed: int = 0
@@ -210,7 +213,7 @@ class OrchestrationSpec(_Section):
 
     task_runner: Literal["threads", "processes", "dask"] = "threads"
     max_workers: int = Field(default=2, ge=1)
-    lapt_methods: list[InitMethod] = Field(default_factory=lambda: ["focus"],
+    lapt_methods: list[FlowMethod] = Field(default_factory=lambda: ["focus"],
                                            description="initializations that get LAPT (and downstream evaluation)")
     evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")
 

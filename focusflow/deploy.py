@@ -23,7 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from focusflow.config import ConfigError, InitMethod, PipelineConfig, _format_errors, _merge
+from focusflow.config import ConfigError, FlowMethod, PipelineConfig, _format_errors, _merge
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class LanguageEntry(_Model):
     code: str = Field(description="ISO 639-1/639-3 code, optionally with a script/region subtag: sw, hau, sr-latn")
     corpus: dict[str, Any] | None = Field(default=None, description="corpus section: source, paths, max_bytes, ...")
     tokenizer_size: int | None = Field(default=None, description="target vocabulary size")
-    methods: list[InitMethod] | None = Field(default=None, description="embedding initialization methods")
+    methods: list[FlowMethod] | None = Field(default=None, description="embedding initialization methods")
     lapt_steps: int | None = Field(default=None, description="LAPT optimizer steps (0 skips LAPT)")
     eval_suites: list[str] | None = Field(default=None, description="e.g. ner:masakhaner2:swa, nli:xnli:sw")
     config: dict[str, Any] = Field(default_factory=dict, description="any other PipelineConfig fields")

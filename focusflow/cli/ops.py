@@ -33,10 +33,9 @@ def deploy_command(
     loaded = ops.load_registry(registry)
     plans = ops.plan_deployments(loaded, cpu_pool=work_pool_cpu, gpu_pool=work_pool_gpu, languages=language or None)
     if write_prefect_yaml is not None:
-        text = ops.render_prefect_yaml(loaded, plans)
-        tmp = write_prefect_yaml.with_name(f".{write_prefect_yaml.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, write_prefect_yaml)
+        from focusflow.storage.atomic import atomic_write
+
+        atomic_write(write_prefect_yaml, ops.render_prefect_yaml(loaded, plans))
         typer.echo(f"wrote {write_prefect_yaml}", err=True)
     if dry_run:
         plan = [p.as_dict() for p in plans]

@@ -12,6 +12,8 @@ from focusflow.cli import app
 from focusflow.cli.stage_io import StoreOption, echo_result, export, fail, run_config, split_layout, stage_input
 from focusflow.config import ConfigError
 from focusflow.storage import ArtifactStore, StoreError
+from focusflow.config import InitMethod
+from focusflow.methods import init_method, methods_help
 
 
 @app.command("init")
@@ -20,7 +22,7 @@ def init(
     target_tokenizer: str = typer.Option(None, "--target-tokenizer", help="Target tokenizer folder or URI (not for prune)."),
     corpus: str = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl, or .txt with one document per line, "
                                                       "or a split folder) for fastText, prune and extend ranking."),
-    method: str = typer.Option("focus", "--method", help="focus|random|mean|fvt|focus-symbolic|wechsel|avg-eg"),
+    method: InitMethod = typer.Option("focus", "--method", help=f"Initialization method. {methods_help()}."),
     mode: str = typer.Option("replace", "--mode", help="replace|extend|prune"),
     out: Path = typer.Option(None, "--out", help="Also export the initialized model to this folder."),
     aux: str = typer.Option(None, "--aux", help="Folder with vectors.safetensors/tokens.json (train_aux_embeddings)."),
@@ -52,7 +54,7 @@ def init(
             inputs["fasttext"] = _fasttext_from_bin(artifact_store, fasttext_bin)
         elif aux is not None:
             inputs["fasttext"] = stage_input(artifact_store, aux, "fasttext")
-        elif method in ("focus", "focus-symbolic") and mode != "prune":
+        elif init_method(method).needs_aux_vectors and mode != "prune":
             if "tokenizer" not in inputs or "split" not in inputs:
                 raise ValueError(f"method {method!r} needs auxiliary vectors: pass --aux (from train_aux_embeddings), "
                                  "--fasttext-bin, or --corpus (and --target-tokenizer) to train fastText now")

@@ -28,6 +28,7 @@ import numpy as np
 from focusflow.config import DedupSpec
 from focusflow.corpus.io import TEXT_FIELD, write_json, write_texts
 from focusflow.corpus.minhash import U64, _mix, exact_hash, signatures
+from focusflow.storage.atomic import atomic_path
 
 log = logging.getLogger(__name__)
 SHARD_BYTES = 32 << 20  # one task per 32 MB of corpus
@@ -274,9 +275,8 @@ def _deduplicate_documents(source: Path, spec: DedupSpec, target: Path) -> dict:
     status = find_duplicates(exact, signature, eligible, spec)
     keep = status != EXACT
     keep &= status != NEAR
-    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     kept = 0
-    with open(source, "rb") as reader, open(temporary, "wb") as writer:
+    with atomic_path(target) as temporary, open(source, "rb") as reader, open(temporary, "wb") as writer:
         index = 0
         for line in reader:
             if not line.strip():
@@ -285,7 +285,6 @@ def _deduplicate_documents(source: Path, spec: DedupSpec, target: Path) -> dict:
                 writer.write(line if line.endswith(b"\n") else line + b"\n")
                 kept += 1
             index += 1
-    os.replace(temporary, target)
     return {"documents_in": int(status.size), "documents_out": kept, **_counts(status),
             "signature_index_mb": round(signature.nbytes / 1e6, 2)}
 

@@ -12,6 +12,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from focusflow.storage.atomic import atomic_path, atomic_write
+
 TEXT_FIELD = "text"
 
 
@@ -39,16 +41,12 @@ def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterat
 
 def write_texts(path: str | os.PathLike[str], texts: Iterable[str]) -> int:
     """Write documents atomically (temporary name, then rename); returns how many were written."""
-    file = Path(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    temporary = file.with_name(f".{file.name}.tmp-{os.getpid()}")
     count = 0
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
         for text in texts:
             handle.write(json.dumps({TEXT_FIELD: text}, ensure_ascii=False))
             handle.write("\n")
             count += 1
-    os.replace(temporary, file)
     return count
 
 
@@ -59,8 +57,4 @@ def one_line(text: str) -> str:
 
 def write_json(path: str | os.PathLike[str], data: object) -> None:
     """Write a JSON file atomically (stats, manifests)."""
-    file = Path(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    temporary = file.with_name(f".{file.name}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(temporary, file)
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")

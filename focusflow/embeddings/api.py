@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,10 @@ from focusflow.corpus.io import read_texts
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
 from focusflow.embeddings.modes import extend_tokenizer, frequency_order, prune_tokenizer, count_token_ids
 from focusflow.embeddings.plan import PlanBuilder
-from focusflow.embeddings.transfer import METHODS, make_report, summarize, transfer_embeddings
+from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
+from focusflow.methods import init_method
 from focusflow.models.surgery import load_source, token_parameters, write_model
+from focusflow.storage.atomic import atomic_path, atomic_write
 from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ TOTALS_FILE = "transfer_totals.json"
 
 def _aux_for(method: str, target_tokenizer_dir: Path | None, aux_dir: Path | None, out_dir: Path,
              options: dict[str, Any]) -> AuxVectors | None:
-    if method not in ("focus", "focus-symbolic"):
+    if not init_method(method).needs_aux_vectors:
         return None
     if aux_dir is not None:
         return load_aux_vectors(Path(aux_dir))
@@ -43,12 +44,6 @@ def _aux_for(method: str, target_tokenizer_dir: Path | None, aux_dir: Path | Non
     return load_aux_vectors(folder)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    os.replace(temporary, path)
-
-
 def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_dir: Path, method: str,
                      mode: str = "replace", aux_dir: Path | None = None, seed: int = 0, **options: Any) -> dict[str, Any]:
     """Write an initialized HF model folder (+ transfer_report.parquet, transfer_totals.json); return the totals.
@@ -57,8 +52,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     no ``aux_dir``), ``fasttext`` (FastTextSpec), ``extend_top_n``, WECHSEL's ``wechsel_source_vectors``,
     ``wechsel_target_vectors``, ``wechsel_dictionary``, and ``chunk_rows``.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    init_method(method)  # a ValueError naming the choices for an unknown method
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     out_dir = Path(out_dir)
@@ -99,10 +93,9 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
                                                              method, aux_dir, out_dir, seed, options, transfer_options)
     written = write_model(model, target_tokenizer, matrices, out_dir)
     totals.update(mode=mode, vocab_size=written["vocab_size"], n_params=written["n_params"], seed=seed)
-    temporary = out_dir / f".{REPORT_FILE}.tmp-{os.getpid()}"
-    report.to_parquet(temporary, index=False)
-    os.replace(temporary, out_dir / REPORT_FILE)
-    _write_json(out_dir / TOTALS_FILE, totals)
+    with atomic_path(out_dir / REPORT_FILE) as temporary:
+        report.to_parquet(temporary, index=False)
+    atomic_write(out_dir / TOTALS_FILE, json.dumps(totals, indent=2, ensure_ascii=False, default=str))
     return totals
 
 

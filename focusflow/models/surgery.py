@@ -9,14 +9,14 @@ ids), safetensors weights and the target tokenizer, so ``AutoModelFor*.from_pret
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from focusflow.storage.atomic import atomic_folder
 
 log = logging.getLogger(__name__)
 _ROBERTA_LIKE = {"roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "data2vec-text"}
@@ -148,16 +148,8 @@ def write_model(model: Any, tokenizer: Any, matrices: dict[str, np.ndarray], out
                 setattr(generation, key, ids[key])
     if "output_embeddings" not in matrices:
         model.tie_weights()
-    temporary = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    model.save_pretrained(str(temporary), safe_serialization=True)
-    tokenizer.save_pretrained(str(temporary))
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    if out_dir.exists():
-        for item in temporary.iterdir():
-            os.replace(item, out_dir / item.name)
-        temporary.rmdir()
-    else:
-        os.replace(temporary, out_dir)
+    with atomic_folder(out_dir) as staging:
+        model.save_pretrained(str(staging), safe_serialization=True)
+        tokenizer.save_pretrained(str(staging))
     return {"vocab_size": new_vocab, "n_params": int(sum(p.numel() for p in model.parameters())),
             "special_token_ids": ids}

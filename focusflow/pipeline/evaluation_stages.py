@@ -16,7 +16,7 @@ import pandas as pd
 
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, write_report
 from focusflow.pipeline.registry import Stage, StageRun, register
-from focusflow.storage import Artifact
+from focusflow.storage import Artifact, sha256_file
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
 REPORT_STAGE, REPORT_VERSION = "report", 2
@@ -35,7 +35,7 @@ def data_fingerprint(data_root: Path | None) -> str | None:
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _DATA_SUFFIXES):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(bytes.fromhex(sha256_file(path)))
     return digest.hexdigest()
 
 

@@ -21,6 +21,7 @@ from platformdirs import user_cache_dir
 
 from focusflow.pipeline.registry import Stage, StageRun, register
 from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage.atomic import atomic_folder, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def stored_checkpoints(store: ArtifactStore, run_key: str) -> list[Artifact]:
 
 def _restore_from_store(store: ArtifactStore, run_key: str, work: Path) -> None:
     from focusflow.training import latest_checkpoint
-    from focusflow.training.checkpoint import CHECKPOINTS, LATEST, step_name, write_text_atomic
+    from focusflow.training.checkpoint import CHECKPOINTS, LATEST, step_name
 
     if latest_checkpoint(work) is not None:
         return
@@ -54,10 +55,9 @@ def _restore_from_store(store: ArtifactStore, run_key: str, work: Path) -> None:
         return
     newest = checkpoints[-1]
     name = step_name(int(newest.metadata["step"]))
-    target = work / CHECKPOINTS / name
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(store.fetch(newest), target)
-    write_text_atomic(work / CHECKPOINTS / LATEST, name)
+    with atomic_folder(work / CHECKPOINTS / name) as staging:
+        shutil.copytree(store.fetch(newest), staging, dirs_exist_ok=True)
+    atomic_write(work / CHECKPOINTS / LATEST, name)
     log.info("restored LAPT checkpoint %s from the store", name)
 
 

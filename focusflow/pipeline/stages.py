@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from focusflow.pipeline.registry import Stage, StageRun, register
-from focusflow.storage.store import sha256_file
+from focusflow.storage import sha256_file
 
 
 def _corpus(run: StageRun) -> Mapping[str, Any]:

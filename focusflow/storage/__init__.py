@@ -1,5 +1,6 @@
 """Content-addressed artifact storage over fsspec (``file://`` by default, ``s3://`` through s3fs)."""
 
+from focusflow.storage.atomic import sha256_file
 from focusflow.storage.keys import UnsafeNameError, artifact_key, canonical_json
 from focusflow.storage.store import (
     Artifact,
@@ -22,4 +23,5 @@ __all__ = [
     "canonical_json",
     "default_store_uri",
     "redact_uri",
+    "sha256_file",
 ]

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 from platformdirs import user_cache_dir
 
+from focusflow.storage.atomic import atomic_write, sha256_file
 from focusflow.storage.keys import (
     artifact_key,
     redact_secrets,
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 MANIFEST = "_manifest.json"
 RESULTS_FOLDER = "prefect-results"  # where Prefect persists task results (URIs) in the store
 MANIFEST_FORMAT = 1
-_HASH_CHUNK = 8 << 20
 T = TypeVar("T")
 
 
@@ -78,14 +78,6 @@ def redact_uri(uri: str) -> str:
             host = f"{host}:{parts.port}"
         return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
     return uri
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -401,19 +393,7 @@ class ArtifactStore:
 
     def _write_atomic(self, remote: str, payload: bytes) -> None:
         if self.is_local:
-            target = Path(remote)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".manifest-")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(payload)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temporary, target)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
-                raise
+            atomic_write(remote, payload)
         else:  # an object PUT is atomic: readers see the old object or the new one
             self.fs.pipe_file(remote, payload)
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from focusflow.storage.atomic import atomic_folder, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,6 @@ STATE_FORMAT = 1
 
 def step_name(step: int) -> str:
     return f"step-{step:08d}"
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def rng_state() -> dict[str, Any]:
@@ -73,19 +65,14 @@ def save_checkpoint(out_dir: Path, step: int, write_model: Callable[[Path], None
     root = Path(out_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_name(step)
-    temporary = root / f".tmp-{step_name(step)}-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir()
-    write_model(temporary)
-    (temporary / TRAINER_DIR).mkdir(exist_ok=True)
-    for stem, state in tensors.items():
-        torch.save(state, temporary / TRAINER_DIR / f"{stem}.pt")
-    state = {"format": STATE_FORMAT, **trainer_state}
-    (temporary / STATE_FILE).write_text(json.dumps(state, indent=1, ensure_ascii=False))
-    if final.exists():
-        shutil.rmtree(final)
-    os.rename(temporary, final)
-    write_text_atomic(root / LATEST, final.name + "\n")
+    with atomic_folder(final) as staging:
+        write_model(staging)
+        (staging / TRAINER_DIR).mkdir(exist_ok=True)
+        for stem, state in tensors.items():
+            torch.save(state, staging / TRAINER_DIR / f"{stem}.pt")
+        state = {"format": STATE_FORMAT, **trainer_state}
+        (staging / STATE_FILE).write_text(json.dumps(state, indent=1, ensure_ascii=False))
+    atomic_write(root / LATEST, final.name + "\n")
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep_last]:
         if old != final:
             shutil.rmtree(old, ignore_errors=True)
@@ -111,8 +98,8 @@ def latest_checkpoint(out_dir: Path) -> Path | None:
 
 
 def clean_partial(out_dir: Path) -> None:
-    """Remove temporary checkpoint folders left by a crash."""
-    for leftover in (Path(out_dir) / CHECKPOINTS).glob(".tmp-step-*"):
+    """Remove temporary checkpoint folders left by a crash (:func:`atomic_folder`'s staging names)."""
+    for leftover in (Path(out_dir) / CHECKPOINTS).glob(".step-*.tmp-*"):
         shutil.rmtree(leftover, ignore_errors=True)
 
 

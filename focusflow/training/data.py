@@ -21,19 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from focusflow.corpus.io import read_texts
+from focusflow.storage.atomic import atomic_path, atomic_write, sha256_file
 
 log = logging.getLogger(__name__)
 
 IDS_FORMAT = 1
 _DOCS_PER_BATCH = 1000
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def tokenizer_digest(tokenizer) -> str:
@@ -73,7 +66,7 @@ def pretokenize(corpus: Path, tokenizer, out_file: Path, progress: bool = False)
     if not corpus.is_file():
         raise FileNotFoundError(f"corpus file {corpus} does not exist (expected focusflow corpus .jsonl)")
     meta_file = out_file.with_suffix(".json")
-    expected = {"format": IDS_FORMAT, "corpus_sha256": _file_digest(corpus), "tokenizer_sha256": tokenizer_digest(tokenizer)}
+    expected = {"format": IDS_FORMAT, "corpus_sha256": sha256_file(corpus), "tokenizer_sha256": tokenizer_digest(tokenizer)}
     if out_file.is_file() and meta_file.is_file():
         meta = json.loads(meta_file.read_text())
         if all(meta.get(k) == v for k, v in expected.items()):
@@ -96,18 +89,15 @@ def pretokenize(corpus: Path, tokenizer, out_file: Path, progress: bool = False)
             chunk = _flatten(_document_ids(tokenizer, batch), dtype)
             handle.write(chunk.tobytes())
             documents, tokens = documents + len(batch), tokens + chunk.size
-    temporary = out_file.with_name(f".{out_file.name}.tmp-{os.getpid()}.npy")
-    array = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(tokens,))
-    if tokens:
-        array[:] = np.memmap(raw, dtype=dtype, mode="r", shape=(tokens,))
-    array.flush()
-    del array
+    with atomic_path(out_file) as temporary:
+        array = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(tokens,))
+        if tokens:
+            array[:] = np.memmap(raw, dtype=dtype, mode="r", shape=(tokens,))
+        array.flush()
+        del array
     raw.unlink()
-    os.replace(temporary, out_file)
     meta = {**expected, "documents": documents, "tokens": int(tokens), "dtype": dtype.name}
-    meta_temporary = meta_file.with_name(f".{meta_file.name}.tmp-{os.getpid()}")
-    meta_temporary.write_text(json.dumps(meta, indent=2))
-    os.replace(meta_temporary, meta_file)
+    atomic_write(meta_file, json.dumps(meta, indent=2))
     return meta
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from pathlib import Path
 from typing import Any
+
+from focusflow.storage.atomic import atomic_path, atomic_write
 
 COLUMNS = ("step", "samples", "tokens", "train_loss", "heldout_loss", "lr", "tokens_per_s", "mfu", "elapsed_s")
 
@@ -18,9 +19,7 @@ def write_metrics_csv(history: list[dict[str, Any]], path: Path) -> None:
     writer.writeheader()
     for row in history:
         writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in COLUMNS})
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(buffer.getvalue(), encoding="utf-8")
-    os.replace(temporary, path)
+    atomic_write(path, buffer.getvalue())
 
 
 def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "LAPT loss") -> None:
@@ -44,7 +43,8 @@ def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "LAP
     axis.grid(alpha=0.3)
     axis.legend()
     figure.tight_layout()
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
-    figure.savefig(temporary)
-    plt.close(figure)
-    os.replace(temporary, path)
+    try:
+        with atomic_path(path) as temporary:
+            figure.savefig(temporary)
+    finally:
+        plt.close(figure)

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch import nn
 
 from focusflow.config import LaptSpec
+from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu, peak_flops
@@ -166,7 +167,7 @@ class _Run:
         self.checkpoint: Path | None = None
         if self.dist.main:
             ckpt.clean_partial(self.out_dir)
-            for leftover in self.out_dir.glob(".tmp-final-*"):
+            for leftover in self.out_dir.glob(".final.tmp-*"):
                 shutil.rmtree(leftover, ignore_errors=True)
             if not resume and (self.out_dir / ckpt.CHECKPOINTS).exists():
                 log.warning("resume=False: discarding earlier checkpoints in %s", self.out_dir)
@@ -493,16 +494,11 @@ class _Run:
             "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final"),
         }
         if self.dist.main:
-            final = self.out_dir / "final"
-            temporary = self.out_dir / f".tmp-final-{os.getpid()}"
-            shutil.rmtree(temporary, ignore_errors=True)
-            self._write_hf_folder(temporary)
-            if final.exists():
-                shutil.rmtree(final)
-            os.rename(temporary, final)
+            with atomic_folder(self.out_dir / "final") as staging:
+                self._write_hf_folder(staging)
             write_metrics_csv(history, self.out_dir / "metrics.csv")
             plot_loss_curve(history, self.out_dir / "loss_curve.png", title=f"LAPT ({self.objective})")
-            ckpt.write_text_atomic(self.out_dir / "summary.json", json.dumps(summary, indent=2))
+            atomic_write(self.out_dir / "summary.json", json.dumps(summary, indent=2))
         self.dist.barrier()
         return summary
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import entmax
 import numpy as np
@@ -100,23 +101,43 @@ def test_baselines(pair) -> None:
         transfer_embeddings(source, target, E, "magic")
 
 
-def test_wechsel_with_user_vectors(tmp_path, pair) -> None:
+def _wechsel_files(folder: Path) -> tuple[Path, Path]:
+    """A small fastText ``.bin`` of word vectors and an identity dictionary TSV over its first 50 words."""
     import fasttext
 
+    (folder / "words.txt").write_text("\n".join(sample_texts(400, seed=0)), encoding="utf-8")
+    model = fasttext.train_unsupervised(str(folder / "words.txt"), dim=8, minCount=1, epoch=2, thread=1, verbose=0)
+    model.save_model(str(folder / "v.bin"))
+    (folder / "dict.tsv").write_text("\n".join(f"{w}\t{w}" for w in model.get_words()[:50]), encoding="utf-8")
+    return folder / "v.bin", folder / "dict.tsv"
+
+
+def test_wechsel_with_user_vectors(tmp_path, pair) -> None:
     source, target, matrices, _ = pair
-    texts = sample_texts(400, seed=0)
-    (tmp_path / "words.txt").write_text("\n".join(texts), encoding="utf-8")
-    model = fasttext.train_unsupervised(str(tmp_path / "words.txt"), dim=8, minCount=1, epoch=2, thread=1, verbose=0)
-    model.save_model(str(tmp_path / "v.bin"))
-    words = model.get_words()[:50]
-    (tmp_path / "dict.tsv").write_text("\n".join(f"{w}\t{w}" for w in words), encoding="utf-8")
-    result = transfer_embeddings(source, target, matrices["embeddings"], "wechsel", wechsel_source_vectors=tmp_path / "v.bin",
-                                 wechsel_target_vectors=tmp_path / "v.bin", wechsel_dictionary=tmp_path / "dict.tsv")
+    vectors, dictionary = _wechsel_files(tmp_path)
+    result = transfer_embeddings(source, target, matrices["embeddings"], "wechsel", wechsel_source_vectors=vectors,
+                                 wechsel_target_vectors=vectors, wechsel_dictionary=dictionary)
     combined = result.plan.fate == "combined"
     assert combined.sum() > 200 and np.all(result.plan.support[combined] == 10)
     np.testing.assert_allclose(np.add.reduceat(result.plan.weights, result.plan.indptr[:-1])[combined], 1, atol=1e-5)
     with pytest.raises(ValueError, match="wechsel_source_vectors"):
         transfer_embeddings(source, target, matrices["embeddings"], "wechsel")
+
+
+def test_init_command_runs_wechsel_with_its_files(tmp_path, tiny_sources, transfer_case) -> None:
+    """The flow refuses wechsel (it cannot make aligned vectors); ``focusflow init`` given them runs it."""
+    from typer.testing import CliRunner
+
+    from focusflow.cli import app
+
+    vectors, dictionary = _wechsel_files(tmp_path)
+    result = CliRunner().invoke(app, [
+        "init", "--source", str(tiny_sources["xlmr"]), "--target-tokenizer", str(transfer_case["target_dir"]),
+        "--method", "wechsel", "--wechsel-source-vectors", str(vectors), "--wechsel-target-vectors", str(vectors),
+        "--wechsel-dictionary", str(dictionary), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    totals = json.loads((tmp_path / "out" / "transfer_totals.json").read_text())
+    assert totals["method"] == "wechsel" and totals["combined"] > 0
 
 
 def test_aux_files(transfer_case) -> None:

@@ -8,28 +8,15 @@ seeds (ddof=1); with a single seed it is 0.0 and ``n_seeds`` says so.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from focusflow.storage.atomic import atomic_write
+
 RESULT_COLUMNS = ["model", "task", "kind", "dataset", "language", "metric", "main", "mean", "std", "n_seeds",
                   "seeds", "dev_mean", "seconds_per_run", "train_tokens_per_s", "n_train", "n_dev", "n_test"]
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def runs_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
@@ -121,8 +108,8 @@ def write_reports(out_dir: Path, runs: list[dict[str, Any]], notes: dict[str, li
     out_dir = Path(out_dir)
     per_run = runs_frame(runs)
     results = aggregate(per_run)
-    write_atomic(out_dir / "runs.csv", per_run.to_csv(index=False))
-    write_atomic(out_dir / "results.csv", results.to_csv(index=False))
-    write_atomic(out_dir / "results.md", markdown(results, notes))
+    atomic_write(out_dir / "runs.csv", per_run.to_csv(index=False))
+    atomic_write(out_dir / "results.csv", results.to_csv(index=False))
+    atomic_write(out_dir / "results.md", markdown(results, notes))
     return results
 

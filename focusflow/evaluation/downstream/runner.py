@@ -26,8 +26,9 @@ from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 from focusflow.evaluation.downstream.ner import NerTask
 from focusflow.evaluation.downstream.nli import NliTask
 from focusflow.evaluation.downstream.qa import QaTask
-from focusflow.evaluation.downstream.report import write_atomic, write_reports
+from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
+from focusflow.storage.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +293,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
                                     eval_every_fraction=finetune_spec.eval_every_fraction, model_name=name,
                                     data=data, adapter=adapter, tokenizer=tokenizer)
                 run["fingerprint"] = key
-                write_atomic(run_file, json.dumps(run, indent=1, default=float))
+                atomic_write(run_file, json.dumps(run, indent=1, default=float))
                 runs.append(run)
                 write_reports(out_dir, runs, notes)  # partial tables stay readable while running
             if adapter is not None:

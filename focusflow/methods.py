@@ -1,0 +1,86 @@
+"""The embedding-initialization methods as one table: what each does, what it needs, whether the flow can run it.
+
+Everything that lists methods derives from :data:`INIT_METHODS`: ``InitMethod`` (``focusflow.config``),
+``METHODS`` (``focusflow.embeddings``), the ``--method`` choices of ``focusflow init`` and ``focusflow compare``,
+and the config check that refuses, in ``init.methods`` and ``orchestration.lapt_methods``, a method whose
+inputs the pipeline flow cannot supply. A new method (or a refinement such as ``focus+align``) is one more row.
+Torch-free on purpose: validating a config imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MethodInput:
+    """Something a method needs beyond the source model and the source and target tokenizers."""
+
+    description: str
+    flow_supplies: bool  # the pipeline flow (and ``focusflow compare``) builds it from the corpus
+
+
+AUX_VECTORS = MethodInput(
+    "token-level fastText vectors of the target language, trained on the corpus (`focusflow init --corpus`, "
+    "--aux or --fasttext-bin)", flow_supplies=True)
+ALIGNED_WORD_VECTORS = MethodInput(
+    "source- and target-language fastText word vectors aligned with a bilingual dictionary "
+    "(`focusflow init --wechsel-source-vectors --wechsel-target-vectors [--wechsel-dictionary]`)",
+    flow_supplies=False)
+
+
+@dataclass(frozen=True)
+class InitMethodSpec:
+    """One row of the table: a method name, a one-line description and the inputs it needs."""
+
+    name: str
+    description: str
+    needs: tuple[MethodInput, ...] = ()
+
+    @property
+    def flow_can_run(self) -> bool:
+        return all(need.flow_supplies for need in self.needs)
+
+    @property
+    def needs_aux_vectors(self) -> bool:
+        return AUX_VECTORS in self.needs
+
+
+INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
+    InitMethodSpec("focus", "new tokens as sparsemax-weighted sums of overlapping source embeddings, similar "
+                            "in auxiliary fastText vectors (FOCUS)", (AUX_VECTORS,)),
+    InitMethodSpec("random", "every non-special row a random row of the source matrix (Zoph et al. 2016)"),
+    InitMethodSpec("mean", "overlap copied, other rows the source mean"),
+    InitMethodSpec("fvt", "overlap copied, other rows the mean of the token's source pieces (FVT)"),
+    InitMethodSpec("focus-symbolic", "FOCUS with the symbolic-only overlap (the paper's ablation)", (AUX_VECTORS,)),
+    InitMethodSpec("wechsel", "rows from the most similar source tokens in an aligned bilingual word-vector "
+                              "space (WECHSEL)", (ALIGNED_WORD_VECTORS,)),
+    InitMethodSpec("avg-eg", "overlap copied, other rows the mean of source sub- and super-words (AVG-EG)"),
+)}
+METHOD_NAMES: tuple[str, ...] = tuple(INIT_METHODS)
+FLOW_METHOD_NAMES: tuple[str, ...] = tuple(name for name, spec in INIT_METHODS.items() if spec.flow_can_run)
+
+
+def init_method(name: str) -> InitMethodSpec:
+    """The table row of ``name``; a ValueError naming the choices when there is none."""
+    try:
+        return INIT_METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHOD_NAMES)}") from None
+
+
+def check_flow_method(name: str) -> str:
+    """``name`` if the pipeline flow can supply every input it needs, else a ValueError saying what is missing."""
+    spec = init_method(name)
+    missing = [need.description for need in spec.needs if not need.flow_supplies]
+    if missing:
+        raise ValueError(f"method {name!r} cannot run in the pipeline flow: it needs {'; '.join(missing)}, which "
+                         f"the flow does not produce (run it with `focusflow init`); the flow runs "
+                         f"{', '.join(FLOW_METHOD_NAMES)}")
+    return name
+
+
+def methods_help(names: Iterable[str] = METHOD_NAMES) -> str:
+    """``name: description`` of each method, for command-line help."""
+    return "; ".join(f"{name}: {INIT_METHODS[name].description}" for name in names)

@@ -1,0 +1,95 @@
+"""The one table of embedding-initialization methods drives the config, the core's list and the CLI."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from typing import get_args
+
+import pytest
+from typer.testing import CliRunner
+
+from focusflow.cli import app
+from focusflow.config import ConfigError, InitMethod, load_config
+from focusflow.methods import (
+    FLOW_METHOD_NAMES,
+    INIT_METHODS,
+    METHOD_NAMES,
+    InitMethodSpec,
+    MethodInput,
+    check_flow_method,
+)
+
+runner = CliRunner()
+
+
+def _help(*command: str) -> str:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "400", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    return re.sub(r"[\s│]+", " ", result.output)  # rich wraps and boxes long help
+
+
+def test_config_choices_and_core_list_are_the_table():
+    assert get_args(InitMethod) == tuple(INIT_METHODS) == METHOD_NAMES
+    assert set(FLOW_METHOD_NAMES) == {name for name, spec in INIT_METHODS.items() if spec.flow_can_run}
+    assert "wechsel" in METHOD_NAMES and "wechsel" not in FLOW_METHOD_NAMES
+
+
+def test_core_methods_are_the_table():
+    from focusflow.embeddings import METHODS
+
+    assert tuple(METHODS) == METHOD_NAMES
+
+
+def test_validating_a_config_does_not_import_torch():
+    code = ("import sys; from focusflow.config import load_config; load_config(language='sw'); "
+            "assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("field", ["init.methods", "orchestration.lapt_methods"])
+def test_config_refuses_a_method_the_flow_cannot_feed(field):
+    with pytest.raises(ConfigError) as error:
+        load_config(overrides=[f"{field}=[focus,wechsel]"], language="sw")
+    message = str(error.value)
+    assert f"{field}.1" in message and "'wechsel' cannot run in the pipeline flow" in message
+    assert "aligned" in message and "focusflow init" in message  # why, and where it does run
+
+
+def test_config_accepts_every_method_the_flow_can_feed():
+    names = ",".join(FLOW_METHOD_NAMES)
+    config = load_config(overrides=[f"init.methods=[{names}]", f"orchestration.lapt_methods=[{names}]"],
+                         language="sw")
+    assert tuple(config.init.methods) == tuple(config.orchestration.lapt_methods) == FLOW_METHOD_NAMES
+
+
+def test_flow_check_reads_the_inputs_from_the_table(monkeypatch):
+    needs_lexicon = MethodInput("a hand-made lexicon", flow_supplies=False)
+    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", (needs_lexicon,)))
+    with pytest.raises(ValueError, match="'lexicon' cannot run in the pipeline flow: it needs a hand-made lexicon"):
+        check_flow_method("lexicon")
+    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon"))
+    assert check_flow_method("lexicon") == "lexicon"
+    with pytest.raises(ValueError, match="unknown method 'magic'"):
+        check_flow_method("magic")
+
+
+def test_init_help_lists_every_method_with_its_description():
+    text = _help("init")
+    for name, spec in INIT_METHODS.items():
+        assert f"{name}: {spec.description}" in text
+
+
+def test_init_refuses_a_name_outside_the_table():
+    result = runner.invoke(app, ["init", "--source", "s", "--out", "o", "--method", "magic"])
+    assert result.exit_code != 0 and "magic" in result.output
+
+
+def test_compare_help_and_check_offer_only_what_the_flow_can_feed():
+    text = _help("compare")
+    assert f"from {', '.join(FLOW_METHOD_NAMES)}." in text and "wechsel" not in text
+    result = runner.invoke(app, ["compare", "--corpus", "c.txt", "--language", "sw", "--out", "o",
+                                 "--methods", "focus,wechsel"])
+    assert result.exit_code != 0 and "'wechsel' cannot run in the pipeline flow" in re.sub(r"[\s│]+", " ",
+                                                                                          result.output)
