@@ -28,9 +28,8 @@ from focusflow.evaluation.intrinsic import (
     evaluate_model,
     select_heldout_sentences,
     sentence_embeddings,
-    unigram_counts,
-    unigram_log_probs,
 )
+from focusflow.models.lm_stats import unigram_counts, unigram_log_probs
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,8 @@ def compare_methods(source: str, corpus: str | os.PathLike[str], language: str, 
     from focusflow.corpus import split_corpus
     from focusflow.corpus.io import write_texts
     from focusflow.embeddings import initialize_model, train_aux_embeddings
-    from focusflow.models.source import prepare_source, read_documents
+    from focusflow.corpus.io import read_documents
+    from focusflow.models.source import prepare_source
     from focusflow.tokenizer import tokenizer_metrics, train_tokenizer
 
     corpus = Path(corpus)
@@ -146,7 +146,7 @@ def _evaluate_all(source_dir: Path, tokenizer_dir: Path, model_dirs: dict[str, P
                   seed: int, tokenizer_metrics, read_documents) -> list[dict]:
     from transformers import AutoTokenizer
 
-    from focusflow.models.source import load_source
+    from focusflow.models.loading import load_source
 
     source_tokenizer = AutoTokenizer.from_pretrained(source_dir)
     target_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)

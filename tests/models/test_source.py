@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from focusflow.models import SourceError, describe_source, prepare_source, read_documents, resolve_source
-from focusflow.models.source import load_source
+from focusflow.models import SourceError, describe_source, load_source, prepare_source, resolve_source
 from tests.tiny_models import FAMILIES, save_tiny
 
 EXPECTED = {"xlmr": ("mlm", True), "bert": ("mlm", True), "gpt2": ("clm", False), "llama": ("clm", False)}
@@ -33,13 +32,3 @@ def test_unusable_sources_fail_clearly(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SourceError, match="Offline, pass a local model folder"):
         resolve_source("someone/not-a-model", cache_dir=tmp_path / "cache")
-
-
-def test_read_documents_takes_jsonl_or_plain_text(tmp_path):
-    from focusflow.corpus.io import write_texts
-
-    write_texts(tmp_path / "docs.jsonl", ["first doc", "", "second\ndoc"])
-    assert read_documents(tmp_path / "docs.jsonl") == ["first doc", "second\ndoc"]
-    (tmp_path / "plain.txt").write_text("línea uno\n\n  línea dos  \n", encoding="utf-8")
-    assert read_documents(tmp_path / "plain.txt") == ["línea uno", "línea dos"]
-    assert read_documents(tmp_path / "plain.txt", limit=1) == ["línea uno"]
