@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from pydantic import BaseModel, ValidationError
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 from focusflow.config import (CleaningSpec, ConfigError, CorpusSpec, DedupSpec, SplitSpec, TokenizerSpec,
                               load_config, parse_overrides)
 

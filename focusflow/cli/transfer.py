@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 
 
 @app.command("init")

