@@ -103,7 +103,8 @@ class Masker:
         inputs[to_random] = random_ids[to_random]
         return inputs, selected
 
-    def __call__(self, ids: np.ndarray, samples: np.ndarray, stream: int = TRAIN_STREAM) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, ids: np.ndarray, samples: np.ndarray, stream: int = TRAIN_STREAM
+                 ) -> tuple[np.ndarray, np.ndarray]:
         """``ids`` [B, T] int64 and each row's global sample index → (inputs, labels with -100 off-mask)."""
         inputs = np.empty_like(ids)
         labels = np.full_like(ids, IGNORE_INDEX)

@@ -67,7 +67,8 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
             rows = sequences[start:start + batch_size]
             inputs, chosen = [], []
             for offset, ids in enumerate(rows):
-                masked, selected = masker.mask(ids, masker.special[ids], np.random.default_rng([spec.seed, start + offset]))
+                rng = np.random.default_rng([spec.seed, start + offset])
+                masked, selected = masker.mask(ids, masker.special[ids], rng)
                 inputs.append(masked)
                 chosen.append(selected)
             width = max(len(r) for r in rows)
