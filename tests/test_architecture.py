@@ -18,7 +18,8 @@ from pathlib import Path
 import focusflow
 
 PACKAGE_ROOT = Path(focusflow.__file__).parent
-CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config")
+# The library core (``methods``: the method table on main, a torch-free leaf that config and embeddings read).
+CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods")
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT.parent) -> str:
