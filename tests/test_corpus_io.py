@@ -1,4 +1,4 @@
-from focusflow.corpus.io import one_line, read_texts, write_texts
+from focusflow.corpus.io import one_line, read_documents, read_texts, write_texts
 
 
 def test_documents_with_newlines_survive_round_trip(tmp_path):
@@ -24,3 +24,11 @@ def test_read_texts_reads_plain_text_and_names_the_line_of_bad_json(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "a"}\nplain words\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.jsonl:2: expected JSON Lines"):
         list(read_texts(tmp_path / "bad.jsonl"))
+
+
+def test_read_documents_takes_jsonl_or_plain_text(tmp_path):
+    write_texts(tmp_path / "docs.jsonl", ["first doc", "", "second\ndoc"])
+    assert read_documents(tmp_path / "docs.jsonl") == ["first doc", "second\ndoc"]
+    (tmp_path / "plain.txt").write_text("línea uno\n\n  línea dos  \n", encoding="utf-8")
+    assert read_documents(tmp_path / "plain.txt") == ["línea uno", "línea dos"]
+    assert read_documents(tmp_path / "plain.txt", limit=1) == ["línea uno"]

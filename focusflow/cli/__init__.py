@@ -1,47 +1,28 @@
-"""The ``focusflow`` command line: one entry point, one module per area under ``focusflow.cli``."""
+"""The ``focusflow`` command line: one entry point, one module per area under ``focusflow.cli``.
+
+``cli.app`` holds the Typer ``app``; each area's module registers its commands on it when
+imported, which is all this package does before handing over to ``main``.
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import typer
 
-from focusflow import __version__
+# Import order is registration order, which is the order of `focusflow --help`.
+from focusflow.cli import store as _store  # noqa: F401, I001
+from focusflow.cli import config as _config  # noqa: F401
+from focusflow.cli import transfer as _transfer  # noqa: F401
+from focusflow.cli import flows as _flows  # noqa: F401
+from focusflow.cli import ops as _ops  # noqa: F401
+from focusflow.cli import lapt as _lapt  # noqa: F401
+from focusflow.cli import evaluate as _evaluate  # noqa: F401
+from focusflow.cli import corpus as _corpus  # noqa: F401
+from focusflow.cli import models as _models  # noqa: F401
+from focusflow.cli.app import app
 
-app = typer.Typer(
-    name="focusflow",
-    help="Specialize a multilingual language model to one language: tokenizer, FOCUS init, LAPT, evaluation.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"focusflow {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level."),
-) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-
-
-# Each area registers its commands on `app` (or adds a sub-app) when imported.
-from focusflow.cli import store as _store  # noqa: E402,F401
-from focusflow.cli import config as _config  # noqa: E402,F401
-from focusflow.cli import transfer as _transfer  # noqa: E402,F401
-from focusflow.cli import flows as _flows  # noqa: E402,F401
-from focusflow.cli import ops as _ops  # noqa: E402,F401
-from focusflow.cli import lapt as _lapt  # noqa: E402,F401
-from focusflow.cli import evaluate as _evaluate  # noqa: E402,F401
-from focusflow.cli import corpus as _corpus  # noqa: E402,F401
-from focusflow.cli import models as _models  # noqa: E402,F401
+__all__ = ["app", "main"]
 
 
 def main() -> None:

@@ -7,11 +7,10 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 from focusflow.cli.stage_io import (
     ConfigOption,
     SetOption,

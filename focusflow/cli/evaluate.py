@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 
 
 def parse_models(text: str) -> dict[str, str]:

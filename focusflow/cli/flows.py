@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 
 _OFFLINE_PREFECT = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}

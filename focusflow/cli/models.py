@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 from focusflow.cli.stage_io import (
     ConfigOption,
     SetOption,

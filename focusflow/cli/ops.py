@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 import yaml
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 from focusflow.config import ConfigError
 
 

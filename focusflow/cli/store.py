@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 from focusflow.storage import ArtifactStore, redact_uri
 
 store_app = typer.Typer(help="Inspect the artifact store.", no_args_is_help=True)

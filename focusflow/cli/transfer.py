@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from focusflow.cli import app
+from focusflow.cli.app import app
 from focusflow.cli.stage_io import StoreOption, echo_result, export, fail, run_config, split_layout, stage_input
 from focusflow.config import ConfigError
 from focusflow.storage import ArtifactStore, StoreError

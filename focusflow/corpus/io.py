@@ -58,3 +58,25 @@ def one_line(text: str) -> str:
 def write_json(path: str | os.PathLike[str], data: object) -> None:
     """Write a JSON file atomically (stats, manifests)."""
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def read_documents(path: str | os.PathLike[str], limit: int | None = None) -> list[str]:
+    """Non-empty documents of a corpus ``.jsonl``/``.jsonl.gz`` or the stripped non-empty lines of any other text file.
+
+    What model-side stages accept as text (held-out sets, MLM-head training text): a corpus
+    file or a plain file a user wrote.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"text file {file} does not exist")
+    if file.name.endswith((".jsonl", ".jsonl.gz")):
+        return [t for t in read_texts(file, limit=limit) if t.strip()]
+    texts: list[str] = []
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            line = line.strip()
+            if line:
+                texts.append(line)
+                if limit is not None and len(texts) >= limit:
+                    break
+    return texts

@@ -17,7 +17,8 @@ from focusflow.embeddings.modes import extend_tokenizer, frequency_order, prune_
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
 from focusflow.methods import init_method
-from focusflow.models.surgery import load_source, token_parameters, write_model
+from focusflow.models.loading import load_source
+from focusflow.models.surgery import token_parameters, write_model
 from focusflow.storage.atomic import atomic_path, atomic_write
 from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
 
@@ -56,7 +57,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     out_dir = Path(out_dir)
-    model, source_tokenizer = load_source(Path(source_dir))
+    model, source_tokenizer, _ = load_source(Path(source_dir))
     params = token_parameters(model)
     padded = {name: len(matrix) for name, matrix in params.matrices.items() if len(matrix) > len(source_tokenizer)}
     if padded:  # decoders often round the matrix up (e.g. to a multiple of 64); rows past the tokenizer are unused

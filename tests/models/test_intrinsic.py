@@ -12,13 +12,11 @@ from focusflow.evaluation.intrinsic import (
     encode_texts,
     evaluate_clm,
     evaluate_mlm,
-    mask_tokens,
     representation_fidelity,
     select_heldout_sentences,
     sentence_embeddings,
-    unigram_counts,
-    unigram_log_probs,
 )
+from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
 from tests.tiny_models import sample_texts, tiny_model, train_tokenizer
 
 
@@ -38,14 +36,15 @@ def test_masking_rates_specials_and_determinism():
     ids = np.arange(20_000) % 500 + 5
     special = np.zeros(len(ids), dtype=bool)
     special[::10] = True
-    inputs, selected = mask_tokens(ids, special, 505, 4, np.random.default_rng([0, 7]))
+    masker = Masker(mask_token_id=4, vocab_size=505, special=np.zeros(505, dtype=bool), random_from_any_token=True)
+    inputs, selected = masker.mask(ids, special, np.random.default_rng([0, 7]))
     assert not selected[special].any()
     assert abs(selected.sum() / (~special).sum() - 0.15) < 0.01
     masked = (inputs == 4) & selected
     unchanged = (inputs == ids) & selected
     assert abs(masked.sum() / selected.sum() - 0.8) < 0.03
     assert abs(unchanged.sum() / selected.sum() - 0.1 - 0.1 / 505) < 0.02  # 10% kept + random picks of the same id
-    again = mask_tokens(ids, special, 505, 4, np.random.default_rng([0, 7]))
+    again = masker.mask(ids, special, np.random.default_rng([0, 7]))
     assert np.array_equal(again[0], inputs) and np.array_equal(again[1], selected)
     assert (inputs[~selected] == ids[~selected]).all()
 
@@ -67,9 +66,9 @@ def test_mlm_loss_equals_the_full_forward_pass(xlmr):
     # recompute with the model's own forward on the same fixed masks, one document at a time
     encoded = encode_texts(tokenizer, texts)
     loss = correct = count = nbytes = 0.0
+    masker = Masker.for_tokenizer(tokenizer, random_from_any_token=True)
     for index, (ids, special, sizes) in enumerate(zip(encoded.ids, encoded.special, encoded.token_bytes)):
-        inputs, selected = mask_tokens(ids, special, len(tokenizer), tokenizer.mask_token_id,
-                                       np.random.default_rng([5, index]))
+        inputs, selected = masker.mask(ids, special, np.random.default_rng([5, index]))
         with torch.no_grad():
             logits = model(input_ids=torch.from_numpy(inputs)[None]).logits[0]
         target = torch.from_numpy(ids)[torch.from_numpy(selected)]

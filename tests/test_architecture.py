@@ -1,0 +1,153 @@
+"""The package's layers: no import cycle anywhere in ``focusflow``, and a core that never needs Prefect.
+
+The import graph is read from the AST of every module, so imports deferred into functions count
+as much as top-level ones: a cycle held together by a deferred import is still a cycle. Importing
+``a.b.c`` runs the ``__init__`` of ``a`` and ``a.b`` first, so an import also depends on those
+packages (except the importer's own ancestors, which are already being imported).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from collections.abc import Collection, Iterator
+from pathlib import Path
+
+import focusflow
+
+PACKAGE_ROOT = Path(focusflow.__file__).parent
+# The library core (``methods``: the method table on main, a torch-free leaf that config and embeddings read).
+CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods")
+
+
+def module_name(path: Path, root: Path = PACKAGE_ROOT.parent) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE_ROOT.rglob("*.py"))}
+
+
+def imported_names(path: Path, name: str, modules: Collection[str]) -> Iterator[str]:
+    """Every module ``name`` imports by name, at any depth of its AST (deferred imports included).
+
+    Relative imports are resolved; ``from p import x`` names ``p.x`` when that is a module in
+    ``modules``, else ``p`` (whose ``__init__`` defines or re-exports ``x``).
+    """
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = name.split(".")
+                anchor = parts[: len(parts) - node.level + is_package]
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+
+
+def import_graph(modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module → the ``focusflow`` modules its import statements load.
+
+    An import of ``a.b.c`` depends on ``a.b.c`` and also on the packages ``a`` and ``a.b``, whose
+    ``__init__`` runs first, except on the importer's own ancestors: those are already being
+    imported when it runs. An import that names an ancestor itself (``from a import x`` inside
+    ``a.b``) reads that partially initialized package and counts.
+    """
+    modules = all_modules() if modules is None else modules
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        own_ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        targets = set()
+        for imported in imported_names(path, name, modules):
+            parts = imported.split(".")
+            prefixes = [".".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+            loaded = [prefix for prefix in prefixes if prefix in modules]
+            if not loaded:
+                continue
+            targets.add(loaded[-1])
+            targets.update(prefix for prefix in loaded[:-1] if prefix not in own_ancestors)
+        targets.discard(name)
+        graph[name] = targets
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a closed path ``[a, b, ..., a]``, or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    for root in sorted(graph):
+        if root in state:
+            continue
+        path, stack = [root], [iter(sorted(graph[root]))]
+        state[root] = 1
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif child not in state:
+                state[child] = 1
+                path.append(child)
+                stack.append(iter(sorted(graph[child])))
+    return None
+
+
+def test_the_graph_sees_deferred_relative_and_from_package_imports(tmp_path):
+    package = tmp_path / "focusflow"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inner" / "__init__.py").write_text("from . import leaf\n")
+    (package / "inner" / "leaf.py").write_text("def f():\n    from ..other import thing\n")
+    (package / "other.py").write_text("from focusflow.inner import leaf\n")
+    (package / "app.py").write_text("import focusflow.inner.leaf\n")
+    (package / "inner" / "late.py").write_text("from focusflow.inner import registry\n")  # reads its own package
+    modules = {module_name(path, package.parent): path for path in sorted(package.rglob("*.py"))}
+    graph = import_graph(modules)
+    assert graph["focusflow.inner.leaf"] == {"focusflow.other"}  # deferred and relative
+    assert graph["focusflow.inner"] == {"focusflow.inner.leaf"}
+    assert graph["focusflow.other"] == {"focusflow.inner", "focusflow.inner.leaf"}  # the package's __init__ runs
+    assert graph["focusflow.app"] == {"focusflow.inner", "focusflow.inner.leaf"}
+    assert graph["focusflow.inner.late"] == {"focusflow.inner"}
+    assert find_cycle(graph) == ["focusflow.inner", "focusflow.inner.leaf", "focusflow.other", "focusflow.inner"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_package_has_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def is_core(module: str) -> bool:
+    return module.count(".") >= 1 and module.split(".")[1] in CORE
+
+
+def test_the_core_never_imports_prefect_or_a_layer_above_it():
+    """The library core runs without Prefect: no core module imports it or anything that may (tasks, flows, cli...)."""
+    modules = all_modules()
+    graph = import_graph(modules)
+    offenders = {}
+    for name in filter(is_core, modules):
+        imports = set(imported_names(modules[name], name, modules))
+        above = sorted(i for i in imports if i.split(".")[0] == "prefect") + sorted(
+            target for target in graph[name] if not is_core(target) and target != "focusflow")
+        if above:
+            offenders[name] = above
+    assert not offenders, f"core modules import Prefect or a layer above the core: {offenders}"
+
+
+def test_validating_a_config_does_not_load_torch():
+    script = ("import sys\n"
+              "from focusflow.config import PipelineConfig\n"
+              "PipelineConfig(language='sw', source_head={'steps': 5})\n"
+              "print(sorted(m for m in ('torch', 'transformers', 'prefect') if m in sys.modules))\n")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            cwd=PACKAGE_ROOT.parent, env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT.parent)})
+    assert loaded.stdout.strip() == "[]"
