@@ -85,7 +85,7 @@ def unigram_counts(tokenizer, texts: Sequence[str], batch_size: int = 1000) -> n
     """How often each token id occurs in ``texts`` (no special tokens): the unigram reference's data."""
     counts = np.zeros(len(tokenizer), dtype=np.int64)
     for start in range(0, len(texts), batch_size):
-        rows = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False)["input_ids"]
+        rows = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False, verbose=False)["input_ids"]
         if rows:
             flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]) if any(rows) else np.zeros(0, np.int64)
             counts += np.bincount(flat, minlength=len(counts))[: len(counts)]
@@ -284,7 +284,7 @@ def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_
         candidates = [lines[i] for i in order[start:start + max(4 * max_sentences, 256)]]
         fits = np.ones(len(candidates), dtype=bool)
         for tokenizer in tokenizers:
-            lengths = np.array([len(ids) for ids in tokenizer(candidates)["input_ids"]])
+            lengths = np.array([len(ids) for ids in tokenizer(candidates, verbose=False)["input_ids"]])
             fits &= lengths <= max_length
         chosen.extend(c for c, ok in zip(candidates, fits) if ok)
         if len(chosen) >= max_sentences:

@@ -13,6 +13,7 @@ from prefect.futures import PrefectFuture
 
 from focusflow.config import PipelineConfig
 from focusflow.flows.common import load_run_config, runner_for
+from focusflow.logs import configure_output
 from focusflow.pipeline.stages import decontamination_params, source_params
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
@@ -85,6 +86,7 @@ def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str,
 def specialize_language(language: str, config: dict[str, Any] | None = None,
                         config_path: str | None = None) -> dict[str, Any]:
     """Specialize the source model to ``language``; returns the URIs of every stored artifact."""
+    configure_output()
     cfg = load_run_config(language, config, config_path)
     store_uri = ArtifactStore(cfg.store).uri
     tasks = tasks_for(store_uri)
