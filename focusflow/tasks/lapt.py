@@ -13,6 +13,7 @@ from focusflow.pipeline.lapt_stage import LAPT_STAGE, LAPT_VERSION, run_lapt_sta
 from focusflow.storage import ArtifactStore, redact_uri
 from focusflow.tasks.common import ArtifactKeyPolicy, artifact_key_name, publish_stage, run_name, stage_slot
 
+
 @task(name="lapt", cache_policy=ArtifactKeyPolicy(stage=LAPT_STAGE, version=LAPT_VERSION), persist_result=True,
       result_serializer="json", tags=["stage:lapt", "gpu"], timeout_seconds=72 * 3600, task_run_name=run_name("lapt"))
 def lapt_task(store_uri: str, params: dict[str, Any], inputs: dict[str, str], language: str | None = None,

@@ -15,12 +15,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from focusflow.config import ConfigError, PipelineConfig
 from focusflow.orchestration.apply import apply_plans, deploy, ensure_work_pool
 from focusflow.orchestration.events import checkpoint_event_resource, emit_checkpoint_event
 from focusflow.orchestration.plans import plan_deployments, render_prefect_yaml
 from focusflow.orchestration.registry import WorkPoolSpec, load_registry, parse_registry
 from focusflow.orchestration.server import server_command
-from focusflow.config import ConfigError, PipelineConfig
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = REPO / "deployments" / "languages.yaml"
