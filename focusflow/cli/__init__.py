@@ -10,16 +10,17 @@ import sys
 
 import typer
 
+from focusflow.cli import config as _config  # noqa: F401
+from focusflow.cli import corpus as _corpus  # noqa: F401
+from focusflow.cli import evaluate as _evaluate  # noqa: F401
+from focusflow.cli import flows as _flows  # noqa: F401
+from focusflow.cli import lapt as _lapt  # noqa: F401
+from focusflow.cli import models as _models  # noqa: F401
+from focusflow.cli import ops as _ops  # noqa: F401
+
 # Import order is registration order, which is the order of `focusflow --help`.
 from focusflow.cli import store as _store  # noqa: F401, I001
-from focusflow.cli import config as _config  # noqa: F401
 from focusflow.cli import transfer as _transfer  # noqa: F401
-from focusflow.cli import flows as _flows  # noqa: F401
-from focusflow.cli import ops as _ops  # noqa: F401
-from focusflow.cli import lapt as _lapt  # noqa: F401
-from focusflow.cli import evaluate as _evaluate  # noqa: F401
-from focusflow.cli import corpus as _corpus  # noqa: F401
-from focusflow.cli import models as _models  # noqa: F401
 from focusflow.cli.app import app
 
 __all__ = ["app", "main"]

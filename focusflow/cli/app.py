@@ -7,6 +7,7 @@ import logging
 import typer
 
 from focusflow import __version__
+from focusflow.logs import configure_output
 
 app = typer.Typer(
     name="focusflow",
@@ -26,6 +27,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Log at INFO level and show every library message (FOCUSFLOW_VERBOSE=1 too)."),
 ) -> None:
+    verbose = configure_output(True if verbose else None)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -26,11 +26,11 @@ from focusflow.cli.stage_io import (
 from focusflow.config import ConfigError
 from focusflow.storage import ArtifactStore
 
+
 def _known_errors() -> tuple[type[Exception], ...]:
     from focusflow.corpus import LanguageError, SourceError
-    from focusflow.tokenizer import VocabularySizeError
-
     from focusflow.storage import StoreError
+    from focusflow.tokenizer import VocabularySizeError
 
     return (LanguageError, SourceError, VocabularySizeError, ConfigError, StoreError, FileNotFoundError, ValueError)
 

@@ -20,9 +20,8 @@ from focusflow.cli.stage_io import (
     stage_input,
 )
 from focusflow.config import ConfigError
-from focusflow.storage import ArtifactStore, StoreError
 from focusflow.methods import FLOW_METHOD_NAMES, check_flow_method
-
+from focusflow.storage import ArtifactStore, StoreError
 
 # every baseline that needs no extra files: what a comparison is for
 COMPARE_METHODS = "focus,random,mean,fvt,focus-symbolic"

@@ -10,7 +10,6 @@ import typer
 import yaml
 
 from focusflow.cli.app import app
-from focusflow.config import ConfigError
 
 
 @app.command("deploy")
@@ -28,14 +27,16 @@ def deploy_command(
                                                       "or worker needed); blocks until interrupted."),
 ) -> None:
     """One specialize_language and one evaluate_checkpoint deployment per registered language."""
-    from focusflow import deploy as ops
+    from focusflow.orchestration.apply import apply_plans, check_prune, serve_plans
+    from focusflow.orchestration.plans import plan_deployments, render_prefect_yaml
+    from focusflow.orchestration.registry import load_registry
 
-    loaded = ops.load_registry(registry)
-    plans = ops.plan_deployments(loaded, cpu_pool=work_pool_cpu, gpu_pool=work_pool_gpu, languages=language or None)
+    loaded = load_registry(registry)
+    plans = plan_deployments(loaded, cpu_pool=work_pool_cpu, gpu_pool=work_pool_gpu, languages=language or None)
     if write_prefect_yaml is not None:
         from focusflow.storage.atomic import atomic_write
 
-        atomic_write(write_prefect_yaml, ops.render_prefect_yaml(loaded, plans))
+        atomic_write(write_prefect_yaml, render_prefect_yaml(loaded, plans))
         typer.echo(f"wrote {write_prefect_yaml}", err=True)
     if dry_run:
         plan = [p.as_dict() for p in plans]
@@ -43,11 +44,10 @@ def deploy_command(
                    else yaml.safe_dump(plan, sort_keys=False, allow_unicode=True, width=100))
         return
     if serve:
-        ops.serve_plans(plans)
+        serve_plans(plans)
         return
-    if prune and language:
-        raise ConfigError("--prune removes every deployment not in the plan: use it without --language")
-    result = ops.apply_plans(loaded, plans, base_dir=registry.parent, prune=prune)
+    check_prune(prune, language)
+    result = apply_plans(loaded, plans, base_dir=registry.parent, prune=prune)
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
         return
@@ -69,7 +69,7 @@ def server_command(
     home: Path = typer.Option(None, "--home", help="PREFECT_HOME (database location); default ~/.prefect."),
 ) -> None:
     """Start a local Prefect server and UI (analytics off): then set PREFECT_API_URL=http://HOST:PORT/api."""
-    from focusflow.deploy import server_command as build
+    from focusflow.orchestration.server import server_command as build
 
     argv, env = build(host, port, ui=ui, home=home)
     typer.echo(f"Prefect UI at http://{host}:{port}  —  in other shells: "

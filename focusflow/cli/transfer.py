@@ -10,10 +10,9 @@ import typer
 
 from focusflow.cli.app import app
 from focusflow.cli.stage_io import StoreOption, echo_result, export, fail, run_config, split_layout, stage_input
-from focusflow.config import ConfigError
-from focusflow.storage import ArtifactStore, StoreError
-from focusflow.config import InitMethod
+from focusflow.config import ConfigError, InitMethod
 from focusflow.methods import init_method, methods_help
+from focusflow.storage import ArtifactStore, StoreError
 
 
 @app.command("init")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 

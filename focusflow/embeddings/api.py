@@ -13,7 +13,7 @@ import pandas as pd
 from focusflow.config import FastTextSpec
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
-from focusflow.embeddings.modes import extend_tokenizer, frequency_order, prune_tokenizer, count_token_ids
+from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
 from focusflow.methods import init_method

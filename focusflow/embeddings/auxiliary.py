@@ -17,8 +17,8 @@ import logging
 import tempfile
 import time
 from collections.abc import Iterator
-from itertools import repeat
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 

@@ -18,8 +18,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from focusflow.tokenizer.canonical import (CanonicalToken, canonical_vocab, field_matches, fuzzy_key, gc_paused,
-                                          is_symbolic)
+from focusflow.tokenizer.canonical import (
+    CanonicalToken,
+    canonical_vocab,
+    field_matches,
+    fuzzy_key,
+    gc_paused,
+    is_symbolic,
+)
 
 MatchMode = Literal["full", "symbolic"]
 

@@ -248,7 +248,7 @@ def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_
         candidates = [lines[i] for i in order[start:start + max(4 * max_sentences, 256)]]
         fits = np.ones(len(candidates), dtype=bool)
         for tokenizer in tokenizers:
-            lengths = np.array([len(ids) for ids in tokenizer(candidates)["input_ids"]])
+            lengths = np.array([len(ids) for ids in tokenizer(candidates, verbose=False)["input_ids"]])
             fits &= lengths <= max_length
         chosen.extend(c for c, ok in zip(candidates, fits) if ok)
         if len(chosen) >= max_sentences:

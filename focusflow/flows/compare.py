@@ -7,6 +7,7 @@ from typing import Any
 from prefect import flow, tags
 
 from focusflow.flows.common import load_run_config
+from focusflow.logs import configure_output
 from focusflow.pipeline.graph import compare
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
@@ -16,6 +17,7 @@ from focusflow.tasks import tasks_for
 def compare_methods(language: str, methods: list[str] | None = None, config: dict[str, Any] | None = None,
                     config_path: str | None = None) -> str:
     """Initialize with each method (no LAPT), evaluate all on held-out text; returns the report URI."""
+    configure_output()
     overrides = {"init": {"methods": methods}} if methods else {}
     cfg = load_run_config(language, {**(config or {}), **overrides}, config_path)
     store_uri = ArtifactStore(cfg.store).uri

@@ -8,8 +8,9 @@ from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
 from focusflow.flows.common import load_run_config
-from focusflow.pipeline.params import downstream_params, intrinsic_params
+from focusflow.logs import configure_output
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
+from focusflow.pipeline.params import downstream_params, intrinsic_params
 from focusflow.storage import Artifact, ArtifactStore, StoreError, redact_uri
 from focusflow.tasks import tasks_for
 from focusflow.tasks.common import artifact_key_name
@@ -43,6 +44,7 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
 
     ``checkpoint_uri`` may be ``latest``: the newest checkpoint stored for the language.
     """
+    configure_output()
     if store is None and "://" in checkpoint_uri:
         store = checkpoint_uri.rsplit("/", 2)[0]
     artifact_store = ArtifactStore(store)

@@ -11,6 +11,7 @@ from typing import Any
 from prefect import flow, tags
 
 from focusflow.flows.common import load_run_config, runner_for
+from focusflow.logs import configure_output
 from focusflow.pipeline.graph import specialize
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
@@ -20,6 +21,7 @@ from focusflow.tasks import tasks_for
 def specialize_language(language: str, config: dict[str, Any] | None = None,
                         config_path: str | None = None) -> dict[str, Any]:
     """Specialize the source model to ``language``; returns the URIs of every stored artifact."""
+    configure_output()
     cfg = load_run_config(language, config, config_path)
     store_uri = ArtifactStore(cfg.store).uri
     with tags(f"language:{cfg.language}"):

@@ -120,7 +120,7 @@ def unigram_counts(tokenizer, texts: Sequence[str], batch_size: int = 1000) -> n
     """How often each token id occurs in ``texts`` (no special tokens): the unigram reference's data."""
     counts = np.zeros(len(tokenizer), dtype=np.int64)
     for start in range(0, len(texts), batch_size):
-        rows = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False)["input_ids"]
+        rows = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False, verbose=False)["input_ids"]
         if rows:
             flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]) if any(rows) else np.zeros(0, np.int64)
             counts += np.bincount(flat, minlength=len(counts))[: len(counts)]

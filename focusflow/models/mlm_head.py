@@ -40,7 +40,7 @@ def _pack_sequences(tokenizer, texts: Sequence[str], seq_len: int, limit: int) -
     stream: list[int] = []
     sequences: list[np.ndarray] = []
     for start in range(0, len(texts), 512):
-        for ids in tokenizer(list(texts[start:start + 512]), add_special_tokens=False)["input_ids"]:
+        for ids in tokenizer(list(texts[start:start + 512]), add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend(ids)
             if separator is not None:
                 stream.append(separator)

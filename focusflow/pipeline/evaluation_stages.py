@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, write_report
 from focusflow.pipeline.registry import Stage, StageRun, register
+from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, write_report
 from focusflow.storage import Artifact, sha256_file
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1

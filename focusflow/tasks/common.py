@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Iterator
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,10 @@ from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 
-from focusflow.pipeline.report import flatten_metrics
 from focusflow.pipeline import get_stage, stage_key
+from focusflow.pipeline.report import flatten_metrics
 from focusflow.storage import ArtifactStore, redact_uri
 from focusflow.storage.store import RESULTS_FOLDER
-
-
 
 # transformers' from_pretrained initializes on the meta device through process-global state and
 # is not thread-safe; torch already spreads one model's work over every core. So in a thread

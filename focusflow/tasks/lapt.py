@@ -7,30 +7,11 @@ from typing import Any
 
 from prefect import get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
-from prefect.events import emit_event
 
+from focusflow.orchestration.events import emit_checkpoint_event
 from focusflow.pipeline.registry import CheckpointCallback
 from focusflow.storage import redact_uri
 from focusflow.tasks.common import artifact_key_name
-
-CHECKPOINT_EVENT = "focusflow.checkpoint.updated"
-
-
-def checkpoint_event_resource(checkpoint_uri: str, language: str | None) -> dict[str, str]:
-    """The event's resource: which checkpoint, of which language (what automations match on)."""
-    return {
-        "prefect.resource.id": f"focusflow.checkpoint.{redact_uri(checkpoint_uri)}",
-        "prefect.resource.name": redact_uri(checkpoint_uri).rsplit("/", 1)[-1],
-        "focusflow.language": language or "",
-        "focusflow.checkpoint.uri": redact_uri(checkpoint_uri),
-    }
-
-
-def emit_checkpoint_event(checkpoint_uri: str, language: str | None, step: int,
-                          metrics: Mapping[str, Any] | None = None) -> None:
-    emit_event(event=CHECKPOINT_EVENT, resource=checkpoint_event_resource(checkpoint_uri, language),
-               payload={"step": step, "metrics": {k: v for k, v in (metrics or {}).items()
-                                                  if isinstance(v, (int, float, str))}})
 
 
 def lapt_checkpoint_callback(params: Mapping[str, Any], language: str | None) -> CheckpointCallback:

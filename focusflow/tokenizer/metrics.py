@@ -18,7 +18,7 @@ def _encode_batch(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tup
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         return [(e.ids, e.offsets) for e in backend.encode_batch(texts, add_special_tokens=False)]
-    encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     return list(zip(encoded["input_ids"], encoded["offset_mapping"]))
 
 

@@ -462,7 +462,14 @@ class _Run:
     def _progress_bar(self, start_step: int):
         if not (self.progress and self.dist.main):
             return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         progress = Progress(TextColumn("LAPT"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.3f}"),
                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())

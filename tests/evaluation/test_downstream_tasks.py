@@ -161,8 +161,9 @@ def test_qa_question_longer_than_the_window_is_cut(tokenizer):
 
 
 def test_model_without_encoder_weights_is_an_error(tmp_path, tiny_xlmr, tokenizer):
-    from safetensors.torch import save_file
     import shutil
+
+    from safetensors.torch import save_file
 
     broken = tmp_path / "broken"
     shutil.copytree(tiny_xlmr, broken)

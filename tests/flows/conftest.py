@@ -67,7 +67,7 @@ def _stop(process: subprocess.Popen) -> None:
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from focusflow.deploy import server_command
+    from focusflow.orchestration.server import server_command
 
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()

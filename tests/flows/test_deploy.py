@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import os
@@ -16,8 +15,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from focusflow import deploy as ops
 from focusflow.config import ConfigError, PipelineConfig
+from focusflow.orchestration.apply import apply_plans, deploy, ensure_work_pool
+from focusflow.orchestration.events import checkpoint_event_resource, emit_checkpoint_event
+from focusflow.orchestration.plans import plan_deployments, render_prefect_yaml
+from focusflow.orchestration.registry import WorkPoolSpec, load_registry, parse_registry
+from focusflow.orchestration.server import server_command
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = REPO / "deployments" / "languages.yaml"
@@ -33,7 +36,7 @@ def registry_data(*languages: dict, pools: str = "t", **extra) -> dict:
 
 def error_of(data: dict) -> str:
     with pytest.raises(ConfigError) as info:
-        ops.parse_registry(data)
+        parse_registry(data)
     return str(info.value)
 
 
@@ -62,21 +65,21 @@ def test_unknown_method_is_named_with_its_field():
 ])
 def test_registry_errors_name_the_field(data, field):
     if field is None:
-        assert ops.parse_registry(data).languages[0].code == "sw"
+        assert parse_registry(data).languages[0].code == "sw"
         return
     assert field in error_of(data)
 
 
 def test_missing_or_malformed_registry_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
-        ops.load_registry(tmp_path / "nope.yaml")
+        load_registry(tmp_path / "nope.yaml")
     (tmp_path / "bad.yaml").write_text("languages: [code: sw", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid YAML"):
-        ops.load_registry(tmp_path / "bad.yaml")
+        load_registry(tmp_path / "bad.yaml")
 
 
 def test_run_config_merges_defaults_config_then_shorthand():
-    registry = ops.parse_registry(registry_data(
+    registry = parse_registry(registry_data(
         {"code": "ha", "lapt_steps": 9, "tokenizer_size": 12000, "methods": ["fvt"],
          "corpus": {"source": "local", "paths": ["/data/ha.txt"], "max_bytes": 1000},
          "config": {"lapt": {"steps": 7, "lr": 1e-4}, "source_model": "some/model"}},
@@ -90,8 +93,8 @@ def test_run_config_merges_defaults_config_then_shorthand():
 
 # ----------------------------------------------------------------------------------- plans
 def test_repository_registry_plans_two_deployments_per_language():
-    registry = ops.load_registry(REGISTRY)
-    plans = ops.plan_deployments(registry)
+    registry = load_registry(REGISTRY)
+    plans = plan_deployments(registry)
     codes = [entry.code for entry in registry.languages if entry.enabled]
     assert len(codes) >= 2 and len(plans) == 2 * len(codes)
     for code in codes:
@@ -111,33 +114,47 @@ def test_repository_registry_plans_two_deployments_per_language():
         assert trigger.parameters["checkpoint_uri"] == "{{ event.resource['focusflow.checkpoint.uri'] }}"
 
 
+def test_trigger_matches_the_event_lapt_emits_and_reads_its_uri():
+    """The trigger is planned from the same event definition that the LAPT task emits."""
+    from fnmatch import fnmatch
+
+    registry = parse_registry(registry_data({"code": "sw"}))
+    (trigger,) = next(p for p in plan_deployments(registry) if p.flow == "evaluate").triggers
+    uri = "s3://user:secret@bucket/store/lapt-checkpoint/abc"
+    resource = checkpoint_event_resource(uri, "sw")
+    assert all(fnmatch(resource[label], pattern) for label, pattern in trigger.match.items())
+    assert not fnmatch(checkpoint_event_resource(uri, "ha")["focusflow.language"], trigger.match["focusflow.language"])
+    label = trigger.parameters["checkpoint_uri"].split("'")[1]
+    assert resource[label] == "s3://bucket/store/lapt-checkpoint/abc"  # credentials never travel in events
+
+
 def test_pools_follow_the_budget_and_can_be_overridden():
-    registry = ops.parse_registry(registry_data(
+    registry = parse_registry(registry_data(
         {"code": "sw", "lapt_steps": 100}, {"code": "ha", "lapt_steps": 0},
         {"code": "yo", "lapt_steps": 100, "specialize_pool": "cpu", "evaluate_pool": "cpu"},
         {"code": "ig", "enabled": False}))
-    pools = {(p.flow, p.language): p.work_pool for p in ops.plan_deployments(registry)}
+    pools = {(p.flow, p.language): p.work_pool for p in plan_deployments(registry)}
     assert pools == {("specialize", "sw"): "t-gpu", ("evaluate", "sw"): "t-gpu",
                      ("specialize", "ha"): "t-cpu", ("evaluate", "ha"): "t-gpu",
                      ("specialize", "yo"): "t-cpu", ("evaluate", "yo"): "t-cpu"}
-    only = ops.plan_deployments(registry, cpu_pool="other-cpu", languages=["ha"])
+    only = plan_deployments(registry, cpu_pool="other-cpu", languages=["ha"])
     assert [(p.language, p.work_pool) for p in only] == [("ha", "other-cpu"), ("ha", "t-gpu")]
     with pytest.raises(ConfigError, match="not in the registry"):
-        ops.plan_deployments(registry, languages=["zu"])
+        plan_deployments(registry, languages=["zu"])
 
 
 def test_schedules_inherit_override_or_disable():
-    registry = ops.parse_registry(registry_data(
+    registry = parse_registry(registry_data(
         {"code": "sw"}, {"code": "ha", "reevaluate_cron": "30 2 * * 1"}, {"code": "yo", "reevaluate_cron": None},
         reevaluate={"cron": "0 5 * * *", "timezone": "Africa/Nairobi"}))
-    crons = {p.language: (p.cron, p.timezone) for p in ops.plan_deployments(registry) if p.flow == "evaluate"}
+    crons = {p.language: (p.cron, p.timezone) for p in plan_deployments(registry) if p.flow == "evaluate"}
     assert crons == {"sw": ("0 5 * * *", "Africa/Nairobi"), "ha": ("30 2 * * 1", "Africa/Nairobi"),
                      "yo": (None, "Africa/Nairobi")}
 
 
 def test_committed_prefect_yaml_is_generated_from_the_registry():
-    registry = ops.load_registry(REGISTRY)
-    expected = ops.render_prefect_yaml(registry, ops.plan_deployments(registry))
+    registry = load_registry(REGISTRY)
+    expected = render_prefect_yaml(registry, plan_deployments(registry))
     committed = (REPO / "deployments" / "prefect.yaml").read_text(encoding="utf-8")
     assert committed == expected, "regenerate: focusflow deploy --dry-run --write-prefect-yaml deployments/prefect.yaml"
     document = yaml.safe_load(committed)
@@ -178,7 +195,7 @@ def test_cli_reports_registry_errors_in_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_server_command_is_offline_and_uses_the_given_home(tmp_path):
-    argv, env = ops.server_command("127.0.0.1", 4321, home=tmp_path)
+    argv, env = server_command("127.0.0.1", 4321, home=tmp_path)
     assert argv[1:5] == ["-m", "prefect", "server", "start"]
     assert argv[argv.index("--port") + 1] == "4321" and "--analytics-off" in argv and "--ui" in argv
     assert env["DO_NOT_TRACK"] == "1" and env["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
@@ -207,14 +224,11 @@ def _runs_of(deployment_id: str) -> list:
 
 
 def _emit_checkpoint(uri: str, language: str) -> None:
-    from prefect.events import Event
-    from prefect.events.clients import get_events_client
+    """Through the emitter the LAPT task uses, then wait until the event has left this process."""
+    from prefect.events.worker import EventsWorker
 
-    async def emit() -> None:
-        async with get_events_client() as client:
-            await client.emit(Event(**ops.checkpoint_event_payload(uri, language)))
-
-    asyncio.run(emit())
+    assert emit_checkpoint_event(uri, language, step=10, metrics={"loss": 2.5}) is not None
+    EventsWorker.drain_all()
 
 
 def _wait_for_runs(deployment_id: str, count: int, timeout_s: float = 60) -> list:
@@ -234,7 +248,7 @@ def test_deploy_creates_pools_deployments_schedules_and_triggers(prefect_server,
     data = registry_data({"code": "sw", "lapt_steps": 50, "eval_suites": ["ner:masakhaner2:swa"]},
                          {"code": "ha", "lapt_steps": 0}, pools=pools, reevaluate={"cron": "15 3 * * *"})
     registry_file.write_text(yaml.safe_dump(data))
-    result = ops.deploy(registry_file)
+    result = deploy(registry_file)
 
     assert sorted(result.pools_created) == [f"{pools}-cpu", f"{pools}-gpu"]
     assert set(result.deployments) == {"stub-specialize-language/sw", "stub-evaluate-checkpoint/sw",
@@ -263,7 +277,7 @@ def test_deploy_creates_pools_deployments_schedules_and_triggers(prefect_server,
     # (same ids, still exactly one automation each); --prune removes a language taken out.
     data["languages"].append({"code": "yo", "lapt_steps": 0, "methods": ["focus", "mean"]})
     registry_file.write_text(yaml.safe_dump(data))
-    again = ops.deploy(registry_file)
+    again = deploy(registry_file)
     assert again.pools_created == []
     assert {k: v for k, v in again.deployments.items() if k.endswith(("/sw", "/ha"))} == result.deployments
     assert _read_back(again.deployments["stub-specialize-language/yo"])[0].parameters["config"]["init"] == {
@@ -272,14 +286,14 @@ def test_deploy_creates_pools_deployments_schedules_and_triggers(prefect_server,
 
     data["languages"] = [entry for entry in data["languages"] if entry["code"] != "ha"]
     registry_file.write_text(yaml.safe_dump(data))
-    pruned = ops.deploy(registry_file, prune=True)
+    pruned = deploy(registry_file, prune=True)
     assert "stub-specialize-language/ha" in pruned.pruned and "stub-evaluate-checkpoint/ha" in pruned.pruned
     assert not any(name.endswith("/sw") or name.endswith("/yo") for name in pruned.pruned)
 
 
 def test_checkpoint_event_starts_evaluation_of_that_checkpoint(prefect_server):
-    registry = ops.parse_registry(registry_data({"code": "sw"}, {"code": "ha"}, pools=f"ev-{uuid.uuid4().hex[:6]}"))
-    result = ops.apply_plans(registry, ops.plan_deployments(registry))
+    registry = parse_registry(registry_data({"code": "sw"}, {"code": "ha"}, pools=f"ev-{uuid.uuid4().hex[:6]}"))
+    result = apply_plans(registry, plan_deployments(registry))
     sw_eval = result.deployments["stub-evaluate-checkpoint/sw"]
     ha_eval = result.deployments["stub-evaluate-checkpoint/ha"]
     before_sw, before_ha = len(_runs_of(sw_eval)), len(_runs_of(ha_eval))
@@ -300,11 +314,11 @@ def test_prefect_deploy_with_the_generated_prefect_yaml(prefect_server, tmp_path
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterTags
 
     pools = f"py-{uuid.uuid4().hex[:6]}"
-    registry = ops.parse_registry(registry_data({"code": "zu", "lapt_steps": 3}, pools=pools))
+    registry = parse_registry(registry_data({"code": "zu", "lapt_steps": 3}, pools=pools))
     prefect_yaml = tmp_path / "prefect.yaml"
-    prefect_yaml.write_text(ops.render_prefect_yaml(registry, ops.plan_deployments(registry)))
+    prefect_yaml.write_text(render_prefect_yaml(registry, plan_deployments(registry)))
     for pool in (registry.work_pools.cpu, registry.work_pools.gpu):
-        ops.ensure_work_pool(pool)
+        ensure_work_pool(pool)
     env = {**os.environ, "PREFECT_API_URL": prefect_server.api_url, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all",
                            "--prefect-file", str(prefect_yaml)], cwd=REPO, env=env, capture_output=True,
@@ -376,9 +390,9 @@ def test_kubernetes_gpu_pool_template_is_accepted(prefect_server):
     placeholders = set(_re.findall(r"\{\{\s*(\w+)\s*\}\}", json.dumps(template["job_configuration"])))
     assert {"gpu_count", "image", "command"} <= placeholders <= set(template["variables"]["properties"])
     name = f"k8s-gpu-{uuid.uuid4().hex[:6]}"
-    spec = ops.WorkPoolSpec(name=name, type="kubernetes", base_job_template="work-pools/kubernetes-gpu.json")
-    assert ops.ensure_work_pool(spec, base_dir=REPO / "deployments") is True
-    assert ops.ensure_work_pool(spec, base_dir=REPO / "deployments") is False  # idempotent
+    spec = WorkPoolSpec(name=name, type="kubernetes", base_job_template="work-pools/kubernetes-gpu.json")
+    assert ensure_work_pool(spec, base_dir=REPO / "deployments") is True
+    assert ensure_work_pool(spec, base_dir=REPO / "deployments") is False  # idempotent
     with get_client(sync_client=True) as client:
         pool = client.read_work_pool(name)
     assert pool.type == "kubernetes"

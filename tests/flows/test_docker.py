@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from focusflow.deploy import load_registry
+from focusflow.orchestration.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"

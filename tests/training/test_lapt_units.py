@@ -8,9 +8,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from focusflow.corpus.io import read_texts
+from focusflow.models.lm_stats import IGNORE_INDEX, Masker, word_start_table
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu, peak_flops
-from focusflow.models.lm_stats import IGNORE_INDEX, Masker, word_start_table
 from focusflow.training.objective import LossModel
 
 

@@ -76,14 +76,8 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
 
     model_class = {"ner": AutoModelForTokenClassification, "nli": AutoModelForSequenceClassification,
                    "qa": AutoModelForQuestionAnswering}[kind]
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the new head is always "missing": its load report is noise here
-    try:
-        loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
-    finally:
-        hf_logging.set_verbosity(verbosity)
+    # the new head is always "missing": focusflow.logs drops that load report unless verbose
+    loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
     missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
     if missing:
         raise ValueError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "

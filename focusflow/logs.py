@@ -1,0 +1,64 @@
+"""Quiet by default: library messages that tell a focusflow user nothing are dropped at the logger
+that emits them, every other warning stays, and verbose mode shows everything.
+
+One policy for every entry point: the CLI root applies it (``--verbose``), the flows apply it when
+they start (a worker learns verbose mode from ``FOCUSFLOW_VERBOSE=1``). Filters attach to loggers
+by name, so this module imports neither torch, transformers nor Prefect, and works before they load.
+Warnings that come from our own calls are avoided where we make them instead (e.g. ``verbose=False``
+where whole documents are tokenized on purpose, for statistics or packing).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+
+VERBOSE_ENV = "FOCUSFLOW_VERBOSE"
+
+#: Logger name → fragments of the (unformatted) messages dropped from it unless verbose.
+NOISE: dict[str, tuple[str, ...]] = {
+    # transformers 5 logs a key-by-key LOAD REPORT as a warning whenever a checkpoint has keys the
+    # class does not use or lacks keys it has: focusflow loads bodies without heads and adds task heads
+    # on purpose, and checks the weights it needs itself (a wrong size still raises).
+    "transformers.modeling_utils": (" LOAD REPORT",),
+    # Prefect warns on every run of a task with ``timeout_seconds`` in a worker thread (the default
+    # task runner) that the timeout cannot interrupt blocking calls: our timeouts are day-long
+    # backstops, the warning says nothing about the run.
+    "prefect.task_runs": ("configured for this task, but the task is running in a worker thread",),
+}
+
+
+class NoiseFilter(logging.Filter):
+    """Drops records whose message template contains one of ``fragments``."""
+
+    def __init__(self, fragments: Iterable[str]) -> None:
+        super().__init__()
+        self.fragments = tuple(fragments)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        return not any(fragment in message for fragment in self.fragments)
+
+
+def is_verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def configure_output(verbose: bool | None = None) -> bool:
+    """Install the noise filters, or remove them when verbose; returns whether output is verbose.
+
+    ``verbose=None`` reads ``FOCUSFLOW_VERBOSE``; ``True`` also sets it, so that flows and child
+    processes started from here are verbose too. Idempotent.
+    """
+    if verbose is None:
+        verbose = is_verbose()
+    elif verbose:
+        os.environ[VERBOSE_ENV] = "1"
+    for name, fragments in NOISE.items():
+        logger = logging.getLogger(name)
+        for installed in [f for f in logger.filters if isinstance(f, NoiseFilter)]:
+            logger.removeFilter(installed)
+        if not verbose:
+            logger.addFilter(NoiseFilter(fragments))
+    return verbose

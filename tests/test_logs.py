@@ -1,0 +1,100 @@
+"""Quiet by default: library noise never reaches a log handler (what a user sees), ``--verbose`` shows it."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from focusflow.logs import NOISE, VERBOSE_ENV, NoiseFilter, configure_output
+from tests.tiny_models import sample_texts, save_tiny
+
+LOAD_REPORT = "LOAD REPORT"
+TOO_LONG = "sequence length is longer than the specified maximum"
+
+
+@pytest.fixture(autouse=True)
+def _restore_output_policy(monkeypatch):
+    monkeypatch.setenv(VERBOSE_ENV, "0")  # recorded, so that what a test sets is undone
+    monkeypatch.delenv(VERBOSE_ENV)
+    yield
+    for name in NOISE:
+        logger = logging.getLogger(name)
+        for installed in [f for f in logger.filters if isinstance(f, NoiseFilter)]:
+            logger.removeFilter(installed)
+
+
+@pytest.fixture(scope="module")
+def tiny_xlmr(tmp_path_factory) -> Path:
+    return save_tiny("xlmr", tmp_path_factory.mktemp("tiny") / "xlmr")
+
+
+def test_loading_a_body_prints_no_load_report_unless_verbose(tiny_xlmr, caplog):
+    """Our loader takes the encoder body of an MLM checkpoint: transformers reports the unused head."""
+    from focusflow.models.source import load_source
+
+    configure_output(verbose=False)
+    load_source(tiny_xlmr, with_head=False)
+    assert LOAD_REPORT not in caplog.text
+
+    configure_output(verbose=True)
+    load_source(tiny_xlmr, with_head=False)
+    assert LOAD_REPORT in caplog.text and "lm_head" in caplog.text
+
+
+def test_other_transformers_warnings_stay():
+    configure_output(verbose=False)
+    logger = logging.getLogger("transformers.modeling_utils")
+    kept = logging.makeLogRecord({"name": logger.name, "levelno": logging.WARNING, "msg": "This checkpoint seem corrupted."})
+    dropped = logging.makeLogRecord({"name": logger.name, "levelno": logging.WARNING,
+                                     "msg": "\x1b[1mBertModel LOAD REPORT\x1b[0m from: x\n..."})
+    assert logger.filter(kept) and not logger.filter(dropped)
+
+
+def test_tokenizing_long_documents_for_statistics_does_not_warn(tiny_xlmr, caplog):
+    """Unigram counts and tokenizer metrics read whole documents on purpose: no 'longer than maximum'."""
+    from transformers import AutoTokenizer
+
+    from focusflow.models.lm_stats import unigram_counts
+    from focusflow.tokenizer.metrics import _encode_batch
+
+    document = " ".join(sample_texts(40))
+    configure_output(verbose=True)  # silenced at the call, not by a filter: even verbose shows nothing
+
+    def short_tokenizer():
+        tokenizer = AutoTokenizer.from_pretrained(tiny_xlmr)
+        tokenizer.model_max_length = 16
+        return tokenizer
+
+    short_tokenizer()([document])  # the plain call warns: the case is real
+    assert TOO_LONG in caplog.text
+    caplog.clear()
+    assert unigram_counts(short_tokenizer(), [document]).sum() > 16
+    assert len(_encode_batch(_WithoutBackend(short_tokenizer()), [document])[0][0]) > 16
+    assert TOO_LONG not in caplog.text
+
+
+class _WithoutBackend:
+    """A tokenizer as metrics sees one without ``backend_tokenizer``: it falls back to ``__call__``."""
+
+    def __init__(self, tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def __call__(self, *args, **kwargs):
+        return self._tokenizer(*args, **kwargs)
+
+
+def test_cli_is_quiet_by_default_and_its_verbose_flag_reaches_flows(tmp_path):
+    from focusflow.cli import app
+
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    assert CliRunner().invoke(app, ["store", "ls", "--store", str(tmp_path)]).exit_code == 0
+    assert any(isinstance(f, NoiseFilter) for f in report_logger.filters)
+    assert VERBOSE_ENV not in os.environ
+
+    assert CliRunner().invoke(app, ["--verbose", "store", "ls", "--store", str(tmp_path)]).exit_code == 0
+    assert not any(isinstance(f, NoiseFilter) for f in report_logger.filters)
+    assert configure_output() is True  # what a flow started from this process applies
