@@ -18,8 +18,8 @@ from focusflow.cli import lapt as _lapt  # noqa: F401
 from focusflow.cli import models as _models  # noqa: F401
 from focusflow.cli import ops as _ops  # noqa: F401
 
-# Import order is registration order, which is the order of `focusflow --help`.
-from focusflow.cli import store as _store  # noqa: F401, I001
+# Import order (sorted by module) is registration order, which is the order of `focusflow --help`.
+from focusflow.cli import store as _store  # noqa: F401
 from focusflow.cli import transfer as _transfer  # noqa: F401
 from focusflow.cli.app import app
 
