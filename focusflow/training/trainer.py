@@ -318,7 +318,7 @@ class TrainingRun:
             log.info("held-out loss before %s: %.4f", self.name, initial)
         self._set_stage(start_step)
         batches = self._step_batches(start_step)
-        spent_before = state["seconds"]
+        spent_before, self.start_tokens = state["seconds"], state["tokens"]
         train_time, window_time, window_loss, window_count, window_tokens = 0.0, 0.0, 0.0, 0.0, 0
         last_metrics: dict[str, Any] = {}
         bar = self._progress_bar(start_step)
