@@ -234,15 +234,15 @@ def alignment_loss(student: torch.Tensor, teacher: torch.Tensor, word_sentence: 
 
 
 class AlignLoss(nn.Module):
-    """The student's side: ``forward(batch, teacher_vectors) -> summed alignment loss``."""
+    """The student's side: ``forward(inputs, word_sentence, n_texts, teacher_vectors) -> summed alignment loss``."""
 
     def __init__(self, body: nn.Module, layer: int, kind: str, sentence_weight: float):
         super().__init__()
         self.body, self.layer, self.kind, self.sentence_weight = body, layer, kind, sentence_weight
 
-    def forward(self, batch: AlignBatch, teacher: torch.Tensor) -> torch.Tensor:
-        student = word_states(self.body, self.layer, batch.target, batch.predicted)
-        return alignment_loss(student, teacher, batch.word_sentence, batch.n_texts, self.kind, self.sentence_weight)
+    def forward(self, inputs: SideBatch, word_sentence: torch.Tensor, n_texts: int, teacher: torch.Tensor) -> torch.Tensor:
+        student = word_states(self.body, self.layer, inputs, len(teacher))
+        return alignment_loss(student, teacher, word_sentence, n_texts, self.kind, self.sentence_weight)
 
 
 def exact_rows_from_report(model_dir: Path) -> np.ndarray | None:
@@ -374,10 +374,8 @@ class AlignRun(TrainingRun):
         return Prefetcher(iter(range(start_step, self.total_steps)), produce)
 
     def _micro_loss(self, module: nn.Module, batch: AlignBatch) -> torch.Tensor:
-        teacher = self._teacher(batch)
-        on_device = AlignBatch(batch.key, batch.source, batch.target.to(self.dist.device),
-                               batch.word_sentence.to(self.dist.device), batch.n_texts, batch.predicted, batch.tokens)
-        return module(on_device, teacher)
+        device = self.dist.device
+        return module(batch.target.to(device), batch.word_sentence.to(device), batch.n_texts, self._teacher(batch))
 
     def _step_size(self, micro_batches: list[AlignBatch]) -> tuple[int, int]:
         return sum(b.n_texts for b in micro_batches), sum(b.tokens for b in micro_batches)

@@ -191,6 +191,19 @@ def test_a_model_without_transfer_report_aligns_all_rows_within_a_time_budget(ti
     assert (tmp_path / "run" / "checkpoints" / "step-00000001").is_dir()
 
 
+def test_bf16_autocast_aligns_and_keeps_float32_weights(tiny_dirs, lapt_corpus, tmp_path):
+    """The CUDA default precision, exercised on CPU."""
+    rows = scrambled_copy(tiny_dirs("xlmr"), tmp_path / "init")
+    summary = align_embeddings(tmp_path / "init", tiny_dirs("xlmr"), lapt_corpus[0], tmp_path / "run",
+                               spec(steps=10, precision="bf16", eval_every=10), heldout_file=lapt_corpus[1],
+                               exact_rows=np.setdiff1d(np.arange(len(AutoTokenizer.from_pretrained(tmp_path / "init"))),
+                                                       rows))
+    assert summary["precision"] == "bfloat16" and summary["trainable_from"] == "rows not copied exactly (the given exact rows)"
+    assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] / 2, summary
+    weights = load_file(tmp_path / "run" / "final" / "model.safetensors")
+    assert weights["roberta.embeddings.word_embeddings.weight"].dtype == torch.float32
+
+
 def test_resume_from_a_middle_checkpoint_gives_the_uninterrupted_weights(aligned, lapt_corpus, tmp_path):
     """A run that died after its step-40 checkpoint (only that checkpoint is left) resumes to the same weights and
     metric history as the uninterrupted 80-step run."""
