@@ -33,9 +33,8 @@ from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.models.surgery import load_source
 from focusflow.training.data import SampleOrder
-from focusflow.training.flops import peak_flops
 from focusflow.training.loader import Prefetcher
-from focusflow.training.trainer import TrainingRun, _max_positions, resolve_precision
+from focusflow.training.trainer import TrainingRun, _max_positions
 from focusflow.training.wordpool import flat_word_index, pool_words, segment_mean, shared_words
 
 log = logging.getLogger(__name__)
@@ -335,10 +334,7 @@ class AlignRun(TrainingRun):
         self.stage1_steps = 0
         self.hf_model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
         self.loss_model = AlignLoss(self.hf_model.base_model, self.layer, spec.loss, spec.sentence_weight)
-        self.autocast_dtype, needs_scaler = resolve_precision(spec.precision, device)
-        self.scaler = torch.amp.GradScaler(device.type) if needs_scaler else None
-        self.flops_token, self.peak = None, peak_flops(device)
-        self.stage, self.ddp = None, None
+        self.flops_token = None
 
     def _trainable_rows(self, rows: int) -> tuple[np.ndarray, str]:
         if self.spec.trainable == "all":

@@ -126,7 +126,7 @@ class TrainingRun:
     bit-for-bit resume, held-out evaluation, progress bar, metrics and the final folder.
 
     A subclass supplies the objective and its data: ``_build_model`` (sets ``model``, ``hf_model``, ``loss_model``,
-    ``params``, ``stage_sets``, ``stage1_steps``, ``objective``, precision and FLOPs fields), ``_step_batches``,
+    ``params``, ``stage_sets``, ``stage1_steps``, ``objective`` and ``flops_token``), ``_step_batches``,
     ``_micro_loss``, ``_step_size``, ``evaluate`` and ``_summary``; its ``__init__`` prepares data and
     ``total_steps`` and then calls ``_start``. Batches carry ``predicted`` (the loss's normalizer).
     """
@@ -163,6 +163,11 @@ class TrainingRun:
             log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
 
         torch.manual_seed(spec.seed)
+        self.autocast_dtype, needs_scaler = resolve_precision(spec.precision, self.dist.device)
+        self.scaler = torch.amp.GradScaler(self.dist.device.type) if needs_scaler else None
+        self.peak = peak_flops(self.dist.device)
+        self.stage: str | None = None
+        self.ddp: nn.Module | None = None
         self._build_model()
         self._build_optimizer()
         if self.checkpoint is not None:
@@ -504,13 +509,8 @@ class _Run(TrainingRun):
         self.loss_model = LossModel(self.hf_model, self.objective, spec.masked_only_projection)
         if spec.compile:
             self.loss_model.compile_body()
-        self.autocast_dtype, needs_scaler = resolve_precision(spec.precision, self.dist.device)
-        self.scaler = torch.amp.GradScaler(self.dist.device.type) if needs_scaler else None
         self.flops_token = flops_per_token(self.hf_model, spec.seq_len, self.objective, self.loss_model.masked_only,
                                            spec.mlm_probability)
-        self.peak = peak_flops(self.dist.device)
-        self.stage = None
-        self.ddp: nn.Module | None = None
 
     # ---------------------------------------------------------------- data
     def _step_batches(self, start_step: int) -> Iterator[list[MicroBatch]]:
