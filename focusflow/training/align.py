@@ -56,14 +56,15 @@ class AlignSpec(BaseModel):
     sentence_weight: float = Field(default=0.0, ge=0, description="weight of the same loss between sentence vectors "
                                    "(mean of the sentence's word vectors)")
     steps: int = Field(default=300, ge=0, description="optimizer steps (replaced by tokens when that is set)")
-    tokens: int | None = Field(default=None, gt=0, description="budget in padded student tokens (whole batches)")
+    tokens: int | None = Field(default=None, gt=0, description="budget in tokens: tokens / batch_tokens steps, "
+                               "rounded up")
     seconds: float | None = Field(default=None, gt=0, description="stop once this much training time is spent; the "
                                   "step budget still caps the run and sets the learning-rate schedule")
     batch_tokens: int = Field(default=1024, ge=8, description="padded student tokens per batch (similar lengths together)")
     max_length: int = Field(default=128, ge=4, description="tokens per text on either side; words cut off are dropped")
     max_texts: int | None = Field(default=None, gt=0, description="training texts read from the corpus (None: all)")
-    heldout_texts: int = Field(default=64, ge=1, description="texts kept apart at the end of the training file for the "
-                               "held-out loss when no held-out file is given")
+    heldout_texts: int = Field(default=64, ge=1, description="texts of the held-out loss: the first of the held-out "
+                               "file, or without one the last of the training file (then not trained on)")
     lr: float = Field(default=2e-3, gt=0)
     adam_beta1: float = Field(default=0.9, ge=0, lt=1)
     adam_beta2: float = Field(default=0.999, ge=0, lt=1)
@@ -326,6 +327,8 @@ class AlignRun(TrainingRun):
 
         embeddings = self.hf_model.get_input_embeddings().weight
         self.trainable_rows, self.trainable_from = self._trainable_rows(len(embeddings))
+        if not self.trainable_rows.any():
+            log.warning("every embedding row of %s was copied exactly: align changes nothing", self.model_dir)
         if not self.trainable_rows.all():
             mask = torch.from_numpy(self.trainable_rows).to(device=device, dtype=embeddings.dtype)[:, None]
             embeddings.register_hook(lambda grad: grad * mask)

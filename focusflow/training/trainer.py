@@ -330,8 +330,8 @@ class TrainingRun:
         try:
             for step in range(start_step, self.total_steps):
                 self._set_stage(step)
-                step_batches = next(batches)
                 began = time.perf_counter()
+                step_batches = next(batches)
                 loss_sum, predicted = self._optimizer_step(step_batches)
                 elapsed = time.perf_counter() - began
                 samples, tokens = self._step_size(step_batches)
@@ -375,7 +375,7 @@ class TrainingRun:
             return False
         return self.dist.sum([float(self.state["seconds"] >= self.time_limit_s)])[0] > 0
 
-    def _optimizer_step(self, micro_batches: list[MicroBatch]) -> tuple[float, float]:
+    def _optimizer_step(self, micro_batches: list[Any]) -> tuple[float, float]:
         world = self.dist.world_size
         local = float(sum(mb.predicted for mb in micro_batches))
         total = self.dist.sum([local])[0]

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 from focusflow.corpus.io import read_texts
-from focusflow.training.align import AlignSpec, align_embeddings, first_layers
+from focusflow.training.align import AlignSpec, align_embeddings, first_layers, length_batches
 from focusflow.training.wordpool import flat_word_index, pool_words, shared_words, word_spans
 from tests.tiny_models import sample_texts, train_tokenizer
 
@@ -93,6 +93,14 @@ def test_pooling_is_the_mean_over_each_words_tokens():
     expected = torch.stack([hidden[0, 1:3].mean(0), hidden[0, 3], hidden[1, 0], hidden[1, 1:4].mean(0),
                             hidden[1, 4:6].mean(0)])
     torch.testing.assert_close(pooled, expected)
+
+
+def test_length_batches_cover_every_text_once_within_the_token_budget():
+    lengths = np.random.default_rng(0).integers(3, 60, size=200)
+    batches = length_batches(lengths, batch_tokens=256)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(200))
+    assert all(len(b) * lengths[b].max() <= 256 for b in batches)
+    assert length_batches(np.array([300, 5]), batch_tokens=256)[-1].tolist() == [0]  # a long text goes alone
 
 
 # ---------------------------------------------------------------- runs on tiny models
