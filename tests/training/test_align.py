@@ -21,8 +21,8 @@ from tests.tiny_models import sample_texts, train_tokenizer
 STRINGS = ["Habari, rafiki wangu!", "Kanawa 2024 tozi... mu?", "  spaces   around  ", "wa-zi (kuta)"]
 
 
-def reference_words(text: str, offsets: list[tuple[int, int]]) -> list[int]:
-    """Per token, the first whitespace word its span overlaps (-1: none), by plain loops."""
+def reference_spans(text: str) -> list[tuple[int, int]]:
+    """Whitespace-separated words, character by character."""
     spans, start = [], None
     for index, char in enumerate(text + " "):
         if not char.isspace() and start is None:
@@ -30,26 +30,23 @@ def reference_words(text: str, offsets: list[tuple[int, int]]) -> list[int]:
         elif char.isspace() and start is not None:
             spans.append((start, index))
             start = None
-    owners = []
-    for begin, end in offsets:
-        owner = next((w for w, (s, e) in enumerate(spans) if begin < e and end > s and end > begin), -1)
-        owners.append(owner)
-    return owners
+    return spans
 
 
-def reference_shared(text, source_offsets, target_offsets) -> tuple[list[int], list[int]]:
-    sides = [reference_words(text, offsets) for offsets in (source_offsets, target_offsets)]
-    n_words = len(text.split())
-    spans = [(m.start(), m.end()) for m in __import__("re").finditer(r"\S+", text)]
+def reference_shared(text: str, *sides_offsets: list[tuple[int, int]]) -> tuple[list[int], ...]:
+    """Per token and side, its shared word (-1: none), by plain loops over words and tokens."""
+    spans = reference_spans(text)
+    owners = [[next((w for w, (s, e) in enumerate(spans) if begin < e and end > s and end > begin), -1)
+               for begin, end in offsets] for offsets in sides_offsets]
     kept = []
-    for word in range(n_words):
+    for word, (_, word_end) in enumerate(spans):
         ok = True
-        for owners, offsets in zip(sides, (source_offsets, target_offsets)):
-            covered = max((e for (s, e), o in zip(offsets, owners) if o >= 0), default=0)
-            ok &= word in owners and spans[word][1] <= covered
+        for side, offsets in zip(owners, sides_offsets):
+            covered = max((e for (_, e), o in zip(offsets, side) if o >= 0), default=0)
+            ok = ok and word in side and word_end <= covered
         kept.append(ok)
-    compact = {w: i for i, w in enumerate(w for w in range(n_words) if kept[w])}
-    return tuple([compact.get(o, -1) if o >= 0 else -1 for o in owners] for owners in sides)
+    compact = {w: i for i, w in enumerate(w for w in range(len(spans)) if kept[w])}
+    return tuple([compact.get(o, -1) for o in side] for side in owners)
 
 
 def test_word_index_on_hand_made_offsets():
@@ -74,8 +71,10 @@ def test_word_index_on_hand_made_offsets():
 @pytest.mark.parametrize("families", [("xlmr", "gpt2"), ("bert", "llama")])
 def test_word_index_of_real_tokenizers_matches_a_per_word_reference(families):
     tokenizers = [train_tokenizer(family, sample_texts(300, seed=1), 200) for family in families]
-    for text in STRINGS:
-        offsets = [t(text, return_offsets_mapping=True)["offset_mapping"] for t in tokenizers]
+    for text, cut in [(text, cut) for text in STRINGS for cut in (None, 6)]:  # 6: the target side is truncated
+        offsets = [tokenizers[0](text, return_offsets_mapping=True)["offset_mapping"],
+                   tokenizers[1](text, return_offsets_mapping=True, truncation=cut is not None,
+                                 max_length=cut)["offset_mapping"]]
         words = shared_words(text, np.array(offsets[0]).reshape(-1, 2), np.array(offsets[1]).reshape(-1, 2))
         expected_source, expected_target = reference_shared(text, *offsets)
         assert words.source.tolist() == expected_source, (text, offsets[0])
