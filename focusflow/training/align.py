@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
@@ -247,6 +246,8 @@ class AlignLoss(nn.Module):
 
 def exact_rows_from_report(model_dir: Path) -> np.ndarray | None:
     """Target ids the initialization copied exactly, from its transfer report (None without one)."""
+    import pandas as pd
+
     report = Path(model_dir) / REPORT_FILE
     if not report.is_file():
         return None
