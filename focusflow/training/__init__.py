@@ -5,14 +5,18 @@ Launch on one machine: ``run_lapt(...)`` or ``focusflow lapt ...``. On N GPUs (a
 command, or by hand): ``torchrun --nproc_per_node N --no-python focusflow lapt ... --no-progress``; on
 several nodes add ``--nnodes/--node_rank/--rdzv_endpoint`` and give every node the same (shared) ``--out``.
 Every rank runs the same code; rank 0 tokenizes, writes checkpoints and the final model.
+
+``align_embeddings`` refines an initialized model's new embedding rows against the source model (word-pooled
+hidden states at one layer, body frozen) in the same training loop.
 """
 
 from focusflow.models.lm_stats import Masker
+from focusflow.training.align import AlignSpec, align_embeddings
 from focusflow.training.checkpoint import latest_checkpoint
 from focusflow.training.data import PackedSequences, pretokenize
 from focusflow.training.flops import flops_per_token, peak_flops
 from focusflow.training.objective import LossModel
 from focusflow.training.trainer import run_lapt
 
-__all__ = ["run_lapt", "latest_checkpoint", "pretokenize", "PackedSequences", "Masker", "LossModel",
-           "flops_per_token", "peak_flops"]
+__all__ = ["run_lapt", "align_embeddings", "AlignSpec", "latest_checkpoint", "pretokenize", "PackedSequences",
+           "Masker", "LossModel", "flops_per_token", "peak_flops"]

@@ -1,4 +1,5 @@
-"""``run_lapt``: language-adaptive pretraining of an initialized model on the target corpus.
+"""``run_lapt``: language-adaptive pretraining of an initialized model on the target corpus, and
+``TrainingRun``, the loop it runs in (other objectives, e.g. embedding alignment, subclass it).
 
 One entry point for one CPU, one GPU or ``torchrun`` (DDP, rank 0 writes). The recipe follows
 the FOCUS paper (Table 5): AdamW (0.9, 0.999, eps 1e-8), no weight decay, peak lr 5e-5, linear
@@ -39,10 +40,6 @@ from focusflow.training.monitor import plot_loss_curve, write_metrics_csv
 from focusflow.training.objective import LossModel, head_modules
 
 log = logging.getLogger(__name__)
-
-# Spec fields that may change between a run and its resumption without changing the trajectory.
-_RESUMABLE_CHANGES = {"steps", "samples", "tokens", "checkpoint_every", "keep_last", "eval_every", "log_every",
-                      "prefetch", "eval_sequences", "compile"}
 
 
 @dataclass
@@ -123,16 +120,334 @@ def load_model(folder: Path, attn_implementation: str) -> tuple[nn.Module, str]:
     return model, info.training_objective
 
 
-class _Run:
-    """State and steps of one LAPT run (a class only to keep ``run_lapt`` readable)."""
+class TrainingRun:
+    """The project's one training loop: budget, optimizer and schedule, stages, precision, atomic checkpoints and
+    bit-for-bit resume, held-out evaluation, progress bar, metrics and the final folder.
+
+    A subclass supplies the objective and its data: ``_build_model`` (sets ``model``, ``hf_model``, ``loss_model``,
+    ``params``, ``stage_sets``, ``stage1_steps``, ``objective`` and ``flops_token``), ``_step_batches``,
+    ``_micro_loss``, ``_step_size``, ``evaluate`` and ``_summary``; its ``__init__`` prepares data and
+    ``total_steps`` and then calls ``_start``. Batches carry ``predicted`` (the loss's normalizer).
+    """
+
+    name = "training"
+    # Spec fields that may change between a run and its resumption without changing the trajectory.
+    resumable_changes: frozenset[str] = frozenset({"steps", "checkpoint_every", "keep_last", "eval_every", "log_every"})
+    lora = False
+    time_limit_s: float | None = None  # stop once this much training time (over all sessions) is spent
+
+    def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
+                 progress: bool):
+        self.spec, self.out_dir, self.on_checkpoint, self.progress = spec, Path(out_dir), on_checkpoint, progress
+        self.dist = setup_distributed()
+
+    def _start(self, resume: bool) -> None:
+        """Find the resume point, then build model and optimizer and restore their state."""
+        spec = self.spec
+        self.checkpoint: Path | None = None
+        if self.dist.main:
+            ckpt.clean_partial(self.out_dir)
+            for leftover in self.out_dir.glob(".final.tmp-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+            if not resume and (self.out_dir / ckpt.CHECKPOINTS).exists():
+                log.warning("resume=False: discarding earlier checkpoints in %s", self.out_dir)
+                shutil.rmtree(self.out_dir / ckpt.CHECKPOINTS)
+        self.dist.barrier()
+        if resume:
+            self.checkpoint = ckpt.latest_checkpoint(self.out_dir)
+        self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "history": []}
+        if self.checkpoint is not None:
+            self.state = {"seconds": 0.0, **ckpt.load_trainer_state(self.checkpoint)}
+            self._check_compatible(self.state.get("spec", {}))
+            log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
+
+        torch.manual_seed(spec.seed)
+        self.autocast_dtype, needs_scaler = resolve_precision(spec.precision, self.dist.device)
+        self.scaler = torch.amp.GradScaler(self.dist.device.type) if needs_scaler else None
+        self.peak = peak_flops(self.dist.device)
+        self.stage: str | None = None
+        self.ddp: nn.Module | None = None
+        self._build_model()
+        self._build_optimizer()
+        if self.checkpoint is not None:
+            self._restore_training_state()
+
+    # ---------------------------------------------------------------- the objective (subclasses)
+    def _build_model(self) -> None:
+        raise NotImplementedError
+
+    def _step_batches(self, start_step: int) -> Iterator[list[Any]]:
+        """Each optimizer step's micro-batches from ``start_step`` on (a function of the step: resume needs no state)."""
+        raise NotImplementedError
+
+    def _micro_loss(self, module: nn.Module, batch: Any) -> torch.Tensor:
+        """The summed loss of one micro-batch (normalized by the step's total ``predicted``)."""
+        raise NotImplementedError
+
+    def _step_size(self, micro_batches: list[Any]) -> tuple[int, int]:
+        """(samples, tokens) one step consumed, for the budget counters."""
+        raise NotImplementedError
+
+    def evaluate(self) -> float:
+        """The held-out loss."""
+        raise NotImplementedError
+
+    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- setup
+    def _check_compatible(self, saved: dict[str, Any]) -> None:
+        current = self.spec.model_dump(mode="json")
+        changed = sorted(k for k in current if k not in self.resumable_changes and saved.get(k) != current[k])
+        if changed:
+            raise ValueError(f"{self.out_dir} holds a run with different settings ({', '.join(changed)}); "
+                             "use a new out_dir or resume=False")
+        if self.spec.total_steps != type(self.spec).model_validate(saved).total_steps:
+            log.warning("the budget changed since the checkpoint: the learning-rate schedule changes with it")
+
+    def _build_optimizer(self) -> None:
+        from transformers import get_scheduler
+
+        spec = self.spec
+        groups = self._param_groups()
+        fused = self.dist.device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
+        self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=(spec.adam_beta1, spec.adam_beta2),
+                                           eps=spec.adam_epsilon, fused=fused or None)
+        name = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}[spec.schedule]
+        self.scheduler = get_scheduler(name, self.optimizer, num_warmup_steps=round(spec.warmup_fraction * self.total_steps),
+                                       num_training_steps=self.total_steps)
+
+    def _param_groups(self) -> list[dict[str, Any]]:
+        """AdamW groups: weight decay on matrices only."""
+        decay = [p for p in self.params if p.dim() >= 2]
+        no_decay = [p for p in self.params if p.dim() < 2]
+        return [{"params": decay, "weight_decay": self.spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+    def _restore_training_state(self) -> None:
+        if self.lora:
+            from safetensors.torch import load_file
+
+            trainable = load_file(self.checkpoint / ckpt.TRAINER_DIR / "trainable.safetensors")
+            missing = set(trainable) - {n for n, _ in self.hf_model.named_parameters()}
+            if missing:
+                raise ValueError(f"checkpoint {self.checkpoint} does not match the LoRA model: {sorted(missing)[:3]}")
+            self.hf_model.load_state_dict(trainable, strict=False)
+        self.optimizer.load_state_dict(ckpt.load_tensors(self.checkpoint, "optimizer"))
+        self.scheduler.load_state_dict(ckpt.load_tensors(self.checkpoint, "scheduler"))
+        if self.scaler is not None and (scaler := ckpt.load_tensors(self.checkpoint, "scaler")) is not None:
+            self.scaler.load_state_dict(scaler)
+        rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}") or ckpt.load_tensors(self.checkpoint, "rng")
+        if rng is not None:
+            ckpt.set_rng_state(rng)
+
+    def _set_stage(self, step: int) -> None:
+        stage = "embeddings" if step < self.stage1_steps else "full"
+        if stage == self.stage:
+            return
+        trainable = self.stage_sets[stage]
+        for parameter in self.hf_model.parameters():
+            parameter.requires_grad_(id(parameter) in trainable)
+        self.stage = stage
+        if self.dist.world_size > 1:  # DDP registers gradient hooks for the trainable set at construction
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = None if self.dist.device.type == "cpu" else [self.dist.device.index]
+            self.ddp = DistributedDataParallel(self.loss_model, device_ids=ids)
+        log.info("%s stage %r from step %d: %d trainable tensors", self.name, stage, step,
+                 sum(p.requires_grad for p in self.hf_model.parameters()))
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.dist.device.type, dtype=self.autocast_dtype)
+
+    # ---------------------------------------------------------------- saving
+    def _write_hf_folder(self, folder: Path) -> None:
+        if self.lora:
+            merged = copy.deepcopy(self.model).merge_and_unload()
+            merged.save_pretrained(folder)
+            del merged
+        else:
+            self.hf_model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+
+    def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
+        rng = ckpt.rng_state()
+        if self.dist.world_size > 1:
+            gathered: list[Any] = [None] * self.dist.world_size
+            dist.all_gather_object(gathered, {k: v.tolist() if torch.is_tensor(v) else [t.tolist() for t in v]
+                                              for k, v in rng.items()})
+        folder = None
+        if self.dist.main:
+            tensors: dict[str, dict[str, Any]] = {"optimizer": self.optimizer.state_dict(),
+                                                  "scheduler": self.scheduler.state_dict(), "rng": rng}
+            if self.dist.world_size > 1:
+                for rank, state in enumerate(gathered):
+                    tensors[f"rng-rank{rank}"] = {
+                        "cpu": torch.tensor(state["cpu"], dtype=torch.uint8),
+                        **({"cuda": [torch.tensor(t, dtype=torch.uint8) for t in state["cuda"]]} if "cuda" in state else {}),
+                    }
+            if self.scaler is not None:
+                tensors["scaler"] = self.scaler.state_dict()
+
+            def write_model(target: Path) -> None:
+                self._write_hf_folder(target)
+                if self.lora:
+                    from safetensors.torch import save_file
+
+                    (target / ckpt.TRAINER_DIR).mkdir(exist_ok=True)
+                    trainable = {n: p.detach().cpu().contiguous() for n, p in self.hf_model.named_parameters()
+                                 if id(p) in self.stage_sets["full"] | self.stage_sets["embeddings"]}
+                    save_file(trainable, target / ckpt.TRAINER_DIR / "trainable.safetensors")
+
+            trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history")}
+            trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.objective, stage=self.stage,
+                                 world_size=self.dist.world_size)
+            folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)
+            write_metrics_csv(self.state["history"], self.out_dir / "metrics.csv")
+            if self.on_checkpoint is not None:
+                self.on_checkpoint(folder, step, metrics)
+        self.dist.barrier()
+        return folder
+
+    # ---------------------------------------------------------------- training
+    def train(self) -> dict[str, Any]:
+        spec, state = self.spec, self.state
+        start_step = state["step"]
+        resumed_from = str(self.checkpoint) if self.checkpoint is not None else None
+        history = state["history"]
+        if start_step == 0 and not history:
+            initial = self.evaluate()
+            history.append({"step": 0, "samples": 0, "tokens": 0, "heldout_loss": initial})
+            log.info("held-out loss before %s: %.4f", self.name, initial)
+        self._set_stage(start_step)
+        batches = self._step_batches(start_step)
+        spent_before, self.start_tokens = state["seconds"], state["tokens"]
+        train_time, window_time, window_loss, window_count, window_tokens = 0.0, 0.0, 0.0, 0.0, 0
+        last_metrics: dict[str, Any] = {}
+        bar = self._progress_bar(start_step)
+        try:
+            for step in range(start_step, self.total_steps):
+                self._set_stage(step)
+                began = time.perf_counter()
+                step_batches = next(batches)
+                loss_sum, predicted = self._optimizer_step(step_batches)
+                elapsed = time.perf_counter() - began
+                samples, tokens = self._step_size(step_batches)
+                train_time, window_time, window_tokens = train_time + elapsed, window_time + elapsed, window_tokens + tokens
+                window_loss, window_count = window_loss + loss_sum, window_count + predicted
+                state["step"], state["samples"], state["tokens"] = step + 1, state["samples"] + samples, \
+                    state["tokens"] + tokens
+                state["seconds"] = spent_before + train_time
+                done = step + 1
+                last = done == self.total_steps or self._out_of_time()
+                row: dict[str, Any] | None = None
+                if done % spec.log_every == 0 or done % spec.eval_every == 0 or done % spec.checkpoint_every == 0 or last:
+                    loss_total, count = self.dist.sum([window_loss, window_count])
+                    speed = window_tokens / max(window_time, 1e-9)
+                    row = {"step": done, "samples": state["samples"], "tokens": state["tokens"],
+                           "train_loss": loss_total / max(count, 1.0), "lr": self.scheduler.get_last_lr()[0],
+                           "tokens_per_s": speed, "mfu": mfu(speed, self.flops_token, self.peak),
+                           "elapsed_s": round(train_time, 3)}
+                    window_time, window_loss, window_count, window_tokens = 0.0, 0.0, 0.0, 0
+                    if done % spec.eval_every == 0 or last:
+                        row["heldout_loss"] = self.evaluate()
+                    history.append(row)
+                    last_metrics = row
+                    log.info("step %d/%d %s", done, self.total_steps,
+                             " ".join(f"{k}={v:.4g}" for k, v in row.items() if isinstance(v, float)))
+                if bar is not None:
+                    bar[0].update(bar[1], completed=done, loss=last_metrics.get("train_loss", float("nan")))
+                if done % spec.checkpoint_every == 0 or last:
+                    self._save_checkpoint(done, last_metrics)
+                if last:
+                    break
+        finally:
+            batches.close()
+            if bar is not None:
+                bar[0].stop()
+        return self._finish(train_time, start_step, resumed_from)
+
+    def _out_of_time(self) -> bool:
+        """Whether the time budget is spent (decided together on all ranks)."""
+        if self.time_limit_s is None:
+            return False
+        return self.dist.sum([float(self.state["seconds"] >= self.time_limit_s)])[0] > 0
+
+    def _optimizer_step(self, micro_batches: list[Any]) -> tuple[float, float]:
+        world = self.dist.world_size
+        local = float(sum(mb.predicted for mb in micro_batches))
+        total = self.dist.sum([local])[0]
+        module = self.ddp if self.ddp is not None else self.loss_model
+        loss_total = torch.zeros((), device=self.dist.device)
+        for index, mb in enumerate(micro_batches):
+            sync = index == len(micro_batches) - 1 or self.ddp is None
+            with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
+                with self._autocast():
+                    loss_sum = self._micro_loss(module, mb)
+                # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
+                scaled = loss_sum * (world / max(total, 1.0))
+                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+            loss_total += loss_sum.detach()
+        trainable = [p for p in self.params if p.requires_grad]
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(trainable, self.spec.grad_clip)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(loss_total), local
+
+    def _progress_bar(self, start_step: int):
+        if not (self.progress and self.dist.main):
+            return None
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        progress = Progress(TextColumn(self.name), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.3f}"),
+                            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        task = progress.add_task(self.name, total=self.total_steps, completed=start_step, loss=float("nan"))
+        progress.start()
+        return progress, task
+
+    def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        summary = self._summary(train_time, start_step, resumed_from)
+        history = self.state["history"]
+        if self.dist.main:
+            with atomic_folder(self.out_dir / "final") as staging:
+                self._write_hf_folder(staging)
+            write_metrics_csv(history, self.out_dir / "metrics.csv")
+            plot_loss_curve(history, self.out_dir / "loss_curve.png", title=f"{self.name} ({self.objective})")
+            atomic_write(self.out_dir / "summary.json", json.dumps(summary, indent=2))
+        self.dist.barrier()
+        return summary
+
+
+class _Run(TrainingRun):
+    """One LAPT run: packed pre-tokenized sequences, MLM or CLM, two-stage and LoRA (a class only to keep
+    ``run_lapt`` readable)."""
+
+    name = "LAPT"
+    resumable_changes = frozenset({"steps", "samples", "tokens", "checkpoint_every", "keep_last", "eval_every",
+                                   "log_every", "prefetch", "eval_sequences", "compile"})
 
     def __init__(self, model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
                  on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
         from transformers import AutoTokenizer
 
-        self.spec, self.out_dir, self.on_checkpoint, self.progress = spec, Path(out_dir), on_checkpoint, progress
+        super().__init__(spec, out_dir, on_checkpoint, progress)
         self.model_dir = Path(model_dir)
-        self.dist = setup_distributed()
+        self.lora = spec.lora
         self.total_steps = spec.total_steps
         if self.total_steps <= 0:
             raise ValueError("the LAPT budget is zero: set lapt.steps, lapt.samples or lapt.tokens")
@@ -160,40 +475,7 @@ class _Run:
         if len(self.heldout_data) == 0:
             raise ValueError(f"held-out corpus {heldout} has fewer than seq_len={spec.seq_len} tokens")
         self.order = SampleOrder(len(self.train_data), spec.seed)
-
-        # Resume point.
-        self.checkpoint: Path | None = None
-        if self.dist.main:
-            ckpt.clean_partial(self.out_dir)
-            for leftover in self.out_dir.glob(".final.tmp-*"):
-                shutil.rmtree(leftover, ignore_errors=True)
-            if not resume and (self.out_dir / ckpt.CHECKPOINTS).exists():
-                log.warning("resume=False: discarding earlier checkpoints in %s", self.out_dir)
-                shutil.rmtree(self.out_dir / ckpt.CHECKPOINTS)
-        self.dist.barrier()
-        if resume:
-            self.checkpoint = ckpt.latest_checkpoint(self.out_dir)
-        self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "history": []}
-        if self.checkpoint is not None:
-            self.state = ckpt.load_trainer_state(self.checkpoint)
-            self._check_compatible(self.state.get("spec", {}))
-            log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
-
-        torch.manual_seed(spec.seed)
-        self._build_model()
-        self._build_optimizer()
-        if self.checkpoint is not None:
-            self._restore_training_state()
-
-    # ---------------------------------------------------------------- setup
-    def _check_compatible(self, saved: dict[str, Any]) -> None:
-        current = self.spec.model_dump(mode="json")
-        changed = sorted(k for k in current if k not in _RESUMABLE_CHANGES and saved.get(k) != current[k])
-        if changed:
-            raise ValueError(f"{self.out_dir} holds a run with different settings ({', '.join(changed)}); "
-                             "use a new out_dir or resume=False")
-        if self.spec.total_steps != LaptSpec.model_validate(saved).total_steps:
-            log.warning("the budget changed since the checkpoint: the learning-rate schedule changes with it")
+        self._start(resume)
 
     def _build_model(self) -> None:
         spec = self.spec
@@ -227,60 +509,8 @@ class _Run:
         self.loss_model = LossModel(self.hf_model, self.objective, spec.masked_only_projection)
         if spec.compile:
             self.loss_model.compile_body()
-        self.autocast_dtype, needs_scaler = resolve_precision(spec.precision, self.dist.device)
-        self.scaler = torch.amp.GradScaler(self.dist.device.type) if needs_scaler else None
         self.flops_token = flops_per_token(self.hf_model, spec.seq_len, self.objective, self.loss_model.masked_only,
                                            spec.mlm_probability)
-        self.peak = peak_flops(self.dist.device)
-        self.stage = None
-        self.ddp: nn.Module | None = None
-
-    def _build_optimizer(self) -> None:
-        from transformers import get_scheduler
-
-        spec = self.spec
-        decay = [p for p in self.params if p.dim() >= 2]
-        no_decay = [p for p in self.params if p.dim() < 2]
-        groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        fused = self.dist.device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
-        self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=(spec.adam_beta1, spec.adam_beta2),
-                                           eps=spec.adam_epsilon, fused=fused or None)
-        name = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}[spec.schedule]
-        self.scheduler = get_scheduler(name, self.optimizer, num_warmup_steps=round(spec.warmup_fraction * self.total_steps),
-                                       num_training_steps=self.total_steps)
-
-    def _restore_training_state(self) -> None:
-        if self.spec.lora:
-            from safetensors.torch import load_file
-
-            trainable = load_file(self.checkpoint / ckpt.TRAINER_DIR / "trainable.safetensors")
-            missing = set(trainable) - {n for n, _ in self.hf_model.named_parameters()}
-            if missing:
-                raise ValueError(f"checkpoint {self.checkpoint} does not match the LoRA model: {sorted(missing)[:3]}")
-            self.hf_model.load_state_dict(trainable, strict=False)
-        self.optimizer.load_state_dict(ckpt.load_tensors(self.checkpoint, "optimizer"))
-        self.scheduler.load_state_dict(ckpt.load_tensors(self.checkpoint, "scheduler"))
-        if self.scaler is not None and (scaler := ckpt.load_tensors(self.checkpoint, "scaler")) is not None:
-            self.scaler.load_state_dict(scaler)
-        rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}") or ckpt.load_tensors(self.checkpoint, "rng")
-        if rng is not None:
-            ckpt.set_rng_state(rng)
-
-    def _set_stage(self, step: int) -> None:
-        stage = "embeddings" if step < self.stage1_steps else "full"
-        if stage == self.stage:
-            return
-        trainable = self.stage_sets[stage]
-        for parameter in self.hf_model.parameters():
-            parameter.requires_grad_(id(parameter) in trainable)
-        self.stage = stage
-        if self.dist.world_size > 1:  # DDP registers gradient hooks for the trainable set at construction
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = None if self.dist.device.type == "cpu" else [self.dist.device.index]
-            self.ddp = DistributedDataParallel(self.loss_model, device_ids=ids)
-        log.info("LAPT stage %r from step %d: %d trainable tensors", stage, step,
-                 sum(p.requires_grad for p in self.hf_model.parameters()))
 
     # ---------------------------------------------------------------- data
     def _step_batches(self, start_step: int) -> Iterator[list[MicroBatch]]:
@@ -293,11 +523,6 @@ class _Run:
                     for s in micro_ranges]
 
         return Prefetcher(ranges, produce, depth=spec.prefetch)
-
-    def _autocast(self):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.dist.device.type, dtype=self.autocast_dtype)
 
     # ---------------------------------------------------------------- evaluation
     @torch.no_grad()
@@ -326,158 +551,18 @@ class _Run:
         loss_sum, n = self.dist.sum([float(total), float(predicted)])
         return loss_sum / max(n, 1.0)
 
-    # ---------------------------------------------------------------- saving
-    def _write_hf_folder(self, folder: Path) -> None:
-        if self.spec.lora:
-            merged = copy.deepcopy(self.model).merge_and_unload()
-            merged.save_pretrained(folder)
-            del merged
-        else:
-            self.hf_model.save_pretrained(folder)
-        self.tokenizer.save_pretrained(folder)
+    def _micro_loss(self, module: nn.Module, mb: MicroBatch) -> torch.Tensor:
+        device = self.dist.device
+        input_ids = mb.input_ids.to(device, non_blocking=True)
+        labels = mb.labels.to(device, non_blocking=True) if mb.labels is not None else None
+        positions = mb.positions.to(device, non_blocking=True) if mb.positions is not None else None
+        loss_sum, _ = module(input_ids, labels, positions)
+        return loss_sum
 
-    def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
-        rng = ckpt.rng_state()
-        if self.dist.world_size > 1:
-            gathered: list[Any] = [None] * self.dist.world_size
-            dist.all_gather_object(gathered, {k: v.tolist() if torch.is_tensor(v) else [t.tolist() for t in v]
-                                              for k, v in rng.items()})
-        folder = None
-        if self.dist.main:
-            tensors: dict[str, dict[str, Any]] = {"optimizer": self.optimizer.state_dict(),
-                                                  "scheduler": self.scheduler.state_dict(), "rng": rng}
-            if self.dist.world_size > 1:
-                for rank, state in enumerate(gathered):
-                    tensors[f"rng-rank{rank}"] = {
-                        "cpu": torch.tensor(state["cpu"], dtype=torch.uint8),
-                        **({"cuda": [torch.tensor(t, dtype=torch.uint8) for t in state["cuda"]]} if "cuda" in state else {}),
-                    }
-            if self.scaler is not None:
-                tensors["scaler"] = self.scaler.state_dict()
+    def _step_size(self, micro_batches: list[MicroBatch]) -> tuple[int, int]:
+        return self.spec.batch_size, self.spec.batch_size * self.spec.seq_len
 
-            def write_model(target: Path) -> None:
-                self._write_hf_folder(target)
-                if self.spec.lora:
-                    from safetensors.torch import save_file
-
-                    (target / ckpt.TRAINER_DIR).mkdir(exist_ok=True)
-                    trainable = {n: p.detach().cpu().contiguous() for n, p in self.hf_model.named_parameters()
-                                 if id(p) in self.stage_sets["full"] | self.stage_sets["embeddings"]}
-                    save_file(trainable, target / ckpt.TRAINER_DIR / "trainable.safetensors")
-
-            trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "history")}
-            trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.objective, stage=self.stage,
-                                 world_size=self.dist.world_size)
-            folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)
-            write_metrics_csv(self.state["history"], self.out_dir / "metrics.csv")
-            if self.on_checkpoint is not None:
-                self.on_checkpoint(folder, step, metrics)
-        self.dist.barrier()
-        return folder
-
-    # ---------------------------------------------------------------- training
-    def train(self) -> dict[str, Any]:
-        spec, state = self.spec, self.state
-        start_step = state["step"]
-        resumed_from = str(self.checkpoint) if self.checkpoint is not None else None
-        history = state["history"]
-        if start_step == 0 and not history:
-            initial = self.evaluate()
-            history.append({"step": 0, "samples": 0, "tokens": 0, "heldout_loss": initial})
-            log.info("held-out loss before LAPT: %.4f", initial)
-        self._set_stage(start_step)
-        tokens_per_step = spec.batch_size * spec.seq_len
-        batches = self._step_batches(start_step)
-        train_time, window_time, window_loss, window_count, window_steps = 0.0, 0.0, 0.0, 0.0, 0
-        last_metrics: dict[str, Any] = {}
-        bar = self._progress_bar(start_step)
-        try:
-            for step in range(start_step, self.total_steps):
-                self._set_stage(step)
-                began = time.perf_counter()
-                loss_sum, predicted = self._optimizer_step(next(batches))
-                elapsed = time.perf_counter() - began
-                train_time, window_time = train_time + elapsed, window_time + elapsed
-                window_loss, window_count, window_steps = window_loss + loss_sum, window_count + predicted, window_steps + 1
-                state["step"], state["samples"], state["tokens"] = step + 1, state["samples"] + spec.batch_size, \
-                    state["tokens"] + tokens_per_step
-                done = step + 1
-                last = done == self.total_steps
-                row: dict[str, Any] | None = None
-                if done % spec.log_every == 0 or done % spec.eval_every == 0 or done % spec.checkpoint_every == 0 or last:
-                    loss_total, count = self.dist.sum([window_loss, window_count])
-                    speed = window_steps * tokens_per_step / max(window_time, 1e-9)
-                    row = {"step": done, "samples": state["samples"], "tokens": state["tokens"],
-                           "train_loss": loss_total / max(count, 1.0), "lr": self.scheduler.get_last_lr()[0],
-                           "tokens_per_s": speed, "mfu": mfu(speed, self.flops_token, self.peak),
-                           "elapsed_s": round(train_time, 3)}
-                    window_time, window_loss, window_count, window_steps = 0.0, 0.0, 0.0, 0
-                    if done % spec.eval_every == 0 or last:
-                        row["heldout_loss"] = self.evaluate()
-                    history.append(row)
-                    last_metrics = row
-                    log.info("step %d/%d %s", done, self.total_steps,
-                             " ".join(f"{k}={v:.4g}" for k, v in row.items() if isinstance(v, float)))
-                if bar is not None:
-                    bar[0].update(bar[1], completed=done, loss=last_metrics.get("train_loss", float("nan")))
-                if done % spec.checkpoint_every == 0 or last:
-                    self._save_checkpoint(done, last_metrics)
-        finally:
-            batches.close()
-            if bar is not None:
-                bar[0].stop()
-        return self._finish(train_time, start_step, resumed_from)
-
-    def _optimizer_step(self, micro_batches: list[MicroBatch]) -> tuple[float, float]:
-        device, world = self.dist.device, self.dist.world_size
-        local = float(sum(mb.predicted for mb in micro_batches))
-        total = self.dist.sum([local])[0]
-        module = self.ddp if self.ddp is not None else self.loss_model
-        loss_total = torch.zeros((), device=device)
-        for index, mb in enumerate(micro_batches):
-            sync = index == len(micro_batches) - 1 or self.ddp is None
-            with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
-                input_ids = mb.input_ids.to(device, non_blocking=True)
-                labels = mb.labels.to(device, non_blocking=True) if mb.labels is not None else None
-                positions = mb.positions.to(device, non_blocking=True) if mb.positions is not None else None
-                with self._autocast():
-                    loss_sum, _ = module(input_ids, labels, positions)
-                # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
-                scaled = loss_sum * (world / max(total, 1.0))
-                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
-            loss_total += loss_sum.detach()
-        trainable = [p for p in self.params if p.requires_grad]
-        if self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(trainable, self.spec.grad_clip)
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return float(loss_total), local
-
-    def _progress_bar(self, start_step: int):
-        if not (self.progress and self.dist.main):
-            return None
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        progress = Progress(TextColumn("LAPT"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.3f}"),
-                            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-        task = progress.add_task("lapt", total=self.total_steps, completed=start_step, loss=float("nan"))
-        progress.start()
-        return progress, task
-
-    def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         spec, state = self.spec, self.state
         history = state["history"]
         heldout = [r["heldout_loss"] for r in history if r.get("heldout_loss") is not None]
@@ -497,13 +582,6 @@ class _Run:
             "two_stage_embedding_steps": self.stage1_steps, "resumed_from": resumed_from,
             "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final"),
         }
-        if self.dist.main:
-            with atomic_folder(self.out_dir / "final") as staging:
-                self._write_hf_folder(staging)
-            write_metrics_csv(history, self.out_dir / "metrics.csv")
-            plot_loss_curve(history, self.out_dir / "loss_curve.png", title=f"LAPT ({self.objective})")
-            atomic_write(self.out_dir / "summary.json", json.dumps(summary, indent=2))
-        self.dist.barrier()
         return summary
 
 

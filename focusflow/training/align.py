@@ -1,0 +1,446 @@
+"""``align_embeddings``: refine an initialized model's new embedding rows so that, on training text, its hidden
+states at layer L pooled per word match what the source model computes for the same words with its own tokenizer
+(the idea of Token Distillation, Dobler et al., and of MATT/AIM, which aligns the first third of the layers).
+
+Why: the source model is a teacher every user already holds, and matching its contextual word representations
+needs neither labels nor a GPU-scale LAPT. The transformer body is frozen; trained are the input-embedding rows
+that the initialization did not copy exactly (read from its ``transfer_report.parquet``; ``trainable="all"`` or a
+model without a report trains every row). Output layers keep their values: untied output embeddings and the MLM
+output bias receive no gradient from this objective. Teacher word vectors are computed once per batch of texts and
+kept in memory; both models run only their first L layers. The run is a ``TrainingRun``: the same checkpoints,
+resume, precision, progress bar and held-out loss as LAPT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from focusflow.corpus.io import read_texts
+from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
+from focusflow.models.loading import load_source
+from focusflow.training.data import SampleOrder
+from focusflow.training.loader import Prefetcher
+from focusflow.training.trainer import TrainingRun, _max_positions
+from focusflow.training.wordpool import flat_word_index, pool_words, segment_mean, shared_words
+
+log = logging.getLogger(__name__)
+
+EXACT_FATES = frozenset({"copied_exact", "copied_special", "kept"})
+_TOKENIZE_CHUNK = 1000
+
+
+class AlignSpec(BaseModel):
+    """Embedding alignment to the source model after initialization (``init.refine = "align"``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    layer: int | None = Field(default=None, ge=1, description="layer whose word-pooled hidden states are matched; "
+                              "None: a third of the depth, rounded up")
+    trainable: Literal["non-exact", "all"] = Field(default="non-exact", description="embedding rows trained: those "
+                                                   "the initialization did not copy exactly, or all")
+    loss: Literal["cosine", "mse"] = Field(default="cosine", description="per word: 1 - cosine, or mean squared error")
+    sentence_weight: float = Field(default=0.0, ge=0, description="weight of the same loss between sentence vectors "
+                                   "(mean of the sentence's word vectors)")
+    steps: int = Field(default=300, ge=0, description="optimizer steps (replaced by tokens when that is set)")
+    tokens: int | None = Field(default=None, gt=0, description="budget in tokens: tokens / batch_tokens steps, "
+                               "rounded up")
+    seconds: float | None = Field(default=None, gt=0, description="stop once this much training time is spent; the "
+                                  "step budget still caps the run and sets the learning-rate schedule")
+    batch_tokens: int = Field(default=1024, ge=8, description="padded student tokens per batch (similar lengths together)")
+    max_length: int = Field(default=128, ge=4, description="tokens per text on either side; words cut off are dropped")
+    max_texts: int | None = Field(default=None, gt=0, description="training texts read from the corpus (None: all)")
+    heldout_texts: int = Field(default=64, ge=1, description="texts of the held-out loss: the first of the held-out "
+                               "file, or without one the last of the training file (then not trained on)")
+    lr: float = Field(default=2e-3, gt=0)
+    adam_beta1: float = Field(default=0.9, ge=0, lt=1)
+    adam_beta2: float = Field(default=0.999, ge=0, lt=1)
+    adam_epsilon: float = Field(default=1e-8, gt=0)
+    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
+    schedule: Literal["constant", "cosine", "linear"] = "constant"
+    grad_clip: float = Field(default=1.0, gt=0)
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    cache_dtype: Literal["float16", "float32"] = Field(default="float16", description="teacher word vectors in memory")
+    checkpoint_every: int = Field(default=100, ge=1)
+    keep_last: int = Field(default=2, ge=1)
+    eval_every: int = Field(default=50, ge=1)
+    log_every: int = Field(default=10, ge=1)
+    seed: int = 0
+
+    @property
+    def total_steps(self) -> int:
+        if self.tokens:
+            return -(-self.tokens // self.batch_tokens)
+        return self.steps
+
+
+# ---------------------------------------------------------------- data
+@dataclass
+class PairedTexts:
+    """Texts tokenized by both tokenizers, with each token's shared-word index (``-1``: no word)."""
+
+    source_ids: list[np.ndarray]
+    target_ids: list[np.ndarray]
+    source_words: list[np.ndarray]
+    target_words: list[np.ndarray]
+    n_words: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.n_words)
+
+
+def tokenize_pairs(texts: list[str], source_tokenizer: Any, target_tokenizer: Any, max_length: int) -> PairedTexts:
+    """Both tokenizations of every text (special tokens included, cut at ``max_length``) and their shared words."""
+    sides: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
+    for tokenizer in (source_tokenizer, target_tokenizer):
+        ids, offsets = [], []
+        for start in range(0, len(texts), _TOKENIZE_CHUNK):
+            encoded = tokenizer(texts[start:start + _TOKENIZE_CHUNK], add_special_tokens=True, truncation=True,
+                                max_length=max_length, return_offsets_mapping=True, return_attention_mask=False,
+                                return_token_type_ids=False, verbose=False)
+            ids += [np.asarray(row, dtype=np.int64) for row in encoded["input_ids"]]
+            offsets += [np.asarray(row, dtype=np.int64).reshape(-1, 2) for row in encoded["offset_mapping"]]
+        sides.append((ids, offsets))
+    words = [shared_words(text, s, t) for text, s, t in zip(texts, sides[0][1], sides[1][1])]
+    return PairedTexts(sides[0][0], sides[1][0], [w.source for w in words], [w.target for w in words],
+                       np.asarray([w.n_words for w in words], dtype=np.int64))
+
+
+def length_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Text indices grouped by similar length so that ``count × longest ≤ batch_tokens`` (at least one text each)."""
+    order = np.argsort(lengths, kind="stable")
+    batches, current, longest = [], [], 0
+    for index in order.tolist():
+        longest_with = max(longest, int(lengths[index]))
+        if current and longest_with * (len(current) + 1) > batch_tokens:
+            batches.append(np.asarray(current, dtype=np.int64))
+            current, longest_with = [], int(lengths[index])
+        current.append(index)
+        longest = longest_with
+    if current:
+        batches.append(np.asarray(current, dtype=np.int64))
+    return batches
+
+
+@dataclass
+class SideBatch:
+    """One model's padded inputs for a batch and the flat token → word index for pooling."""
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    positions: torch.Tensor
+    segments: torch.Tensor
+
+    def to(self, device: torch.device) -> SideBatch:
+        return SideBatch(*(t.to(device, non_blocking=True) for t in (self.ids, self.mask, self.positions, self.segments)))
+
+
+@dataclass
+class AlignBatch:
+    key: int  # teacher-cache key: the batch index (held-out batches are negative)
+    source: SideBatch
+    target: SideBatch
+    word_sentence: torch.Tensor  # the text of each batch word (for the sentence term)
+    n_texts: int
+    predicted: int  # words: the loss's normalizer
+    tokens: int  # student tokens without padding
+
+
+def _side(ids: list[np.ndarray], words: list[np.ndarray], counts: np.ndarray, pad_id: int) -> tuple[SideBatch, np.ndarray]:
+    length = max(len(row) for row in ids)
+    padded = np.full((len(ids), length), pad_id, dtype=np.int64)
+    mask = np.zeros((len(ids), length), dtype=np.int64)
+    for row, values in enumerate(ids):
+        padded[row, :len(values)] = values
+        mask[row, :len(values)] = 1
+    positions, segments, sentence = flat_word_index(words, counts, length)
+    tensors = (torch.from_numpy(a) for a in (padded, mask, positions, segments))
+    return SideBatch(*tensors), sentence
+
+
+def collate(texts: PairedTexts, indices: np.ndarray, key: int, pad_ids: tuple[int, int]) -> AlignBatch:
+    counts = texts.n_words[indices]
+    source, _ = _side([texts.source_ids[i] for i in indices], [texts.source_words[i] for i in indices], counts,
+                      pad_ids[0])
+    target, sentence = _side([texts.target_ids[i] for i in indices], [texts.target_words[i] for i in indices], counts,
+                             pad_ids[1])
+    return AlignBatch(key, source, target, torch.from_numpy(sentence), len(indices), int(counts.sum()),
+                      int(sum(len(texts.target_ids[i]) for i in indices)))
+
+
+# ---------------------------------------------------------------- model
+def layer_count(config: Any) -> int:
+    return int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer"))
+
+
+def _layer_list(body: nn.Module) -> tuple[nn.Module, str]:
+    """The module holding the transformer layers and the attribute name of their ``ModuleList``."""
+    depth = layer_count(body.config)
+    for name, module in sorted(body.named_modules(), key=lambda item: item[0].count(".")):
+        if isinstance(module, nn.ModuleList) and len(module) == depth:
+            parent_name, _, attribute = name.rpartition(".")
+            return body.get_submodule(parent_name) if parent_name else body, attribute
+    raise ValueError(f"no list of {depth} layers found in {type(body).__name__}")
+
+
+@contextlib.contextmanager
+def first_layers(body: nn.Module, layer: int) -> Iterator[None]:
+    """Run ``body`` through its first ``layer`` layers only (its final norm, if any, still applies)."""
+    parent, attribute = _layer_list(body)
+    layers = getattr(parent, attribute)
+    setattr(parent, attribute, nn.ModuleList(list(layers)[:layer]))
+    try:
+        yield
+    finally:
+        setattr(parent, attribute, layers)
+
+
+def word_states(body: nn.Module, layer: int, side: SideBatch, n_words: int) -> torch.Tensor:
+    """``[n_words, hidden]``: the body's states after ``layer`` layers, averaged over each word's tokens."""
+    with first_layers(body, layer):
+        hidden = body(input_ids=side.ids, attention_mask=side.mask, use_cache=False).last_hidden_state
+    return pool_words(hidden, side.positions, side.segments, n_words)
+
+
+def _distance(student: torch.Tensor, teacher: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "cosine":
+        return 1.0 - F.cosine_similarity(student, teacher, dim=-1)
+    return (student - teacher).pow(2).mean(-1)
+
+
+def alignment_loss(student: torch.Tensor, teacher: torch.Tensor, word_sentence: torch.Tensor, n_texts: int,
+                   kind: str, sentence_weight: float) -> torch.Tensor:
+    """Summed word distance (+ ``sentence_weight`` × mean sentence distance × words, so that dividing by the word
+    count gives word mean + weight × sentence mean)."""
+    teacher = teacher.float()
+    loss = _distance(student, teacher, kind).sum()
+    if sentence_weight:
+        sentences = [segment_mean(v, word_sentence, n_texts) for v in (student, teacher)]
+        loss = loss + sentence_weight * _distance(*sentences, kind).mean() * len(student)
+    return loss
+
+
+class AlignLoss(nn.Module):
+    """The student's side: ``forward(inputs, word_sentence, n_texts, teacher_vectors) -> summed alignment loss``."""
+
+    def __init__(self, body: nn.Module, layer: int, kind: str, sentence_weight: float):
+        super().__init__()
+        self.body, self.layer, self.kind, self.sentence_weight = body, layer, kind, sentence_weight
+
+    def forward(self, inputs: SideBatch, word_sentence: torch.Tensor, n_texts: int, teacher: torch.Tensor) -> torch.Tensor:
+        student = word_states(self.body, self.layer, inputs, len(teacher))
+        return alignment_loss(student, teacher, word_sentence, n_texts, self.kind, self.sentence_weight)
+
+
+def exact_rows_from_report(model_dir: Path) -> np.ndarray | None:
+    """Target ids the initialization copied exactly, from its transfer report (None without one)."""
+    import pandas as pd
+
+    report = Path(model_dir) / REPORT_FILE
+    if not report.is_file():
+        return None
+    table = pd.read_parquet(report, columns=["target_id", "fate"])
+    return table.loc[table["fate"].isin(EXACT_FATES), "target_id"].to_numpy(np.int64)
+
+
+# ---------------------------------------------------------------- run
+class AlignRun(TrainingRun):
+    """One alignment run (one process; the loop, checkpoints and resume are ``TrainingRun``'s)."""
+
+    name = "align"
+    resumable_changes = frozenset({"steps", "tokens", "seconds", "checkpoint_every", "keep_last", "eval_every",
+                                   "log_every"})
+
+    def __init__(self, model_dir: Path, source_dir: Path, train_file: Path, out_dir: Path, spec: AlignSpec,
+                 heldout_file: Path | None, exact_rows: np.ndarray | None, resume: bool,
+                 on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
+        from transformers import AutoTokenizer
+
+        super().__init__(spec, out_dir, on_checkpoint, progress)
+        if self.dist.world_size > 1:
+            raise ValueError("align runs in one process; launch it without torchrun")
+        self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
+        self.total_steps, self.time_limit_s = spec.total_steps, spec.seconds
+        if self.total_steps <= 0:
+            raise ValueError("the align budget is zero: set steps or tokens")
+        for folder in (self.model_dir, self.source_dir):
+            if not (folder / "config.json").is_file():
+                raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
+        self.pad_ids = tuple(_pad_id(t) for t in (source_tokenizer, self.tokenizer))
+
+        extra = 0 if heldout_file is not None else spec.heldout_texts
+        texts = list(read_texts(train_file, limit=spec.max_texts + extra if spec.max_texts else None))
+        heldout = list(read_texts(heldout_file, limit=spec.heldout_texts)) if heldout_file is not None else []
+        if heldout_file is None:
+            if len(texts) <= spec.heldout_texts:
+                raise ValueError(f"{train_file} has {len(texts)} texts: too few to hold out {spec.heldout_texts}")
+            texts, heldout = texts[:-spec.heldout_texts], texts[-spec.heldout_texts:]
+        self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.max_length)
+        heldout_texts = tokenize_pairs(heldout, source_tokenizer, self.tokenizer, spec.max_length)
+        self.batches = self._batches(self.train_texts)
+        if not self.batches:
+            raise ValueError(f"no word of {train_file} is covered by both tokenizers")
+        self.heldout_batches = [collate(heldout_texts, indices, -(i + 1), self.pad_ids)
+                                for i, indices in enumerate(self._batches(heldout_texts))]
+        self.order = SampleOrder(len(self.batches), spec.seed)
+        self.given_exact_rows = exact_rows
+        self.teacher_cache: dict[int, torch.Tensor] = {}
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._start(resume)
+
+    def _batches(self, texts: PairedTexts) -> list[np.ndarray]:
+        with_words = np.flatnonzero(texts.n_words > 0)
+        lengths = np.asarray([len(texts.target_ids[i]) for i in with_words], dtype=np.int64)
+        return [with_words[b] for b in length_batches(lengths, self.spec.batch_tokens)]
+
+    # ---------------------------------------------------------------- model
+    def _build_model(self) -> None:
+        spec, device = self.spec, self.dist.device
+        self.model, _, _ = load_source(self.checkpoint if self.checkpoint is not None else self.model_dir)
+        self.hf_model, self.objective = self.model, "align"
+        teacher, _, _ = load_source(self.source_dir)
+        self.teacher_body = teacher.base_model.to(device).eval().requires_grad_(False)
+        depth = layer_count(self.hf_model.config)
+        if layer_count(teacher.config) != depth:
+            raise ValueError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
+                             "align needs the model initialized from this source")
+        self.layer = spec.layer or math.ceil(depth / 3)
+        if self.layer > depth:
+            raise ValueError(f"align layer {self.layer} exceeds the model's {depth} layers")
+        for config in (self.hf_model.config, teacher.config):
+            limit = _max_positions(config)
+            if limit is not None and spec.max_length > limit:
+                raise ValueError(f"align max_length={spec.max_length} exceeds the model's {limit} positions; lower it")
+
+        embeddings = self.hf_model.get_input_embeddings().weight
+        self.trainable_rows, self.trainable_from = self._trainable_rows(len(embeddings))
+        if not self.trainable_rows.any():
+            log.warning("every embedding row of %s was copied exactly: align changes nothing", self.model_dir)
+        if not self.trainable_rows.all():
+            mask = torch.from_numpy(self.trainable_rows).to(device=device, dtype=embeddings.dtype)[:, None]
+            embeddings.register_hook(lambda grad: grad * mask)
+        self.params = [embeddings]
+        self.stage_sets = {"embeddings": {id(embeddings)}, "full": {id(embeddings)}}
+        self.stage1_steps = 0
+        self.hf_model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
+        self.loss_model = AlignLoss(self.hf_model.base_model, self.layer, spec.loss, spec.sentence_weight)
+        self.flops_token = None
+
+    def _trainable_rows(self, rows: int) -> tuple[np.ndarray, str]:
+        if self.spec.trainable == "all":
+            return np.ones(rows, dtype=bool), "all rows (trainable='all')"
+        exact, origin = self.given_exact_rows, "the given exact rows"
+        if exact is None:
+            exact, origin = exact_rows_from_report(self.model_dir), REPORT_FILE
+        if exact is None:
+            log.warning("%s has no %s: aligning all embedding rows", self.model_dir, REPORT_FILE)
+            return np.ones(rows, dtype=bool), f"all rows (no {REPORT_FILE})"
+        exact = np.asarray(exact)
+        trainable = np.ones(rows, dtype=bool)
+        trainable[np.flatnonzero(exact) if exact.dtype == bool else exact] = False
+        return trainable, f"rows not copied exactly ({origin})"
+
+    def _param_groups(self) -> list[dict[str, Any]]:
+        return [{"params": self.params, "weight_decay": 0.0}]  # decay would move the frozen rows too
+
+    def _teacher(self, batch: AlignBatch) -> torch.Tensor:
+        """The source model's word vectors for a batch: computed on first use, then kept."""
+        if batch.key not in self.teacher_cache:
+            with torch.no_grad():
+                vectors = word_states(self.teacher_body, self.layer, batch.source.to(self.dist.device), batch.predicted)
+            self.teacher_cache[batch.key] = vectors.to(getattr(torch, self.spec.cache_dtype))
+        return self.teacher_cache[batch.key]
+
+    # ---------------------------------------------------------------- objective
+    def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
+        def produce(step: int) -> list[AlignBatch]:
+            index = int(self.order.blocks_for(np.asarray([step]))[0])
+            return [collate(self.train_texts, self.batches[index], index, self.pad_ids)]
+
+        return Prefetcher(iter(range(start_step, self.total_steps)), produce)
+
+    def _micro_loss(self, module: nn.Module, batch: AlignBatch) -> torch.Tensor:
+        device = self.dist.device
+        return module(batch.target.to(device), batch.word_sentence.to(device), batch.n_texts, self._teacher(batch))
+
+    def _step_size(self, micro_batches: list[AlignBatch]) -> tuple[int, int]:
+        return sum(b.n_texts for b in micro_batches), sum(b.tokens for b in micro_batches)
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        """Mean alignment loss per word on the held-out texts."""
+        total, words = 0.0, 0
+        for batch in self.heldout_batches:
+            with self._autocast():
+                total += float(self._micro_loss(self.loss_model, batch))
+            words += batch.predicted
+        return total / max(words, 1)
+
+    # ---------------------------------------------------------------- output
+    def _write_hf_folder(self, folder: Path) -> None:
+        super()._write_hf_folder(folder)
+        for name in (REPORT_FILE, TOTALS_FILE):  # the initialization's record stays with the model
+            if (self.model_dir / name).is_file():
+                shutil.copy2(self.model_dir / name, folder / name)
+
+    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        state, history = self.state, self.state["history"]
+        heldout = [r["heldout_loss"] for r in history if r.get("heldout_loss") is not None]
+        trained = [r["train_loss"] for r in history if r.get("train_loss") is not None]
+        return {
+            "objective": "align", "layer": self.layer, "depth": layer_count(self.hf_model.config),
+            "loss": self.spec.loss, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
+            "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),
+            "batches_per_epoch": len(self.batches), "heldout_words": sum(b.predicted for b in self.heldout_batches),
+            "trainable_rows": int(self.trainable_rows.sum()), "rows": len(self.trainable_rows),
+            "trainable_from": self.trainable_from,
+            "initial_heldout_loss": heldout[0] if heldout else None,
+            "final_heldout_loss": heldout[-1] if heldout else None,
+            "final_train_loss": trained[-1] if trained else None,
+            "teacher_cached_words": sum(len(v) for v in self.teacher_cache.values()),
+            "tokens_per_s": (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None,
+            "device": str(self.dist.device),
+            "precision": str(self.autocast_dtype or torch.float32).replace("torch.", ""),
+            "resumed_from": resumed_from, "train_seconds_this_session": round(train_time, 3),
+            "train_seconds": round(state["seconds"], 3), "final_dir": str(self.out_dir / "final"),
+        }
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id):
+        if candidate is not None:
+            return int(candidate)
+    return 0
+
+
+def align_embeddings(model_dir: Path, source_dir: Path, train_file: Path, out_dir: Path, spec: AlignSpec | None = None,
+                     *, heldout_file: Path | None = None, exact_rows: np.ndarray | None = None, resume: bool = True,
+                     on_checkpoint: Callable[[Path, int, dict], None] | None = None,
+                     progress: bool = False) -> dict[str, Any]:
+    """Align the embeddings of the initialized model in ``model_dir`` to the source model in ``source_dir``.
+
+    ``train_file``: target-language training corpus (never the held-out split); the held-out loss is computed on
+    ``heldout_file`` or, without one, on the last ``spec.heldout_texts`` texts of ``train_file`` (then not trained
+    on). ``exact_rows`` (target ids or a boolean mask) overrides the rows the transfer report marks as copied
+    exactly. ``out_dir`` receives ``final/`` (``save_pretrained`` folder of the same class as ``model_dir``, plus
+    its transfer report), ``checkpoints/``, ``metrics.csv``, ``loss_curve.png`` and ``summary.json``; the summary is
+    returned. With ``resume`` a run continues from the last complete checkpoint in ``out_dir``.
+    """
+    run = AlignRun(Path(model_dir), Path(source_dir), Path(train_file), Path(out_dir), spec or AlignSpec(),
+                   Path(heldout_file) if heldout_file is not None else None, exact_rows, resume, on_checkpoint,
+                   progress)
+    return run.train()
