@@ -59,7 +59,27 @@ INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
     InitMethodSpec("avg-eg", "overlap copied, other rows the mean of source sub- and super-words (AVG-EG)"),
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(INIT_METHODS)
-FLOW_METHOD_NAMES: tuple[str, ...] = tuple(name for name, spec in INIT_METHODS.items() if spec.flow_can_run)
+
+# Refinements run after any initialization: ``<method>+<refinement>`` (``focus+align``) in the pipeline.
+REFINEMENTS: dict[str, str] = {
+    "align": "then train the rows not copied exactly so that word-pooled hidden states match the source model's "
+             "on training text (body frozen; settings: init.refine)",
+}
+PIPELINE_METHOD_NAMES: tuple[str, ...] = METHOD_NAMES + tuple(
+    f"{name}+{refinement}" for name in METHOD_NAMES for refinement in REFINEMENTS)
+FLOW_METHOD_NAMES: tuple[str, ...] = tuple(name for name in PIPELINE_METHOD_NAMES
+                                           if INIT_METHODS[name.split("+")[0]].flow_can_run)
+
+
+def split_method(name: str) -> tuple[str, tuple[str, ...]]:
+    """``"focus+align"`` → ``("focus", ("align",))``; each part checked against the tables."""
+    base, *refinements = name.split("+")
+    init_method(base)
+    unknown = [r for r in refinements if r not in REFINEMENTS]
+    if unknown:
+        raise ValueError(f"unknown refinement {'+'.join(unknown)!r} in method {name!r}; refinements: "
+                         f"{', '.join(REFINEMENTS)}")
+    return base, tuple(refinements)
 
 
 def init_method(name: str) -> InitMethodSpec:
@@ -72,7 +92,7 @@ def init_method(name: str) -> InitMethodSpec:
 
 def check_flow_method(name: str) -> str:
     """``name`` if the pipeline flow can supply every input it needs, else a ValueError saying what is missing."""
-    spec = init_method(name)
+    spec = init_method(split_method(name)[0])
     missing = [need.description for need in spec.needs if not need.flow_supplies]
     if missing:
         raise ValueError(f"method {name!r} cannot run in the pipeline flow: it needs {'; '.join(missing)}, which "
@@ -84,3 +104,7 @@ def check_flow_method(name: str) -> str:
 def methods_help(names: Iterable[str] = METHOD_NAMES) -> str:
     """``name: description`` of each method, for command-line help."""
     return "; ".join(f"{name}: {INIT_METHODS[name].description}" for name in names)
+
+
+def refinements_help() -> str:
+    return "; ".join(f"+{name}: {description}" for name, description in REFINEMENTS.items())

@@ -11,14 +11,17 @@ import pytest
 from typer.testing import CliRunner
 
 from focusflow.cli import app
-from focusflow.config import ConfigError, InitMethod, load_config
+from focusflow.config import ConfigError, InitMethod, PipelineMethod, load_config
 from focusflow.methods import (
     FLOW_METHOD_NAMES,
     INIT_METHODS,
     METHOD_NAMES,
+    PIPELINE_METHOD_NAMES,
+    REFINEMENTS,
     InitMethodSpec,
     MethodInput,
     check_flow_method,
+    split_method,
 )
 
 runner = CliRunner()
@@ -32,8 +35,19 @@ def _help(*command: str) -> str:
 
 def test_config_choices_and_core_list_are_the_table():
     assert get_args(InitMethod) == tuple(INIT_METHODS) == METHOD_NAMES
-    assert set(FLOW_METHOD_NAMES) == {name for name, spec in INIT_METHODS.items() if spec.flow_can_run}
-    assert "wechsel" in METHOD_NAMES and "wechsel" not in FLOW_METHOD_NAMES
+    flow_bases = {name for name, spec in INIT_METHODS.items() if spec.flow_can_run}
+    assert set(FLOW_METHOD_NAMES) == flow_bases | {f"{name}+{refinement}" for name in flow_bases
+                                                    for refinement in REFINEMENTS}
+    assert "wechsel" in METHOD_NAMES and "wechsel" not in FLOW_METHOD_NAMES and "wechsel+align" not in FLOW_METHOD_NAMES
+    assert get_args(PipelineMethod) == PIPELINE_METHOD_NAMES and "focus+align" in PIPELINE_METHOD_NAMES
+
+
+def test_refined_method_names_split_into_base_and_refinements():
+    assert split_method("focus+align") == ("focus", ("align",)) and split_method("fvt") == ("fvt", ())
+    with pytest.raises(ValueError, match="unknown refinement 'polish'"):
+        split_method("focus+polish")
+    with pytest.raises(ValueError, match="'wechsel\\+align' cannot run in the pipeline flow"):
+        check_flow_method("wechsel+align")
 
 
 def test_core_methods_are_the_table():

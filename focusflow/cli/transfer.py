@@ -11,7 +11,7 @@ import typer
 from focusflow.cli.app import app
 from focusflow.cli.stage_io import StoreOption, echo_result, export, fail, run_config, split_layout, stage_input
 from focusflow.config import ConfigError, InitMethod
-from focusflow.methods import init_method, methods_help
+from focusflow.methods import init_method, methods_help, refinements_help, split_method
 from focusflow.storage import ArtifactStore, StoreError
 
 
@@ -31,7 +31,8 @@ def init(
     wechsel_source_vectors: Path = typer.Option(None, help="WECHSEL: source-language fastText .bin"),
     wechsel_target_vectors: Path = typer.Option(None, help="WECHSEL: target-language fastText .bin"),
     wechsel_dictionary: Path = typer.Option(None, help="WECHSEL: TSV of source<TAB>target word pairs"),
-    set_: list[str] = typer.Option([], "--set", help="FastText overrides, e.g. --set fasttext.dim=300"),
+    refine: str = typer.Option(None, "--refine", help=f"A refinement after the initialization. {refinements_help()}"),
+    set_: list[str] = typer.Option([], "--set", help="Overrides, e.g. --set fasttext.dim=300 --set init.refine.steps=200"),
     store: str = StoreOption,
 ) -> None:
     """Store an initialized model (+ transfer_report.parquet, transfer_totals.json) and print its totals.
@@ -39,7 +40,7 @@ def init(
     Without --aux, FOCUS trains token-level fastText on --corpus first (the fasttext stage, cached too).
     """
     from focusflow.pipeline import run_stage
-    from focusflow.pipeline.params import fasttext_params, init_params
+    from focusflow.pipeline.params import align_params, fasttext_params, init_params
 
     try:
         cfg = run_config(None, set_, {"init": {"mode": mode, "seed": seed, "extend_top_n": extend_top_n}})
@@ -63,7 +64,15 @@ def init(
                    "dictionary.tsv": wechsel_dictionary}
         if any(wechsel.values()):
             inputs["wechsel"] = _wechsel_input(artifact_store, wechsel)
+        if refine is not None:
+            split_method(f"{method}+{refine}")  # a known refinement, or a clear error
+            if "split" not in inputs:
+                raise ValueError(f"--refine {refine} trains on target-language text: pass --corpus")
         artifact = run_stage(artifact_store, "init", init_params(cfg, method), inputs)
+        if refine == "align":
+            artifact = run_stage(artifact_store, "align", align_params(cfg),
+                                 {"model": artifact, "source": inputs["source"], "split": inputs["split"]},
+                                 progress=True)
         export(artifact_store, artifact, out)
         echo_result(artifact)
     except (ValueError, FileNotFoundError, RuntimeError, ConfigError, StoreError) as exc:

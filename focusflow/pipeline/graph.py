@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from focusflow.config import PipelineConfig
+from focusflow.methods import split_method
 from focusflow.pipeline import params as P
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, run_stage
 from focusflow.storage import ArtifactStore
@@ -37,12 +38,21 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
                                    language=language)
     fasttext = tasks["fasttext"](store_uri, P.fasttext_params(cfg), {"tokenizer": tokenizer, "split": split},
                                  language=language)
-    models = {
-        method: tasks["init"].submit(store_uri, P.init_params(cfg, method),
-                                     {"source": source, "tokenizer": tokenizer, "fasttext": fasttext, "split": split},
-                                     language=language, label=method)
-        for method in cfg.init.methods
+    bases = dict.fromkeys(split_method(method)[0] for method in cfg.init.methods)
+    initialized = {
+        base: tasks["init"].submit(store_uri, P.init_params(cfg, base),
+                                   {"source": source, "tokenizer": tokenizer, "fasttext": fasttext, "split": split},
+                                   language=language, label=base)
+        for base in bases
     }
+    models = {}
+    for method in cfg.init.methods:
+        base, refinements = split_method(method)
+        model = initialized[base]
+        if "align" in refinements:
+            model = tasks["align"].submit(store_uri, P.align_params(cfg), {"model": model, "source": source,
+                                                                        "split": split}, language=language, label=method)
+        models[method] = model
     evaluated = {"original": source, **models} if cfg.orchestration.evaluate_original else dict(models)
     intrinsic = {
         name: tasks["intrinsic"].submit(store_uri, P.intrinsic_params(cfg),

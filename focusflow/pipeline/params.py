@@ -69,6 +69,10 @@ def init_params(cfg: PipelineConfig, method: str) -> dict[str, Any]:
     return {"method": method, "mode": cfg.init.mode, "seed": cfg.init.seed, "options": options}
 
 
+def align_params(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"align": _dump(cfg.init.refine)}
+
+
 def intrinsic_params(cfg: PipelineConfig) -> dict[str, Any]:
     """Held-out evaluation settings; the same for every model so that their numbers compare."""
     return {"max_sentences": cfg.evaluation.heldout_sentences, "seed": cfg.split.seed}

@@ -102,6 +102,34 @@ def _init(run: StageRun) -> Mapping[str, Any]:
                             aux_dir=given["fasttext"] if "fasttext" in given else None, seed=p["seed"], **options)
 
 
+def _align(run: StageRun) -> Mapping[str, Any]:
+    """Refine an initialized model (rows not copied exactly) against the source model on the train split.
+
+    The work folder is keyed by the artifact key, so a killed run resumes from its last checkpoint;
+    the held-out split is never read (the alignment loss is monitored on texts held back from train).
+    """
+    import json
+    import shutil
+
+    from focusflow.config import AlignSpec
+    from focusflow.embeddings.api import TOTALS_FILE
+    from focusflow.pipeline.lapt_stage import default_work_root
+    from focusflow.training import align_embeddings
+
+    work = Path(run.params.get("_work_root") or default_work_root()) / "align" / run.key
+    summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "train.jsonl", work,
+                               AlignSpec(**run.params["align"]), resume=True, progress=run.progress)
+    shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
+    for extra in ("metrics.csv", "loss_curve.png", "summary.json"):
+        if (work / extra).exists():
+            shutil.copy2(work / extra, run.out / extra)
+    run.after_commit.append(lambda: shutil.rmtree(work, ignore_errors=True))
+    totals_file = run.inputs["model"] / TOTALS_FILE
+    totals = json.loads(totals_file.read_text(encoding="utf-8")) if totals_file.is_file() else {}
+    # the row fates of the initialization it refined stay visible in comparisons
+    return {**{k: v for k, v in totals.items() if not isinstance(v, (dict, list))}, "align": summary}
+
+
 def _intrinsic(run: StageRun) -> Mapping[str, Any]:
     from focusflow.evaluation.intrinsic import evaluate_to_folder
 
@@ -123,5 +151,7 @@ TOKENIZER = register(Stage("tokenizer", 1, ("split",), _tokenizer, "language tok
 FASTTEXT = register(Stage("fasttext", 1, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings"))
 INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
                       optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True))
+ALIGN = register(Stage("align", 1, ("model", "source", "split"), _align,
+                      "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True))
 INTRINSIC = register(Stage("intrinsic", 1, ("model", "source", "split"), _intrinsic,
                            "held-out MLM loss and fidelity", uses_model=True))

@@ -20,14 +20,14 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from focusflow.config import AlignSpec
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.models.loading import load_source
@@ -40,50 +40,6 @@ log = logging.getLogger(__name__)
 
 EXACT_FATES = frozenset({"copied_exact", "copied_special", "kept"})
 _TOKENIZE_CHUNK = 1000
-
-
-class AlignSpec(BaseModel):
-    """Embedding alignment to the source model after initialization (``init.refine = "align"``)."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    layer: int | None = Field(default=None, ge=1, description="layer whose word-pooled hidden states are matched; "
-                              "None: a third of the depth, rounded up")
-    trainable: Literal["non-exact", "all"] = Field(default="non-exact", description="embedding rows trained: those "
-                                                   "the initialization did not copy exactly, or all")
-    loss: Literal["cosine", "mse"] = Field(default="cosine", description="per word: 1 - cosine, or mean squared error")
-    sentence_weight: float = Field(default=0.0, ge=0, description="weight of the same loss between sentence vectors "
-                                   "(mean of the sentence's word vectors)")
-    steps: int = Field(default=300, ge=0, description="optimizer steps (replaced by tokens when that is set)")
-    tokens: int | None = Field(default=None, gt=0, description="budget in tokens: tokens / batch_tokens steps, "
-                               "rounded up")
-    seconds: float | None = Field(default=None, gt=0, description="stop once this much training time is spent; the "
-                                  "step budget still caps the run and sets the learning-rate schedule")
-    batch_tokens: int = Field(default=1024, ge=8, description="padded student tokens per batch (similar lengths together)")
-    max_length: int = Field(default=128, ge=4, description="tokens per text on either side; words cut off are dropped")
-    max_texts: int | None = Field(default=None, gt=0, description="training texts read from the corpus (None: all)")
-    heldout_texts: int = Field(default=64, ge=1, description="texts of the held-out loss: the first of the held-out "
-                               "file, or without one the last of the training file (then not trained on)")
-    lr: float = Field(default=2e-3, gt=0)
-    adam_beta1: float = Field(default=0.9, ge=0, lt=1)
-    adam_beta2: float = Field(default=0.999, ge=0, lt=1)
-    adam_epsilon: float = Field(default=1e-8, gt=0)
-    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
-    schedule: Literal["constant", "cosine", "linear"] = "constant"
-    grad_clip: float = Field(default=1.0, gt=0)
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
-    cache_dtype: Literal["float16", "float32"] = Field(default="float16", description="teacher word vectors in memory")
-    checkpoint_every: int = Field(default=100, ge=1)
-    keep_last: int = Field(default=2, ge=1)
-    eval_every: int = Field(default=50, ge=1)
-    log_every: int = Field(default=10, ge=1)
-    seed: int = 0
-
-    @property
-    def total_steps(self) -> int:
-        if self.tokens:
-            return -(-self.tokens // self.batch_tokens)
-        return self.steps
 
 
 # ---------------------------------------------------------------- data
