@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from focusflow.config import FastTextSpec
-from focusflow.corpus.io import read_texts
+from focusflow.corpus.io import read_texts, stable_stats
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
 from focusflow.embeddings.modes import extend_tokenizer, frequency_order, prune_tokenizer, count_token_ids
 from focusflow.embeddings.plan import PlanBuilder
@@ -102,7 +102,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     temporary = out_dir / f".{REPORT_FILE}.tmp-{os.getpid()}"
     report.to_parquet(temporary, index=False)
     os.replace(temporary, out_dir / REPORT_FILE)
-    _write_json(out_dir / TOTALS_FILE, totals)
+    _write_json(out_dir / TOTALS_FILE, stable_stats(totals))
     return totals
 
 

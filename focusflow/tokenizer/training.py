@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from focusflow.config import TokenizerSpec
-from focusflow.corpus.io import read_texts, write_json
+from focusflow.corpus.io import read_texts, write_stats
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
 
@@ -278,7 +278,7 @@ def _save(tokenizer, pipeline: Pipeline, out: Path, extra: dict) -> None:
     """``save_pretrained`` into a temporary sibling folder, then rename: the folder is complete or absent."""
     with atomic_folder(out) as staging:
         tokenizer.save_pretrained(staging)  # generic fast class: tokenizer.json is used verbatim on load
-        write_json(staging / "training_stats.json", extra)
+        write_stats(staging / "training_stats.json", extra)
 
 
 def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_tokenizer=None, *,
@@ -354,7 +354,7 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         texts = list(read_texts(heldout))
         stats["heldout"] = (compare_tokenizers(source, tokenizer, texts) if source is not None
                             else {"target": tokenizer_metrics(tokenizer, texts)})
-    write_json(out / "training_stats.json", stats)
+    write_stats(out / "training_stats.json", stats)
     log.info("tokenizer: %d tokens (%s) in %.1f s → %s", stats["vocab_size"], trainer, stats["seconds"], out)
     return stats
 
