@@ -90,6 +90,23 @@ def _env_number(setting: tuple[str, float | int]) -> Any:
     return value
 
 
+def _s3_session() -> Any:
+    """An aiobotocore session whose requests never wait for ``100 Continue``.
+
+    botocore sends ``Expect: 100-continue`` with uploads, and aiohttp waits for the interim answer
+    without any timeout: an endpoint that accepts the connection and never answers hung every PUT.
+    """
+    from aiobotocore.session import AioSession
+
+    def drop_expect(request: Any, **_: Any) -> None:
+        if "Expect" in request.headers:
+            del request.headers["Expect"]
+
+    session = AioSession()
+    session.register("before-sign.s3", drop_expect)
+    return session
+
+
 def default_store_uri() -> str:
     """``FOCUSFLOW_STORE`` if set, else a folder in the user's cache directory."""
     env = os.environ.get("FOCUSFLOW_STORE")
@@ -213,6 +230,7 @@ class ArtifactStore:
                                   "retries": {"total_max_attempts": 1}},
                 "skip_instance_cache": True,
                 "use_listings_cache": False,  # concurrent writers: a listing must show what is there now
+                "session": _s3_session(),
             }
         try:
             fs, root = fsspec.core.url_to_fs(uri, **options)
