@@ -346,7 +346,7 @@ def test_gc_removes_old_leftovers_and_keeps_artifacts_and_recent_writes(tmp_path
     assert loser.exists() and pending.exists() and killed.exists() and staging.exists()
     code, out, _ = run_cli(monkeypatch, capsys, "store", "gc", "--store", store.uri, "--grace-hours", "1")
     assert code == 0 and "4 leftover(s) removed" in out
-    assert not loser.exists() and not pending.exists() and not killed.exists() and not staging.exists()
+    assert not loser.exists() and not pending.exists() and not killed.parent.exists() and not staging.exists()
     assert running.exists() and alive.exists()
     assert store.read_bytes(store.get("stage", "k1"), "a.txt") == b"x" and artifact.data_dir in os.listdir(key_dir)
 

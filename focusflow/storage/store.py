@@ -204,10 +204,10 @@ class ArtifactStore:
         if "://" not in raw:
             raw = Path(raw).expanduser().resolve().as_uri()
         self.uri = raw.rstrip("/")
-        self.retries = max(1, retries if retries is not None else _env_number(S3_RETRIES))
         self.backoff_s = backoff_s
         self.fs, self.root = self._filesystem(self.uri)
         self.is_local = self.fs.protocol in ("file", "local") or "file" in tuple(self.fs.protocol)
+        self.retries = max(1, retries if retries is not None else 3 if self.is_local else _env_number(S3_RETRIES))
         self.endpoint = None if self.is_local else (
             os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "the default AWS endpoint")
         self.cache_dir = Path(cache_dir or user_cache_dir("focusflow")) / "fetched"
@@ -353,13 +353,15 @@ class ArtifactStore:
 
     def stages(self) -> list[str]:
         self.require_root()
+        return self._stage_names()
+
+    def _stage_names(self) -> list[str]:
         return [s for s in self._names() if not s.startswith(".") and s != RESULTS_FOLDER]
 
     def scan(self, stage: str | None = None) -> list[Artifact | BrokenArtifact]:
         """Every artifact folder with a manifest: committed artifacts, and the ones whose manifest is unreadable."""
-        stages = [validate_segment(stage, "stage")] if stage else self.stages()
-        if stage:
-            self.require_root()
+        self.require_root()
+        stages = [validate_segment(stage, "stage")] if stage else self._stage_names()
         found: list[Artifact | BrokenArtifact] = []
         for name in stages:
             for key in self._names(name):
@@ -658,7 +660,7 @@ class ArtifactStore:
         """
         self.require_root()
         stale: list[str] = []
-        for stage in self.stages():
+        for stage in self._stage_names():
             for key in self._names(stage):
                 try:
                     named = {self.get(stage, key).data_dir}
@@ -678,8 +680,14 @@ class ArtifactStore:
         if not dry_run:
             for path in stale:
                 self._retry("remove leftover", lambda p=path: self.fs.rm(p, recursive=True))
-            for path in local_stale:
-                shutil.rmtree(path, ignore_errors=True) if Path(path).is_dir() else Path(path).unlink(missing_ok=True)
+                if self.is_local:  # a key folder that only held a killed writer's data
+                    with contextlib.suppress(OSError):
+                        os.rmdir(Path(path).parent)
+            for path in map(Path, local_stale):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
         return [f"{self.fs.unstrip_protocol(p)}" if not self.is_local else p for p in stale] + local_stale
 
     def _age_s(self, path: str) -> float:
