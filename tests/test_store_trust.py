@@ -63,7 +63,7 @@ def test_concurrent_writers_commit_once_and_return_the_winner(store, monkeypatch
     def write(index: int) -> None:
         try:
             results[index] = store.put_bytes("model", key, "w.bin", bytes([index]) * 10_000)
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             results[index] = exc
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
@@ -331,7 +331,7 @@ def test_gc_removes_old_leftovers_and_keeps_artifacts_and_recent_writes(tmp_path
     running = Path(store.root) / "stage" / "k3" / "d-00000000000000aa"  # a write still under way
     running.mkdir(parents=True)
     (running / "part.bin").write_bytes(b"z")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     staging = tmp_path / "tmp" / f"focusflow-stage-pid{dead.stdout.strip()}-abc"
     staging.mkdir()
     (staging / "out.txt").write_text("half")
