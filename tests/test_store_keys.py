@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from focusflow.corpus.io import VOLATILE_KEYS, stable_stats
 from focusflow.pipeline.stages import run_stage
 from focusflow.storage import ArtifactStore
@@ -67,3 +69,55 @@ def test_recomputed_artifact_keeps_its_key_and_hash_and_downstream_is_a_cache_hi
         assert second[stage].manifest["created"] == first[stage].manifest["created"], f"{stage} was rebuilt"
         assert second[stage].data_dir == first[stage].data_dir
     assert [len(store.list(stage)) for stage in ("corpus", "dedup", "split")] == [1, 1, 1]
+
+
+def test_tokenizer_files_do_not_depend_on_where_the_source_folder_lies(tmp_path: Path):
+    """Fetched inputs live in store- and machine-specific folders; the artifact must not record them."""
+    from focusflow.config import TokenizerSpec
+    from focusflow.corpus.io import write_texts
+    from focusflow.tokenizer import train_tokenizer
+    from tests.tiny_models import train_tokenizer as tiny_tokenizer
+
+    train = tmp_path / "train.jsonl"
+    write_texts(train, sample_texts(1500, seed=2))
+    source = tiny_tokenizer("xlmr", sample_texts())
+    for place in ("here", "there"):
+        source.save_pretrained(tmp_path / place / "source")
+    spec = TokenizerSpec(vocab_size=300, character_coverage=1.0)
+    stats = [train_tokenizer(train, spec, tmp_path / place / "tok", tmp_path / place / "source")
+             for place in ("here", "there")]
+    here, there = (sorted((tmp_path / p / "tok").iterdir()) for p in ("here", "there"))
+    assert [f.name for f in here] == [f.name for f in there]
+    assert [f.read_bytes() for f in here] == [f.read_bytes() for f in there]
+    assert stats[0]["source_path"] == str(tmp_path / "here" / "source"), "the path stays in the returned stats"
+
+
+def test_whole_chain_in_two_stores_gives_the_same_keys_and_content(tmp_path: Path):
+    """corpus → … → init → intrinsic in two stores at different paths: every key and every file agree."""
+    from focusflow.corpus.io import write_texts
+    from focusflow.pipeline.stages import source_params
+    from tests.tiny_models import save_tiny
+
+    corpus = tmp_path / "corpus.jsonl"
+    write_texts(corpus, sample_texts(1500, seed=1))
+    source = save_tiny("xlmr", tmp_path / "source")
+    results = []
+    for name in ("one", "two"):
+        store = ArtifactStore(tmp_path / name / "store", cache_dir=tmp_path / name / "cache")
+        a = {"corpus": run_stage(store, "corpus", {"language": "sw", "cleaning": {"min_chars": 10},
+                                                   "corpus": {"source": "local", "paths": [str(corpus)]}})}
+        a["dedup"] = run_stage(store, "dedup", {"dedup": {"workers": 1}}, {"corpus": a["corpus"]})
+        a["split"] = run_stage(store, "split", {"split": {"min_heldout_documents": 40}}, {"dedup": a["dedup"]})
+        a["source"] = run_stage(store, "source", source_params(str(source)), {"split": a["split"]})
+        a["tokenizer"] = run_stage(store, "tokenizer", {"tokenizer": {"vocab_size": 300}},
+                                   {"split": a["split"], "source": a["source"]})
+        a["fasttext"] = run_stage(store, "fasttext", {"fasttext": {"dim": 16, "epochs": 2, "min_count": 1,
+                                                                   "threads": 1}},
+                                  {"tokenizer": a["tokenizer"], "split": a["split"]})
+        a["init"] = run_stage(store, "init", {"method": "focus", "mode": "replace", "seed": 0, "options": {}},
+                              {name: a[name] for name in ("source", "tokenizer", "fasttext", "split")})
+        a["intrinsic"] = run_stage(store, "intrinsic", {"max_sentences": 20, "seed": 0},
+                                   {"model": a["init"], "source": a["source"], "split": a["split"]})
+        results.append({stage: (artifact.key, artifact.files) for stage, artifact in a.items()})
+    for stage in results[0]:
+        assert results[0][stage] == results[1][stage], stage

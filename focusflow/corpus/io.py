@@ -57,10 +57,11 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-# Stats keys that differ between two runs on the same inputs (wall-clock timings, hosts). They stay in the
-# stats a stage returns (the store keeps those in the manifest's metadata, outside the content hash) and
-# never reach the files a stage writes, so the same inputs give byte-identical artifacts and the same keys.
-VOLATILE_KEYS = frozenset({"seconds", "seconds_prepare", "seconds_train", "host", "hostname"})
+# Stats keys that differ between two runs on the same inputs (wall-clock timings, hosts, the local paths
+# that inputs were read from). They stay in the stats a stage returns (the store keeps those in the
+# manifest's metadata, outside the content hash) and never reach the files a stage writes, so the same
+# inputs give byte-identical artifacts and the same keys.
+VOLATILE_KEYS = frozenset({"seconds", "seconds_prepare", "seconds_train", "host", "hostname", "source_path"})
 
 
 def stable_stats(stats: object) -> object:

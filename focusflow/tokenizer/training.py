@@ -338,13 +338,17 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
 
     backend = assemble(model, tokens, pipeline)
     tokenizer = wrap(backend, pipeline)
+    source_name = pipeline.source_name if source is not None else None
+    # a folder's path says where the source was read, not what it is: the store keys it by content
+    source_folder = source_name is not None and Path(source_name).exists()
     stats = {
         "algorithm": algorithm, "trainer": trainer, "vocab_size": len(tokenizer),
         "requested_vocab_size": spec.vocab_size, "supported_vocab_size": supported_vocab_size(int(used_chars), spec),
         "training_sentences": prepared["sentences"], "training_chars": prepared["chars"],
         "sampled_sentences": min(prepared["sentences"], spec.max_sentences),
         "alphabet_size": len(alphabet), "dropped_characters": max(0, len(prepared["char_counts"]) - len(alphabet)),
-        "byte_fallback": byte_fallback, "source": pipeline.source_name if source is not None else None,
+        "byte_fallback": byte_fallback, "source": "local folder" if source_folder else source_name,
+        **({"source_path": source_name} if source_folder else {}),
         "special_tokens": {t: i for i, t in enumerate(tokens) if t in pipeline.specials},
         "seconds_prepare": round(prepared_at - started, 3), "seconds_train": round(trained_at - prepared_at, 3),
     }
