@@ -251,7 +251,8 @@ def test_s3_limits_must_be_positive_numbers(monkeypatch):
 @pytest.mark.s3
 def test_missing_bucket_is_an_error_not_an_empty_store(s3_server, tmp_path):
     store = ArtifactStore("s3://no-such-bucket/prefix", cache_dir=tmp_path, backoff_s=0.05)
-    for operation in (store.list, store.stages, lambda: store.list("corpus")):
+    for operation in (store.list, store.stages, lambda: store.list("corpus"), lambda: store.find("corpus", "k1"),
+                      lambda: store.build_or_get("corpus", lambda folder: pytest.fail("built into a missing bucket"))):
         with pytest.raises(StoreError, match="no bucket 'no-such-bucket'"):
             operation()
 

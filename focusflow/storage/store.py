@@ -297,6 +297,8 @@ class ArtifactStore:
             except FileNotFoundError:
                 if self.is_local and not Path(self.root).is_dir():
                     raise ArtifactNotFound(self._no_store()) from None
+                if not self.is_local:
+                    self.require_root()  # a missing bucket is an error, not a cache miss that starts a build
                 raise ArtifactNotFound(f"no artifact {stage}/{key} in {redact_uri(self.uri)}") from None
 
         raw = self._retry("read manifest", read)
