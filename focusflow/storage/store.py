@@ -230,9 +230,10 @@ class ArtifactStore:
                                   "retries": {"total_max_attempts": 1}},
                 "skip_instance_cache": True,
                 "use_listings_cache": False,  # concurrent writers: a listing must show what is there now
-                "session": _s3_session(),
             }
         try:
+            if scheme == "s3":
+                options["session"] = _s3_session()
             fs, root = fsspec.core.url_to_fs(uri, **options)
         except (ImportError, ValueError) as exc:
             raise StoreError(f"cannot open store {redact_uri(uri)}: {exc}") from exc
