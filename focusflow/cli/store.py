@@ -1,4 +1,4 @@
-"""``focusflow store ls|show``: look inside the artifact store."""
+"""``focusflow store ls|show|rm|gc``: look inside the artifact store and keep it clean."""
 
 from __future__ import annotations
 
@@ -9,11 +9,27 @@ from rich.console import Console
 from rich.table import Table
 
 from focusflow.cli.app import app
-from focusflow.storage import ArtifactStore, redact_uri
+from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, redact_uri
 
-store_app = typer.Typer(help="Inspect the artifact store.", no_args_is_help=True)
+store_app = typer.Typer(help="Inspect and clean the artifact store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 StoreOption = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Store URI (file://… or s3://…).")
+UriArgument = typer.Argument(..., help="Artifact URI <store>/<stage>/<key>, or <stage>/<key> in the default store.")
+
+
+def _artifact_address(uri: str, store: str | None) -> tuple[ArtifactStore, str, str]:
+    """The store, stage and key that an artifact URI (or ``<stage>/<key>`` in ``--store``) names."""
+    if "://" in uri:
+        parts = uri.rstrip("/").rsplit("/", 2)
+        if len(parts) != 3 or "://" not in parts[0] or parts[0].endswith(":/"):
+            raise StoreError(f"{redact_uri(uri)} is not an artifact URI (<store>/<stage>/<key>)")
+        return ArtifactStore(parts[0]), parts[1], parts[2]
+    parts = uri.strip("/").split("/")
+    if len(parts) != 2:
+        raise StoreError(f"{uri} is not an artifact address (<stage>/<key> in --store, or a full artifact URI)")
+    stage, key = parts
+    artifact_store = ArtifactStore(store)
+    return artifact_store, stage, key
 
 
 @store_app.command("ls")
@@ -21,33 +37,56 @@ def list_artifacts(
     stage: str = typer.Argument(None, help="Only this stage."),
     store: str = StoreOption,
 ) -> None:
-    """List committed artifacts: stage, key, files, size, created."""
+    """List artifacts: stage, key, files, size, created; an unreadable manifest is one row marked BAD."""
     artifact_store = ArtifactStore(store)
     table = Table(title=f"artifacts in {redact_uri(artifact_store.uri)}")
     for column in ("stage", "key", "files", "bytes", "created"):
         table.add_column(column)
-    for artifact in artifact_store.list(stage):
-        table.add_row(artifact.stage, artifact.key[:16], str(len(artifact.files)),
-                      str(artifact.manifest.get("total_bytes", "")), artifact.manifest.get("created", ""))
+    for entry in artifact_store.scan(stage):
+        if isinstance(entry, BrokenArtifact):
+            table.add_row(entry.stage, entry.key[:16], "BAD", "", entry.error, style="red")
+        else:
+            table.add_row(entry.stage, entry.key[:16], str(len(entry.files)),
+                          str(entry.manifest.get("total_bytes", "")), entry.manifest.get("created", ""))
     Console().print(table)
 
 
 @store_app.command("show")
 def show_artifact(
-    uri: str = typer.Argument(..., help="Artifact URI <store>/<stage>/<key>, or <stage>/<key> in the default store."),
+    uri: str = UriArgument,
     store: str = StoreOption,
     verify: bool = typer.Option(False, "--verify", help="Also check every file's hash."),
 ) -> None:
     """Print an artifact's manifest (and verify its files with --verify)."""
-    if "://" in uri:
-        stage_part, key = uri.rstrip("/").rsplit("/", 2)[-2:]
-        artifact_store = ArtifactStore(uri.rstrip("/").rsplit("/", 2)[0])
-    else:
-        stage_part, key = uri.strip("/").split("/", 1)
-        artifact_store = ArtifactStore(store)
-    artifact = artifact_store.get(stage_part, key)
+    artifact_store, stage, key = _artifact_address(uri, store)
+    artifact_store.require_root()
+    artifact = artifact_store.get(stage, key)
     if verify:
         artifact_store.fetch(artifact)
     typer.echo(json.dumps({"uri": redact_uri(artifact.uri), **artifact.manifest}, indent=2, ensure_ascii=False))
     if verify:
         typer.echo(f"verified {len(artifact.files)} files")
+
+
+@store_app.command("rm")
+def remove_artifact(uri: str = UriArgument, store: str = StoreOption) -> None:
+    """Delete one artifact (also one whose manifest is corrupt); the next run of its stage recomputes it."""
+    artifact_store, stage, key = _artifact_address(uri, store)
+    if not artifact_store.delete(stage, key):
+        raise StoreError(f"no artifact {stage}/{key} in {redact_uri(artifact_store.uri)}")
+    typer.echo(f"removed {redact_uri(artifact_store.uri)}/{stage}/{key}")
+
+
+@store_app.command("gc")
+def collect_garbage(
+    store: str = StoreOption,
+    grace_hours: float = typer.Option(24.0, "--grace-hours", min=0.0,
+                                      help="Only remove leftovers untouched for this long (a write may be running)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
+) -> None:
+    """Remove what killed or concurrent runs left: unreferenced data folders, pending manifests, staging folders."""
+    artifact_store = ArtifactStore(store)
+    removed = artifact_store.gc(grace_s=grace_hours * 3600, dry_run=dry_run)
+    for path in removed:
+        typer.echo(("would remove " if dry_run else "removed ") + redact_uri(path))
+    typer.echo(f"{len(removed)} leftover(s) {'found' if dry_run else 'removed'}")

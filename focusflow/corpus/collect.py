@@ -9,7 +9,7 @@ from pathlib import Path
 
 from focusflow.config import CleaningSpec, CorpusSpec
 from focusflow.corpus.cleaning import Cleaner
-from focusflow.corpus.io import write_json, write_texts
+from focusflow.corpus.io import write_stats, write_texts
 from focusflow.corpus.languages import normalize_language
 from focusflow.corpus.sources import iter_source
 
@@ -64,6 +64,6 @@ def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_
     if count == 0:
         raise ValueError(f"no document of {spec.source} survived cleaning ({cleaner.stats()['removed']}); "
                          "check the language, the text field, or relax cleaning.min_chars/min_words")
-    write_json(out / STATS, stats)
+    write_stats(out / STATS, stats)
     log.info("corpus: wrote %d documents (%.1f MB) to %s", count, stats["bytes"] / 1e6, out / DOCUMENTS)
     return stats

@@ -23,7 +23,7 @@ from typing import Any
 
 import xxhash
 
-from focusflow.corpus.io import read_texts, write_json, write_texts
+from focusflow.corpus.io import read_texts, write_stats, write_texts
 
 _NOT_ALNUM = re.compile(r"[\W_]+")
 
@@ -107,5 +107,5 @@ def decontaminate(documents: Path, evaluation_texts: Iterable[str], out_dir: Pat
     out = Path(out_dir)
     write_texts(out / "documents.jsonl", cleaned())
     counts["seconds"] = round(time.perf_counter() - started, 3)
-    write_json(out / "stats.json", counts)
+    write_stats(out / "stats.json", counts)
     return counts

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from focusflow.config import DedupSpec
-from focusflow.corpus.io import TEXT_FIELD, write_json, write_texts
+from focusflow.corpus.io import TEXT_FIELD, write_stats, write_texts
 from focusflow.corpus.minhash import U64, _mix, exact_hash, signatures
 from focusflow.storage.atomic import atomic_path
 
@@ -251,7 +251,7 @@ def deduplicate(documents: Path, spec: DedupSpec, out_dir: Path) -> dict:
     stats.update(documents_in=first["documents_in"], documents_out=last["documents_out"],
                  output_bytes=(out / "documents.jsonl").stat().st_size,
                  seconds=round(time.perf_counter() - started, 3))
-    write_json(out / "stats.json", stats)
+    write_stats(out / "stats.json", stats)
     log.info("dedup: %d → %d documents in %.1f s", stats["documents_in"], stats["documents_out"], stats["seconds"])
     return stats
 

@@ -55,6 +55,27 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# Stats keys that differ between two runs on the same inputs (wall-clock timings, hosts, the local paths
+# that inputs were read from). They stay in the stats a stage returns (the store keeps those in the
+# manifest's metadata, outside the content hash) and never reach the files a stage writes, so the same
+# inputs give byte-identical artifacts and the same keys.
+VOLATILE_KEYS = frozenset({"seconds", "seconds_prepare", "seconds_train", "host", "hostname", "source_path"})
+
+
+def stable_stats(stats: object) -> object:
+    """``stats`` without the volatile keys, at any depth: the deterministic part that goes into files."""
+    if isinstance(stats, dict):
+        return {k: stable_stats(v) for k, v in stats.items() if k not in VOLATILE_KEYS}
+    if isinstance(stats, list):
+        return [stable_stats(v) for v in stats]
+    return stats
+
+
+def write_stats(path: str | os.PathLike[str], stats: dict) -> None:
+    """Write a stage's stats file: its deterministic part only (see ``VOLATILE_KEYS``)."""
+    write_json(path, stable_stats(stats))
+
+
 def write_json(path: str | os.PathLike[str], data: object) -> None:
     """Write a JSON file atomically (stats, manifests)."""
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")

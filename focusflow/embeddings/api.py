@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from focusflow.config import FastTextSpec
-from focusflow.corpus.io import read_texts
+from focusflow.corpus.io import read_texts, stable_stats
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
 from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
 from focusflow.embeddings.plan import PlanBuilder
@@ -96,7 +96,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     totals.update(mode=mode, vocab_size=written["vocab_size"], n_params=written["n_params"], seed=seed)
     with atomic_path(out_dir / REPORT_FILE) as temporary:
         report.to_parquet(temporary, index=False)
-    atomic_write(out_dir / TOTALS_FILE, json.dumps(totals, indent=2, ensure_ascii=False, default=str))
+    atomic_write(out_dir / TOTALS_FILE, json.dumps(stable_stats(totals), indent=2, ensure_ascii=False, default=str))
     return totals
 
 

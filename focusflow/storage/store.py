@@ -6,21 +6,26 @@ Layout under the store root::
     <stage>/<key>/d-<uuid>/<files...>   the data of one writer
 
 A writer uploads its files into its own ``d-<uuid>`` folder, checks every size, then writes
-the manifest (an atomic rename on local disk, a single PUT on S3). Readers see an artifact
-only through its manifest, so a crash mid-write leaves nothing that reads as complete, and
-two writers of one key never mix files: each manifest names its own data folder. Every file
-is verified against the sha256 in the manifest when read.
+the manifest only if none exists (a hard link on local disk, a conditional PUT on S3): the
+first writer wins, and a later writer of the same key removes its own data folder and returns
+the winner's artifact. Readers see an artifact only through its manifest, so a crash mid-write
+leaves nothing that reads as complete (``gc`` removes what it left). A manifest names only
+files inside its own artifact (checked on every read) and every file is verified against the
+sha256 in the manifest when read. The store root is created by the first write; reading a
+local store that does not exist is an error, so a misspelled path is not an empty store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -35,6 +40,7 @@ from platformdirs import user_cache_dir
 
 from focusflow.storage.atomic import atomic_write, sha256_file
 from focusflow.storage.keys import (
+    UnsafeNameError,
     artifact_key,
     redact_secrets,
     validate_relative_path,
@@ -46,7 +52,15 @@ log = logging.getLogger(__name__)
 MANIFEST = "_manifest.json"
 RESULTS_FOLDER = "prefect-results"  # where Prefect persists task results (URIs) in the store
 MANIFEST_FORMAT = 1
+DATA_PREFIX = "d-"  # data folders: d-<uuid>
+PENDING_PREFIX = ".manifest-"  # a manifest being written
+STAGING_PREFIX = "focusflow-"  # a writer's local folder: focusflow-<stage>-pid<pid>-<random>
 T = TypeVar("T")
+# S3 transport limits (seconds, attempts): one attempt is bounded by connect + read timeout, and only our
+# retry loop retries, so an endpoint that accepts TCP and never answers fails within retries x (connect + read).
+S3_CONNECT_TIMEOUT = ("FOCUSFLOW_S3_CONNECT_TIMEOUT", 5.0)
+S3_READ_TIMEOUT = ("FOCUSFLOW_S3_READ_TIMEOUT", 15.0)
+S3_RETRIES = ("FOCUSFLOW_S3_RETRIES", 3)
 
 
 class StoreError(RuntimeError):
@@ -59,6 +73,38 @@ class ArtifactNotFound(StoreError):
 
 class CorruptArtifactError(StoreError):
     """A committed artifact's file is missing or does not match its manifest hash."""
+
+
+def _env_number(setting: tuple[str, float | int]) -> Any:
+    """The value of a ``(variable, default)`` setting, of the default's type, or a StoreError naming the variable."""
+    name, default = setting
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = type(default)(raw)
+    except ValueError:
+        value = None
+    if value is None or value <= 0:
+        raise StoreError(f"{name}={raw!r} must be a positive {type(default).__name__}")
+    return value
+
+
+def _s3_session() -> Any:
+    """An aiobotocore session whose requests never wait for ``100 Continue``.
+
+    botocore sends ``Expect: 100-continue`` with uploads, and aiohttp waits for the interim answer
+    without any timeout: an endpoint that accepts the connection and never answers hung every PUT.
+    """
+    from aiobotocore.session import AioSession
+
+    def drop_expect(request: Any, **_: Any) -> None:
+        if "Expect" in request.headers:
+            del request.headers["Expect"]
+
+    session = AioSession()
+    session.register("before-sign.s3", drop_expect)
+    return session
 
 
 def default_store_uri() -> str:
@@ -116,6 +162,20 @@ class Artifact:
         return self.manifest.get("metadata", {})
 
 
+@dataclass(frozen=True)
+class BrokenArtifact:
+    """An artifact folder whose manifest cannot be read or is refused: listed, never used."""
+
+    store_uri: str
+    stage: str
+    key: str
+    error: str
+
+    @property
+    def uri(self) -> str:
+        return f"{self.store_uri.rstrip('/')}/{self.stage}/{self.key}"
+
+
 def content_hash_of(files: Mapping[str, Mapping[str, Any]]) -> str:
     listing = "\n".join(f"{name}\t{files[name]['size']}\t{files[name]['sha256']}" for name in sorted(files))
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
@@ -128,7 +188,7 @@ class ArtifactStore:
         self,
         uri: str | os.PathLike[str] | None = None,
         *,
-        retries: int = 3,
+        retries: int | None = None,
         backoff_s: float = 0.5,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -136,12 +196,12 @@ class ArtifactStore:
         if "://" not in raw:
             raw = Path(raw).expanduser().resolve().as_uri()
         self.uri = raw.rstrip("/")
-        self.retries = max(1, retries)
         self.backoff_s = backoff_s
         self.fs, self.root = self._filesystem(self.uri)
         self.is_local = self.fs.protocol in ("file", "local") or "file" in tuple(self.fs.protocol)
-        if self.is_local:
-            Path(self.root).mkdir(parents=True, exist_ok=True)
+        self.retries = max(1, retries if retries is not None else 3 if self.is_local else _env_number(S3_RETRIES))
+        self.endpoint = None if self.is_local else (
+            os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "the default AWS endpoint")
         self.cache_dir = Path(cache_dir or user_cache_dir("focusflow")) / "fetched"
 
     @staticmethod
@@ -155,14 +215,22 @@ class ArtifactStore:
                 client_kwargs["endpoint_url"] = endpoint
             options = {
                 "client_kwargs": client_kwargs,
-                # Fail fast on a dead endpoint; our own retry loop bounds the total time.
-                "config_kwargs": {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2}},
+                # Every attempt is bounded by these timeouts and botocore makes one attempt: only our own
+                # retry loop (``_retry``) retries, so the total time is bounded too.
+                "config_kwargs": {"connect_timeout": _env_number(S3_CONNECT_TIMEOUT),
+                                  "read_timeout": _env_number(S3_READ_TIMEOUT),
+                                  "retries": {"total_max_attempts": 1}},
                 "skip_instance_cache": True,
+                "use_listings_cache": False,  # concurrent writers: a listing must show what is there now
             }
         try:
+            if scheme == "s3":
+                options["session"] = _s3_session()
             fs, root = fsspec.core.url_to_fs(uri, **options)
         except (ImportError, ValueError) as exc:
             raise StoreError(f"cannot open store {redact_uri(uri)}: {exc}") from exc
+        if scheme == "s3":
+            fs.retries = 1  # s3fs's own retry loop (5 attempts with backoff by default) would multiply ours
         return fs, root.rstrip("/")
 
     def __repr__(self) -> str:
@@ -182,17 +250,23 @@ class ArtifactStore:
     def _path(self, *segments: str) -> str:
         return "/".join([self.root, *segments])
 
+    def _where(self) -> str:
+        return redact_uri(self.uri) + (f" (endpoint {redact_uri(self.endpoint)})" if self.endpoint else "")
+
     def _retry(self, what: str, operation: Callable[[], T]) -> T:
         delay = self.backoff_s
         for attempt in range(1, self.retries + 1):
             try:
                 return operation()
-            except (FileNotFoundError, ArtifactNotFound, CorruptArtifactError):
+            except (FileNotFoundError, FileExistsError, StoreError, UnsafeNameError):
                 raise
+            except PermissionError as exc:  # 403: retrying cannot help
+                raise StoreError(f"{what} refused on {self._where()}: access denied ({exc}); "
+                                 "check the credentials and the bucket policy") from exc
             except Exception as exc:  # noqa: BLE001 — any transport error is retried, then reported
                 if attempt == self.retries:
                     raise StoreError(
-                        f"{what} failed on {redact_uri(self.uri)} after {attempt} attempts: "
+                        f"{what} failed on {self._where()} after {attempt} attempts: "
                         f"{type(exc).__name__}: {exc}"
                     ) from exc
                 log.warning("%s failed (attempt %d/%d): %s; retrying", what, attempt, self.retries, exc)
@@ -214,14 +288,22 @@ class ArtifactStore:
             try:
                 return self.fs.cat_file(path)
             except FileNotFoundError:
+                if self.is_local and not Path(self.root).is_dir():
+                    raise ArtifactNotFound(self._no_store()) from None
+                if not self.is_local:
+                    self.require_root()  # a missing bucket is an error, not a cache miss that starts a build
                 raise ArtifactNotFound(f"no artifact {stage}/{key} in {redact_uri(self.uri)}") from None
 
         raw = self._retry("read manifest", read)
+        artifact_uri = f"{self.uri}/{stage}/{key}"
         try:
             manifest = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise CorruptArtifactError(f"manifest of {stage}/{key} is not valid JSON: {exc}") from exc
-        return Artifact(self.uri, stage, key, manifest)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CorruptArtifactError(
+                f"manifest of {stage}/{key} is not valid JSON ({exc}); {_remove_advice(artifact_uri)}") from exc
+        artifact = Artifact(self.uri, stage, key, manifest)
+        check_manifest(artifact)
+        return artifact
 
     def find(self, stage: str, key: str) -> Artifact | None:
         try:
@@ -239,27 +321,63 @@ class ArtifactStore:
             raise StoreError(f"{redact_uri(uri)} is not an artifact URI (<store>/<stage>/<key>)")
         return self.get(parts[0], parts[1])
 
-    def stages(self) -> list[str]:
-        def listing() -> list[str]:
-            if not self.fs.exists(self.root):
-                return []
-            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False))
+    def _no_store(self) -> str:
+        return f"no store at {redact_uri(self.uri)} (it is created by the first stage that writes)"
 
-        return [s for s in self._retry("list stages", listing) if not s.startswith(".") and s != RESULTS_FOLDER]
+    def _names(self, *segments: str) -> list[str]:
+        """Names of the entries in a folder of the store; [] for a folder that does not exist (yet)."""
+        def listing() -> list[str]:
+            try:
+                return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self._path(*segments), detail=False))
+            except FileNotFoundError:
+                return []
+
+        return self._retry("list " + "/".join(segments or ("store",)), listing)
+
+    def require_root(self) -> None:
+        """StoreError unless the store exists: a local folder, or a bucket that answers (a missing prefix is empty)."""
+        if self.is_local:
+            if not Path(self.root).is_dir():
+                raise StoreError(self._no_store())
+            return
+        bucket = self.root.split("/", 1)[0]
+        try:
+            self._retry("open bucket", lambda: self.fs.info(bucket))
+        except FileNotFoundError:
+            raise StoreError(f"no bucket {bucket!r} at {self._where()}") from None
+
+    def stages(self) -> list[str]:
+        self.require_root()
+        return self._stage_names()
+
+    def _stage_names(self) -> list[str]:
+        return [s for s in self._names() if not s.startswith(".") and s != RESULTS_FOLDER]
+
+    def scan(self, stage: str | None = None) -> list[Artifact | BrokenArtifact]:
+        """Every artifact folder with a manifest: committed artifacts, and the ones whose manifest is unreadable."""
+        self.require_root()
+        stages = [validate_segment(stage, "stage")] if stage else self._stage_names()
+        found: list[Artifact | BrokenArtifact] = []
+        for name in stages:
+            for key in self._names(name):
+                try:
+                    validate_segment(key, "key")
+                    found.append(self.get(name, key))
+                except ArtifactNotFound:
+                    continue  # a folder without a manifest: a write in progress or an orphan (see gc)
+                except (CorruptArtifactError, UnsafeNameError) as exc:
+                    found.append(BrokenArtifact(self.uri, name, key, str(exc)))
+        return sorted(found, key=lambda a: a.manifest.get("created", "") if isinstance(a, Artifact) else "")
 
     def list(self, stage: str | None = None) -> list[Artifact]:
-        """Committed artifacts of one stage (or all), oldest first."""
-        stages = [stage] if stage else self.stages()
+        """Committed artifacts of one stage (or all), oldest first; unreadable ones are skipped with a warning."""
         found: list[Artifact] = []
-        for name in stages:
-            validate_segment(name, "stage")
-            pattern = self._path(name, "*", MANIFEST)
-            for path in sorted(self._retry("list artifacts", lambda p=pattern: self.fs.glob(p))):
-                key = path.rstrip("/").split("/")[-2]
-                artifact = self.find(name, key)
-                if artifact is not None:
-                    found.append(artifact)
-        return sorted(found, key=lambda a: a.manifest.get("created", ""))
+        for entry in self.scan(stage):
+            if isinstance(entry, BrokenArtifact):
+                log.warning("skipping %s/%s: %s", entry.stage, entry.key, entry.error)
+            else:
+                found.append(entry)
+        return found
 
     # ----------------------------------------------------------------- writes
     @contextlib.contextmanager
@@ -277,7 +395,7 @@ class ArtifactStore:
         On an exception nothing is committed and the local folder is removed.
         """
         validate_segment(stage, "stage"), validate_segment(key, "key")
-        staging = Path(tempfile.mkdtemp(prefix=f"focusflow-{stage}-"))
+        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{stage}-pid{os.getpid()}-"))
         try:
             yield staging
             self._commit_dir(stage, key, staging, params=params, inputs=inputs, metadata=metadata)
@@ -295,17 +413,19 @@ class ArtifactStore:
     ) -> Artifact:
         """The artifact for these inputs: found if it exists, else built into a folder and committed.
 
-        ``build(folder)`` writes the artifact's files and may return metadata (metrics, counts)
-        that goes into the manifest.
+        ``build(folder)`` writes the artifact's files and may return metadata (metrics, counts, timings)
+        that goes into the manifest, with the build's host and ``build_seconds``: outside the content hash.
         """
         key = self.key(stage, params, inputs, version)
         found = self.find(stage, key)
         if found is not None:
             log.info("cache hit %s/%s", stage, key[:12])
             return found
-        metadata: dict[str, Any] = {}
+        metadata: dict[str, Any] = {"host": socket.gethostname()}  # volatile facts live here, outside the content
+        started = time.perf_counter()
         with self.writer(stage, key, params=params, inputs=inputs, metadata=metadata) as folder:
             metadata.update(build(folder) or {})
+            metadata["build_seconds"] = round(time.perf_counter() - started, 3)
         return self.get(stage, key)
 
     def put_dir(self, stage: str, key: str, local_dir: str | os.PathLike[str], **kwargs: Any) -> Artifact:
@@ -355,7 +475,7 @@ class ArtifactStore:
         if not files:
             raise StoreError(f"refusing to commit an empty artifact {stage}/{key}")
 
-        data_dir = f"d-{uuid.uuid4().hex}"
+        data_dir = f"{DATA_PREFIX}{uuid.uuid4().hex}"
         for relative in files:
             remote = self._path(stage, key, data_dir, relative)
             self._retry(f"upload {relative}", lambda r=remote, f=relative: self._upload(local / f, r))
@@ -380,9 +500,36 @@ class ArtifactStore:
             "total_bytes": sum(f["size"] for f in files.values()),
         }
         payload = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
-        self._retry("commit manifest", lambda: self._write_atomic(self._path(stage, key, MANIFEST), payload))
+        try:
+            self._retry("commit manifest", lambda: self._commit_manifest(self._path(stage, key, MANIFEST), payload))
+        except FileExistsError:
+            winner = self.get(stage, key)
+            if winner.data_dir != data_dir:  # (equal when our own PUT landed but its answer was lost)
+                log.info("%s/%s was committed by another writer; removing our copy", stage, key)
+                self._retry("remove redundant data", lambda: self.fs.rm(self._path(stage, key, data_dir),
+                                                                         recursive=True))
+                return winner
         log.info("stored %s/%s (%d files, %d bytes)", stage, key, len(files), manifest["total_bytes"])
         return Artifact(self.uri, stage, key, manifest)
+
+    def _commit_manifest(self, remote: str, payload: bytes) -> None:
+        """Write the manifest only where none exists (first writer wins), else FileExistsError."""
+        if not self.is_local:  # a conditional PUT (If-None-Match: *)
+            self.fs.pipe_file(remote, payload, mode="create")
+            return
+        pending = f"{remote.rsplit('/', 1)[0]}/{PENDING_PREFIX}{uuid.uuid4().hex}"
+        self._write_atomic(pending, payload)
+        try:
+            os.link(pending, remote)  # atomic and never replaces
+        except OSError as exc:
+            if isinstance(exc, FileExistsError) or exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV):
+                raise
+            if os.path.exists(remote):  # no hard links on this file system: check, then rename
+                raise FileExistsError(remote) from exc
+            os.replace(pending, remote)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pending)
 
     def _upload(self, local: Path, remote: str) -> None:
         if self.is_local:
@@ -399,6 +546,7 @@ class ArtifactStore:
 
     # ----------------------------------------------------------------- reads
     def _remote(self, artifact: Artifact, name: str) -> str:
+        check_manifest(artifact)
         relative = validate_relative_path(name)
         if relative not in artifact.files:
             raise FileNotFoundError(f"{relative!r} is not a file of artifact {artifact.stage}/{artifact.key}")
@@ -411,7 +559,7 @@ class ArtifactStore:
             data = self._retry(f"read {name}", lambda: self.fs.cat_file(remote))
         except FileNotFoundError:
             raise CorruptArtifactError(
-                f"artifact {artifact.stage}/{artifact.key} is missing its file {name!r}; delete and recompute it"
+                f"artifact {artifact.stage}/{artifact.key} is missing its file {name!r}; {_remove_advice(artifact.uri)}"
             ) from None
         _check(artifact, name, len(data), hashlib.sha256(data).hexdigest())
         return data
@@ -432,14 +580,19 @@ class ArtifactStore:
         On a local store this is the artifact's own folder (nothing is copied); on a remote
         store the files are downloaded once into the cache and re-verified on every call.
         """
+        check_manifest(artifact)
         wanted = files or list(artifact.files)
         if self.is_local:
-            folder = Path(self._path(artifact.stage, artifact.key, artifact.data_dir))
+            boundary = Path(self._path(artifact.stage, artifact.key))
         else:
-            folder = self.cache_dir / _slug(self.uri) / artifact.stage / artifact.key / artifact.data_dir
+            boundary = self.cache_dir / _slug(self.uri) / artifact.stage / artifact.key
+        folder = boundary / artifact.data_dir
         for name in wanted:
             remote = self._remote(artifact, name)
             local = folder / name
+            if not _inside(local, boundary):  # a symlink on the way that leads out of the artifact
+                raise CorruptArtifactError(f"file {name!r} of artifact {artifact.stage}/{artifact.key} resolves "
+                                           f"outside the artifact; {_remove_advice(artifact.uri)}")
             if not self.is_local and not (local.exists() and local.stat().st_size == artifact.files[name]["size"]):
                 local.parent.mkdir(parents=True, exist_ok=True)
                 partial = local.with_name(local.name + f".part-{uuid.uuid4().hex[:8]}")
@@ -447,29 +600,86 @@ class ArtifactStore:
                     self._retry(f"download {name}", lambda r=remote, p=partial: self.fs.get_file(r, str(p)))
                 except FileNotFoundError:
                     raise CorruptArtifactError(
-                        f"artifact {artifact.stage}/{artifact.key} is missing its file {name!r}"
+                        f"artifact {artifact.stage}/{artifact.key} is missing its file {name!r}; "
+                        f"{_remove_advice(artifact.uri)}"
                     ) from None
                 os.replace(partial, local)
             if not local.exists():
                 raise CorruptArtifactError(
-                    f"artifact {artifact.stage}/{artifact.key} is missing its file {name!r}; delete and recompute it"
+                    f"artifact {artifact.stage}/{artifact.key} is missing its file {name!r}; "
+                    f"{_remove_advice(artifact.uri)}"
                 )
             if verify:
                 _check(artifact, name, local.stat().st_size, sha256_file(local))
         return folder
 
-    def delete(self, stage: str, key: str) -> None:
-        """Remove an artifact: the manifest first, so it stops reading as committed at once."""
+    def delete(self, stage: str, key: str) -> bool:
+        """Remove an artifact (whether or not its manifest is readable); False when there was nothing to remove.
+
+        The manifest goes first, so the artifact stops reading as committed at once.
+        """
         validate_segment(stage, "stage"), validate_segment(key, "key")
+        self.require_root()
         manifest = self._path(stage, key, MANIFEST)
-        if self.fs.exists(manifest):
+        removed = False
+        if self._retry("find manifest", lambda: self.fs.exists(manifest)):
             self._retry("delete manifest", lambda: self.fs.rm_file(manifest))
-        if self.fs.exists(self._path(stage, key)):
+            removed = True
+        if self._names(stage, key):
             self._retry("delete data", lambda: self.fs.rm(self._path(stage, key), recursive=True))
+            removed = True
         # the orchestrator's cache records for this artifact (see focusflow.tasks.common)
         pattern = self._path(RESULTS_FOLDER, f"*-{stage}-*-{key}")
         for record in self._retry("list cache records", lambda: self.fs.glob(pattern)):
             self._retry("delete cache record", lambda r=record: self.fs.rm_file(r))
+        return removed
+
+    def gc(self, grace_s: float = 24 * 3600, dry_run: bool = False) -> list[str]:
+        """Remove what killed or losing writers left, untouched for ``grace_s``; return what was (or would be) removed.
+
+        In the store: data folders no manifest names and pending manifests (``.manifest-*``), ``.tmp-*``
+        files; on this machine: writers' staging folders of dead processes and partial downloads in the
+        fetch cache. Artifacts with an unreadable manifest are left alone (``focusflow store rm`` them).
+        """
+        self.require_root()
+        stale: list[str] = []
+        for stage in self._stage_names():
+            for key in self._names(stage):
+                try:
+                    named = {self.get(stage, key).data_dir}
+                except ArtifactNotFound:
+                    named = set()
+                except (CorruptArtifactError, UnsafeNameError):
+                    continue
+                for entry in self._names(stage, key):
+                    leftover = (entry.startswith(DATA_PREFIX) and entry not in named) or \
+                        entry.startswith(PENDING_PREFIX) or ".tmp-" in entry
+                    path = self._path(stage, key, entry)
+                    if leftover and self._age_s(path) > grace_s:
+                        stale.append(path)
+        local = [p for p in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*-pid*-*") if _dead_writer(p)]
+        local += list(self.cache_dir.glob("**/*.part-*")) if self.cache_dir.is_dir() else []
+        local_stale = [str(p) for p in local if time.time() - _newest_mtime(p) > grace_s]
+        if not dry_run:
+            for path in stale:
+                self._retry("remove leftover", lambda p=path: self.fs.rm(p, recursive=True))
+                if self.is_local:  # a key folder that only held a killed writer's data
+                    with contextlib.suppress(OSError):
+                        os.rmdir(Path(path).parent)
+            for path in map(Path, local_stale):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        return [f"{self.fs.unstrip_protocol(p)}" if not self.is_local else p for p in stale] + local_stale
+
+    def _age_s(self, path: str) -> float:
+        """Seconds since anything under ``path`` last changed."""
+        if self.is_local:
+            return time.time() - _newest_mtime(Path(path))
+        found = self._retry("inspect leftover", lambda: self.fs.find(path, detail=True, withdirs=False))
+        times = [info["LastModified"].timestamp() for info in found.values() if info.get("LastModified")]
+        return time.time() - max(times) if times else float("inf")
 
 
 def _check(artifact: Artifact, name: str, size: int, digest: str) -> None:
@@ -478,8 +688,67 @@ def _check(artifact: Artifact, name: str, size: int, digest: str) -> None:
         raise CorruptArtifactError(
             f"file {name!r} of artifact {artifact.stage}/{artifact.key} is corrupt "
             f"({size} bytes, sha256 {digest[:12]}…; manifest says {expected['size']} bytes, "
-            f"{expected['sha256'][:12]}…); delete the artifact and recompute it"
+            f"{expected['sha256'][:12]}…); {_remove_advice(artifact.uri)}"
         )
+
+
+def _remove_advice(uri: str) -> str:
+    return f"remove it with `focusflow store rm {redact_uri(uri)}` and run the stage again"
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (symlinks resolved) lies inside ``folder``."""
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def check_manifest(artifact: Artifact) -> None:
+    """Refuse a manifest whose data folder or file names could point outside its artifact, or that is malformed."""
+    manifest = artifact.manifest
+
+    def refuse(problem: str) -> None:
+        raise CorruptArtifactError(f"manifest of {artifact.stage}/{artifact.key} is refused: {problem}; "
+                                   f"{_remove_advice(artifact.uri)}")
+
+    if not isinstance(manifest, dict):
+        refuse("it is not a JSON object")
+    data_dir, files = manifest.get("data_dir"), manifest.get("files")
+    try:
+        validate_segment(data_dir, "data_dir")
+    except UnsafeNameError:
+        refuse(f"data_dir {data_dir!r} is not a folder name inside the artifact")
+    if not isinstance(files, dict) or not files:
+        refuse("it lists no files")
+    for name, info in files.items():
+        try:
+            safe = validate_relative_path(name) == name and name != MANIFEST
+        except UnsafeNameError:
+            safe = False
+        if not safe:
+            refuse(f"file name {name!r} is not a relative path inside the artifact")
+        if not (isinstance(info, dict) and isinstance(info.get("size"), int) and isinstance(info.get("sha256"), str)):
+            refuse(f"file {name!r} has no size and sha256")
+    if not isinstance(manifest.get("content_hash"), str):
+        refuse("it has no content_hash")
+
+
+def _newest_mtime(path: Path) -> float:
+    times = [path.lstat().st_mtime] + ([p.lstat().st_mtime for p in path.rglob("*")] if path.is_dir() else [])
+    return max(times)
+
+
+def _dead_writer(staging: Path) -> bool:
+    """Whether a writer's staging folder (``focusflow-<stage>-pid<pid>-…``) belongs to a process that is gone."""
+    try:
+        pid = int(staging.name.rsplit("-pid", 1)[1].split("-", 1)[0])
+    except (IndexError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _input_hashes(inputs: Mapping[str, Artifact | str] | None) -> dict[str, str]:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from focusflow.config import TokenizerSpec
-from focusflow.corpus.io import read_texts, write_json
+from focusflow.corpus.io import read_texts, write_stats
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
 
@@ -278,7 +278,7 @@ def _save(tokenizer, pipeline: Pipeline, out: Path, extra: dict) -> None:
     """``save_pretrained`` into a temporary sibling folder, then rename: the folder is complete or absent."""
     with atomic_folder(out) as staging:
         tokenizer.save_pretrained(staging)  # generic fast class: tokenizer.json is used verbatim on load
-        write_json(staging / "training_stats.json", extra)
+        write_stats(staging / "training_stats.json", extra)
 
 
 def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_tokenizer=None, *,
@@ -338,13 +338,17 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
 
     backend = assemble(model, tokens, pipeline)
     tokenizer = wrap(backend, pipeline)
+    source_name = pipeline.source_name if source is not None else None
+    # a folder's path says where the source was read, not what it is: the store keys it by content
+    source_folder = source_name is not None and Path(source_name).exists()
     stats = {
         "algorithm": algorithm, "trainer": trainer, "vocab_size": len(tokenizer),
         "requested_vocab_size": spec.vocab_size, "supported_vocab_size": supported_vocab_size(int(used_chars), spec),
         "training_sentences": prepared["sentences"], "training_chars": prepared["chars"],
         "sampled_sentences": min(prepared["sentences"], spec.max_sentences),
         "alphabet_size": len(alphabet), "dropped_characters": max(0, len(prepared["char_counts"]) - len(alphabet)),
-        "byte_fallback": byte_fallback, "source": pipeline.source_name if source is not None else None,
+        "byte_fallback": byte_fallback, "source": "local folder" if source_folder else source_name,
+        **({"source_path": source_name} if source_folder else {}),
         "special_tokens": {t: i for i, t in enumerate(tokens) if t in pipeline.specials},
         "seconds_prepare": round(prepared_at - started, 3), "seconds_train": round(trained_at - prepared_at, 3),
     }
@@ -354,7 +358,7 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         texts = list(read_texts(heldout))
         stats["heldout"] = (compare_tokenizers(source, tokenizer, texts) if source is not None
                             else {"target": tokenizer_metrics(tokenizer, texts)})
-    write_json(out / "training_stats.json", stats)
+    write_stats(out / "training_stats.json", stats)
     log.info("tokenizer: %d tokens (%s) in %.1f s → %s", stats["vocab_size"], trainer, stats["seconds"], out)
     return stats
 
