@@ -133,3 +133,19 @@ def test_wrong_inputs_are_refused_by_name(tmp_path):
 
     with pytest.raises(StageInputError, match="missing \\['corpus'\\]"):
         run_stage(ArtifactStore(tmp_path / "store"), "dedup", {"dedup": {}}, {})
+
+
+def test_the_report_shows_where_the_time_went(corpus_config, tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    graph = _graph_corpus_stages(corpus_config, store)
+    report = run_stage(store, "report", {"language": "sw"}, {f"stage:{name}": uri for name, uri in graph.items()})
+    for name, uri in graph.items():  # every build records its wall time and host in the manifest, not in the files
+        assert store.resolve(uri).metadata["build_seconds"] >= 0
+    import pandas as pd
+
+    times = pd.read_csv(store.fetch(report) / "stage_times.csv")
+    assert set(times["stage"]) == {"corpus", "dedup", "split"}
+    corpus = times.set_index("stage").loc["corpus"]
+    assert corpus["unit"] == "bytes" and corpus["work"] == store.resolve(graph["corpus"]).metadata["bytes"]
+    assert corpus["per_second"] == pytest.approx(corpus["work"] / corpus["seconds"])
+    assert "## Where the time went" in store.read_bytes(report, "report.md").decode()

@@ -15,11 +15,11 @@ from typing import Any
 import pandas as pd
 
 from focusflow.pipeline.registry import Stage, StageRun, register
-from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, write_report
+from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
 from focusflow.storage import Artifact, sha256_file
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
-REPORT_STAGE, REPORT_VERSION = "report", 2
+REPORT_STAGE, REPORT_VERSION = "report", 3
 _EVALUATION_OPTIONS = ("lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
                        "split_seed")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
@@ -76,6 +76,23 @@ def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
     return row
 
 
+def _timing_rows(artifacts: Mapping[str, Artifact]) -> list[dict[str, Any]]:
+    """One row per distinct artifact: its build's seconds and host, and the work its stage declares."""
+    from focusflow.pipeline.registry import STAGES
+
+    rows, seen = [], set()
+    for name, artifact in artifacts.items():
+        if artifact.uri in seen:
+            continue
+        seen.add(artifact.uri)
+        work = STAGES[artifact.stage].work if artifact.stage in STAGES else None
+        amount = flatten_metrics(artifact.metadata).get(work[0]) if work else None
+        rows.append({"stage": artifact.stage, "name": name.partition(":")[2], "seconds": artifact.metadata.get("build_seconds"),
+                     "work": amount if isinstance(amount, (int, float)) else None, "unit": work[1] if work else "",
+                     "host": artifact.metadata.get("host")})
+    return rows
+
+
 def _report(run: StageRun) -> dict[str, Any]:
     """The run report from stored artifacts named ``<kind>:<name>`` (``stage:corpus``, ``intrinsic:focus``,
     ``intrinsic:focus+lapt``, ``lapt:focus``, ``downstream:original``…); it reads manifests only."""
@@ -93,7 +110,8 @@ def _report(run: StageRun) -> dict[str, Any]:
     sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
                      for label, a in by_kind.get("lapt", {}).items()})
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
-    headline = write_report(run.out, run.params["language"], rows, sections, downstream_frame)
+    headline = write_report(run.out, run.params["language"], rows, sections, downstream_frame,
+                            stage_times(_timing_rows(run.artifacts)))
     return {**headline, "artifacts": sections["artifacts"]}
 
 

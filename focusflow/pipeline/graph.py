@@ -66,7 +66,7 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
 
 def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
     """The report's inputs, named ``<kind>:<name>`` (stage:corpus, init:focus, lapt:focus, …)."""
-    named = {f"stage:{name}": branches[name] for name in CORPUS_AND_VOCABULARY_STAGES if name in branches}
+    named = {f"stage:{name}": branches[name] for name in (*CORPUS_AND_VOCABULARY_STAGES, "source") if name in branches}
     groups: dict[str, dict[str, Any]] = {"init": dict(branches["models"]), "intrinsic": dict(branches["intrinsic"])}
     for kind, futures in more.items():
         groups.setdefault(kind, {}).update(futures)

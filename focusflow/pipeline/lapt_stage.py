@@ -108,4 +108,5 @@ def _lapt(run: StageRun) -> dict[str, Any]:
 
 
 LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt,
-                      "language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True))
+                      "language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
+                      work=("tokens", "tokens")))

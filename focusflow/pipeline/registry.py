@@ -81,6 +81,7 @@ class Stage:
     optional: tuple[str, ...] = ()
     key_params: Callable[[Mapping[str, Any]], dict[str, Any]] = default_key_params
     uses_model: bool = False  # loads a transformers model (see focusflow.tasks: they take turns in threads)
+    work: tuple[str, str] | None = None  # (metadata key, unit) of the work done: the report's throughput column
 
 
 class StageInputError(ValueError):

@@ -106,9 +106,35 @@ def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
     plt.close(figure)
 
 
+def stage_times(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """Where the time went: one row per stored stage run (``stage``, ``name``, ``seconds`` of its build, ``work``
+    and ``unit`` from the stage's declared work metric, ``per_second``, ``host``), slowest first."""
+    frame = pd.DataFrame(rows, columns=["stage", "name", "seconds", "work", "unit", "host"])
+    frame["per_second"] = frame["work"] / frame["seconds"].where(frame["seconds"] > 0)
+    return frame.sort_values("seconds", ascending=False, na_position="last").reset_index(drop=True)
+
+
+def _stage_time_table(frame: pd.DataFrame) -> str:
+    lines = ["| stage | name | seconds | share | work | per second | host |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    total = float(frame["seconds"].sum()) or 1.0
+    for row in frame.to_dict("records"):
+        seconds = row["seconds"]
+        shown = "" if pd.isna(seconds) else f"{seconds:.1f}"
+        share = "" if pd.isna(seconds) else f"{100 * seconds / total:.0f}%"
+        work = "" if pd.isna(row["work"]) else f"{row['work']:,.0f} {row['unit']}"
+        rate = "" if pd.isna(row["per_second"]) else f"{row['per_second']:,.0f} {row['unit']}/s"
+        lines.append(f"| {row['stage']} | {row['name']} | {shown} | {share} | {work} | {rate} | {row['host'] or ''} |")
+    return "\n".join(lines)
+
+
 def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str, Any]],
-                 sections: Mapping[str, Mapping[str, Any]], downstream: pd.DataFrame | None = None) -> dict[str, Any]:
-    """Write ``report.md``, ``comparison.csv`` and ``comparison.png``; return the headline numbers."""
+                 sections: Mapping[str, Mapping[str, Any]], downstream: pd.DataFrame | None = None,
+                 timings: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Write ``report.md``, ``comparison.csv`` and ``comparison.png`` (and ``stage_times.csv``); return the headline.
+
+    The report is a view of manifests, timings included: the one artifact whose files are not
+    deterministic, and no stage takes it as an input.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(comparison_rows)
     frame.to_csv(out_dir / "comparison.csv", index=False)
@@ -124,6 +150,10 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
         parts += ["## Downstream tasks", "", "Scores ×100, mean ± sample std over seeds (test split, best dev "
                   "checkpoint); every metric per run in `downstream.csv`.", "", summary_markdown(downstream, language),
                   ""]
+    if timings is not None and not timings.empty:
+        timings.to_csv(out_dir / "stage_times.csv", index=False)
+        parts += ["## Where the time went", "", "Wall seconds of each stage's build (a cached stage shows the run that "
+                  "built it) and its throughput: what to scale out.", "", _stage_time_table(timings), ""]
     for title, values in sections.items():
         parts += [_key_values(title, values), ""]
     (out_dir / "report.md").write_text("\n".join(parts), encoding="utf-8")

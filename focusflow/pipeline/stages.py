@@ -138,20 +138,27 @@ def _intrinsic(run: StageRun) -> Mapping[str, Any]:
                               run.out, max_sentences=p["max_sentences"], seed=p["seed"])
 
 
-CORPUS = register(Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus"))
-DEDUP = register(Stage("dedup", 1, ("corpus",), _dedup, "exact and near-duplicate removal"))
+CORPUS = register(Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus",
+                         work=("bytes", "bytes")))
+DEDUP = register(Stage("dedup", 1, ("corpus",), _dedup, "exact and near-duplicate removal",
+                        work=("input_bytes", "bytes")))
 DECONTAMINATE = register(Stage("decontaminate", 1, ("dedup",), _decontaminate,
                                "drop lines that overlap evaluation dev/test text"))
-SPLIT = register(Stage("split", 1, ("dedup",), _split, "deterministic held-out split by document hash"))
+SPLIT = register(Stage("split", 1, ("dedup",), _split, "deterministic held-out split by document hash",
+                        work=("documents", "documents")))
 SOURCE = register(Stage("source", 1, (), _source,
                         "source model folder; an MLM head is trained on the train split when it has none",
                         optional=("split",), uses_model=True))
 TOKENIZER = register(Stage("tokenizer", 1, ("split",), _tokenizer, "language tokenizer from the train split",
-                           optional=("source",)))
-FASTTEXT = register(Stage("fasttext", 1, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings"))
+                           optional=("source",), work=("training_chars", "chars")))
+FASTTEXT = register(Stage("fasttext", 1, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
+                           work=("tokens", "tokens")))
 INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
-                      optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True))
+                      optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True,
+                      work=("target_vocab_size", "rows")))
 ALIGN = register(Stage("align", 1, ("model", "source", "split"), _align,
-                      "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True))
+                      "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True,
+                      work=("align.tokens", "tokens")))
 INTRINSIC = register(Stage("intrinsic", 1, ("model", "source", "split"), _intrinsic,
-                           "held-out MLM loss and fidelity", uses_model=True))
+                           "held-out MLM loss and fidelity", uses_model=True,
+                           work=("n_sentences", "sentences")))
