@@ -151,3 +151,28 @@ def test_validating_a_config_does_not_load_torch():
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                             cwd=PACKAGE_ROOT.parent, env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT.parent)})
     assert loaded.stdout.strip() == "[]"
+
+
+# Bottom to top (docs/ARCHITECTURE.md): a module imports its own layer and the ones below it only.
+LAYERS = (
+    ("errors", "config", "methods", "logs", "storage"),
+    ("corpus",), ("tokenizer",), ("models",), ("embeddings",), ("training",), ("evaluation",),
+    ("pipeline",), ("tasks",), ("flows",), ("orchestration",), ("cli",),
+)
+# The checkpoint event is defined once, in orchestration, and emitted by the LAPT task: a leaf module
+# (it imports nothing of focusflow but storage) whose package __init__ holds only a docstring.
+UPWARD_ALLOWED = {("focusflow.tasks.lapt", "focusflow.orchestration.events"),
+                  ("focusflow.tasks.lapt", "focusflow.orchestration")}
+
+
+def test_layers_import_downward_only():
+    rank = {name: depth for depth, group in enumerate(LAYERS) for name in group}
+    modules = all_modules()
+    unknown = sorted({m.split(".")[1] for m in modules if m.count(".") >= 1} - set(rank))
+    assert not unknown, f"modules outside every layer (add them to LAYERS and docs/ARCHITECTURE.md): {unknown}"
+    upward = sorted((name, target) for name, targets in import_graph(modules).items() for target in targets
+                    if name.count(".") and target.count(".")
+                    and rank[target.split(".")[1]] > rank[name.split(".")[1]] and (name, target) not in UPWARD_ALLOWED)
+    assert not upward, f"imports from a layer above: {upward}"
+    events = set(imported_names(modules["focusflow.orchestration.events"], "focusflow.orchestration.events", modules))
+    assert {i for i in events if i.startswith("focusflow")} <= {"focusflow.storage"}
