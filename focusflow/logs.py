@@ -41,6 +41,27 @@ class NoiseFilter(logging.Filter):
         return not any(fragment in message for fragment in self.fragments)
 
 
+#: transformers' progress bars over local, sub-second work (one per model load or save): hidden unless
+#: verbose. Download bars and our own stage bars stay.
+LOCAL_PROGRESS_BARS = frozenset({"Loading weights", "Writing model shards"})
+#: Prefect's console shows warnings and errors unless verbose; the Prefect UI still receives every log.
+QUIET_ENVIRONMENT = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING"}
+
+
+def _progress_hook(factory, args, kwargs):  # transformers.utils.logging.set_tqdm_hook's signature
+    if kwargs.get("desc") in LOCAL_PROGRESS_BARS and not is_verbose():
+        kwargs = {**kwargs, "disable": True}
+    return factory(*args, **kwargs)
+
+
+def quiet_transformers_progress() -> None:
+    """Hide transformers' per-load progress bars unless verbose (decided per bar, so the order of calls
+    does not matter). Called by the module through which focusflow loads models."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_tqdm_hook(_progress_hook)
+
+
 def is_verbose() -> bool:
     return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -55,6 +76,9 @@ def configure_output(verbose: bool | None = None) -> bool:
         verbose = is_verbose()
     elif verbose:
         os.environ[VERBOSE_ENV] = "1"
+    if not verbose:  # read when Prefect configures its logging, i.e. before it is imported
+        for name, value in QUIET_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
     for name, fragments in NOISE.items():
         logger = logging.getLogger(name)
         for installed in [f for f in logger.filters if isinstance(f, NoiseFilter)]:

@@ -98,3 +98,21 @@ def test_cli_is_quiet_by_default_and_its_verbose_flag_reaches_flows(tmp_path):
     assert CliRunner().invoke(app, ["--verbose", "store", "ls", "--store", str(tmp_path)]).exit_code == 0
     assert not any(isinstance(f, NoiseFilter) for f in report_logger.filters)
     assert configure_output() is True  # what a flow started from this process applies
+
+
+def test_model_loads_show_no_progress_bar_unless_verbose(tiny_xlmr, capfd, monkeypatch):
+    """One progress bar per long stage: transformers' per-load 'Loading weights' bar is not one of them."""
+    from focusflow.models.loading import load_source
+
+    configure_output(verbose=False)
+    load_source(tiny_xlmr)
+    assert "Loading weights" not in capfd.readouterr().err
+    monkeypatch.setenv(VERBOSE_ENV, "1")
+    load_source(tiny_xlmr)
+    assert "Loading weights" in capfd.readouterr().err
+
+
+def test_quiet_mode_keeps_prefect_console_to_warnings(monkeypatch):
+    monkeypatch.delenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", raising=False)
+    configure_output(verbose=False)
+    assert os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] == "WARNING"  # the Prefect UI still gets every log

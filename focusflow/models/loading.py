@@ -12,6 +12,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from focusflow.logs import quiet_transformers_progress
+
 if TYPE_CHECKING:
     import torch
 
@@ -82,6 +84,7 @@ def model_class(info: SourceInfo, with_head: bool = True, add_head: bool = False
     """
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
+    quiet_transformers_progress()  # every focusflow model load passes here
     objective = info.training_objective if add_head else info.objective
     if not with_head or objective is None:
         return AutoModel

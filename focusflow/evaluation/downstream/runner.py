@@ -28,6 +28,7 @@ from focusflow.evaluation.downstream.nli import NliTask
 from focusflow.evaluation.downstream.qa import QaTask
 from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
+from focusflow.logs import quiet_transformers_progress
 from focusflow.storage.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
 
     model_class = {"ner": AutoModelForTokenClassification, "nli": AutoModelForSequenceClassification,
                    "qa": AutoModelForQuestionAnswering}[kind]
+    quiet_transformers_progress()
     # the new head is always "missing": focusflow.logs drops that load report unless verbose
     loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
     missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
