@@ -72,7 +72,7 @@ def near_copy(sentences: list[str], writer: Writer, rng: np.random.Generator, sh
     words = " ".join(sentences).split(" ")
     picks = rng.choice(len(words), size=max(1, round(share * len(words))), replace=False)
     replacements = writer.words(picks.size)
-    for index, word in zip(picks, replacements):
+    for index, word in zip(picks, replacements, strict=False):
         words[index] = word
     return " ".join(words)
 
@@ -145,8 +145,7 @@ def run_ours(corpus: str, out: str, workers: str) -> None:
 def run_reference(folder: str, out: str, workers: str) -> None:
     workers = int(workers)
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup import (MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter,
-                                          MinhashDedupSignature)
+    from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers.jsonl import JsonlWriter
@@ -192,7 +191,8 @@ def timed_subprocess(function: str, *args: str) -> tuple[float, float]:
     """Run ``function(*args)`` of this file in a fresh process; returns (seconds, peak RSS of its process tree, GB)."""
     import psutil
 
-    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import dedup_speed as b; b.{function}(*sys.argv[1:])"
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import dedup_speed as b; "
+            f"b.{function}(*sys.argv[1:])")
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", code, *args], env={**os.environ, "PYTHONWARNINGS": "ignore"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

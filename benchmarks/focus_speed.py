@@ -11,9 +11,9 @@ Prints a last line of JSON: {"ours_s", "deepfocus_s", "speedup", "max_abs_diff",
 "overlap_ours", "overlap_deepfocus", "overlap_differing", "overlap_unexplained", "ours_call_peak_rss_gb",
 "before_call_rss_gb"} (peak_rss_gb is this process's peak after our call, before deepfocus runs, which includes the
 fastText training that built the case; ours_call_peak_rss_gb is the peak sampled during our call alone, and
-before_call_rss_gb what the inputs (source matrix, tokenizers) already took). Agreement (max_abs_diff) is measured untimed, by running our FOCUS on
-deepfocus's own overlap over every row neither treats as random; how far the two overlaps differ
-(specials by role, fuzzy symbolic tokens, byte-exact matching: README, "Differences from deepfocus") is counted by rule.
+before_call_rss_gb what the inputs (source matrix, tokenizers) already took). Agreement (max_abs_diff) is measured
+untimed, by running our FOCUS on deepfocus's own overlap over every row neither treats as random; how far the two
+overlaps differ (specials by role, fuzzy symbolic tokens, byte-exact matching: README, "Differences from deepfocus") is counted by rule.
 
 Install: ``pip install -e .[bench]``. deepfocus depends on the source-built ``fasttext`` package,
 which installs the same module name as ``fasttext-numpy2`` (what focusflow uses); if
@@ -119,7 +119,7 @@ def overlap_difference_rules(source, target, ours, theirs: dict[int, int]) -> di
     from focusflow.tokenizer.canonical import canonical_vocab
 
     source_forms, target_forms = canonical_vocab(source), canonical_vocab(target)
-    ours_pairs, kinds = ours.as_dict(), dict(zip(ours.target_ids.tolist(), ours.kinds.tolist()))
+    ours_pairs, kinds = ours.as_dict(), dict(zip(ours.target_ids.tolist(), ours.kinds.tolist(), strict=False))
 
     def squashed(form) -> str | None:  # the text with every Unicode space removed (what deepfocus compares)
         return None if form.text is None else "".join(form.text.split())
@@ -173,7 +173,8 @@ def main() -> None:
 
             started = time.perf_counter()
             reference = FOCUS(target_tokenizer=target, source_tokenizer=source,
-                              source_embeddings=torch.from_numpy(embeddings), fasttext_model_path=str(work / "aux" / "fasttext.bin"),
+                              source_embeddings=torch.from_numpy(embeddings),
+                              fasttext_model_path=str(work / "aux" / "fasttext.bin"),
                               exact_match_all=True, match_symbols=True, fuzzy_match_all=False, verbosity="silent").numpy()
             deepfocus_s = time.perf_counter() - started
             # agreement on the same inputs: our FOCUS given deepfocus's overlap (untimed); differences in the
@@ -182,15 +183,18 @@ def main() -> None:
 
             from focusflow.embeddings import Overlap, compute_overlap
 
-            found, _ = get_overlapping_tokens(target, source, match_symbols=True, exact_match_all=True, fuzzy_match_all=False)
+            found, _ = get_overlapping_tokens(target, source, match_symbols=True, exact_match_all=True,
+                                              fuzzy_match_all=False)
             pairs = {info.target.id: info.source[0].id for info in found.values()}
-            same = transfer_embeddings(source, target, embeddings, "focus", aux=aux, overlap=Overlap.from_pairs(pairs, len(target)))
+            same = transfer_embeddings(source, target, embeddings, "focus", aux=aux,
+                                       overlap=Overlap.from_pairs(pairs, len(target)))
             compared = same.plan.fate != "random"
             ours_overlap = compute_overlap(source, target)
             ours_pairs = ours_overlap.as_dict()
             rules = overlap_difference_rules(source, target, ours_overlap, pairs)
             differing = sum(rules.values())
-            print(f"overlap: ours {len(ours_pairs)}, deepfocus {len(pairs)}, differing {differing}: {rules}", file=sys.stderr)
+            print(f"overlap: ours {len(ours_pairs)}, deepfocus {len(pairs)}, differing {differing}: {rules}",
+                  file=sys.stderr)
             result.update(deepfocus_s=round(deepfocus_s, 3), speedup=round(deepfocus_s / ours_s, 1),
                           max_abs_diff=float(np.abs(same.embeddings[compared] - reference[compared]).max()),
                           rows_compared=int(compared.sum()), overlap_ours=len(ours_pairs),

@@ -77,8 +77,14 @@ def run_ours(folder: Path, args, precision: str, name: str = "ours") -> dict:
 
 def run_hf_trainer(folder: Path, args, precision: str) -> float:
     from datasets import Dataset
-    from transformers import (AutoModelForMaskedLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer,
-                              TrainerCallback, TrainingArguments)
+    from transformers import (
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     from focusflow.training.data import PackedSequences
 

@@ -40,8 +40,8 @@ def test_compare_writes_the_report_with_every_method_and_refinement(root):
     assert "## Method comparison" in output and "report: file://" in output
     frame = pd.read_csv(root / "out" / "comparison.csv")
     assert set(CONTRACT) <= set(frame.columns) and list(frame.columns[:2]) == ["method", "stage"]
-    assert list(zip(frame["method"], frame["stage"])) == [("original", "init"), ("focus", "init"), ("random", "init"),
-                                                         ("focus", "align")]
+    assert list(zip(frame["method"], frame["stage"], strict=True)) == [
+        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "align")]
     rows = frame.set_index(["method", "stage"])
     assert rows.loc[("original", "init"), "fidelity"] == pytest.approx(1.0, abs=1e-5)
     # the refinement trains towards the source's states: closer than the initialization it started from

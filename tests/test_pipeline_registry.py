@@ -139,7 +139,7 @@ def test_the_report_shows_where_the_time_went(corpus_config, tmp_path):
     store = ArtifactStore(tmp_path / "store")
     graph = _graph_corpus_stages(corpus_config, store)
     report = run_stage(store, "report", {"language": "sw"}, {f"stage:{name}": uri for name, uri in graph.items()})
-    for name, uri in graph.items():  # every build records its wall time and host in the manifest, not in the files
+    for _name, uri in graph.items():  # every build records its wall time and host in the manifest, not in the files
         assert store.resolve(uri).metadata["build_seconds"] >= 0
     import pandas as pd
 

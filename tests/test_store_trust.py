@@ -332,7 +332,8 @@ def test_gc_removes_old_leftovers_and_keeps_artifacts_and_recent_writes(tmp_path
     running = Path(store.root) / "stage" / "k3" / "d-00000000000000aa"  # a write still under way
     running.mkdir(parents=True)
     (running / "part.bin").write_bytes(b"z")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
     staging = tmp_path / "tmp" / f"focusflow-stage-pid{dead.stdout.strip()}-abc"
     staging.mkdir()
     (staging / "out.txt").write_text("half")

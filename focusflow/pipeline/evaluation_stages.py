@@ -87,7 +87,8 @@ def _timing_rows(artifacts: Mapping[str, Artifact]) -> list[dict[str, Any]]:
         seen.add(artifact.uri)
         work = STAGES[artifact.stage].work if artifact.stage in STAGES else None
         amount = flatten_metrics(artifact.metadata).get(work[0]) if work else None
-        rows.append({"stage": artifact.stage, "name": name.partition(":")[2], "seconds": artifact.metadata.get("build_seconds"),
+        rows.append({"stage": artifact.stage, "name": name.partition(":")[2],
+                     "seconds": artifact.metadata.get("build_seconds"),
                      "work": amount if isinstance(amount, (int, float)) else None, "unit": work[1] if work else "",
                      "host": artifact.metadata.get("host")})
     return rows

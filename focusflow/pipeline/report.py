@@ -90,7 +90,7 @@ def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
     labels = frame["method"].astype(str) + frame.get("stage", pd.Series([""] * len(frame))).map(
         lambda s: f" ({s})" if s and s != "init" else "")
     figure, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6), squeeze=False)
-    for axis, metric in zip(axes[0], metrics):
+    for axis, metric in zip(axes[0], metrics, strict=False):
         values = frame[metric].astype(float)
         axis.bar(range(len(values)), values, color=["#4c72b0" if m == "focus" else "#999999" for m in frame["method"]])
         axis.set_xticks(range(len(values)), labels, rotation=45, ha="right", fontsize=8)

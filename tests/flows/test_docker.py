@@ -165,7 +165,8 @@ def test_dockerfile_checks_catch_bad_files():
     problems = dockerfile_problems(bad)
     assert any("multi-stage" in p for p in problems) and any("not pinned" in p for p in problems)
     assert any("root" in p for p in problems) and any("HEALTHCHECK" in p for p in problems)
-    mismatch = ("ARG CUDA_VERSION=12.8.1\nARG TORCH_CUDA=cu121\nARG TORCH_VERSION=2.13.0\nFROM nvidia/cuda:${CUDA_VERSION}-base AS b\n"
+    mismatch = ("ARG CUDA_VERSION=12.8.1\nARG TORCH_CUDA=cu121\nARG TORCH_VERSION=2.13.0\n"
+                "FROM nvidia/cuda:${CUDA_VERSION}-base AS b\n"
                 "FROM nvidia/cuda:${CUDA_VERSION}-base\nUSER 0\nHEALTHCHECK CMD true\n")
     assert dockerfile_problems(mismatch) == ["final stage runs as root (add a USER)",
                                              "torch wheel cu121 does not match CUDA 12.8.1"]
@@ -189,7 +190,8 @@ def test_lock_pins_every_runtime_dependency():
     from packaging.utils import canonicalize_name
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    needed = {canonicalize_name(Requirement(r).name) for r in project["dependencies"] + project["optional-dependencies"]["s3"]}
+    declared = project["dependencies"] + project["optional-dependencies"]["s3"]
+    needed = {canonicalize_name(Requirement(r).name) for r in declared}
     pinned = {}
     for line in (DOCKER / "requirements.lock").read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
@@ -202,4 +204,5 @@ def test_lock_pins_every_runtime_dependency():
         req = Requirement(requirement)
         name = canonicalize_name(req.name)
         if name in pinned:
-            assert req.specifier.contains(pinned[name], prereleases=True), f"lock pins {name}=={pinned[name]}, pyproject wants {req}"
+            assert req.specifier.contains(pinned[name], prereleases=True), \
+                f"lock pins {name}=={pinned[name]}, pyproject wants {req}"

@@ -18,7 +18,7 @@ def quantize_q4(matrix: np.ndarray) -> bytes:
     quant = np.clip(np.rint(blocks / safe[:, None]) + 8, 0, 15).astype(np.uint8)
     packed = quant[:, :16] | (quant[:, 16:] << 4)
     out = bytearray()
-    for s, row in zip(scale, packed):
+    for s, row in zip(scale, packed, strict=False):
         out += s.tobytes() + row.tobytes()
     return bytes(out)
 
