@@ -13,7 +13,8 @@ Prints a last line of JSON: {"ours_s", "deepfocus_s", "speedup", "max_abs_diff",
 fastText training that built the case; ours_call_peak_rss_gb is the peak sampled during our call alone, and
 before_call_rss_gb what the inputs (source matrix, tokenizers) already took). Agreement (max_abs_diff) is measured
 untimed, by running our FOCUS on deepfocus's own overlap over every row neither treats as random; how far the two
-overlaps differ (specials by role, fuzzy symbolic tokens, byte-exact matching: README, "Differences from deepfocus") is counted by rule.
+overlaps differ (specials by role, fuzzy symbolic tokens, byte-exact matching: README, "Differences from deepfocus")
+is counted by rule.
 
 Install: ``pip install -e .[bench]``. deepfocus depends on the source-built ``fasttext`` package,
 which installs the same module name as ``fasttext-numpy2`` (what focusflow uses); if
