@@ -12,10 +12,11 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from focusflow.errors import FocusflowError
 from focusflow.methods import METHOD_NAMES, PIPELINE_METHOD_NAMES, check_flow_method
 
 
-class ConfigError(ValueError):
+class ConfigError(FocusflowError, ValueError):
     """A configuration value is invalid; the message names the field and what is allowed."""
 
 

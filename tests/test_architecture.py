@@ -19,7 +19,8 @@ import focusflow
 
 PACKAGE_ROOT = Path(focusflow.__file__).parent
 # The library core (``methods``: the method table on main, a torch-free leaf that config and embeddings read).
-CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods")
+CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods",
+        "errors")
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT.parent) -> str:

@@ -159,7 +159,7 @@ def test_manifest_cannot_verify_a_file_outside_the_store(tmp_path, monkeypatch, 
     outside.write_bytes(b"x")
     _plant_manifest(store, "stage", "k1", {**artifact.manifest, "data_dir": "../../.."})
     code, out, err = run_cli(monkeypatch, capsys, "store", "show", artifact.uri, "--verify")
-    assert code == 1 and "verified" not in out
+    assert code == 2 and "verified" not in out
     assert err.count("\n") == 1 and "data_dir '../../..'" in err and f"focusflow store rm {artifact.uri}" in err
 
 
@@ -179,7 +179,7 @@ def test_hostile_remote_manifest_is_refused_by_the_cli(s3_store, monkeypatch, ca
     artifact = s3_store.put_bytes("stage", "k1", "a.txt", b"x")
     _plant_manifest(s3_store, "stage", "k1", HOSTILE["file up"](artifact.manifest))
     code, _, err = run_cli(monkeypatch, capsys, "store", "show", artifact.uri, "--verify")
-    assert code == 1 and "'../../etc/passwd'" in err and err.count("\n") == 1
+    assert code == 2 and "'../../etc/passwd'" in err and err.count("\n") == 1
 
 
 # --------------------------------------------------------------------- S3 that hangs or refuses
@@ -239,7 +239,7 @@ def test_cli_on_a_silent_endpoint_is_one_line(silent_endpoint, short_s3_limits, 
     pytest.importorskip("s3fs")
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", silent_endpoint)
     code, _, err = run_cli(monkeypatch, capsys, "store", "ls", "--store", "s3://bucket/prefix")
-    assert code == 1 and err.count("\n") == 1 and silent_endpoint in err
+    assert code == 2 and err.count("\n") == 1 and silent_endpoint in err
 
 
 def test_s3_limits_must_be_positive_numbers(monkeypatch):
@@ -299,7 +299,7 @@ def test_rm_removes_an_artifact_even_with_a_corrupt_manifest(tmp_path, monkeypat
     assert code == 0 and "removed" in out
     assert not (Path(store.root) / "stage" / "k1").exists()
     code, _, err = run_cli(monkeypatch, capsys, "store", "rm", "stage/k1", "--store", store.uri)
-    assert code == 1 and "no artifact stage/k1" in err
+    assert code == 2 and "no artifact stage/k1" in err
 
 
 def test_corruption_error_names_the_rm_command(local_store):
@@ -371,7 +371,7 @@ def test_misspelled_local_store_is_an_error_not_a_new_store(tmp_path, monkeypatc
     for args in (["store", "ls", "--store", str(missing)], ["store", "show", "stage/k1", "--store", str(missing)],
                  ["store", "rm", "stage/k1", "--store", str(missing)], ["store", "gc", "--store", str(missing)]):
         code, _, err = run_cli(monkeypatch, capsys, *args)
-        assert code == 1 and "no store at" in err, args
+        assert code == 2 and "no store at" in err, args
     assert not missing.exists()
     assert store.find("stage", "k1") is None, "a stage's cache lookup before its first write is a miss"
     store.put_bytes("stage", "k1", "a.txt", b"x")

@@ -49,18 +49,13 @@ def evaluate(
 ) -> None:
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
     from focusflow.evaluation.downstream import evaluate_models
-    from focusflow.evaluation.downstream.datasets import DataFormatError
     from focusflow.evaluation.downstream.runner import parse_seeds
 
-    try:
-        results = evaluate_models(parse_models(models), task, out, seeds=parse_seeds(seeds), epochs=epochs,
-                                  max_train_samples=max_train_samples, data_root=data_root, lr=lr,
-                                  batch_size=batch_size, eval_every_fraction=eval_every,
-                                  max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,
-                                  threads=threads)
-    except (DataFormatError, ValueError, RuntimeError, FileNotFoundError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
+    results = evaluate_models(parse_models(models), task, out, seeds=parse_seeds(seeds), epochs=epochs,
+                              max_train_samples=max_train_samples, data_root=data_root, lr=lr,
+                              batch_size=batch_size, eval_every_fraction=eval_every,
+                              max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,
+                              threads=threads)
     main = results[results["main"]]
     for row in main.itertuples():
         typer.echo(f"{row.model:>20}  {row.task:<28} {row.metric:<9} {100 * row.mean:6.2f} ± {100 * row.std:5.2f}"

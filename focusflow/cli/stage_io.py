@@ -153,10 +153,5 @@ def echo_result(artifact: Artifact, extra: dict[str, Any] | None = None) -> None
     typer.echo(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
-def fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(1)
-
-
 __all__ = ["ConfigError", "ConfigOption", "SetOption", "StoreOption", "documents_layout", "echo_result", "export",
-           "fail", "import_folder", "run_config", "split_layout", "stage_input"]
+           "import_folder", "run_config", "split_layout", "stage_input"]

@@ -12,6 +12,7 @@ from focusflow.corpus.cleaning import Cleaner
 from focusflow.corpus.io import write_stats, write_texts
 from focusflow.corpus.languages import normalize_language
 from focusflow.corpus.sources import iter_source
+from focusflow.errors import InputError
 
 log = logging.getLogger(__name__)
 DOCUMENTS = "documents.jsonl"
@@ -62,7 +63,7 @@ def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_
         "seconds": round(time.perf_counter() - started, 3),
     }
     if count == 0:
-        raise ValueError(f"no document of {spec.source} survived cleaning ({cleaner.stats()['removed']}); "
+        raise InputError(f"no document of {spec.source} survived cleaning ({cleaner.stats()['removed']}); "
                          "check the language, the text field, or relax cleaning.min_chars/min_words")
     write_stats(out / STATS, stats)
     log.info("corpus: wrote %d documents (%.1f MB) to %s", count, stats["bytes"] / 1e6, out / DOCUMENTS)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_path, atomic_write
 
 TEXT_FIELD = "text"
@@ -35,7 +36,7 @@ def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterat
             try:
                 yield json.loads(line)[TEXT_FIELD]
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise ValueError(f"{file}:{count + 1}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
+                raise InputError(f"{file}:{count + 1}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
                                  f"(or name a plain-text corpus *.txt: one document per line)") from None
 
 

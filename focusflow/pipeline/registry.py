@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from focusflow.errors import FocusflowError
 from focusflow.storage import Artifact, ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class Stage:
     uses_model: bool = False  # loads a transformers model (see focusflow.tasks: they take turns in threads)
 
 
-class StageInputError(ValueError):
+class StageInputError(FocusflowError, ValueError):
     """A stage was given the wrong set of input artifacts."""
 
 

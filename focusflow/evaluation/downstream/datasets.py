@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from focusflow.errors import FocusflowError
+
 log = logging.getLogger(__name__)
 
 TaskKind = Literal["ner", "nli", "qa"]
@@ -40,7 +42,7 @@ DEV_FRACTION = 0.1
 SINGLE_FILE_FRACTIONS = (0.7, 0.1, 0.2)  # train, dev, test when only one labelled file exists
 
 
-class DataFormatError(ValueError):
+class DataFormatError(FocusflowError, ValueError):
     """An evaluation file is empty, malformed or inconsistent; the message names file and line."""
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from focusflow.errors import InputError
 from focusflow.evaluation.downstream.datasets import TaskData, subsample
 from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 from focusflow.evaluation.downstream.ner import NerTask
@@ -55,9 +56,9 @@ def load_tokenizer(model: Path | str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model))
     except Exception as exc:
-        raise ValueError(f"{model}: could not load a tokenizer ({type(exc).__name__}: {exc})") from exc
+        raise InputError(f"{model}: could not load a tokenizer ({type(exc).__name__}: {exc})") from exc
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(f"{model}: the tokenizer is not a fast (Rust) tokenizer; NER alignment and QA spans need "
+        raise InputError(f"{model}: the tokenizer is not a fast (Rust) tokenizer; NER alignment and QA spans need "
                          "word ids and character offsets. Save a tokenizer.json with the model, e.g. "
                          "PreTrainedTokenizerFast(tokenizer_object=...).save_pretrained(folder).")
     if tokenizer.pad_token is None:
@@ -80,10 +81,10 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
     loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
     missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
     if missing:
-        raise ValueError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "
+        raise InputError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "
                          f"{sorted(missing)[:3]}); the task model would start from random weights")
     if loaded.get_input_embeddings().num_embeddings < len(tokenizer):
-        raise ValueError(f"{model}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix "
+        raise InputError(f"{model}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix "
                          f"only {loaded.get_input_embeddings().num_embeddings} rows")
     if getattr(loaded.config, "pad_token_id", None) is None:
         loaded.config.pad_token_id = tokenizer.pad_token_id
@@ -133,7 +134,7 @@ def prepare_data(spec: TaskSpec, data_root: Path | None, split_seed: int, max_tr
             setattr(data, split, subsample(examples, limit, split_seed + offset))
             data.provenance[split] += f" (seeded subset: {limit} of {len(examples)})"
     if not data.train or not data.dev or not data.test:
-        raise ValueError(f"{spec.id}: empty split after loading ({data.sizes()})")
+        raise InputError(f"{spec.id}: empty split after loading ({data.sizes()})")
     return data
 
 
@@ -220,7 +221,7 @@ def parse_seeds(text: str) -> int | list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"seeds must be a count (5) or a comma-separated list (2,3), got {text!r}") from None
+        raise InputError(f"seeds must be a count (5) or a comma-separated list (2,3), got {text!r}") from None
     return values if "," in text else (values[0] if values else 0)
 
 
@@ -238,12 +239,12 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     Returns the ``results.csv`` table as a DataFrame.
     """
     if not models:
-        raise ValueError("no models to evaluate")
+        raise InputError("no models to evaluate")
     if not tasks:
-        raise ValueError("no tasks to evaluate")
+        raise InputError("no tasks to evaluate")
     seed_list = list(range(1, seeds + 1)) if isinstance(seeds, int) else list(seeds)
     if not seed_list or min(seed_list) < 1 or len(set(seed_list)) != len(seed_list):
-        raise ValueError(f"seeds must be a count of at least 1 or distinct seeds >= 1, got {seeds!r}")
+        raise InputError(f"seeds must be a count of at least 1 or distinct seeds >= 1, got {seeds!r}")
     unknown = set(opts) - {"lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
                            "split_seed", "max_length", "threads"}
     if unknown:
