@@ -32,11 +32,15 @@ SetOption = typer.Option([], "--set", help="Override a setting, e.g. --set dedup
 ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration (its sections are used).")
 
 
-def run_config(config: Path | None, overrides: list[str], explicit: dict[str, dict[str, Any]] | None = None,
+def run_config(config: Path | None, overrides: list[str], explicit: dict[str, Any] | None = None,
                language: str | None = None) -> PipelineConfig:
     """The one configuration loader: YAML < ``--set`` < explicit options; unknown sections are errors."""
     data = parse_overrides(overrides)
     for section, values in (explicit or {}).items():
+        if not isinstance(values, dict):  # a top-level setting such as store
+            if values is not None:
+                data[section] = values
+            continue
         given = {k: v for k, v in values.items() if v is not None}
         if given:
             data.setdefault(section, {}).update(given)
