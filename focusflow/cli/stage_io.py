@@ -101,6 +101,10 @@ def stage_input(store: ArtifactStore, value: str | Path, kind: str,
     if layout is None:
         if not path.is_dir():
             raise FileNotFoundError(f"{kind} input {text} must be a folder")
+        if kind == "model":
+            from focusflow.models.loading import require_weights
+
+            require_weights(path)
         return import_folder(store, kind, path)
     with tempfile.TemporaryDirectory(prefix=f"focusflow-import-{kind}-") as staging:
         layout(path, Path(staging))

@@ -31,7 +31,7 @@ from torch import nn
 from focusflow.config import LaptSpec
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import EVAL_STREAM, Masker
-from focusflow.models.loading import describe_source, model_class
+from focusflow.models.loading import describe_source, model_class, require_vocabulary_fits, require_weights
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
@@ -109,6 +109,7 @@ def _max_positions(config) -> int | None:
 
 def load_model(folder: Path, attn_implementation: str) -> tuple[nn.Module, str]:
     """The LM of an HF folder in float32 and its LAPT objective (a bare encoder gets a new MLM head)."""
+    require_weights(folder)
     info = describe_source(folder)
     auto = model_class(info, add_head=True)
     try:
@@ -474,7 +475,8 @@ class _Run(TrainingRun):
         self.train_data = PackedSequences(data_dir / "train_ids.npy", spec.seq_len)
         self.heldout_data = PackedSequences(data_dir / "heldout_ids.npy", spec.seq_len)
         if len(self.heldout_data) == 0:
-            raise InputError(f"held-out corpus {heldout} has fewer than seq_len={spec.seq_len} tokens")
+            raise InputError(f"held-out corpus {heldout} has fewer than seq_len={spec.seq_len} tokens; give more "
+                             "held-out text or lower lapt.seq_len")
         self.order = SampleOrder(len(self.train_data), spec.seed)
         self._start(resume)
 
@@ -485,6 +487,7 @@ class _Run(TrainingRun):
         limit = _max_positions(self.model.config)
         if limit is not None and spec.seq_len > limit:
             raise InputError(f"lapt.seq_len={spec.seq_len} exceeds the model's {limit} positions; lower it")
+        require_vocabulary_fits(self.model, self.tokenizer, self.model_dir)
         if self.objective == "mlm":
             self.masker = Masker.for_tokenizer(self.tokenizer, spec.mlm_probability, spec.whole_word_masking, spec.seed)
         else:

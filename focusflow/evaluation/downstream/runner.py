@@ -29,6 +29,7 @@ from focusflow.evaluation.downstream.nli import NliTask
 from focusflow.evaluation.downstream.qa import QaTask
 from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
+from focusflow.models.loading import require_vocabulary_fits, require_weights
 from focusflow.storage.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -78,14 +79,13 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
     model_class = {"ner": AutoModelForTokenClassification, "nli": AutoModelForSequenceClassification,
                    "qa": AutoModelForQuestionAnswering}[kind]
     # the new head is always "missing": focusflow.logs drops that load report unless verbose
+    require_weights(model)
     loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
     missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
     if missing:
         raise InputError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "
                          f"{sorted(missing)[:3]}); the task model would start from random weights")
-    if loaded.get_input_embeddings().num_embeddings < len(tokenizer):
-        raise InputError(f"{model}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix "
-                         f"only {loaded.get_input_embeddings().num_embeddings} rows")
+    require_vocabulary_fits(loaded, tokenizer, model)
     if getattr(loaded.config, "pad_token_id", None) is None:
         loaded.config.pad_token_id = tokenizer.pad_token_id
     device = "cuda" if torch.cuda.is_available() else "cpu"
