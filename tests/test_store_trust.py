@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from focusflow.storage import ArtifactStore, CorruptArtifactError, StoreError
 from focusflow.storage.store import MANIFEST
+from tests.cli_runner import run_cli
 
 STORES = ["local_store", pytest.param("s3_store", marks=pytest.mark.s3)]
 
@@ -25,20 +24,6 @@ STORES = ["local_store", pytest.param("s3_store", marks=pytest.mark.s3)]
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> ArtifactStore:
     return request.getfixturevalue(request.param)
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    """``focusflow ARGS`` through the console entry point: exit code, stdout, stderr."""
-    from focusflow.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["focusflow", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def key_folder_entries(store: ArtifactStore, stage: str, key: str) -> list[str]:
@@ -183,41 +168,6 @@ def test_hostile_remote_manifest_is_refused_by_the_cli(s3_store, monkeypatch, ca
 
 
 # --------------------------------------------------------------------- S3 that hangs or refuses
-@pytest.fixture()
-def silent_endpoint() -> Iterator[str]:
-    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    server.settimeout(0.2)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for connection in accepted:
-        connection.close()
-    server.close()
-
-
-@pytest.fixture()
-def short_s3_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "FOCUSFLOW_S3_CONNECT_TIMEOUT": "1",
-                        "FOCUSFLOW_S3_READ_TIMEOUT": "1", "FOCUSFLOW_S3_RETRIES": "2"}.items():
-        monkeypatch.setenv(name, value)
-
-
 @pytest.mark.s3
 @pytest.mark.parametrize("operation", ["list", "get", "put"])
 def test_endpoint_that_never_answers_fails_fast_naming_it(silent_endpoint, short_s3_limits, monkeypatch, operation,

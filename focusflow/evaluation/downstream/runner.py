@@ -251,8 +251,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
         raise TypeError(f"unknown options {sorted(unknown)}")
     if opts.get("threads"):
         torch.set_num_threads(int(opts["threads"]))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir)  # created by the first run written: a run that fails on its inputs leaves no folder
     specs = [parse_task(task) for task in tasks]  # fail on a bad spec before any training
     split_seed = opts.get("split_seed", 0)
     runs: list[dict[str, Any]] = []
