@@ -22,3 +22,8 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *arg
         code = int(exit_.code or 0)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def error_lines(err: str) -> list[str]:
+    """The ``error:`` lines of a command's stderr (warnings such as store retries may come before them)."""
+    return [line for line in err.splitlines() if line.startswith("error:")]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import run_cli
+from tests.cli_runner import error_lines, run_cli
 from tests.tiny_models import sample_texts, save_tiny, train_tokenizer
 
 
@@ -243,7 +243,7 @@ def command(case: Case, inputs: Path, tmp_path: Path) -> list[str]:
 
 
 def assert_one_clear_line(code: int, out: str, err: str, says: tuple[str, ...]) -> None:
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    errors = error_lines(err)
     assert code == 2, (code, out[-2000:], err[-2000:])
     assert len(errors) == 1, err[-2000:]
     assert all(s in errors[0] for s in says), (says, errors[0])

@@ -120,8 +120,9 @@ def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterat
     document per non-empty line), either optionally ``.gz``."""
     file = Path(path)
     plain = file.name.endswith((".txt", ".txt.gz"))
+    check = TextCheck(str(file))
     with _open_binary(file) as handle:
-        for count, line in enumerate(TextCheck(str(file)).lines(handle)):
+        for count, line in enumerate(check.lines(handle)):
             if limit is not None and count >= limit:
                 return
             if not line.strip():
@@ -132,6 +133,7 @@ def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterat
             try:
                 yield json.loads(line)[TEXT_FIELD]
             except (json.JSONDecodeError, KeyError, TypeError):
+                check.check()  # a file that is not text says so rather than "not JSON"
                 raise InputError(f"{file}:{count + 1}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
                                  f"(or name a plain-text corpus *.txt: one document per line)") from None
 

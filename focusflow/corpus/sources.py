@@ -9,6 +9,7 @@ the same layout, which is how the tests exercise it.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -220,7 +221,8 @@ def _open_text(file: str, compression: str | None, check: TextCheck) -> Iterator
     import fsspec
 
     with fsspec.open(file, "rb", compression=compression) as handle:
-        yield CheckedText(handle, check)
+        # zstd's reader has no readline: buffer every decompressor so lines can be read
+        yield CheckedText(io.BufferedReader(handle) if compression else handle, check)
 
 
 def _txt_texts(file: str, compression: str | None, txt_documents: str, check: TextCheck) -> Iterator[str]:
@@ -250,13 +252,13 @@ def _json_texts(file: str, text_field: str, compression: str | None, check: Text
                 return
         stripped = first.lstrip()
         if stripped.startswith("["):  # a JSON array file
-            records = json.loads(first + handle.read())
+            records = _whole_json(first + handle.read(), file)
         else:
             try:
                 records = [json.loads(first)]
                 whole = None
             except json.JSONDecodeError:  # a pretty-printed single JSON document
-                whole = json.loads(first + handle.read())
+                whole = _whole_json(first + handle.read(), file)
                 records = whole if isinstance(whole, list) else [whole]
             if whole is None:
                 records = _chain_json_lines(records[0], handle, file)
@@ -264,6 +266,14 @@ def _json_texts(file: str, text_field: str, compression: str | None, check: Text
             text = _field(record, text_field, file, number)
             if text:
                 yield text
+
+
+def _whole_json(text: str, file: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{file}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file, or use JSON Lines "
+                          "(one {\"text\": ...} object per line)") from None
 
 
 def _chain_json_lines(first: dict, handle, file: str) -> Iterator[dict]:
