@@ -152,3 +152,18 @@ def test_validating_a_config_does_not_load_torch():
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                             cwd=PACKAGE_ROOT.parent, env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT.parent)})
     assert loaded.stdout.strip() == "[]"
+
+
+def test_every_error_class_of_the_package_is_a_focusflow_error():
+    """The CLI prints a ``FocusflowError`` as one line (exit 2): an error class outside that family would traceback."""
+    bases: dict[str, list[str]] = {}
+    for path in all_modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                bases[node.name] = [getattr(base, "id", getattr(base, "attr", "")) for base in node.bases]
+
+    def ours(name: str) -> bool:
+        return name == "FocusflowError" or any(ours(base) for base in bases.get(name, []) if base != name)
+
+    assert len(bases) >= 10
+    assert not [name for name in bases if not ours(name)]
