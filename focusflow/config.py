@@ -6,16 +6,18 @@ a silently ignored setting. Defaults follow the FOCUS paper where it states one.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from focusflow.errors import FocusflowError
 from focusflow.methods import METHOD_NAMES, PIPELINE_METHOD_NAMES, check_flow_method
 
 
-class ConfigError(ValueError):
+class ConfigError(FocusflowError, ValueError):
     """A configuration value is invalid; the message names the field and what is allowed."""
 
 
@@ -322,14 +324,30 @@ class PipelineConfig(_Section):
         return code
 
 
+def _known_names(loc: tuple[Any, ...]) -> list[str]:
+    """The fields allowed where ``loc`` points (a section's fields, or the top-level sections)."""
+    model: Any = PipelineConfig
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        model = field.annotation if field is not None else None
+    return list(getattr(model, "model_fields", {}))
+
+
 def _format_errors(error: ValidationError) -> str:
-    lines = []
+    """Every problem on one line, each naming its field; a misspelled name gets its nearest known one."""
+    problems = []
     for item in error.errors():
         field = ".".join(str(part) for part in item["loc"]) or "(config)"
+        if item["type"] == "extra_forbidden":
+            known = _known_names(item["loc"])
+            close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+            problems.append(f"{field}: unknown setting ({hint})")
+            continue
         got = item.get("input")
         shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"{field}: {item['msg']}{shown}")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+        problems.append(f"{field}: {item['msg']}{shown}")
+    return "invalid configuration: " + "; ".join(problems)
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -371,6 +389,14 @@ def build_config(data: dict[str, Any]) -> PipelineConfig:
         raise ConfigError(_format_errors(exc)) from None
 
 
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """`` at line L, column C: <problem>`` from a YAML error (its own message spans several lines)."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return f"{where}: {problem}"
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
                 **fields: Any) -> PipelineConfig:
     """Read YAML (optional), apply dotted overrides and keyword fields, validate."""
@@ -382,7 +408,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         try:
             loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {file} is not valid YAML: {exc}") from None
+            raise ConfigError(f"config file {file} is not valid YAML{_yaml_problem(exc)}; fix the file") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {file} must hold a mapping at the top level")
         data = loaded

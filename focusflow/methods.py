@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from focusflow.errors import InputError
+
 
 @dataclass(frozen=True)
 class MethodInput:
@@ -77,7 +79,7 @@ def split_method(name: str) -> tuple[str, tuple[str, ...]]:
     init_method(base)
     unknown = [r for r in refinements if r not in REFINEMENTS]
     if unknown:
-        raise ValueError(f"unknown refinement {'+'.join(unknown)!r} in method {name!r}; refinements: "
+        raise InputError(f"unknown refinement {'+'.join(unknown)!r} in method {name!r}; refinements: "
                          f"{', '.join(REFINEMENTS)}")
     return base, tuple(refinements)
 
@@ -87,7 +89,7 @@ def init_method(name: str) -> InitMethodSpec:
     try:
         return INIT_METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHOD_NAMES)}") from None
+        raise InputError(f"unknown method {name!r}; choose one of {', '.join(METHOD_NAMES)}") from None
 
 
 def check_flow_method(name: str) -> str:
@@ -95,7 +97,7 @@ def check_flow_method(name: str) -> str:
     spec = init_method(split_method(name)[0])
     missing = [need.description for need in spec.needs if not need.flow_supplies]
     if missing:
-        raise ValueError(f"method {name!r} cannot run in the pipeline flow: it needs {'; '.join(missing)}, which "
+        raise InputError(f"method {name!r} cannot run in the pipeline flow: it needs {'; '.join(missing)}, which "
                          f"the flow does not produce (run it with `focusflow init`); the flow runs "
                          f"{', '.join(FLOW_METHOD_NAMES)}")
     return name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,3 +110,38 @@ def s3_store(s3_server: S3Server, tmp_path: Path, request: pytest.FixtureRequest
     bucket = "".join(c if c.isalnum() or c == "-" else "-" for c in bucket)
     uri = s3_server.make_bucket(bucket)
     return ArtifactStore(f"{uri}/artifacts", cache_dir=tmp_path / "cache", backoff_s=0.05)
+
+
+@pytest.fixture()
+def silent_endpoint() -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    server.settimeout(0.2)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join(5)
+    for connection in accepted:
+        connection.close()
+    server.close()
+
+
+@pytest.fixture()
+def short_s3_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "FOCUSFLOW_S3_CONNECT_TIMEOUT": "1",
+                        "FOCUSFLOW_S3_READ_TIMEOUT": "1", "FOCUSFLOW_S3_RETRIES": "2"}.items():
+        monkeypatch.setenv(name, value)

@@ -177,3 +177,18 @@ def test_layers_import_downward_only():
     assert not upward, f"imports from a layer above: {upward}"
     events = set(imported_names(modules["focusflow.orchestration.events"], "focusflow.orchestration.events", modules))
     assert {i for i in events if i.startswith("focusflow")} <= {"focusflow.storage"}
+
+
+def test_every_error_class_of_the_package_is_a_focusflow_error():
+    """The CLI prints a ``FocusflowError`` as one line (exit 2): an error class outside that family would traceback."""
+    bases: dict[str, list[str]] = {}
+    for path in all_modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                bases[node.name] = [getattr(base, "id", getattr(base, "attr", "")) for base in node.bases]
+
+    def ours(name: str) -> bool:
+        return name == "FocusflowError" or any(ours(base) for base in bases.get(name, []) if base != name)
+
+    assert len(bases) >= 10
+    assert not [name for name in bases if not ours(name)]

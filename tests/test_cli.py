@@ -34,8 +34,7 @@ def test_store_ls_and_show(local_store, tmp_path):
 
 def test_config_validation_errors_are_clear(tmp_path):
     result = runner.invoke(app, ["config", "--language", "sw", "--set", "tokenizer.algorithm=word2vec"])
-    assert result.exit_code != 0
-    assert "tokenizer.algorithm" in str(result.exception)
+    assert result.exit_code == 2 and "tokenizer.algorithm" in result.output and "Traceback" not in result.output
 
 
 def test_readme_test_command_is_what_ci_runs():

@@ -1,4 +1,7 @@
+import pytest
+
 from focusflow.corpus.io import one_line, read_documents, read_texts, write_texts
+from focusflow.errors import InputError
 
 
 def test_documents_with_newlines_survive_round_trip(tmp_path):
@@ -32,3 +35,33 @@ def test_read_documents_takes_jsonl_or_plain_text(tmp_path):
     (tmp_path / "plain.txt").write_text("línea uno\n\n  línea dos  \n", encoding="utf-8")
     assert read_documents(tmp_path / "plain.txt") == ["línea uno", "línea dos"]
     assert read_documents(tmp_path / "plain.txt", limit=1) == ["línea uno"]
+
+
+def test_text_check_counts_invalid_bytes_and_control_characters_exactly():
+    from focusflow.corpus.io import TextCheck
+
+    check = TextCheck("t.txt")
+    assert check.decode("caf\ufffd ok\n".encode()) == "caf\ufffd ok\n"  # a real U+FFFD is text
+    assert check.replaced_bytes == 0
+    assert check.decode(b"caf\xe9 \xff\xfe ok\x00\n") == "caf\ufffd \ufffd\ufffd ok\x00\n"
+    assert (check.replaced_bytes, check.control_chars, check.bytes) == (3, 1, 22)
+    assert check.not_text_share == pytest.approx(4 / 22)
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 20, ("Habari ya leo.\n" * 50).encode("utf-16")],
+                         ids=["binary", "utf-16"])
+def test_a_file_that_is_not_text_is_refused_naming_it_and_the_share(tmp_path, content):
+    for name in ("corpus.txt", "corpus.jsonl", "notes.md"):
+        (tmp_path / name).write_bytes(content)
+        reader = read_documents if name == "notes.md" else read_texts
+        with pytest.raises(InputError, match=rf"{name} is not UTF-8 text: \d+\.\d% of \d+ bytes read .* convert"):
+            list(reader(tmp_path / name))
+
+
+def test_a_few_bad_bytes_are_replaced_and_warned_about(tmp_path, caplog):
+    file = tmp_path / "t.txt"
+    file.write_bytes(b"Habari za asubuhi ndugu yangu mpendwa.\n" * 30 + b"caf\xe9 nzuri sana leo hapa kwetu.\n")
+    with caplog.at_level("WARNING"):
+        texts = list(read_texts(file))
+    assert texts[-1] == "caf\ufffd nzuri sana leo hapa kwetu." and len(texts) == 31
+    assert "t.txt: 1 invalid UTF-8 bytes replaced" in caplog.text

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from focusflow.storage import ArtifactStore, CorruptArtifactError, StoreError
 from focusflow.storage.store import MANIFEST
+from tests.cli_runner import error_lines, run_cli
 
 STORES = ["local_store", pytest.param("s3_store", marks=pytest.mark.s3)]
 
@@ -25,20 +24,6 @@ STORES = ["local_store", pytest.param("s3_store", marks=pytest.mark.s3)]
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> ArtifactStore:
     return request.getfixturevalue(request.param)
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    """``focusflow ARGS`` through the console entry point: exit code, stdout, stderr."""
-    from focusflow.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["focusflow", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def key_folder_entries(store: ArtifactStore, stage: str, key: str) -> list[str]:
@@ -159,8 +144,9 @@ def test_manifest_cannot_verify_a_file_outside_the_store(tmp_path, monkeypatch, 
     outside.write_bytes(b"x")
     _plant_manifest(store, "stage", "k1", {**artifact.manifest, "data_dir": "../../.."})
     code, out, err = run_cli(monkeypatch, capsys, "store", "show", artifact.uri, "--verify")
-    assert code == 1 and "verified" not in out
-    assert err.count("\n") == 1 and "data_dir '../../..'" in err and f"focusflow store rm {artifact.uri}" in err
+    assert code == 2 and "verified" not in out
+    assert len(error_lines(err)) == 1 and "Traceback" not in err
+    assert "data_dir '../../..'" in err and f"focusflow store rm {artifact.uri}" in err
 
 
 def test_symlink_inside_an_artifact_that_leads_out_is_refused(tmp_path):
@@ -179,45 +165,10 @@ def test_hostile_remote_manifest_is_refused_by_the_cli(s3_store, monkeypatch, ca
     artifact = s3_store.put_bytes("stage", "k1", "a.txt", b"x")
     _plant_manifest(s3_store, "stage", "k1", HOSTILE["file up"](artifact.manifest))
     code, _, err = run_cli(monkeypatch, capsys, "store", "show", artifact.uri, "--verify")
-    assert code == 1 and "'../../etc/passwd'" in err and err.count("\n") == 1
+    assert code == 2 and "'../../etc/passwd'" in err and len(error_lines(err)) == 1 and "Traceback" not in err
 
 
 # --------------------------------------------------------------------- S3 that hangs or refuses
-@pytest.fixture()
-def silent_endpoint() -> Iterator[str]:
-    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    server.settimeout(0.2)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for connection in accepted:
-        connection.close()
-    server.close()
-
-
-@pytest.fixture()
-def short_s3_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "FOCUSFLOW_S3_CONNECT_TIMEOUT": "1",
-                        "FOCUSFLOW_S3_READ_TIMEOUT": "1", "FOCUSFLOW_S3_RETRIES": "2"}.items():
-        monkeypatch.setenv(name, value)
-
-
 @pytest.mark.s3
 @pytest.mark.parametrize("operation", ["list", "get", "put"])
 def test_endpoint_that_never_answers_fails_fast_naming_it(silent_endpoint, short_s3_limits, monkeypatch, operation,
@@ -239,7 +190,7 @@ def test_cli_on_a_silent_endpoint_is_one_line(silent_endpoint, short_s3_limits, 
     pytest.importorskip("s3fs")
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", silent_endpoint)
     code, _, err = run_cli(monkeypatch, capsys, "store", "ls", "--store", "s3://bucket/prefix")
-    assert code == 1 and err.count("\n") == 1 and silent_endpoint in err
+    assert code == 2 and len(error_lines(err)) == 1 and "Traceback" not in err and silent_endpoint in err
 
 
 def test_s3_limits_must_be_positive_numbers(monkeypatch):
@@ -299,7 +250,7 @@ def test_rm_removes_an_artifact_even_with_a_corrupt_manifest(tmp_path, monkeypat
     assert code == 0 and "removed" in out
     assert not (Path(store.root) / "stage" / "k1").exists()
     code, _, err = run_cli(monkeypatch, capsys, "store", "rm", "stage/k1", "--store", store.uri)
-    assert code == 1 and "no artifact stage/k1" in err
+    assert code == 2 and "no artifact stage/k1" in err
 
 
 def test_corruption_error_names_the_rm_command(local_store):
@@ -372,7 +323,7 @@ def test_misspelled_local_store_is_an_error_not_a_new_store(tmp_path, monkeypatc
     for args in (["store", "ls", "--store", str(missing)], ["store", "show", "stage/k1", "--store", str(missing)],
                  ["store", "rm", "stage/k1", "--store", str(missing)], ["store", "gc", "--store", str(missing)]):
         code, _, err = run_cli(monkeypatch, capsys, *args)
-        assert code == 1 and "no store at" in err, args
+        assert code == 2 and "no store at" in err, args
     assert not missing.exists()
     assert store.find("stage", "k1") is None, "a stage's cache lookup before its first write is a miss"
     store.put_bytes("stage", "k1", "a.txt", b"x")

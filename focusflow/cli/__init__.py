@@ -6,10 +6,6 @@ imported, which is all this package does before handing over to ``main``.
 
 from __future__ import annotations
 
-import sys
-
-import typer
-
 from focusflow.cli import config as _config  # noqa: F401
 from focusflow.cli import corpus as _corpus  # noqa: F401
 from focusflow.cli import evaluate as _evaluate  # noqa: F401
@@ -27,12 +23,5 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """Console entry point: known errors print one clear line and exit 1, no traceback."""
-    from focusflow.config import ConfigError
-    from focusflow.storage import StoreError, UnsafeNameError
-
-    try:
-        app()
-    except (ConfigError, StoreError, UnsafeNameError, FileNotFoundError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        sys.exit(1)
+    """Console entry point (errors are reported by the one policy in ``cli.app``)."""
+    app()

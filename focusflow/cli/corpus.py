@@ -18,21 +18,12 @@ from focusflow.cli.stage_io import (
     documents_layout,
     echo_result,
     export,
-    fail,
     run_config,
     split_layout,
     stage_input,
 )
 from focusflow.config import ConfigError
 from focusflow.storage import ArtifactStore
-
-
-def _known_errors() -> tuple[type[Exception], ...]:
-    from focusflow.corpus import LanguageError, SourceError
-    from focusflow.storage import StoreError
-    from focusflow.tokenizer import VocabularySizeError
-
-    return (LanguageError, SourceError, VocabularySizeError, ConfigError, StoreError, FileNotFoundError, ValueError)
 
 
 def _print(stats: dict) -> None:
@@ -94,17 +85,14 @@ def corpus_command(
     """Collect and clean target-language documents from a web corpus, local files or the demo Bible."""
     from focusflow.pipeline.params import corpus_params
 
-    try:
-        if language is None and config is None and source in (None, "demo"):
-            language = "ny"
-        explicit = {"corpus": {"source": source, "paths": [str(Path(p).expanduser().resolve()) for p in path] or None,
-                               "max_bytes": max_bytes, "max_documents": max_documents, "text_field": text_field}}
-        if language is None and config is None:
-            raise ConfigError("--language is required for this source (an ISO 639 code such as sw or hau)")
-        cfg = run_config(config, set_, explicit, language=language)
-        _stage("corpus", corpus_params(cfg), {}, out, store, cfg.language)
-    except _known_errors() as exc:
-        fail(exc)
+    if language is None and config is None and source in (None, "demo"):
+        language = "ny"
+    explicit = {"corpus": {"source": source, "paths": [str(Path(p).expanduser().resolve()) for p in path] or None,
+                           "max_bytes": max_bytes, "max_documents": max_documents, "text_field": text_field}}
+    if language is None and config is None:
+        raise ConfigError("--language is required for this source (an ISO 639 code such as sw or hau)")
+    cfg = run_config(config, set_, explicit, language=language)
+    _stage("corpus", corpus_params(cfg), {}, out, store, cfg.language)
 
 
 @app.command("dedup")
@@ -121,12 +109,9 @@ def dedup_command(
     """Remove exact and near-duplicate documents (or lines) with MinHash + LSH."""
     from focusflow.pipeline.params import dedup_params
 
-    try:
-        cfg = run_config(config, set_, {"dedup": {"level": level, "threshold": threshold, "workers": workers}})
-        corpus = lambda s: stage_input(s, documents, "corpus", documents_layout("documents.jsonl"))  # noqa: E731
-        _stage("dedup", dedup_params(cfg), {"corpus": corpus}, out, store)
-    except _known_errors() as exc:
-        fail(exc)
+    cfg = run_config(config, set_, {"dedup": {"level": level, "threshold": threshold, "workers": workers}})
+    corpus = lambda s: stage_input(s, documents, "corpus", documents_layout("documents.jsonl"))  # noqa: E731
+    _stage("dedup", dedup_params(cfg), {"corpus": corpus}, out, store)
 
 
 @app.command("split")
@@ -141,12 +126,9 @@ def split_command(
     """Split documents into train and held-out by document hash (deterministic)."""
     from focusflow.pipeline.params import split_params
 
-    try:
-        cfg = run_config(config, set_, {"split": {"heldout_fraction": fraction}})
-        dedup = lambda s: stage_input(s, documents, "dedup", documents_layout("documents.jsonl"))  # noqa: E731
-        _stage("split", split_params(cfg), {"dedup": dedup}, out, store)
-    except _known_errors() as exc:
-        fail(exc)
+    cfg = run_config(config, set_, {"split": {"heldout_fraction": fraction}})
+    dedup = lambda s: stage_input(s, documents, "dedup", documents_layout("documents.jsonl"))  # noqa: E731
+    _stage("split", split_params(cfg), {"dedup": dedup}, out, store)
 
 
 @app.command("tokenizer")
@@ -164,20 +146,17 @@ def tokenizer_command(
     """Train the target-language tokenizer (sentencepiece Unigram by default) and store it."""
     from focusflow.pipeline.params import tokenizer_params
 
-    try:
-        size: int | str | None = vocab_size
-        if vocab_size is not None and vocab_size != "auto":
-            if not vocab_size.isdigit():
-                raise ConfigError(f"--vocab-size must be a number or 'auto', got {vocab_size!r}")
-            size = int(vocab_size)
-        cfg = run_config(config, set_, {"tokenizer": {"vocab_size": size, "algorithm": algorithm}})
-        held = Path(heldout) if heldout else None
-        inputs = {"split": lambda s: stage_input(s, corpus, "split", split_layout(held))}
-        if source is not None:
-            inputs["source"] = lambda s: stage_input(s, _tokenizer_folder(source), "tokenizer")
-        _stage("tokenizer", tokenizer_params(cfg), inputs, out, store)
-    except _known_errors() as exc:
-        fail(exc)
+    size: int | str | None = vocab_size
+    if vocab_size is not None and vocab_size != "auto":
+        if not vocab_size.isdigit():
+            raise ConfigError(f"--vocab-size must be a number or 'auto', got {vocab_size!r}")
+        size = int(vocab_size)
+    cfg = run_config(config, set_, {"tokenizer": {"vocab_size": size, "algorithm": algorithm}})
+    held = Path(heldout) if heldout else None
+    inputs = {"split": lambda s: stage_input(s, corpus, "split", split_layout(held))}
+    if source is not None:
+        inputs["source"] = lambda s: stage_input(s, _tokenizer_folder(source), "tokenizer")
+    _stage("tokenizer", tokenizer_params(cfg), inputs, out, store)
 
 
 def _tokenizer_folder(spec: str) -> Path:
@@ -205,16 +184,13 @@ def tokenizer_stats_command(
     from focusflow.tokenizer import compare_tokenizers, load_tokenizer, tokenizer_metrics
     from focusflow.tokenizer.metrics import metrics_table
 
+    file, tmp = _corpus_file(texts, ("heldout.jsonl", "documents.jsonl"))
     try:
-        file, tmp = _corpus_file(texts, ("heldout.jsonl", "documents.jsonl"))
-        try:
-            documents = list(read_texts(file, limit=limit))
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
-        target = load_tokenizer(tokenizer)
-        result = (compare_tokenizers(load_tokenizer(source), target, documents) if source
-                  else {"target": tokenizer_metrics(target, documents)})
-        typer.echo(json.dumps(result, indent=2) if as_json else metrics_table(result))
-    except _known_errors() as exc:
-        fail(exc)
+        documents = list(read_texts(file, limit=limit))
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    target = load_tokenizer(tokenizer)
+    result = (compare_tokenizers(load_tokenizer(source), target, documents) if source
+              else {"target": tokenizer_metrics(target, documents)})
+    typer.echo(json.dumps(result, indent=2) if as_json else metrics_table(result))

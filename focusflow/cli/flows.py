@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from focusflow.cli.app import app
+from focusflow.cli.stage_io import run_config
 
 _OFFLINE_PREFECT = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
@@ -43,13 +44,12 @@ def run_flow(
     """Run specialize_language (a Prefect flow; ephemeral API unless PREFECT_API_URL is set)."""
     _prefect_environment()
     from focusflow.config import parse_overrides
-    from focusflow.flows.common import load_run_config
     from focusflow.flows.specialize import run_specialize
 
     overrides = parse_overrides(set_)
     if store:
         overrides["store"] = store
-    load_run_config(language, overrides, str(config) if config else None)  # fail fast on a bad config
+    run_config(config, set_, {"store": store}, language=language)  # fail fast on a bad config, as every command
     _print_result(run_specialize(language, overrides, str(config) if config else None))
 
 

@@ -18,13 +18,12 @@ from focusflow.cli.stage_io import (
     StoreOption,
     echo_result,
     export,
-    fail,
     run_config,
     split_layout,
     stage_input,
 )
 from focusflow.config import ConfigError
-from focusflow.storage import ArtifactStore, StoreError
+from focusflow.storage import ArtifactStore
 
 
 def _split_source(corpus: Path, heldout: Path | None) -> None:
@@ -55,27 +54,24 @@ def lapt_command(
     from focusflow.pipeline.lapt_stage import NotMainRank
     from focusflow.pipeline.params import lapt_params
 
-    try:
-        cfg = run_config(config, set_, {"lapt": {"steps": steps}})
-        if cfg.lapt.total_steps <= 0:
-            raise ConfigError("LAPT needs a budget: --steps N (or --set lapt.samples=/lapt.tokens=)")
-        local = Path(corpus).expanduser()
-        if local.exists():
-            _split_source(local, heldout)
-        artifact_store = ArtifactStore(store)
-        inputs = {"model": stage_input(artifact_store, model, "model"),
-                  "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
-        if "heldout.jsonl" not in inputs["split"].files:
-            raise FileNotFoundError(f"{corpus} has no held-out text; pass --heldout FILE")
-        if progress:
-            from transformers.utils import logging as hf_logging
+    cfg = run_config(config, set_, {"lapt": {"steps": steps}})
+    if cfg.lapt.total_steps <= 0:
+        raise ConfigError("LAPT needs a budget: --steps N (or --set lapt.samples=/lapt.tokens=)")
+    local = Path(corpus).expanduser()
+    if local.exists():
+        _split_source(local, heldout)
+    artifact_store = ArtifactStore(store)
+    inputs = {"model": stage_input(artifact_store, model, "model"),
+              "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
+    if "heldout.jsonl" not in inputs["split"].files:
+        raise FileNotFoundError(f"{corpus} has no held-out text; pass --heldout FILE")
+    if progress:
+        from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()
-        try:
-            artifact = run_stage(artifact_store, "lapt", lapt_params(cfg), inputs, progress=progress)
-        except NotMainRank:
-            return  # under torchrun, rank 0 stores and prints
-        export(artifact_store, artifact, out)
-        echo_result(artifact)
-    except (ConfigError, StoreError, FileNotFoundError, ValueError) as exc:
-        fail(exc)
+        hf_logging.disable_progress_bar()
+    try:
+        artifact = run_stage(artifact_store, "lapt", lapt_params(cfg), inputs, progress=progress)
+    except NotMainRank:
+        return  # under torchrun, rank 0 stores and prints
+    export(artifact_store, artifact, out)
+    echo_result(artifact)

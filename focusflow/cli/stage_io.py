@@ -32,11 +32,15 @@ SetOption = typer.Option([], "--set", help="Override a setting, e.g. --set dedup
 ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration (its sections are used).")
 
 
-def run_config(config: Path | None, overrides: list[str], explicit: dict[str, dict[str, Any]] | None = None,
+def run_config(config: Path | None, overrides: list[str], explicit: dict[str, Any] | None = None,
                language: str | None = None) -> PipelineConfig:
     """The one configuration loader: YAML < ``--set`` < explicit options; unknown sections are errors."""
     data = parse_overrides(overrides)
     for section, values in (explicit or {}).items():
+        if not isinstance(values, dict):  # a top-level setting such as store
+            if values is not None:
+                data[section] = values
+            continue
         given = {k: v for k, v in values.items() if v is not None}
         if given:
             data.setdefault(section, {}).update(given)
@@ -97,6 +101,10 @@ def stage_input(store: ArtifactStore, value: str | Path, kind: str,
     if layout is None:
         if not path.is_dir():
             raise FileNotFoundError(f"{kind} input {text} must be a folder")
+        if kind == "model":
+            from focusflow.models.loading import require_weights
+
+            require_weights(path)
         return import_folder(store, kind, path)
     with tempfile.TemporaryDirectory(prefix=f"focusflow-import-{kind}-") as staging:
         layout(path, Path(staging))
@@ -153,10 +161,5 @@ def echo_result(artifact: Artifact, extra: dict[str, Any] | None = None) -> None
     typer.echo(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
-def fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(1)
-
-
 __all__ = ["ConfigError", "ConfigOption", "SetOption", "StoreOption", "documents_layout", "echo_result", "export",
-           "fail", "import_folder", "run_config", "split_layout", "stage_input"]
+           "import_folder", "run_config", "split_layout", "stage_input"]

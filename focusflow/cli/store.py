@@ -8,10 +8,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from focusflow.cli.app import app
+from focusflow.cli.app import FocusflowTyper, app
 from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, redact_uri
 
-store_app = typer.Typer(help="Inspect and clean the artifact store.", no_args_is_help=True)
+store_app = FocusflowTyper(help="Inspect and clean the artifact store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 StoreOption = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Store URI (file://… or s3://…).")
 UriArgument = typer.Argument(..., help="Artifact URI <store>/<stage>/<key>, or <stage>/<key> in the default store.")

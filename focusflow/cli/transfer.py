@@ -9,10 +9,11 @@ from pathlib import Path
 import typer
 
 from focusflow.cli.app import app
-from focusflow.cli.stage_io import StoreOption, echo_result, export, fail, run_config, split_layout, stage_input
-from focusflow.config import ConfigError, InitMethod
+from focusflow.cli.stage_io import StoreOption, echo_result, export, run_config, split_layout, stage_input
+from focusflow.config import InitMethod
+from focusflow.errors import InputError
 from focusflow.methods import init_method, methods_help, refinements_help, split_method
-from focusflow.storage import ArtifactStore, StoreError
+from focusflow.storage import ArtifactStore
 
 
 @app.command("init")
@@ -42,41 +43,38 @@ def init(
     from focusflow.pipeline import run_stage
     from focusflow.pipeline.params import align_params, fasttext_params, init_params
 
-    try:
-        cfg = run_config(None, set_, {"init": {"mode": mode, "seed": seed, "extend_top_n": extend_top_n}})
-        artifact_store = ArtifactStore(store)
-        inputs = {"source": stage_input(artifact_store, source, "model")}
-        if target_tokenizer is not None:
-            inputs["tokenizer"] = stage_input(artifact_store, target_tokenizer, "tokenizer")
-        if corpus is not None:
-            inputs["split"] = stage_input(artifact_store, corpus, "split", split_layout())
-        if fasttext_bin is not None and aux is None:
-            inputs["fasttext"] = _fasttext_from_bin(artifact_store, fasttext_bin)
-        elif aux is not None:
-            inputs["fasttext"] = stage_input(artifact_store, aux, "fasttext")
-        elif init_method(method).needs_aux_vectors and mode != "prune":
-            if "tokenizer" not in inputs or "split" not in inputs:
-                raise ValueError(f"method {method!r} needs auxiliary vectors: pass --aux (from train_aux_embeddings), "
-                                 "--fasttext-bin, or --corpus (and --target-tokenizer) to train fastText now")
-            inputs["fasttext"] = run_stage(artifact_store, "fasttext", fasttext_params(cfg),
-                                           {"tokenizer": inputs["tokenizer"], "split": inputs["split"]})
-        wechsel = {"source.bin": wechsel_source_vectors, "target.bin": wechsel_target_vectors,
-                   "dictionary.tsv": wechsel_dictionary}
-        if any(wechsel.values()):
-            inputs["wechsel"] = _wechsel_input(artifact_store, wechsel)
-        if refine is not None:
-            split_method(f"{method}+{refine}")  # a known refinement, or a clear error
-            if "split" not in inputs:
-                raise ValueError(f"--refine {refine} trains on target-language text: pass --corpus")
-        artifact = run_stage(artifact_store, "init", init_params(cfg, method), inputs)
-        if refine == "align":
-            artifact = run_stage(artifact_store, "align", align_params(cfg),
-                                 {"model": artifact, "source": inputs["source"], "split": inputs["split"]},
-                                 progress=True)
-        export(artifact_store, artifact, out)
-        echo_result(artifact)
-    except (ValueError, FileNotFoundError, RuntimeError, ConfigError, StoreError) as exc:
-        fail(exc)
+    cfg = run_config(None, set_, {"init": {"mode": mode, "seed": seed, "extend_top_n": extend_top_n}})
+    artifact_store = ArtifactStore(store)
+    inputs = {"source": stage_input(artifact_store, source, "model")}
+    if target_tokenizer is not None:
+        inputs["tokenizer"] = stage_input(artifact_store, target_tokenizer, "tokenizer")
+    if corpus is not None:
+        inputs["split"] = stage_input(artifact_store, corpus, "split", split_layout())
+    if fasttext_bin is not None and aux is None:
+        inputs["fasttext"] = _fasttext_from_bin(artifact_store, fasttext_bin)
+    elif aux is not None:
+        inputs["fasttext"] = stage_input(artifact_store, aux, "fasttext")
+    elif init_method(method).needs_aux_vectors and mode != "prune":
+        if "tokenizer" not in inputs or "split" not in inputs:
+            raise InputError(f"method {method!r} needs auxiliary vectors: pass --aux (from train_aux_embeddings), "
+                             "--fasttext-bin, or --corpus (and --target-tokenizer) to train fastText now")
+        inputs["fasttext"] = run_stage(artifact_store, "fasttext", fasttext_params(cfg),
+                                       {"tokenizer": inputs["tokenizer"], "split": inputs["split"]})
+    wechsel = {"source.bin": wechsel_source_vectors, "target.bin": wechsel_target_vectors,
+               "dictionary.tsv": wechsel_dictionary}
+    if any(wechsel.values()):
+        inputs["wechsel"] = _wechsel_input(artifact_store, wechsel)
+    if refine is not None:
+        split_method(f"{method}+{refine}")  # a known refinement, or a clear error
+        if "split" not in inputs:
+            raise InputError(f"--refine {refine} trains on target-language text: pass --corpus")
+    artifact = run_stage(artifact_store, "init", init_params(cfg, method), inputs)
+    if refine == "align":
+        artifact = run_stage(artifact_store, "align", align_params(cfg),
+                             {"model": artifact, "source": inputs["source"], "split": inputs["split"]},
+                             progress=True)
+    export(artifact_store, artifact, out)
+    echo_result(artifact)
 
 
 def _fasttext_from_bin(store: ArtifactStore, binary: Path):

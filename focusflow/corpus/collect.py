@@ -9,9 +9,10 @@ from pathlib import Path
 
 from focusflow.config import CleaningSpec, CorpusSpec
 from focusflow.corpus.cleaning import Cleaner
-from focusflow.corpus.io import write_stats, write_texts
+from focusflow.corpus.io import TextCheck, decoding_stats, write_stats, write_texts
 from focusflow.corpus.languages import normalize_language
 from focusflow.corpus.sources import iter_source
+from focusflow.errors import InputError
 
 log = logging.getLogger(__name__)
 DOCUMENTS = "documents.jsonl"
@@ -27,7 +28,8 @@ def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_
     out = Path(out_dir)
     code = normalize_language(language)
     started = time.perf_counter()
-    documents = iter_source(spec, code)  # fails now on a bad language, path or unreachable dataset
+    checks: list[TextCheck] = []
+    documents = iter_source(spec, code, checks)  # fails now on a bad language, path or unreachable dataset
     cleaner = Cleaner(cleaning, language=code)
     budget = {"kept_bytes": 0, "kept_chars": 0, "stopped_by": None}
 
@@ -59,10 +61,11 @@ def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_
         "chars": budget["kept_chars"],
         "stopped_by": budget["stopped_by"],
         "cleaning": cleaner.stats(),
+        **({"decoding": decoding_stats(checks)} if checks else {}),
         "seconds": round(time.perf_counter() - started, 3),
     }
     if count == 0:
-        raise ValueError(f"no document of {spec.source} survived cleaning ({cleaner.stats()['removed']}); "
+        raise InputError(f"no document of {spec.source} survived cleaning ({cleaner.stats()['removed']}); "
                          "check the language, the text field, or relax cleaning.min_chars/min_words")
     write_stats(out / STATS, stats)
     log.info("corpus: wrote %d documents (%.1f MB) to %s", count, stats["bytes"] / 1e6, out / DOCUMENTS)

@@ -28,6 +28,7 @@ import numpy as np
 from focusflow.config import DedupSpec
 from focusflow.corpus.io import TEXT_FIELD, write_stats, write_texts
 from focusflow.corpus.minhash import U64, _mix, exact_hash, signatures
+from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_path
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def _near_duplicates(units: np.ndarray, signature: np.ndarray, spec: DedupSpec) 
     num_perm = signature.shape[1]
     bands, rows = (spec.bands, num_perm // spec.bands) if spec.bands else lsh_parameters(spec.threshold, num_perm)
     if rows < 1:
-        raise ValueError(f"dedup.bands={spec.bands} exceeds num_perm={num_perm}")
+        raise InputError(f"dedup.bands={spec.bands} exceeds num_perm={num_perm}")
     sig = signature[units]
     keys = band_hashes(sig, bands, rows)
     sources, targets = [], []

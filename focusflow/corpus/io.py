@@ -8,23 +8,121 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
+import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
+from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_path, atomic_write
 
+log = logging.getLogger(__name__)
 TEXT_FIELD = "text"
+# A text file with more of its bytes invalid UTF-8 or control characters than this is refused: it is binary
+# data or another encoding (UTF-16, Latin-1), and decoding it anyway would turn it into garbage documents.
+MAX_NOT_TEXT_SHARE = 0.01
+CHECK_AFTER_BYTES = 64 * 1024  # judge a long file early, a short one at its end
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")  # C0 controls and DEL; tab, newlines and form feeds are text
+_REPLACEMENT = "\ufffd"
+_REPLACEMENT_BYTES = _REPLACEMENT.encode("utf-8")
+
+
+@dataclass
+class TextCheck:
+    """Decodes one file's bytes as UTF-8 and counts what is not text: invalid bytes (each becomes U+FFFD)
+    and control characters. The one mechanism every reader of user text files goes through: a file
+    whose share exceeds ``MAX_NOT_TEXT_SHARE`` is refused naming the file, a smaller share is logged
+    and reported (the corpus stage's ``decoding`` stats)."""
+
+    name: str
+    bytes: int = 0
+    replaced_bytes: int = 0
+    control_chars: int = 0
+
+    @property
+    def not_text_share(self) -> float:
+        return (self.replaced_bytes + self.control_chars) / max(self.bytes, 1)
+
+    def decode(self, raw: bytes) -> str:
+        self.bytes += len(raw)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            replacements = text.count(_REPLACEMENT) - raw.count(_REPLACEMENT_BYTES)
+            self.replaced_bytes += len(raw) - (len(text.encode("utf-8")) - len(_REPLACEMENT_BYTES) * replacements)
+        if _CONTROL.search(text):
+            self.control_chars += len(_CONTROL.findall(text))
+        if self.bytes >= CHECK_AFTER_BYTES:
+            self.check()
+        return text
+
+    def check(self) -> None:
+        if self.not_text_share > MAX_NOT_TEXT_SHARE:
+            raise InputError(f"{self.name} is not UTF-8 text: {self.not_text_share:.1%} of {self.bytes} bytes read "
+                             f"are invalid UTF-8 ({self.replaced_bytes}) or control characters "
+                             f"({self.control_chars}); convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8) or "
+                             "leave it out")
+
+    def finish(self) -> None:
+        """The whole file was read: refuse it, or warn about the few bytes that were replaced."""
+        self.check()
+        if self.replaced_bytes or self.control_chars:
+            log.warning("%s: %d invalid UTF-8 bytes replaced and %d control characters (%.3f%% of %d bytes)",
+                        self.name, self.replaced_bytes, self.control_chars, 100 * self.not_text_share, self.bytes)
+
+    def lines(self, handle: BinaryIO) -> Iterator[str]:
+        """The decoded lines of a binary handle (newlines kept), checked as they are read."""
+        for raw in handle:
+            yield self.decode(raw)
+        self.finish()
+
+
+class CheckedText:
+    """A text handle over a binary one that decodes through a ``TextCheck``: iteration, ``readline``, ``read``."""
+
+    def __init__(self, handle: BinaryIO, check: TextCheck) -> None:
+        self.handle, self.check = handle, check
+
+    def __iter__(self) -> Iterator[str]:
+        return self.check.lines(self.handle)
+
+    def readline(self) -> str:
+        raw = self.handle.readline()
+        if not raw:
+            self.check.finish()
+        return self.check.decode(raw)
+
+    def read(self) -> str:
+        text = self.check.decode(self.handle.read())
+        self.check.finish()
+        return text
+
+
+def decoding_stats(checks: Iterable[TextCheck]) -> dict[str, Any]:
+    """What the corpus stage reports about its text files: bytes read, replaced, control characters, share."""
+    checks = list(checks)
+    total = sum(c.bytes for c in checks)
+    replaced, control = sum(c.replaced_bytes for c in checks), sum(c.control_chars for c in checks)
+    return {"files": len(checks), "bytes": total, "replaced_bytes": replaced, "control_chars": control,
+            "not_text_share": round((replaced + control) / max(total, 1), 6)}
+
+
+def _open_binary(file: Path) -> BinaryIO:
+    return gzip.open(file, "rb") if file.suffix == ".gz" else open(file, "rb")  # type: ignore[return-value]
 
 
 def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[str]:
     """Documents of a corpus file, in order: ``.jsonl`` (``{"text": ...}`` per line) or plain ``.txt`` (one
     document per non-empty line), either optionally ``.gz``."""
     file = Path(path)
-    opener = gzip.open if file.suffix == ".gz" else open
     plain = file.name.endswith((".txt", ".txt.gz"))
-    with opener(file, "rt", encoding="utf-8") as handle:
-        for count, line in enumerate(handle):
+    check = TextCheck(str(file))
+    with _open_binary(file) as handle:
+        for count, line in enumerate(check.lines(handle)):
             if limit is not None and count >= limit:
                 return
             if not line.strip():
@@ -35,7 +133,8 @@ def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterat
             try:
                 yield json.loads(line)[TEXT_FIELD]
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise ValueError(f"{file}:{count + 1}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
+                check.check()  # a file that is not text says so rather than "not JSON"
+                raise InputError(f"{file}:{count + 1}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
                                  f"(or name a plain-text corpus *.txt: one document per line)") from None
 
 
@@ -93,8 +192,8 @@ def read_documents(path: str | os.PathLike[str], limit: int | None = None) -> li
     if file.name.endswith((".jsonl", ".jsonl.gz")):
         return [t for t in read_texts(file, limit=limit) if t.strip()]
     texts: list[str] = []
-    with open(file, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
+    with _open_binary(file) as handle:
+        for line in TextCheck(str(file)).lines(handle):
             line = line.strip()
             if line:
                 texts.append(line)

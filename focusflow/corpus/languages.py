@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import langcodes
 
+from focusflow.errors import FocusflowError
+
 # https://data.statmt.org/cc-100/ (the files the XLM-R authors released), as statmt/cc100 lists them.
 CC100_LANGUAGES = frozenset("""
 af am ar as az be bg bn bn_rom br bs ca cs cy da de el en eo es et eu fa ff fi fr fy ga gd gl gn gu ha he hi
@@ -42,7 +44,7 @@ _MACROLANGUAGE = {"swh": "sw", "swc": "sw", "arb": "ar", "cmn": "zh", "pes": "fa
                   "ekk": "et", "lvs": "lv", "khk": "mn", "plt": "mg", "azj": "az", "uzn": "uz", "npi": "ne"}
 
 
-class LanguageError(ValueError):
+class LanguageError(FocusflowError, ValueError):
     """The language code is unknown, or the chosen corpus does not have that language."""
 
 

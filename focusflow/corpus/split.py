@@ -16,6 +16,7 @@ import xxhash
 
 from focusflow.config import SplitSpec
 from focusflow.corpus.io import read_texts, write_stats, write_texts
+from focusflow.errors import InputError
 
 
 def document_key(text: str, seed: int) -> int:
@@ -40,7 +41,7 @@ def split_corpus(documents: Path, spec: SplitSpec, out_dir: Path) -> dict:
     for _ in read_texts(source):
         n_documents += 1
     if n_documents < 2:
-        raise ValueError(f"{source} has {n_documents} document(s); a held-out split needs at least 2")
+        raise InputError(f"{source} has {n_documents} document(s); a held-out split needs at least 2")
     wanted = heldout_count(n_documents, spec)
     for text in read_texts(source):
         key = document_key(text, spec.seed)

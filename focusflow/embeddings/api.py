@@ -16,6 +16,7 @@ from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_a
 from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
+from focusflow.errors import InputError
 from focusflow.methods import init_method
 from focusflow.models.loading import load_source
 from focusflow.models.surgery import token_parameters, write_model
@@ -36,7 +37,7 @@ def _aux_for(method: str, target_tokenizer_dir: Path | None, aux_dir: Path | Non
         return load_aux_vectors(Path(aux_dir))
     train = options.get("train")
     if train is None or target_tokenizer_dir is None:
-        raise ValueError(f"method {method!r} needs auxiliary vectors: pass aux_dir (from train_aux_embeddings) "
+        raise InputError(f"method {method!r} needs auxiliary vectors: pass aux_dir (from train_aux_embeddings) "
                          "or train=<corpus.jsonl> to train fastText now")
     spec = options.get("fasttext") or FastTextSpec()
     folder = out_dir.with_name(out_dir.name + ".fasttext")
@@ -55,7 +56,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     """
     init_method(method)  # a ValueError naming the choices for an unknown method
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     out_dir = Path(out_dir)
     model, source_tokenizer, _ = load_source(Path(source_dir))
     params = token_parameters(model)
@@ -68,7 +69,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     transfer_options = {k: v for k, v in options.items() if k not in ("train", "fasttext", "extend_top_n")}
     if mode == "prune":
         if train is None:
-            raise ValueError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
+            raise InputError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
         counts = count_token_ids(source_tokenizer, read_texts(train))
         target_tokenizer, kept = prune_tokenizer(source_tokenizer, np.flatnonzero(counts))
         builder = PlanBuilder(len(kept), len(source_tokenizer))
@@ -79,7 +80,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
         totals = summarize(plan, {}, method="prune")
     elif mode == "replace":
         if target_tokenizer_dir is None:
-            raise ValueError("mode 'replace' needs a target tokenizer")
+            raise InputError("mode 'replace' needs a target tokenizer")
         from transformers import AutoTokenizer
 
         target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
@@ -89,7 +90,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
         matrices, report, totals = result.matrices, result.report, result.totals
     else:
         if target_tokenizer_dir is None:
-            raise ValueError("mode 'extend' needs the language tokenizer whose tokens are added")
+            raise InputError("mode 'extend' needs the language tokenizer whose tokens are added")
         matrices, report, totals, target_tokenizer = _extend(source_tokenizer, Path(target_tokenizer_dir), params.matrices,
                                                              method, aux_dir, out_dir, seed, options, transfer_options)
     written = write_model(model, target_tokenizer, matrices, out_dir)

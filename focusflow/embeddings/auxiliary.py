@@ -27,6 +27,7 @@ from safetensors.numpy import load_file, save_file
 
 from focusflow.config import FastTextSpec
 from focusflow.corpus.io import one_line, read_texts
+from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_path, atomic_write
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def train_aux_embeddings(tokenizer_dir: Path, train: Path, spec: FastTextSpec, o
             tokens += line.count(" ") + 1
     try:
         if lines == 0:
-            raise ValueError(f"{train} has no text to train fastText on")
+            raise InputError(f"{train} has no text to train fastText on")
         log.info("training fastText (%s, dim %d, %d epochs) on %d lines / %d tokens", spec.model, spec.dim,
                  spec.epochs, lines, tokens)
         model = fasttext.train_unsupervised(

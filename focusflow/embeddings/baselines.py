@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from focusflow.embeddings.plan import PlanBuilder
+from focusflow.errors import InputError
 from focusflow.tokenizer.canonical import CanonicalToken
 
 
@@ -129,7 +130,7 @@ def wechsel_rows(builder: PlanBuilder, rows: np.ndarray, target_forms: list[Cano
         pairs = [line.rstrip("\n").split("\t")[:2] for line in Path(dictionary).read_text(encoding="utf-8").splitlines()
                  if "\t" in line]
         if len(pairs) < 2:
-            raise ValueError(f"dictionary {dictionary} needs tab-separated 'source<TAB>target' word pairs")
+            raise InputError(f"dictionary {dictionary} needs tab-separated 'source<TAB>target' word pairs")
         src = np.stack([source_model.get_word_vector(a) for a, _ in pairs])
         tgt = np.stack([target_model.get_word_vector(b) for _, b in pairs])
         mapping = procrustes(src, tgt)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from focusflow.embeddings.sparsemax import sparsemax_topk
+from focusflow.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def sparsemax_similarity_weights(new_vectors: np.ndarray, anchor_vectors: np.nda
                                  k: int = 256, top: int = 3) -> SparseWeights:
     """For each new vector: sparsemax(cosine(new, anchors)); exact, with k adapted to the supports seen."""
     if len(anchor_vectors) == 0:
-        raise ValueError("FOCUS needs at least one overlapping token with an auxiliary vector (no anchors found); "
+        raise InputError("FOCUS needs at least one overlapping token with an auxiliary vector (no anchors found); "
                          "check that the fastText model was trained on text tokenized with the target tokenizer")
     anchors = _unit_rows(anchor_vectors)
     new = _unit_rows(new_vectors)

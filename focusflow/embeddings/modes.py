@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from focusflow.errors import InputError
 from focusflow.tokenizer.canonical import CanonicalToken, backend_spec, bytes_to_unicode, detect_scheme
 
 
@@ -100,7 +101,7 @@ def prune_tokenizer(tokenizer: Any, keep: np.ndarray) -> tuple[Any, np.ndarray]:
         if model["type"] == "BPE":
             model["merges"] = [[a, b] for a, b in merges if a in kept_tokens and b in kept_tokens and a + b in kept_tokens]
     else:
-        raise ValueError(f"cannot prune a {model['type']} tokenizer")
+        raise InputError(f"cannot prune a {model['type']} tokenizer")
     for entry in spec.get("added_tokens") or []:
         entry["id"] = remap[entry["id"]]
     spec["post_processor"] = _remap_post_processor(spec.get("post_processor"), remap)
@@ -133,7 +134,7 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
     model = spec["model"]
     scheme, options = detect_scheme(spec)
     if model["type"] not in ("Unigram", "WordPiece"):
-        raise ValueError(f"extend mode supports Unigram (SentencePiece) and WordPiece source tokenizers, not "
+        raise InputError(f"extend mode supports Unigram (SentencePiece) and WordPiece source tokenizers, not "
                          f"{model['type']}; use mode=replace for this source")
     # Added tokens past the model vocabulary (e.g. <mask> added after training) keep their ids only if the model
     # vocabulary holds them there: tokenizers gives an added token the id of its vocabulary entry, or else the next
@@ -141,7 +142,7 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
     past = sorted((entry["id"], entry["content"]) for entry in spec.get("added_tokens") or []
                   if entry["id"] >= _model_size(model))
     if [token_id for token_id, _ in past] != list(range(_model_size(model), _model_size(model) + len(past))):
-        raise ValueError(f"extend mode needs contiguous token ids; the added tokens past the model vocabulary "
+        raise InputError(f"extend mode needs contiguous token ids; the added tokens past the model vocabulary "
                          f"({_model_size(model)} entries) have ids {[token_id for token_id, _ in past]}")
     existing = set(tokenizer.get_vocab())
     added: list[CanonicalToken] = []

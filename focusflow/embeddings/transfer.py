@@ -16,6 +16,7 @@ from focusflow.embeddings.auxiliary import AuxVectors
 from focusflow.embeddings.focus import sparsemax_similarity_weights
 from focusflow.embeddings.overlap import Overlap, compute_overlap
 from focusflow.embeddings.plan import PlanBuilder, TransferPlan
+from focusflow.errors import InputError
 from focusflow.methods import METHOD_NAMES, init_method
 from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab
 
@@ -73,7 +74,7 @@ def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux
         taken[overlap.target_ids[specials]] = True
         missing = [name for name in ("wechsel_source_vectors", "wechsel_target_vectors") if not options.get(name)]
         if missing:
-            raise ValueError(f"method 'wechsel' needs {', '.join(missing)} (fastText .bin word vectors of the source and "
+            raise InputError(f"method 'wechsel' needs {', '.join(missing)} (fastText .bin word vectors of the source and "
                              f"target languages) and optionally wechsel_dictionary (TSV word pairs); nothing is downloaded")
         baselines.wechsel_rows(builder, np.flatnonzero(~taken & ~is_special), target_forms, source_forms,
                                Path(options["wechsel_source_vectors"]), Path(options["wechsel_target_vectors"]),
@@ -89,7 +90,7 @@ def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux
             baselines.avg_eg_rows(builder, rest[~is_special[rest]], target_forms, source_forms)
         else:  # focus, focus-symbolic
             if aux is None:
-                raise ValueError(f"method {method!r} needs auxiliary vectors (train_aux_embeddings or a fastText .bin)")
+                raise InputError(f"method {method!r} needs auxiliary vectors (train_aux_embeddings or a fastText .bin)")
             aux_rows = aux.lookup([form.token for form in target_forms])
             # anchors: overlap tokens with a vector, specials excluded (fastText's '</s>' is its line-break
             # marker, not the tokenizer's eos; deepfocus never matches specials, so its anchors agree)
@@ -165,7 +166,7 @@ def transfer_embeddings(source_tokenizer: Any, target_tokenizer: Any, matrices: 
     target_forms = canonical_vocab(target_tokenizer)
     for name, matrix in matrices.items():
         if len(matrix) != len(source_forms):
-            raise ValueError(f"{name} has {len(matrix)} rows but the source tokenizer has {len(source_forms)} tokens; "
+            raise InputError(f"{name} has {len(matrix)} rows but the source tokenizer has {len(source_forms)} tokens; "
                              "pass the matrix that belongs to this tokenizer")
     plan, details = build_plan(source_tokenizer, target_tokenizer, method, aux=aux, overlap=overlap, seed=seed,
                                chunk_rows=chunk_rows, source_forms=source_forms, target_forms=target_forms, **options)

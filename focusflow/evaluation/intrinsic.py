@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from focusflow.corpus.io import read_documents
+from focusflow.errors import InputError
 from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
 from focusflow.models.loading import lm_head, load_source
 
@@ -149,7 +150,7 @@ def evaluate_mlm(model, tokenizer, texts: Sequence[str], *, max_length: int = 12
 def _lm_report(loss_sum: float, correct: float, count: float, byte_sum: float, unigram_sum: float | None,
                n_documents: int) -> dict:
     if count == 0:
-        raise ValueError("no positions were scored: the held-out texts are empty or too short")
+        raise InputError("no positions were scored: the held-out texts are empty or too short")
     report = {
         "loss": loss_sum / count,
         "accuracy": correct / count,
@@ -300,7 +301,7 @@ def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences
     sentences = select_heldout_sentences(documents, tokenizers, max_sentences=max_sentences, max_length=max_length,
                                          seed=seed)
     if len(sentences) < 2:
-        raise ValueError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
+        raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     unigram_texts = read_documents(train, limit=50_000) if train is not None else None
     metrics = evaluate_model(model_dir, source_dir, sentences, seed=seed, max_length=max_length,
                              unigram_texts=unigram_texts, prefix=prefix)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from focusflow.errors import InputError
+
 log = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100
@@ -76,7 +78,7 @@ class Masker:
     def for_tokenizer(cls, tokenizer, probability: float = 0.15, whole_word: bool = False, seed: int = 0,
                       random_from_any_token: bool = False) -> Masker:
         if tokenizer.mask_token_id is None:
-            raise ValueError("MLM needs a tokenizer with a mask token (encoders such as XLM-R/BERT); "
+            raise InputError("MLM needs a tokenizer with a mask token (encoders such as XLM-R/BERT); "
                              "decoders train with the causal objective")
         return cls(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
                    special=special_token_table(tokenizer), probability=probability,

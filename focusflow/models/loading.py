@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from focusflow.errors import FocusflowError
 from focusflow.logs import quiet_transformers_progress
 
 if TYPE_CHECKING:
     import torch
 
 
-class SourceError(ValueError):
+class SourceError(FocusflowError, ValueError):
     """The source model cannot be found or loaded; the message says what to pass instead."""
 
 
@@ -69,6 +71,26 @@ def describe_config(config: Any, name: str = "model") -> SourceInfo:
                       int(config.vocab_size), int(hidden))
 
 
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model.bin.index.json")
+
+
+def require_weights(folder: str | os.PathLike[str]) -> None:
+    """A local model folder must hold weights: loading one without them would start from random values."""
+    path = Path(folder)
+    if path.is_dir() and not any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS):
+        raise SourceError(f"model folder {path} has no weights (model.safetensors or pytorch_model.bin); "
+                          "pass a folder written by save_pretrained")
+
+
+def require_vocabulary_fits(model: Any, tokenizer: Any, name: str | os.PathLike[str]) -> None:
+    """Every token id the tokenizer can produce must have an embedding row (else an index error mid-run)."""
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        raise SourceError(f"{name}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix only "
+                          f"{rows} rows; save the tokenizer that belongs to this model (or initialize the model for "
+                          "this tokenizer with `focusflow init`)")
+
+
 def describe_source(folder: str | os.PathLike[str]) -> SourceInfo:
     """Read config.json (no weights) and classify the model."""
     from transformers import AutoConfig
@@ -100,6 +122,7 @@ def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_h
     import torch
     from transformers import AutoTokenizer
 
+    require_weights(folder)
     info = describe_source(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = model_class(info, with_head, add_head).from_pretrained(folder, **{"dtype": torch.float32, **options})

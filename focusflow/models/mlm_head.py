@@ -26,6 +26,7 @@ import torch
 from rich.progress import Progress
 
 from focusflow.config import MlmHeadSpec
+from focusflow.errors import InputError
 from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
 from focusflow.models.loading import load_source
 from focusflow.storage.atomic import atomic_folder
@@ -102,16 +103,16 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     encoder, tokenizer, _ = load_source(source_dir, with_head=False)
     config = encoder.config
     if not isinstance(config, BertConfig):
-        raise ValueError(f"MLM-head training supports BERT encoders (got {type(config).__name__}); "
+        raise InputError(f"MLM-head training supports BERT encoders (got {type(config).__name__}); "
                          "sources with a head need none")
     if tokenizer.mask_token_id is None:
-        raise ValueError("the source tokenizer has no mask token; an MLM head cannot be trained for it")
+        raise InputError("the source tokenizer has no mask token; an MLM head cannot be trained for it")
     for parameter in encoder.parameters():
         parameter.requires_grad_(False)
     texts = [t for t in texts if t.strip()]
     sequences = _pack_sequences(tokenizer, texts, spec.seq_len, spec.feature_sequences)
     if not sequences:
-        raise ValueError("no training text for the MLM head: pass a non-empty list of documents")
+        raise InputError("no training text for the MLM head: pass a non-empty list of documents")
     started = time.perf_counter()
     features, labels = _encode_masked(encoder, tokenizer, sequences, spec)
     log.info("encoded %d masked positions of %d sequences in %.0fs", len(labels), len(sequences),

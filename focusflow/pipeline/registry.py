@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from focusflow.errors import FocusflowError
 from focusflow.storage import Artifact, ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Stage:
     work: tuple[str, str] | None = None  # (metadata key, unit) of the work done: the report's throughput column
 
 
-class StageInputError(ValueError):
+class StageInputError(FocusflowError, ValueError):
     """A stage was given the wrong set of input artifacts."""
 
 

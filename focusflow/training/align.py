@@ -30,6 +30,7 @@ from torch import nn
 from focusflow.config import AlignSpec
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
+from focusflow.errors import InputError
 from focusflow.models.loading import load_source
 from focusflow.training.data import SampleOrder
 from focusflow.training.loader import Prefetcher
@@ -230,7 +231,7 @@ class AlignRun(TrainingRun):
         self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
         self.total_steps, self.time_limit_s = spec.total_steps, spec.seconds
         if self.total_steps <= 0:
-            raise ValueError("the align budget is zero: set steps or tokens")
+            raise InputError("the align budget is zero: set steps or tokens")
         for folder in (self.model_dir, self.source_dir):
             if not (folder / "config.json").is_file():
                 raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
@@ -243,13 +244,13 @@ class AlignRun(TrainingRun):
         heldout = list(read_texts(heldout_file, limit=spec.heldout_texts)) if heldout_file is not None else []
         if heldout_file is None:
             if len(texts) <= spec.heldout_texts:
-                raise ValueError(f"{train_file} has {len(texts)} texts: too few to hold out {spec.heldout_texts}")
+                raise InputError(f"{train_file} has {len(texts)} texts: too few to hold out {spec.heldout_texts}")
             texts, heldout = texts[:-spec.heldout_texts], texts[-spec.heldout_texts:]
         self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.max_length)
         heldout_texts = tokenize_pairs(heldout, source_tokenizer, self.tokenizer, spec.max_length)
         self.batches = self._batches(self.train_texts)
         if not self.batches:
-            raise ValueError(f"no word of {train_file} is covered by both tokenizers")
+            raise InputError(f"no word of {train_file} is covered by both tokenizers")
         self.heldout_batches = [collate(heldout_texts, indices, -(i + 1), self.pad_ids)
                                 for i, indices in enumerate(self._batches(heldout_texts))]
         self.order = SampleOrder(len(self.batches), spec.seed)
@@ -272,15 +273,15 @@ class AlignRun(TrainingRun):
         self.teacher_body = teacher.base_model.to(device).eval().requires_grad_(False)
         depth = layer_count(self.hf_model.config)
         if layer_count(teacher.config) != depth:
-            raise ValueError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
+            raise InputError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
                              "align needs the model initialized from this source")
         self.layer = spec.layer or math.ceil(depth / 3)
         if self.layer > depth:
-            raise ValueError(f"align layer {self.layer} exceeds the model's {depth} layers")
+            raise InputError(f"align layer {self.layer} exceeds the model's {depth} layers")
         for config in (self.hf_model.config, teacher.config):
             limit = _max_positions(config)
             if limit is not None and spec.max_length > limit:
-                raise ValueError(f"align max_length={spec.max_length} exceeds the model's {limit} positions; lower it")
+                raise InputError(f"align max_length={spec.max_length} exceeds the model's {limit} positions; lower it")
 
         embeddings = self.hf_model.get_input_embeddings().weight
         self.trainable_rows, self.trainable_from = self._trainable_rows(len(embeddings))

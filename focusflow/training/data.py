@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from focusflow.corpus.io import read_texts
+from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_path, atomic_write, sha256_file
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ class SampleOrder:
 
     def __init__(self, n_blocks: int, seed: int):
         if n_blocks <= 0:
-            raise ValueError("no training sequences: the corpus has fewer tokens than one sequence (lower seq_len "
+            raise InputError("no training sequences: the corpus has fewer tokens than one sequence (lower seq_len "
                              "or give more text)")
         self.n_blocks, self.seed = n_blocks, seed
         self._cache: dict[int, np.ndarray] = {}

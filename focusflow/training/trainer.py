@@ -29,8 +29,9 @@ import torch.distributed as dist
 from torch import nn
 
 from focusflow.config import LaptSpec
+from focusflow.errors import InputError
 from focusflow.models.lm_stats import EVAL_STREAM, Masker
-from focusflow.models.loading import describe_source, model_class
+from focusflow.models.loading import describe_source, model_class, require_vocabulary_fits, require_weights
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
@@ -108,6 +109,7 @@ def _max_positions(config) -> int | None:
 
 def load_model(folder: Path, attn_implementation: str) -> tuple[nn.Module, str]:
     """The LM of an HF folder in float32 and its LAPT objective (a bare encoder gets a new MLM head)."""
+    require_weights(folder)
     info = describe_source(folder)
     auto = model_class(info, add_head=True)
     try:
@@ -200,7 +202,7 @@ class TrainingRun:
         current = self.spec.model_dump(mode="json")
         changed = sorted(k for k in current if k not in self.resumable_changes and saved.get(k) != current[k])
         if changed:
-            raise ValueError(f"{self.out_dir} holds a run with different settings ({', '.join(changed)}); "
+            raise InputError(f"{self.out_dir} holds a run with different settings ({', '.join(changed)}); "
                              "use a new out_dir or resume=False")
         if self.spec.total_steps != type(self.spec).model_validate(saved).total_steps:
             log.warning("the budget changed since the checkpoint: the learning-rate schedule changes with it")
@@ -450,10 +452,10 @@ class _Run(TrainingRun):
         self.lora = spec.lora
         self.total_steps = spec.total_steps
         if self.total_steps <= 0:
-            raise ValueError("the LAPT budget is zero: set lapt.steps, lapt.samples or lapt.tokens")
+            raise InputError("the LAPT budget is zero: set lapt.steps, lapt.samples or lapt.tokens")
         per_step = self.dist.world_size * spec.micro_batch_size
         if spec.batch_size % per_step:
-            raise ValueError(f"lapt.batch_size={spec.batch_size} must be a multiple of world_size × micro_batch_size "
+            raise InputError(f"lapt.batch_size={spec.batch_size} must be a multiple of world_size × micro_batch_size "
                              f"= {self.dist.world_size} × {spec.micro_batch_size}; adjust micro_batch_size")
         self.accumulation = spec.batch_size // per_step
         if not (self.model_dir / "config.json").is_file():
@@ -473,7 +475,8 @@ class _Run(TrainingRun):
         self.train_data = PackedSequences(data_dir / "train_ids.npy", spec.seq_len)
         self.heldout_data = PackedSequences(data_dir / "heldout_ids.npy", spec.seq_len)
         if len(self.heldout_data) == 0:
-            raise ValueError(f"held-out corpus {heldout} has fewer than seq_len={spec.seq_len} tokens")
+            raise InputError(f"held-out corpus {heldout} has fewer than seq_len={spec.seq_len} tokens; give more "
+                             "held-out text or lower lapt.seq_len")
         self.order = SampleOrder(len(self.train_data), spec.seed)
         self._start(resume)
 
@@ -483,7 +486,8 @@ class _Run(TrainingRun):
         self.model, self.objective = load_model(source, spec.attn_implementation)
         limit = _max_positions(self.model.config)
         if limit is not None and spec.seq_len > limit:
-            raise ValueError(f"lapt.seq_len={spec.seq_len} exceeds the model's {limit} positions; lower it")
+            raise InputError(f"lapt.seq_len={spec.seq_len} exceeds the model's {limit} positions; lower it")
+        require_vocabulary_fits(self.model, self.tokenizer, self.model_dir)
         if self.objective == "mlm":
             self.masker = Masker.for_tokenizer(self.tokenizer, spec.mlm_probability, spec.whole_word_masking, spec.seed)
         else:

@@ -36,8 +36,8 @@ def test_cli_chain(tmp_path: Path):
 
 def test_cli_errors_are_one_line(tmp_path: Path):
     result = CliRunner().invoke(app, ["corpus", "--source", "oscar", "--language", "ny", "--out", str(tmp_path)])
-    assert result.exit_code == 1 and "oscar has no language 'ny'" in result.output
+    assert result.exit_code == 2 and "oscar has no language 'ny'" in result.output
     (tmp_path / "train.jsonl").write_text('{"text": "kidogo sana"}\n', encoding="utf-8")
     result = CliRunner().invoke(app, ["tokenizer", "--corpus", str(tmp_path), "--out", str(tmp_path / "t"),
                                       "--vocab-size", "50000"])
-    assert result.exit_code == 1 and "tokenizer.vocab_size=" in result.output
+    assert result.exit_code == 2 and "tokenizer.vocab_size=" in result.output

@@ -99,6 +99,9 @@ def test_collect_local_with_budget_and_cleaning_counts(tmp_path: Path):
     assert stats["cleaning"]["removed"] == {"too_short": 1, "mostly_non_letters": 1}
     assert stats["language"] == "sw"
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["documents"] == 10
+    decoding = stats["decoding"]  # the \x07 above; reading stopped at the budget, before the end of the file
+    assert (decoding["files"], decoding["replaced_bytes"], decoding["control_chars"]) == (1, 0, 1)
+    assert 0 < decoding["bytes"] < file.stat().st_size and decoding["not_text_share"] == round(1 / decoding["bytes"], 6)
     by_bytes = collect_corpus(CorpusSpec(source="local", paths=[str(file)], max_bytes=300), CleaningSpec(), "sw",
                               tmp_path / "b")
     assert by_bytes["bytes"] <= 300 and by_bytes["stopped_by"] == "max_bytes" and by_bytes["documents"] >= 4

@@ -44,6 +44,23 @@ def test_read_conll_reports_the_line_of_a_malformed_line(tmp_path):
         read_conll(path)
 
 
+def test_read_conll_accepts_an_empty_word_as_the_official_loader_does_and_counts_it(tmp_path, caplog):
+    """MasakhaNER's loader splits ' O' at the space into the word '' and the tag O: we read it the same way."""
+    path = write(tmp_path / "train.txt", "Juma B-PER\n O\nni O\n\n\tB-LOC\nDodoma I-LOC\n")
+    with caplog.at_level("WARNING"):
+        sentences = read_conll(path)
+    assert [s.words for s in sentences] == [("Juma", "", "ni"), ("", "Dodoma")]
+    assert [s.tags for s in sentences] == [("B-PER", "O", "O"), ("B-LOC", "I-LOC")]
+    assert "2 line(s) with an empty word" in caplog.text and "first at line 2" in caplog.text
+
+
+def test_an_encoding_error_names_the_file_and_line(tmp_path):
+    path = tmp_path / "test.txt"
+    path.write_bytes(b"Juma B-PER\n\nn\xe9 O\n")
+    with pytest.raises(DataFormatError, match=r"test.txt:3: not UTF-8 text \(byte 0xe9"):
+        read_conll(path)
+
+
 def test_empty_files_are_errors(tmp_path):
     for reader, name in ((read_conll, "a.txt"), (read_nli_tsv, "b.tsv"), (read_squad_json, "c.json")):
         with pytest.raises(DataFormatError, match="is empty"):

@@ -114,7 +114,7 @@ def test_seeds_split_across_processes_merge_into_one_table(tiny_sw_model, tmp_pa
 def test_cli_rejects_bad_seeds_in_one_line(tiny_sw_model, tmp_path, seeds):
     result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_sw_model), "--task", "ner:masakhaner2:swa",
                                       "--out", str(tmp_path / "o"), "--seeds", seeds])
-    assert result.exit_code == 1 and "seeds must be" in result.output
+    assert result.exit_code == 2 and "seeds must be" in result.output
 
 
 def test_cli_bad_input_is_one_clear_line(tiny_sw_model, tmp_path):
@@ -123,11 +123,11 @@ def test_cli_bad_input_is_one_clear_line(tiny_sw_model, tmp_path):
     (bad / "train.txt").write_text("Juma B-PER\nni\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_sw_model), "--task", f"ner:{bad}",
                                       "--out", str(tmp_path / "o")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "train.txt:2: expected 'word TAG'" in result.output
     result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_sw_model), "--task", "ner:nope:sw",
                                       "--out", str(tmp_path / "o")])
-    assert result.exit_code == 1 and "unknown dataset 'nope'" in result.output
+    assert result.exit_code == 2 and "unknown dataset 'nope'" in result.output
 
 
 @pytest.mark.slow
@@ -154,5 +154,5 @@ def test_fine_tuning_learns_a_learnable_tagging_task(tiny_sw_model, tmp_path):
 def test_cli_missing_task_folder_is_one_clear_line(tiny_sw_model, tmp_path):
     result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_sw_model), "--task",
                                       f"ner:{tmp_path / 'no' / 'such'}", "--out", str(tmp_path / "o")])
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.exception
     assert "error:" in result.output and "is not a folder with train/dev/test files" in result.output

@@ -190,7 +190,7 @@ def test_cli_reports_registry_errors_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["focusflow", "deploy", "--dry-run", "--registry", str(registry)])
     with pytest.raises(SystemExit) as info:
         main()
-    assert info.value.code == 1
+    assert info.value.code == 2
     assert "languages.0.methods.0" in capsys.readouterr().err
 
 

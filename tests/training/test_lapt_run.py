@@ -175,7 +175,7 @@ def test_cli_trains_from_a_split_folder(tiny_dirs, lapt_corpus, tmp_path):
     assert summary["artifact"].startswith("file://") and "/lapt/" in summary["artifact"]
     missing = runner.invoke(app, ["lapt", "--model", str(tiny_dirs("bert")), "--corpus", str(lapt_corpus[0]),
                                   "--out", str(tmp_path / "x"), "--steps", "2"])
-    assert missing.exit_code == 1 and "--heldout" in missing.output
+    assert missing.exit_code == 2 and "--heldout" in missing.output
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

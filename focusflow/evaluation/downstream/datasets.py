@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from focusflow.errors import FocusflowError
+
 log = logging.getLogger(__name__)
 
 TaskKind = Literal["ner", "nli", "qa"]
@@ -40,7 +42,7 @@ DEV_FRACTION = 0.1
 SINGLE_FILE_FRACTIONS = (0.7, 0.1, 0.2)  # train, dev, test when only one labelled file exists
 
 
-class DataFormatError(ValueError):
+class DataFormatError(FocusflowError, ValueError):
     """An evaluation file is empty, malformed or inconsistent; the message names file and line."""
 
 
@@ -91,7 +93,13 @@ class TaskData:
 def _read_text(path: Path) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
-    text = path.read_text(encoding="utf-8-sig")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise DataFormatError(f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); "
+                              "convert the file to UTF-8") from None
     if not text.strip():
         raise DataFormatError(f"{path} is empty; expected evaluation data in the published format")
     return text
@@ -121,6 +129,7 @@ def read_conll(path: Path) -> list[NerExample]:
     path = Path(path)
     sentences: list[list[tuple[int, list[str], str]]] = []
     rows: list[tuple[int, list[str], str]] = []
+    empty_words: list[int] = []
     for number, raw in enumerate(_lines(_read_text(path)), start=1):
         line = raw.strip(" \t")
         if not line:
@@ -131,11 +140,17 @@ def read_conll(path: Path) -> list[NerExample]:
         columns = _COLUMNS.split(line)
         if line.startswith("-DOCSTART-") or (line.startswith("#") and not _is_bio_tag(columns[-1])):
             continue  # document marker; a GermEval-style '# source [date]' line
+        if len(columns) == 1 and raw[:1] in (" ", "\t") and _is_bio_tag(columns[0]):
+            columns = ["", columns[0]]  # ' TAG': an empty word, which the datasets' own loaders read as ""
+            empty_words.append(number)
         if len(columns) < 2:
             raise DataFormatError(f"{path}:{number}: expected 'word TAG', got {raw!r}")
         rows.append((number, columns, raw))
     if rows:
         sentences.append(rows)
+    if empty_words:
+        log.warning("%s: %d line(s) with an empty word accepted as the official loader reads them (first at line %d)",
+                    path, len(empty_words), empty_words[0])
     if not sentences:
         raise DataFormatError(f"{path} holds no sentences")
     indexed = all(len(columns) >= 4 and columns[0] == str(position)

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from focusflow.errors import InputError
+
 log = logging.getLogger(__name__)
 
 Feature = dict[str, Any]  # input_ids: list[int], optional token_type_ids, and the task's label fields
@@ -134,7 +136,7 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
              spec: FinetuneSpec, pad_id: int) -> FinetuneResult:
     """Train ``model`` in place; on return it holds the weights of the best dev evaluation."""
     if not train_features:
-        raise ValueError("no training features: the training split is empty after preprocessing")
+        raise InputError("no training features: the training split is empty after preprocessing")
     torch.manual_seed(spec.seed)
     generator = np.random.default_rng(spec.seed)
     steps_per_epoch = math.ceil(len(train_features) / spec.batch_size)

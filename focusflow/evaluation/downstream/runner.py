@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from focusflow.errors import InputError
 from focusflow.evaluation.downstream.datasets import TaskData, subsample
 from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 from focusflow.evaluation.downstream.ner import NerTask
@@ -29,6 +30,7 @@ from focusflow.evaluation.downstream.qa import QaTask
 from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
 from focusflow.logs import quiet_transformers_progress
+from focusflow.models.loading import require_vocabulary_fits, require_weights
 from focusflow.storage.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -56,9 +58,9 @@ def load_tokenizer(model: Path | str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model))
     except Exception as exc:
-        raise ValueError(f"{model}: could not load a tokenizer ({type(exc).__name__}: {exc})") from exc
+        raise InputError(f"{model}: could not load a tokenizer ({type(exc).__name__}: {exc})") from exc
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(f"{model}: the tokenizer is not a fast (Rust) tokenizer; NER alignment and QA spans need "
+        raise InputError(f"{model}: the tokenizer is not a fast (Rust) tokenizer; NER alignment and QA spans need "
                          "word ids and character offsets. Save a tokenizer.json with the model, e.g. "
                          "PreTrainedTokenizerFast(tokenizer_object=...).save_pretrained(folder).")
     if tokenizer.pad_token is None:
@@ -79,14 +81,13 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
                    "qa": AutoModelForQuestionAnswering}[kind]
     quiet_transformers_progress()
     # the new head is always "missing": focusflow.logs drops that load report unless verbose
+    require_weights(model)
     loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
     missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
     if missing:
-        raise ValueError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "
+        raise InputError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "
                          f"{sorted(missing)[:3]}); the task model would start from random weights")
-    if loaded.get_input_embeddings().num_embeddings < len(tokenizer):
-        raise ValueError(f"{model}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix "
-                         f"only {loaded.get_input_embeddings().num_embeddings} rows")
+    require_vocabulary_fits(loaded, tokenizer, model)
     if getattr(loaded.config, "pad_token_id", None) is None:
         loaded.config.pad_token_id = tokenizer.pad_token_id
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -135,7 +136,7 @@ def prepare_data(spec: TaskSpec, data_root: Path | None, split_seed: int, max_tr
             setattr(data, split, subsample(examples, limit, split_seed + offset))
             data.provenance[split] += f" (seeded subset: {limit} of {len(examples)})"
     if not data.train or not data.dev or not data.test:
-        raise ValueError(f"{spec.id}: empty split after loading ({data.sizes()})")
+        raise InputError(f"{spec.id}: empty split after loading ({data.sizes()})")
     return data
 
 
@@ -222,7 +223,7 @@ def parse_seeds(text: str) -> int | list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"seeds must be a count (5) or a comma-separated list (2,3), got {text!r}") from None
+        raise InputError(f"seeds must be a count (5) or a comma-separated list (2,3), got {text!r}") from None
     return values if "," in text else (values[0] if values else 0)
 
 
@@ -240,20 +241,19 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     Returns the ``results.csv`` table as a DataFrame.
     """
     if not models:
-        raise ValueError("no models to evaluate")
+        raise InputError("no models to evaluate")
     if not tasks:
-        raise ValueError("no tasks to evaluate")
+        raise InputError("no tasks to evaluate")
     seed_list = list(range(1, seeds + 1)) if isinstance(seeds, int) else list(seeds)
     if not seed_list or min(seed_list) < 1 or len(set(seed_list)) != len(seed_list):
-        raise ValueError(f"seeds must be a count of at least 1 or distinct seeds >= 1, got {seeds!r}")
+        raise InputError(f"seeds must be a count of at least 1 or distinct seeds >= 1, got {seeds!r}")
     unknown = set(opts) - {"lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
                            "split_seed", "max_length", "threads"}
     if unknown:
         raise TypeError(f"unknown options {sorted(unknown)}")
     if opts.get("threads"):
         torch.set_num_threads(int(opts["threads"]))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir)  # created by the first run written: a run that fails on its inputs leaves no folder
     specs = [parse_task(task) for task in tasks]  # fail on a bad spec before any training
     split_seed = opts.get("split_seed", 0)
     runs: list[dict[str, Any]] = []

