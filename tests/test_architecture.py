@@ -18,8 +18,10 @@ from pathlib import Path
 import focusflow
 
 PACKAGE_ROOT = Path(focusflow.__file__).parent
-# The library core (``methods``: the method table on main, a torch-free leaf that config and embeddings read).
-CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods")
+# The library core (``methods``: the method table on main, a torch-free leaf that config and embeddings read;
+# ``precision``: the one autocast decision of training and evaluation).
+CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods",
+        "precision")
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT.parent) -> str:

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from focusflow.config import PrecisionName
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.models.loading import load_source
@@ -71,7 +72,7 @@ class AlignSpec(BaseModel):
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
     schedule: Literal["constant", "cosine", "linear"] = "constant"
     grad_clip: float = Field(default=1.0, gt=0)
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    precision: PrecisionName = "auto"
     cache_dtype: Literal["float16", "float32"] = Field(default="float16", description="teacher word vectors in memory")
     checkpoint_every: int = Field(default=100, ge=1)
     keep_last: int = Field(default=2, ge=1)
@@ -385,7 +386,7 @@ class AlignRun(TrainingRun):
         """Mean alignment loss per word on the held-out texts."""
         total, words = 0.0, 0
         for batch in self.heldout_batches:
-            with self._autocast():
+            with self.precision.autocast():
                 total += float(self._micro_loss(self.loss_model, batch))
             words += batch.predicted
         return total / max(words, 1)
@@ -414,7 +415,7 @@ class AlignRun(TrainingRun):
             "teacher_cached_words": sum(len(v) for v in self.teacher_cache.values()),
             "tokens_per_s": (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None,
             "device": str(self.dist.device),
-            "precision": str(self.autocast_dtype or torch.float32).replace("torch.", ""),
+            "precision": self.precision.name,
             "resumed_from": resumed_from, "train_seconds_this_session": round(train_time, 3),
             "train_seconds": round(state["seconds"], 3), "final_dir": str(self.out_dir / "final"),
         }
