@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--lr", type=float, default=5e-4, help="LAPT learning rate (high enough to move the loss)")
-    parser.add_argument("--lapt-steps", type=int, default=3, help="timed LAPT steps (one more runs untimed)")
+    parser.add_argument("--lapt-steps", type=int, default=2, help="timed LAPT steps (one more runs untimed)")
     parser.add_argument("--eval-sequences", type=int, default=16, help="held-out sequences of the LAPT loss")
     parser.add_argument("--finetune-steps", type=int, default=4)
     parser.add_argument("--eval-texts", type=int, default=64)

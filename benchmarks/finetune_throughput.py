@@ -8,7 +8,8 @@ batch with ``DataCollatorForTokenClassification`` (its recommended collator), as
 during the epoch. Tokens/s counts the non-padding training tokens (the same for both: every feature once) over
 the training steps' time: ours as ``finetune`` reports it (batching, forward, backward, clipping, optimizer; not
 its dev evaluations), HF's from ``on_train_begin`` to the last ``on_step_end`` (the same work plus its loop).
-The runs alternate ``--repeats`` times and each keeps its best (a shared CPU's load varies). Prints the settings, then the last line JSON:
+The runs alternate ``--repeats`` times and each keeps its best (a shared CPU's load varies). Prints the settings,
+then the last line JSON:
 ``{"ours_tok_s": …, "hf_trainer_tok_s": …, "ratio": …}``.
 """
 
