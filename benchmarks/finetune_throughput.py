@@ -46,15 +46,13 @@ def run_hf_trainer(model_dir: Path, folder: Path, args) -> tuple[float, int]:
     from datasets import Dataset
     from transformers import DataCollatorForTokenClassification, Trainer, TrainerCallback, TrainingArguments
 
+    from focusflow.precision import resolve_precision
+
     network, adapter, tokenizer = ner_setup(model_dir, args.steps * args.batch_size)
     features = adapter.train_features()
     dataset = Dataset.from_list([{"input_ids": f["input_ids"], "labels": f["labels"]} for f in features])
     tokens = sum(len(f["input_ids"]) for f in features)
-    precision = args.precision
-    if precision == "auto":
-        from focusflow.precision import resolve_precision
-
-        precision = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[resolve_precision("auto", "cpu").name]
+    precision = resolve_precision(args.precision, "cpu").setting
     training_args = TrainingArguments(
         output_dir=str(folder / "hf"), seed=1, num_train_epochs=1, per_device_train_batch_size=args.batch_size,
         learning_rate=5e-5, weight_decay=0.0, warmup_steps=0.1, lr_scheduler_type="linear", max_grad_norm=1.0,

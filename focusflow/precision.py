@@ -52,6 +52,11 @@ class Precision:
         """``bfloat16``, ``float16`` or ``float32`` (what summaries and reports record)."""
         return str(self.dtype or torch.float32).replace("torch.", "")
 
+    @property
+    def setting(self) -> str:
+        """The explicit setting that means the same (``bf16``, ``fp16`` or ``fp32``), e.g. for another trainer."""
+        return next(key for key, dtype in _DTYPES.items() if dtype == self.dtype)
+
     def autocast(self) -> AbstractContextManager:
         """The context the forward pass (and its loss) runs in."""
         if self.dtype is None:

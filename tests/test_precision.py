@@ -33,6 +33,7 @@ def test_auto_on_a_cpu_is_bf16_exactly_when_the_capability_query_says_so(cpu_cap
     chosen = resolve_precision("auto", torch.device("cpu"))
     assert chosen.dtype == expected and not chosen.needs_scaler
     assert chosen.name == ("bfloat16" if expected is not None else "float32")
+    assert chosen.setting == ("bf16" if expected is not None else "fp32")
 
 
 @pytest.mark.parametrize("supported", [True, False])
