@@ -139,12 +139,13 @@ def main() -> None:
     args.seq_len = args.seq_len or PRESETS[args.preset]["seq_len"]
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    precision = args.precision if args.precision != "auto" else ("bf16" if cuda and torch.cuda.is_bf16_supported()
-                                                                 else "fp16" if cuda else "fp32")
 
     from transformers import AutoConfig, AutoModelForMaskedLM
 
+    from focusflow.precision import resolve_precision
     from focusflow.training.flops import flops_per_token, mfu, peak_flops
+
+    precision = resolve_precision(args.precision, "cuda" if cuda else "cpu").setting
 
     with tempfile.TemporaryDirectory(prefix="lapt-bench-") as tmp:
         folder = Path(tmp)

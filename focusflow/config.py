@@ -21,6 +21,10 @@ class ConfigError(FocusflowError, ValueError):
     """A configuration value is invalid; the message names the field and what is allowed."""
 
 
+# auto: bf16 autocast where the hardware runs it natively, else fp32 (fp16 on CUDA without bf16): focusflow.precision
+PrecisionName = Literal["auto", "bf16", "fp16", "fp32"]
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -158,7 +162,7 @@ class AlignSpec(_Section):
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
     schedule: Literal["constant", "cosine", "linear"] = "constant"
     grad_clip: float = Field(default=1.0, gt=0)
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    precision: PrecisionName = "auto"
     cache_dtype: Literal["float16", "float32"] = Field(default="float16", description="teacher word vectors in memory")
     checkpoint_every: int = Field(default=100, ge=1)
     keep_last: int = Field(default=2, ge=1)
@@ -212,7 +216,7 @@ class LaptSpec(_Section):
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
     lora_target_modules: list[str] | None = Field(default=None, description="None: peft's default for the architecture")
     lora_train_embeddings: bool = Field(default=True, description="also train embeddings + LM head fully (new vocabulary)")
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    precision: PrecisionName = "auto"
     compile: bool = False
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     masked_only_projection: bool = Field(default=True, description="vocabulary projection only at masked positions")
@@ -255,6 +259,7 @@ class EvalSpec(_Section):
     max_eval_samples: int | None = Field(default=None, gt=0, description="cap on the dev set (selection)")
     max_test_samples: int | None = Field(default=None, gt=0, description="cap on the test set (smoke runs only)")
     split_seed: int = Field(default=0, description="seed of derived dev/test splits and subsets")
+    precision: PrecisionName = Field(default="auto", description="fine-tuning and intrinsic evaluation")
 
 
 class OrchestrationSpec(_Section):
@@ -285,6 +290,7 @@ class MlmHeadSpec(BaseModel):
                                                  description="softmax over the tokens the text uses, or all")
     transform_scale: float = Field(default=1.0, gt=0, description="initial LayerNorm gain of the head's transform")
     eval_every: int = Field(default=25, ge=1, description="steps between held-out checks (best step is kept)")
+    precision: PrecisionName = Field(default="auto", description="encoding the cached positions and training the head")
     seed: int = 0
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import focusflow
 
 PACKAGE_ROOT = Path(focusflow.__file__).parent
-# The library core (``methods``: the method table on main, a torch-free leaf that config and embeddings read).
+# The library core (``methods``: the method table, a torch-free leaf that config and embeddings read;
+# ``precision``: the one autocast decision of training and evaluation).
 CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods", "logs",
-        "errors")
+        "errors", "precision")
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT.parent) -> str:
@@ -156,7 +157,7 @@ def test_validating_a_config_does_not_load_torch():
 
 # Bottom to top (docs/ARCHITECTURE.md): a module imports its own layer and the ones below it only.
 LAYERS = (
-    ("errors", "config", "methods", "logs", "storage"),
+    ("errors", "config", "methods", "logs", "storage", "precision"),
     ("corpus",), ("tokenizer",), ("models",), ("embeddings",), ("training",), ("evaluation",),
     ("pipeline",), ("tasks",), ("flows",), ("orchestration",), ("cli",),
 )

@@ -14,7 +14,8 @@
 Bytes a token covers are the UTF-8 bytes of the non-whitespace characters in its offset
 span, so tokenizers that attach spaces to tokens (``▁``, ``Ġ``) and those that split on them
 are measured alike. Everything runs under ``torch.no_grad`` in length-sorted batches, and
-vocabulary logits are computed only at the scored positions, in chunks.
+vocabulary logits are computed only at the scored positions, in chunks. The forward passes run
+under ``precision`` (``focusflow.precision``); pooling, losses and metrics are float32.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from focusflow.config import PrecisionName
 from focusflow.corpus.io import read_documents
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
 from focusflow.models.loading import lm_head, load_source
+from focusflow.precision import resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +106,12 @@ def _model_device(model) -> torch.device:
 @torch.no_grad()
 def evaluate_mlm(model, tokenizer, texts: Sequence[str], *, max_length: int = 128, seed: int = 0,
                  probability: float = 0.15, max_tokens_per_batch: int = 4096, unigram: np.ndarray | None = None,
-                 logits_chunk: int = 512) -> dict:
+                 logits_chunk: int = 512, precision: PrecisionName = "auto") -> dict:
     """Held-out masked-LM metrics with fixed masks; ``unigram`` (log-probs per id) adds the reference row."""
     masker = Masker.for_tokenizer(tokenizer, probability, random_from_any_token=True)
     model.eval()
     device = _model_device(model)
+    autocast = resolve_precision(precision, device).autocast
     encoded = encode_texts(tokenizer, texts, max_length=max_length)
     inputs, selected = [], []
     for index, (ids, special) in enumerate(zip(encoded.ids, encoded.special)):
@@ -125,17 +129,20 @@ def evaluate_mlm(model, tokenizer, texts: Sequence[str], *, max_length: int = 12
         if not chosen.any():
             continue
         labels = _pad([encoded.ids[i] for i in batch], pad_id)[0][chosen]
-        if head is not None:
-            hidden = model.base_model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
-            picked = hidden[chosen.to(device)]
-            logits_of = lambda s: head(picked[s])  # noqa: E731
-        else:
-            full = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
-            picked = full[chosen.to(device)]
-            logits_of = lambda s: picked[s]  # noqa: E731
+        with autocast():
+            if head is not None:
+                hidden = model.base_model(input_ids=input_ids.to(device),
+                                          attention_mask=attention.to(device)).last_hidden_state
+                picked = hidden[chosen.to(device)]
+                logits_of = lambda s: head(picked[s])  # noqa: E731
+            else:
+                full = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
+                picked = full[chosen.to(device)]
+                logits_of = lambda s: picked[s]  # noqa: E731
         for start in range(0, len(labels), logits_chunk):
             part = slice(start, start + logits_chunk)
-            logits = logits_of(part).float()
+            with autocast():
+                logits = logits_of(part).float()
             target = labels[part].to(device)
             loss_sum += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
             correct += float((logits.argmax(-1) == target).sum())
@@ -167,10 +174,11 @@ def _lm_report(loss_sum: float, correct: float, count: float, byte_sum: float, u
 
 @torch.no_grad()
 def evaluate_clm(model, tokenizer, texts: Sequence[str], *, max_length: int = 128, max_tokens_per_batch: int = 4096,
-                 unigram: np.ndarray | None = None, logits_chunk: int = 512) -> dict:
+                 unigram: np.ndarray | None = None, logits_chunk: int = 512, precision: PrecisionName = "auto") -> dict:
     """Held-out causal-LM metrics: every next-token prediction of each document (its first token has no context)."""
     model.eval()
     device = _model_device(model)
+    autocast = resolve_precision(precision, device).autocast
     encoded = encode_texts(tokenizer, texts, max_length=max_length)
     lengths = np.array([len(r) for r in encoded.ids])
     head = model.get_output_embeddings()
@@ -184,12 +192,15 @@ def evaluate_clm(model, tokenizer, texts: Sequence[str], *, max_length: int = 12
         scored = target_ok[:, 1:]
         if not scored.any():
             continue
-        hidden = model.base_model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+        with autocast():
+            hidden = model.base_model(input_ids=input_ids.to(device),
+                                      attention_mask=attention.to(device)).last_hidden_state
         picked = hidden[:, :-1][scored.to(device)]
         labels = input_ids[:, 1:][scored]
         for start in range(0, len(labels), logits_chunk):
             part = slice(start, start + logits_chunk)
-            logits = head(picked[part]).float()
+            with autocast():
+                logits = head(picked[part]).float()
             target = labels[part].to(device)
             loss_sum += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
             correct += float((logits.argmax(-1) == target).sum())
@@ -203,10 +214,11 @@ def evaluate_clm(model, tokenizer, texts: Sequence[str], *, max_length: int = 12
 
 @torch.no_grad()
 def sentence_embeddings(model, tokenizer, texts: Sequence[str], *, prefix: str = "", max_length: int = 128,
-                        max_tokens_per_batch: int = 8192) -> np.ndarray:
+                        max_tokens_per_batch: int = 8192, precision: PrecisionName = "auto") -> np.ndarray:
     """Mean-pooled (over the attention mask), L2-normalized last hidden states, float32 ``[N, hidden]``."""
     model.eval()
     device = _model_device(model)
+    autocast = resolve_precision(precision, device).autocast
     encoded = tokenizer([prefix + t for t in texts], truncation=True, max_length=max_length)["input_ids"]
     rows = [np.asarray(r, dtype=np.int64) for r in encoded]
     lengths = np.array([len(r) for r in rows])
@@ -214,10 +226,12 @@ def sentence_embeddings(model, tokenizer, texts: Sequence[str], *, prefix: str =
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     for batch in _batches(np.argsort(-lengths, kind="stable"), lengths, max_tokens_per_batch):
         input_ids, attention = _pad([rows[i] for i in batch], pad_id)
-        hidden = model.base_model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+        with autocast():
+            hidden = model.base_model(input_ids=input_ids.to(device),
+                                      attention_mask=attention.to(device)).last_hidden_state.float()
         weights = attention.to(device).unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
-        out[batch] = torch.nn.functional.normalize(pooled.float(), dim=-1).cpu().numpy()
+        out[batch] = torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
     return out
 
 
@@ -259,25 +273,28 @@ def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_
 
 def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int = 0, max_length: int = 128,
                    unigram_texts: Sequence[str] | None = None, source_embeddings: np.ndarray | None = None,
-                   prefix: str = "", unigram: np.ndarray | None = None) -> dict:
-    """Fidelity against the source plus the LM metrics its head supports, for one model folder."""
+                   prefix: str = "", unigram: np.ndarray | None = None, precision: PrecisionName = "auto") -> dict:
+    """Fidelity against the source plus the LM metrics its head supports, for one model folder; every forward
+    pass (the source's too) runs under ``precision``."""
     model, tokenizer, info = load_source(model_dir)
     if source_embeddings is None:
         source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
         source_embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix,
-                                                max_length=max_length)
+                                                max_length=max_length, precision=precision)
         del source_model
     metrics: dict = {"objective": info.objective, "vocab_size": len(tokenizer),
                      "n_params": int(sum(p.numel() for p in model.parameters()))}
-    adapted = sentence_embeddings(model, tokenizer, sentences, prefix=prefix, max_length=max_length)
+    adapted = sentence_embeddings(model, tokenizer, sentences, prefix=prefix, max_length=max_length,
+                                  precision=precision)
     metrics.update(representation_fidelity(adapted, source_embeddings))
     given_unigram = unigram
     if unigram is None:
         unigram = unigram_log_probs(unigram_counts(tokenizer, unigram_texts if unigram_texts is not None else sentences))
     if info.objective == "mlm":
-        lm = evaluate_mlm(model, tokenizer, sentences, max_length=max_length, seed=seed, unigram=unigram)
+        lm = evaluate_mlm(model, tokenizer, sentences, max_length=max_length, seed=seed, unigram=unigram,
+                          precision=precision)
     elif info.objective == "clm":
-        lm = evaluate_clm(model, tokenizer, sentences, max_length=max_length, unigram=unigram)
+        lm = evaluate_clm(model, tokenizer, sentences, max_length=max_length, unigram=unigram, precision=precision)
     else:
         lm = {}
     metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
@@ -287,7 +304,7 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
 
 
 def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences: int = 500, seed: int = 0,
-                       max_length: int = 128, train=None, prefix: str = "") -> dict:
+                       max_length: int = 128, train=None, prefix: str = "", precision: PrecisionName = "auto") -> dict:
     """The intrinsic stage: pick held-out sentences, evaluate ``model_dir`` against ``source_dir``, write metrics.json."""
     import json
     from pathlib import Path
@@ -304,6 +321,6 @@ def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences
         raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     unigram_texts = read_documents(train, limit=50_000) if train is not None else None
     metrics = evaluate_model(model_dir, source_dir, sentences, seed=seed, max_length=max_length,
-                             unigram_texts=unigram_texts, prefix=prefix)
+                             unigram_texts=unigram_texts, prefix=prefix, precision=precision)
     atomic_write(Path(out_dir) / "metrics.json", json.dumps(metrics, indent=2))
     return metrics

@@ -29,6 +29,7 @@ from focusflow.config import MlmHeadSpec
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
 from focusflow.models.loading import load_source
+from focusflow.precision import Precision, resolve_precision
 from focusflow.storage.atomic import atomic_folder
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,9 @@ def _pack_sequences(tokenizer, texts: Sequence[str], seq_len: int, limit: int) -
 
 
 @torch.no_grad()
-def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHeadSpec
+def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHeadSpec, precision: Precision
                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hidden states and labels at the masked positions of every sequence (80/10/10 masking)."""
+    """Hidden states (float32) and labels at the masked positions of every sequence (80/10/10 masking)."""
     masker = Masker.for_tokenizer(tokenizer, spec.mlm_probability, random_from_any_token=True)
     features, labels = [], []
     batch_size = 16
@@ -82,7 +83,8 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
                 attention[i, : len(row)] = 1
                 selected_mask[i, : len(row)] = torch.from_numpy(sel)
                 targets[i, : len(row)] = torch.from_numpy(ids)
-            hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
+            with precision.autocast():
+                hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
             features.append(hidden[selected_mask].float())
             labels.append(targets[selected_mask])
             progress.advance(task, len(rows))
@@ -114,7 +116,8 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     if not sequences:
         raise InputError("no training text for the MLM head: pass a non-empty list of documents")
     started = time.perf_counter()
-    features, labels = _encode_masked(encoder, tokenizer, sequences, spec)
+    precision = resolve_precision(spec.precision, next(encoder.parameters()).device)
+    features, labels = _encode_masked(encoder, tokenizer, sequences, spec, precision)
     log.info("encoded %d masked positions of %d sequences in %.0fs", len(labels), len(sequences),
              time.perf_counter() - started)
 
@@ -130,7 +133,7 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     with torch.no_grad():
         head.bias.copy_(torch.from_numpy(unigram_log_probs(counts)) if spec.bias_init == "unigram"
                         else torch.zeros_like(head.bias))
-    fit = fit_head(head.transform, head.bias, embeddings, features, labels, counts, spec)
+    fit = fit_head(head.transform, head.bias, embeddings, features, labels, counts, spec, precision)
     stats = {"sequences": len(sequences), **fit, "spec": spec.model_dump()}
     _save(model, tokenizer, Path(out_dir), Path(source_dir), stats)
     return stats
@@ -149,9 +152,10 @@ def _save(model, tokenizer, out: Path, source_dir: Path, stats: dict) -> None:
 
 
 def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: torch.Tensor, features: torch.Tensor,
-             labels: torch.Tensor, counts: np.ndarray, spec: MlmHeadSpec) -> dict:
+             labels: torch.Tensor, counts: np.ndarray, spec: MlmHeadSpec, precision: Precision) -> dict:
     """Train ``transform`` and ``bias`` in place on cached (hidden state, label) pairs; keep the best validation step.
 
+    The logits are computed under ``precision``; the parameters, the bias and the loss stay float32.
     A tenth of the cached positions is held out; the state with the lowest held-out loss
     (checked every ``eval_every`` steps, step 0 included) is kept, so the head never ends
     worse than where it started: the unigram model when ``bias_init="unigram"``.
@@ -171,8 +175,9 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
         transform.LayerNorm.weight.mul_(spec.transform_scale)
 
     def loss_on(index: torch.Tensor) -> torch.Tensor:
-        logits = transform(features[index]) @ candidate_embeddings.T + candidate_bias
-        return torch.nn.functional.cross_entropy(logits, targets[index])
+        with precision.autocast():
+            logits = transform(features[index]) @ candidate_embeddings.T
+        return torch.nn.functional.cross_entropy(logits.float() + candidate_bias, targets[index])
 
     def validation_loss() -> float:
         transform.eval()

@@ -21,7 +21,7 @@ from focusflow.storage import Artifact, sha256_file
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
 REPORT_STAGE, REPORT_VERSION = "report", 3
 _EVALUATION_OPTIONS = ("lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
-                       "split_seed")
+                       "split_seed", "precision")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
 

@@ -75,7 +75,8 @@ def align_params(cfg: PipelineConfig) -> dict[str, Any]:
 
 def intrinsic_params(cfg: PipelineConfig) -> dict[str, Any]:
     """Held-out evaluation settings; the same for every model so that their numbers compare."""
-    return {"max_sentences": cfg.evaluation.heldout_sentences, "seed": cfg.split.seed}
+    return {"max_sentences": cfg.evaluation.heldout_sentences, "seed": cfg.split.seed,
+            "precision": cfg.evaluation.precision}
 
 
 def lapt_params(cfg: PipelineConfig, lineage: dict[str, Any] | None = None) -> dict[str, Any]:

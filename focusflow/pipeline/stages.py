@@ -135,7 +135,8 @@ def _intrinsic(run: StageRun) -> Mapping[str, Any]:
 
     p = run.params
     return evaluate_to_folder(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "heldout.jsonl",
-                              run.out, max_sentences=p["max_sentences"], seed=p["seed"])
+                              run.out, max_sentences=p["max_sentences"], seed=p["seed"],
+                              precision=p.get("precision", "auto"))
 
 
 CORPUS = register(Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus",

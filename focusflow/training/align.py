@@ -342,7 +342,7 @@ class AlignRun(TrainingRun):
         """Mean alignment loss per word on the held-out texts."""
         total, words = 0.0, 0
         for batch in self.heldout_batches:
-            with self._autocast():
+            with self.precision.autocast():
                 total += float(self._micro_loss(self.loss_model, batch))
             words += batch.predicted
         return total / max(words, 1)
@@ -371,7 +371,7 @@ class AlignRun(TrainingRun):
             "teacher_cached_words": sum(len(v) for v in self.teacher_cache.values()),
             "tokens_per_s": (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None,
             "device": str(self.dist.device),
-            "precision": str(self.autocast_dtype or torch.float32).replace("torch.", ""),
+            "precision": self.precision.name,
             "resumed_from": resumed_from, "train_seconds_this_session": round(train_time, 3),
             "train_seconds": round(state["seconds"], 3), "final_dir": str(self.out_dir / "final"),
         }

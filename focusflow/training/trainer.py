@@ -32,6 +32,7 @@ from focusflow.config import LaptSpec
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import EVAL_STREAM, Masker
 from focusflow.models.loading import describe_source, model_class, require_vocabulary_fits, require_weights
+from focusflow.precision import resolve_precision
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
@@ -83,19 +84,6 @@ def setup_distributed() -> Distributed:
     if owns:
         dist.init_process_group("nccl" if use_cuda else "gloo")
     return Distributed(rank, world, local_rank, device, owns)
-
-
-def resolve_precision(precision: str, device: torch.device) -> tuple[torch.dtype | None, bool]:
-    """(autocast dtype or None for fp32, whether a GradScaler is needed)."""
-    if precision == "auto":
-        if device.type != "cuda":
-            return None, False
-        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if precision == "bf16":
-        return torch.bfloat16, False
-    if precision == "fp16":
-        return torch.float16, True
-    return None, False
 
 
 def _max_positions(config) -> int | None:
@@ -164,8 +152,8 @@ class TrainingRun:
             log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
 
         torch.manual_seed(spec.seed)
-        self.autocast_dtype, needs_scaler = resolve_precision(spec.precision, self.dist.device)
-        self.scaler = torch.amp.GradScaler(self.dist.device.type) if needs_scaler else None
+        self.precision = resolve_precision(spec.precision, self.dist.device)
+        self.scaler = torch.amp.GradScaler(self.dist.device.type) if self.precision.needs_scaler else None
         self.peak = peak_flops(self.dist.device)
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
@@ -257,11 +245,6 @@ class TrainingRun:
             self.ddp = DistributedDataParallel(self.loss_model, device_ids=ids)
         log.info("%s stage %r from step %d: %d trainable tensors", self.name, stage, step,
                  sum(p.requires_grad for p in self.hf_model.parameters()))
-
-    def _autocast(self):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.dist.device.type, dtype=self.autocast_dtype)
 
     # ---------------------------------------------------------------- saving
     def _write_hf_folder(self, folder: Path) -> None:
@@ -385,7 +368,7 @@ class TrainingRun:
         for index, mb in enumerate(micro_batches):
             sync = index == len(micro_batches) - 1 or self.ddp is None
             with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
-                with self._autocast():
+                with self.precision.autocast():
                     loss_sum = self._micro_loss(module, mb)
                 # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
                 scaled = loss_sum * (world / max(total, 1.0))
@@ -547,7 +530,7 @@ class _Run(TrainingRun):
                 labels_t = torch.from_numpy(labels).to(self.dist.device)
             else:
                 inputs, labels_t = ids, None
-            with self._autocast():
+            with self.precision.autocast():
                 loss, n = self.loss_model(torch.from_numpy(inputs).to(self.dist.device), labels_t)
             total += loss.double()
             predicted += int(n)
@@ -580,7 +563,7 @@ class _Run(TrainingRun):
             "final_heldout_loss": heldout[-1] if heldout else None, "final_train_loss": trained[-1] if trained else None,
             "tokens_per_s": speed, "flops_per_token": self.flops_token,
             "mfu": mfu(speed, self.flops_token, self.peak) if speed else None, "device": str(self.dist.device),
-            "world_size": self.dist.world_size, "precision": str(self.autocast_dtype or torch.float32).replace("torch.", ""),
+            "world_size": self.dist.world_size, "precision": self.precision.name,
             "parameters": sum(p.numel() for p in self.hf_model.parameters()),
             "trainable_parameters": sum(p.numel() for p in self.params), "lora": spec.lora,
             "two_stage_embedding_steps": self.stage1_steps, "resumed_from": resumed_from,

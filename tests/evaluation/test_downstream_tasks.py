@@ -222,3 +222,22 @@ def test_finetune_ends_with_the_weights_of_the_best_dev_evaluation():
     assert result.best_step == 24 and result.best_dev == 0.9
     assert not torch.equal(seen[2], seen[-1])  # training went on after the best step
     assert torch.equal(model.weight.detach(), seen[2])
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_finetune_runs_forward_passes_in_the_chosen_precision_with_float32_weights(tiny_xlmr, tokenizer, precision):
+    """Training and dev evaluation compute in bf16 under bf16 autocast; the weights stay float32."""
+    from focusflow.evaluation.downstream.finetune import FinetuneSpec, collate, finetune
+
+    model = load_task_model(tiny_xlmr, "ner", tokenizer, num_labels=3)
+    seen: list[torch.dtype] = []
+    model.classifier.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    features = [{"input_ids": tokenizer(text)["input_ids"], "labels": [1] * len(tokenizer(text)["input_ids"])}
+                for text in sample_texts(8)]
+    spec = FinetuneSpec(lr=1e-3, epochs=1, batch_size=4, eval_every_fraction=0.5, precision=precision)
+    dev_batch = collate(features[:2], 0)
+    result = finetune(model, features, lambda: float(model(**dev_batch).logits.detach().float().mean()), spec, pad_id=0)
+    expected = torch.bfloat16 if precision == "bf16" else torch.float32
+    assert result.precision == str(expected).removeprefix("torch.")
+    assert len(seen) == 2 + 2 and set(seen) == {expected}  # two training steps, two dev evaluations
+    assert all(p.dtype == torch.float32 for p in model.parameters())

@@ -178,3 +178,20 @@ def test_evaluate_to_folder_writes_metrics(tmp_path):
     assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == metrics
     assert metrics["n_sentences"] == 30 and metrics["retrieval_top1"] == 1.0
     assert metrics["objective"] == "mlm" and metrics["mlm_loss"] > 0 and metrics["unigram_source"] == "heldout"
+
+
+def test_bf16_evaluation_stays_close_to_fp32(xlmr, gpt2):
+    """bf16 autocast changes the numbers (so it is applied) but not what they say."""
+    model, tokenizer = xlmr
+    texts = sample_texts(40, seed=3)
+    fp32 = evaluate_mlm(model, tokenizer, texts, precision="fp32")
+    bf16 = evaluate_mlm(model, tokenizer, texts, precision="bf16")
+    assert bf16["loss"] != fp32["loss"] and bf16["loss"] == pytest.approx(fp32["loss"], rel=0.01)
+    assert bf16["n_scored"] == fp32["n_scored"]
+    model, tokenizer = gpt2
+    assert evaluate_clm(model, tokenizer, texts, precision="bf16")["loss"] == pytest.approx(
+        evaluate_clm(model, tokenizer, texts, precision="fp32")["loss"], rel=0.01)
+    low = sentence_embeddings(model, tokenizer, texts, precision="bf16")
+    high = sentence_embeddings(model, tokenizer, texts, precision="fp32")
+    assert low.dtype == np.float32 and not np.array_equal(low, high)
+    assert representation_fidelity(low, high)["fidelity_min"] > 0.99

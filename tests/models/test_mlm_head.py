@@ -11,6 +11,7 @@ import torch
 
 from focusflow.evaluation.intrinsic import evaluate_mlm, unigram_counts, unigram_log_probs
 from focusflow.models import MlmHeadSpec, describe_source, prepare_source, train_mlm_head
+from focusflow.models.mlm_head import fit_head
 from tests.tiny_models import sample_texts, train_tokenizer
 
 
@@ -84,3 +85,31 @@ def test_prepare_source_trains_a_head_only_for_bare_encoders(bare_encoder, tmp_p
     assert describe_source(tmp_path / "with-head").objective == "mlm"
     copied = prepare_source(str(bare_encoder), tmp_path / "bare-copy")
     assert copied["objective"] is None and (tmp_path / "bare-copy" / "model.safetensors").is_file()
+
+
+def test_bf16_head_training_keeps_float32_weights_and_still_learns(bare_encoder, tmp_path):
+    from transformers import AutoModelForMaskedLM
+
+    train = repeated_word_texts(300, 1)
+    spec = MlmHeadSpec(steps=60, positions_per_step=128, feature_sequences=128, seq_len=32, lr=1e-2, eval_every=20,
+                       precision="bf16")
+    stats = train_mlm_head(bare_encoder, train, spec, tmp_path / "head")
+    assert stats["valid_loss_best"] < stats["valid_loss_step0"] and stats["spec"]["precision"] == "bf16"
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "head")
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_fit_head_computes_the_logits_under_the_given_precision():
+    from transformers import BertConfig, BertForMaskedLM
+
+    from focusflow.precision import resolve_precision
+
+    head = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=32)).cls.predictions
+    seen: list[torch.dtype] = []
+    head.transform.dense.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    features, labels = torch.randn(64, 16), torch.randint(0, 50, (64,))
+    fit_head(head.transform, head.bias, torch.randn(50, 16), features, labels, np.ones(50),
+             MlmHeadSpec(steps=3, positions_per_step=8, eval_every=3), resolve_precision("bf16", "cpu"))
+    assert seen and set(seen) == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 for p in head.transform.parameters()) and head.bias.dtype == torch.float32

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
 from focusflow.config import LaptSpec
 from focusflow.training import latest_checkpoint, run_lapt
+from focusflow.training.checkpoint import load_tensors
 from focusflow.training.trainer import _Run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,3 +190,17 @@ def test_mixed_precision_paths_train_and_checkpoint_the_scaler(tiny_dirs, lapt_c
     assert scaler.is_file() == (precision == "fp16")
     # the master weights stay float32
     assert load_file(tmp_path / "run" / "final" / "model.safetensors")["lm_head.dense.weight"].dtype == torch.float32
+
+
+def test_auto_precision_trains_in_bf16_on_a_cpu_that_has_it_and_keeps_float32_state(monkeypatch, tiny_dirs,
+                                                                                      lapt_corpus, tmp_path):
+    """``auto`` follows the CPU's capability query; master weights and AdamW moments stay float32."""
+    monkeypatch.setattr("focusflow.precision.cpu_has_native_bf16", lambda: True)
+    summary = run_lapt(tiny_dirs("bert"), *lapt_corpus, small_spec(steps=4, checkpoint_every=4), tmp_path / "run")
+    assert summary["precision"] == "bfloat16"
+    assert all(t.dtype == torch.float32 for t in _weights(tmp_path / "run" / "final").values())
+    optimizer = load_tensors(latest_checkpoint(tmp_path / "run"), "optimizer")
+    moments = [t for state in optimizer["state"].values() for t in (state["exp_avg"], state["exp_avg_sq"])]
+    assert moments and all(t.dtype == torch.float32 for t in moments)
+    monkeypatch.setattr("focusflow.precision.cpu_has_native_bf16", lambda: False)
+    assert run_lapt(tiny_dirs("bert"), *lapt_corpus, small_spec(steps=2), tmp_path / "fp32")["precision"] == "float32"

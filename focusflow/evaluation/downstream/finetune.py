@@ -2,7 +2,9 @@
 fraction of the steps, the best dev checkpoint kept in memory and restored at the end.
 
 Batches are padded per batch (not to the maximum length), which is most of the speed on a
-CPU; evaluation batches are sorted by length for the same reason.
+CPU; evaluation batches are sorted by length for the same reason. The forward passes (training
+and dev evaluation) run under the spec's precision (``focusflow.precision``); weights and AdamW
+state stay float32.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from focusflow.config import PrecisionName
 from focusflow.errors import InputError
+from focusflow.precision import resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,7 @@ class FinetuneSpec:
     eval_every_fraction: float = 0.05
     eval_batch_size: int = 64
     seed: int = 1
+    precision: PrecisionName = "auto"
 
 
 @dataclass
@@ -49,6 +54,7 @@ class FinetuneResult:
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
     train_tokens: int = 0
+    precision: str = "float32"  # the resolved precision's name
 
     @property
     def tokens_per_second(self) -> float:
@@ -134,7 +140,9 @@ def _optimizer(model: torch.nn.Module, spec: FinetuneSpec) -> torch.optim.Optimi
 
 def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate_dev: Callable[[], float],
              spec: FinetuneSpec, pad_id: int) -> FinetuneResult:
-    """Train ``model`` in place; on return it holds the weights of the best dev evaluation."""
+    """Train ``model`` in place; on return it holds the weights of the best dev evaluation.
+
+    ``evaluate_dev`` runs under the same precision as training."""
     if not train_features:
         raise InputError("no training features: the training split is empty after preprocessing")
     torch.manual_seed(spec.seed)
@@ -157,6 +165,9 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
                 yield order[start:start + spec.batch_size].tolist()
 
     device = next(model.parameters()).device
+    precision = resolve_precision(spec.precision, device)
+    result.precision = precision.name
+    scaler = torch.amp.GradScaler(device.type) if precision.needs_scaler else None
     model.train()
     batch_indices = batches()
     train_clock = 0.0
@@ -164,19 +175,28 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
         started = time.perf_counter()
         batch = collate([train_features[i] for i in next(batch_indices)], pad_id)
         batch = {k: v.to(device) for k, v in batch.items()}
-        loss = model(**batch).loss
+        with precision.autocast():
+            loss = model(**batch).loss
         if not torch.isfinite(loss):
             raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower the learning rate")
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
-        optimizer.step()
+        if scaler is None:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
+            optimizer.step()
+        else:  # fp16: scaled gradients, unscaled before clipping; a step with inf/nan gradients is skipped
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         train_clock += time.perf_counter() - started
         result.train_tokens += int(batch["attention_mask"].sum())
         if step % eval_every == 0 or step == total_steps:
             started = time.perf_counter()
-            score = float(evaluate_dev())
+            with precision.autocast():
+                score = float(evaluate_dev())
             result.eval_seconds += time.perf_counter() - started
             result.history.append((step, score))
             log.info("step %d/%d loss %.4f dev %.4f", step, total_steps, loss.item(), score)

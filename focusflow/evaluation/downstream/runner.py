@@ -31,6 +31,7 @@ from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
 from focusflow.logs import quiet_transformers_progress
 from focusflow.models.loading import require_vocabulary_fits, require_weights
+from focusflow.precision import resolve_precision
 from focusflow.storage.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,12 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
     require_vocabulary_fits(loaded, tokenizer, model)
     if getattr(loaded.config, "pad_token_id", None) is None:
         loaded.config.pad_token_id = tokenizer.pad_token_id
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    return loaded.to(device)
+    return loaded.to(task_device())
+
+
+def task_device() -> torch.device:
+    """Where task models train: the GPU when there is one."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def model_max_tokens(config: Any, tokenizer: Any) -> int | None:
@@ -152,9 +157,11 @@ def model_signature(model: Path | str) -> list[tuple[str, int, int]] | str:
 
 def _fingerprint(model: Path | str, spec: TaskSpec, seed: int, finetune_spec: FinetuneSpec,
                  settings: dict[str, Any], data: TaskData) -> str:
+    # "auto" may mean bf16 on one machine and fp32 on another: the key holds what it resolves to here
+    resolved = resolve_precision(finetune_spec.precision, task_device()).name
     payload = json.dumps({"model": str(model), "files": model_signature(model), "task": spec.id, "seed": seed,
-                          "finetune": asdict(finetune_spec), "settings": settings, "sizes": data.sizes(),
-                          "version": RUN_VERSION}, sort_keys=True)
+                          "finetune": asdict(finetune_spec) | {"precision": resolved}, "settings": settings,
+                          "sizes": data.sizes(), "version": RUN_VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -164,9 +171,11 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, *, epochs:
                   max_eval_samples: int | None = None, max_test_samples: int | None = None,
                   split_seed: int = 0, max_length: int | None = None,
                   model_name: str | None = None, data: TaskData | None = None, adapter: Any = None,
-                  tokenizer: Any = None) -> dict[str, Any]:
+                  tokenizer: Any = None, precision: str = "auto") -> dict[str, Any]:
     """Fine-tune ``model`` on ``task`` with one seed; returns test scores of the best dev checkpoint,
-    the dev curve, sizes, cost (seconds, training tokens/s) and preprocessing counts."""
+    the dev curve, sizes, cost (seconds, training tokens/s) and preprocessing counts.
+
+    ``precision`` (auto, bf16, fp16, fp32) applies to training, dev and test alike."""
     spec = parse_task(task) if isinstance(task, str) else task
     started = time.perf_counter()
     settings = task_defaults(spec) | {k: v for k, v in {"lr": lr, "epochs": epochs, "max_length": max_length}.items()
@@ -178,12 +187,13 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, *, epochs:
     network = load_task_model(model, spec.kind, tokenizer, **(adapter or _KwargsProbe(spec.kind, data)).model_kwargs())
     adapter = adapter or make_adapter(data, tokenizer, network.config, settings)
     finetune_spec = FinetuneSpec(lr=settings["lr"], epochs=settings["epochs"], batch_size=batch_size,
-                                 eval_every_fraction=eval_every_fraction, seed=seed)
+                                 eval_every_fraction=eval_every_fraction, seed=seed, precision=precision)
     eval_batch = max(batch_size, 64)
     result = finetune(network, adapter.train_features(),
                       lambda: adapter.evaluate(network, "dev", eval_batch)[adapter.main_metric],
                       finetune_spec, network.config.pad_token_id if network.config.pad_token_id is not None else 0)
-    test = adapter.evaluate(network, "test", eval_batch)
+    with resolve_precision(precision, task_device()).autocast():
+        test = adapter.evaluate(network, "test", eval_batch)
     return {
         "model": model_name or _model_name(model), "model_path": str(model), "task": spec.id, "kind": spec.kind,
         "dataset": spec.dataset, "language": spec.language, "seed": seed, "main_metric": adapter.main_metric,
@@ -191,7 +201,8 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, *, epochs:
         "total_steps": result.total_steps, "dev_curve": result.history,
         "seconds": time.perf_counter() - started, "train_seconds": result.train_seconds,
         "eval_seconds": result.eval_seconds, "train_tokens": result.train_tokens,
-        "train_tokens_per_s": result.tokens_per_second, "sizes": data.sizes(), "stats": dict(adapter.stats),
+        "train_tokens_per_s": result.tokens_per_second, "precision": result.precision, "sizes": data.sizes(),
+        "stats": dict(adapter.stats),
         "provenance": data.provenance, "hparams": asdict(finetune_spec) | settings,
     }
 
@@ -235,7 +246,8 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     a finished run with the same settings is reused, so an interrupted comparison resumes).
 
     ``opts``: lr, batch_size, eval_every_fraction, max_eval_samples, max_test_samples, split_seed,
-    max_length, threads (torch CPU threads; 1 is much faster than oversubscribing a busy machine).
+    max_length, precision (auto, bf16, fp16, fp32), threads (torch CPU threads; 1 is much faster than
+    oversubscribing a busy machine).
     A list of seeds splits one comparison across machines or processes; copying their ``runs/`` into one
     folder and calling again with every seed writes the whole table from the saved runs.
     Returns the ``results.csv`` table as a DataFrame.
@@ -248,7 +260,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     if not seed_list or min(seed_list) < 1 or len(set(seed_list)) != len(seed_list):
         raise InputError(f"seeds must be a count of at least 1 or distinct seeds >= 1, got {seeds!r}")
     unknown = set(opts) - {"lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
-                           "split_seed", "max_length", "threads"}
+                           "split_seed", "max_length", "threads", "precision"}
     if unknown:
         raise TypeError(f"unknown options {sorted(unknown)}")
     if opts.get("threads"):
@@ -270,7 +282,8 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
             for seed in seed_list:
                 finetune_spec = FinetuneSpec(lr=settings["lr"], epochs=settings["epochs"],
                                              batch_size=opts.get("batch_size", 32),
-                                             eval_every_fraction=opts.get("eval_every_fraction", 0.05), seed=seed)
+                                             eval_every_fraction=opts.get("eval_every_fraction", 0.05), seed=seed,
+                                             precision=opts.get("precision", "auto"))
                 key = _fingerprint(model, spec, seed, finetune_spec, settings, data)
                 run_file = out_dir / "runs" / _slug(name) / _slug(spec.id) / f"seed{seed}.json"
                 if run_file.is_file():
@@ -287,7 +300,8 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
                 run = evaluate_task(model, spec, seed, epochs=settings["epochs"], lr=settings["lr"],
                                     max_length=settings["max_length"], batch_size=finetune_spec.batch_size,
                                     eval_every_fraction=finetune_spec.eval_every_fraction, model_name=name,
-                                    data=data, adapter=adapter, tokenizer=tokenizer)
+                                    data=data, adapter=adapter, tokenizer=tokenizer,
+                                    precision=finetune_spec.precision)
                 run["fingerprint"] = key
                 atomic_write(run_file, json.dumps(run, indent=1, default=float))
                 runs.append(run)
