@@ -125,11 +125,18 @@ class FastTextSpec(_Section):
 
 InitMethod = Literal[METHOD_NAMES]  # the names of focusflow.methods.INIT_METHODS
 FlowMethod = Annotated[InitMethod, AfterValidator(check_flow_method)]  # and the flow can supply its inputs
+# FOCUS's rows for new tokens without a fastText vector: "random" N(mean, std) (the paper), "subword" (fastText's
+# character n-gram vector, combined like the others; FVT where there is none), "fvt" (mean of the source pieces)
+RareTokens = Literal["random", "subword", "fvt"]
+DEFAULT_RARE_TOKENS: RareTokens = "subword"
 
 
 class InitSpec(_Section):
     methods: list[FlowMethod] = Field(default_factory=lambda: ["focus", "random"])
     mode: Literal["replace", "extend", "prune"] = "replace"
+    rare_tokens: RareTokens = Field(
+        default=DEFAULT_RARE_TOKENS, description="FOCUS fallback for new tokens without a fastText vector: "
+        "subword (n-gram vector, then FVT), fvt (mean of source pieces) or random (the paper)")
     extend_top_n: int = Field(default=10_000, ge=1)
     seed: int = 0
 

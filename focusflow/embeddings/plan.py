@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-FATES = ("copied_exact", "copied_fuzzy", "copied_special", "combined", "random", "mean", "kept")
+# combined_subword / fvt: FOCUS's rare tokens (no fastText vector) combined from their subword vector / their pieces
+FATES = ("copied_exact", "copied_fuzzy", "copied_special", "combined", "combined_subword", "fvt", "random", "mean",
+         "kept")
 
 
 @dataclass
@@ -108,12 +110,12 @@ class PlanBuilder:
         self.source_id[target_ids] = source_ids
         self.support[target_ids] = 0
 
-    def combine(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+    def combine(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, fate: str = "combined") -> None:
         """Weighted combinations: triplets (target row, source id, weight)."""
         rows = np.asarray(rows, np.int64)
         self._add(rows, np.asarray(cols, np.int64), np.asarray(vals, np.float32))
         unique, counts = np.unique(rows, return_counts=True)
-        self.fate[unique] = "combined"
+        self.fate[unique] = fate
         self.support[unique] = counts
 
     def mean(self, target_ids: np.ndarray) -> None:
