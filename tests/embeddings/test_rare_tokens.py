@@ -146,3 +146,19 @@ def test_flow_passes_rare_tokens_to_focus_only() -> None:
     assert init_params(cfg, "focus")["options"] == {"rare_tokens": "random"}
     assert init_params(cfg, "fvt")["options"] == {}  # other methods keep their artifact keys
     assert build_config({"language": "sw"}).init.rare_tokens == "subword"
+
+
+def test_comparison_table_shows_fate_shares(case) -> None:
+    """The report's table reads 'random 52.0%': init totals' shares as percentages, all-zero fallbacks left out."""
+    from focusflow.pipeline.report import _markdown_table, comparison_frame
+
+    *_, results = case
+    rows = [{"method": "original", "fidelity": 1.0}]
+    rows += [{"method": f"focus-{option}", "fidelity": 0.9, **results[option].totals} for option in ("random", "fvt")]
+    frame = comparison_frame(rows)
+    assert "combined_subword_share" not in frame.columns and "mean_share" not in frame.columns  # zero everywhere
+    assert {"copied_share", "combined_share", "fvt_share", "random_share"} <= set(frame.columns)
+    table = _markdown_table(frame).splitlines()
+    random_share = results["random"].totals["random_share"]
+    assert random_share > 0 and f"| {100 * random_share:.1f}% |" in table[3]
+    assert table[4].endswith("| 0.0% |")  # the fvt fallback leaves nothing random here
