@@ -73,12 +73,23 @@ def test_fvt_fallback_is_the_mean_of_the_source_pieces(case) -> None:
     # every new non-special token without an in-vocabulary vector, with or without a subword vector
     assert set(fvt_rows.tolist()) == set(np.flatnonzero(no_vector & ~copied & (result.plan.fate != "random")).tolist())
     assert len(fvt_rows) >= 16 and (result.plan.fate == "random").sum() == 0
-    E, bias = matrices["embeddings"], matrices["output_bias"]
+    E = matrices["embeddings"]
     for t in fvt_rows.tolist():
         text = (" " if forms[t].word_start else "") + forms[t].text
         pieces = source.backend_tokenizer.encode(text, add_special_tokens=False).ids
         np.testing.assert_allclose(result.embeddings[t], E[pieces].mean(0), atol=1e-6)
-        np.testing.assert_allclose(result.matrices["output_bias"][t], bias[pieces].mean(), atol=1e-6)
+
+
+@pytest.mark.parametrize("option", ("subword", "fvt"))
+def test_fallback_rows_keep_the_papers_bias(case, option) -> None:
+    """A 1-D per-token matrix (the output bias: a frequency prior) of a rare token is drawn as in the paper, not
+    combined from frequent anchors or pieces: the same values as rare_tokens=random, bit for bit."""
+    *_, results = case
+    result, paper = results[option], results["random"]
+    fallback = np.isin(result.plan.fate, ("combined_subword", "fvt"))
+    assert fallback.sum() >= 16 and np.all(paper.plan.fate[fallback] == "random")
+    assert np.array_equal(result.matrices["output_bias"], paper.matrices["output_bias"])
+    assert not np.array_equal(result.embeddings[fallback], paper.embeddings[fallback])
 
 
 def test_paper_option_reproduces_the_old_rows(case) -> None:
