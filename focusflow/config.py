@@ -125,10 +125,11 @@ class FastTextSpec(_Section):
 
 InitMethod = Literal[METHOD_NAMES]  # the names of focusflow.methods.INIT_METHODS
 FlowMethod = Annotated[InitMethod, AfterValidator(check_flow_method)]  # and the flow can supply its inputs
-# FOCUS's rows for new tokens without a fastText vector: "random" N(mean, std) (the paper), "subword" (fastText's
-# character n-gram vector, combined like the others; FVT where there is none), "fvt" (mean of the source pieces)
+# FOCUS's rows for new tokens without a fastText vector: "fvt" (mean of the token's source pieces), "subword"
+# (fastText's character n-gram vector, combined like the others; FVT where there is none), "random" N(mean, std)
+# (the paper). Default fvt: best fidelity and retrieval of the three on sw and ha (benchmarks/RESULTS-rare-tokens.md).
 RareTokens = Literal["random", "subword", "fvt"]
-DEFAULT_RARE_TOKENS: RareTokens = "subword"
+DEFAULT_RARE_TOKENS: RareTokens = "fvt"
 
 
 class InitSpec(_Section):
@@ -136,7 +137,7 @@ class InitSpec(_Section):
     mode: Literal["replace", "extend", "prune"] = "replace"
     rare_tokens: RareTokens = Field(
         default=DEFAULT_RARE_TOKENS, description="FOCUS fallback for new tokens without a fastText vector: "
-        "subword (n-gram vector, then FVT), fvt (mean of source pieces) or random (the paper)")
+        "fvt (mean of source pieces), subword (n-gram vector, then FVT) or random (the paper)")
     extend_top_n: int = Field(default=10_000, ge=1)
     seed: int = 0
 

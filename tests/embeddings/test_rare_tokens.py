@@ -156,7 +156,7 @@ def test_flow_passes_rare_tokens_to_focus_only() -> None:
     cfg = build_config({"language": "sw", "init": {"rare_tokens": "random"}})
     assert init_params(cfg, "focus")["options"] == {"rare_tokens": "random"}
     assert init_params(cfg, "fvt")["options"] == {}  # other methods keep their artifact keys
-    assert build_config({"language": "sw"}).init.rare_tokens == "subword"
+    assert build_config({"language": "sw"}).init.rare_tokens == "fvt"
 
 
 def test_comparison_table_shows_fate_shares(case) -> None:
