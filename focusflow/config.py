@@ -107,7 +107,9 @@ class FastTextSpec(_Section):
 
     Defaults (CBOW, 100 dims, 10 epochs, minCount 10) were chosen by measured FOCUS init quality on
     e5-small for Swahili and Hausa: see benchmarks/RESULTS-fasttext-defaults.md (the paper's skipgram-300
-    setting was worse on fidelity in both; minCount 10 vs 3 lowered MLM loss in both, a small effect)."""
+    setting was worse on fidelity in both; minCount 10 vs 3 lowered MLM loss in both, a small effect).
+    Tokens below minCount are no longer random rows: they get ``init.rare_tokens`` (FVT's mean of their
+    pieces by default; benchmarks/RESULTS-rare-tokens.md)."""
 
     model: Literal["cbow", "skipgram"] = "cbow"
     dim: int = Field(default=100, ge=8)
