@@ -173,3 +173,18 @@ def test_comparison_table_shows_fate_shares(case) -> None:
     random_share = results["random"].totals["random_share"]
     assert random_share > 0 and f"| {100 * random_share:.1f}% |" in table[3]
     assert table[4].endswith("| 0.0% |")  # the fvt fallback leaves nothing random here
+
+
+def test_a_users_fasttext_bin_gets_subword_vectors_for_the_target_vocabulary(transfer_case, tmp_path) -> None:
+    from focusflow.embeddings import load_fasttext_bin
+
+    vocab = transfer_case["target"].get_vocab()
+    stats = load_fasttext_bin(transfer_case["aux_dir"] / "fasttext.bin", tmp_path / "aux",
+                              sorted(vocab, key=vocab.__getitem__))
+    trained = load_aux_vectors(transfer_case["aux_dir"])
+    again = load_aux_vectors(tmp_path / "aux")
+    assert stats["subword_vectors"] == transfer_case["aux_stats"]["subword_vectors"] > 0
+    assert again.tokens == trained.tokens and np.array_equal(again.in_vocabulary, trained.in_vocabulary)
+    assert np.array_equal(again.vectors, trained.vectors)
+    plain = load_fasttext_bin(transfer_case["aux_dir"] / "fasttext.bin", tmp_path / "plain")  # no vocabulary given
+    assert plain["subword_vectors"] == 0 and load_aux_vectors(tmp_path / "plain").in_vocabulary.all()
