@@ -4,8 +4,8 @@
     python benchmarks/compare_methods.py --language xh --corpus my.txt  # any language, any text file
     python benchmarks/compare_methods.py --language sw --quick          # small budget smoke run
 
-Last line: {"focus_top1", "random_top1", "focus_fidelity", "focus_loss", "random_loss",
-"original_bpb", "focus_bpb", ...}. Timings come from one run on whatever machine runs it.
+Last line: {"focus_top1", "random_top1", "focus_fidelity", "focus_random_share", "fvt_top1", "fvt_fidelity",
+"focus_loss", "random_loss", "original_bpb", "focus_bpb", ...}. Timings come from one run on whatever machine runs it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TEXT = ROOT.parent / "shared" / "data" / "text"
+
+
+def given(**values: object) -> dict[str, object]:
+    """The options set on the command line (the rest keep the configuration's defaults)."""
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="holds the artifact store; default /tmp/focusflow-compare-<language>")
     parser.add_argument("--out", type=Path, default=None, help="also export the report folder here")
     parser.add_argument("--quick", action="store_true", help="small vocabulary, few documents, short head training")
+    parser.add_argument("--rare-tokens", choices=("random", "subword", "fvt"), default=None,
+                        help="FOCUS's fallback for tokens without a fastText vector (default: init.rare_tokens)")
+    parser.add_argument("--min-count", type=int, default=None, help="fastText minCount (default: FastTextSpec)")
+    parser.add_argument("--chars-per-vocab-entry", type=int, default=None,
+                        help="training characters per 'auto' vocabulary entry (default: TokenizerSpec)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -61,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         "source_head": {"steps": head_steps, "seed": args.seed, "feature_sequences": 384 if quick else 1024},
         "corpus": {"source": "local", "paths": [str(corpus.resolve())], "max_documents": max_documents},
         "split": {"seed": args.seed, "min_heldout_documents": max(200, 2 * heldout)},
-        "tokenizer": {"vocab_size": vocab_size, "seed": args.seed},
-        "fasttext": {"seed": args.seed, "epochs": 5 if quick else FastTextSpec().epochs},
-        "init": {"methods": args.methods.split(","), "seed": args.seed},
+        "tokenizer": {"vocab_size": vocab_size, "seed": args.seed, **given(chars_per_vocab_entry=args.chars_per_vocab_entry)},
+        "fasttext": {"seed": args.seed, "epochs": 5 if quick else FastTextSpec().epochs, **given(min_count=args.min_count)},
+        "init": {"methods": args.methods.split(","), "seed": args.seed, **given(rare_tokens=args.rare_tokens)},
         "evaluation": {"heldout_sentences": heldout},
     })
     store = ArtifactStore(work / "store")  # every stage is cached here: a re-run recomputes only what changed
@@ -81,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         "focus_top1": rows.get("focus", {}).get("retrieval_top1"),
         "random_top1": rows.get("random", {}).get("retrieval_top1"),
         "focus_fidelity": rows.get("focus", {}).get("fidelity"),
+        "focus_random_share": rows.get("focus", {}).get("random_share"),
+        "fvt_top1": rows.get("fvt", {}).get("retrieval_top1"),
+        "fvt_fidelity": rows.get("fvt", {}).get("fidelity"),
+        "fvt_loss": rows.get("fvt", {}).get("mlm_loss"),
         "focus_loss": rows.get("focus", {}).get("mlm_loss"),
         "random_loss": rows.get("random", {}).get("mlm_loss"),
         "original_bpb": rows.get("original", {}).get("bits_per_byte"),

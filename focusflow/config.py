@@ -113,7 +113,9 @@ class FastTextSpec(_Section):
 
     Defaults (CBOW, 100 dims, 10 epochs, minCount 10) were chosen by measured FOCUS init quality on
     e5-small for Swahili and Hausa: see benchmarks/RESULTS-fasttext-defaults.md (the paper's skipgram-300
-    setting was worse on fidelity in both; minCount 10 vs 3 lowered MLM loss in both, a small effect)."""
+    setting was worse on fidelity in both; minCount 10 vs 3 lowered MLM loss in both, a small effect).
+    Tokens below minCount are no longer random rows: they get ``init.rare_tokens`` (FVT's mean of their
+    pieces by default; benchmarks/RESULTS-rare-tokens.md)."""
 
     model: Literal["cbow", "skipgram"] = "cbow"
     dim: int = Field(default=100, ge=8)
@@ -176,6 +178,13 @@ class AlignSpec(_Section):
             return -(-self.tokens // self.batch_tokens)
         return self.steps
 
+# FOCUS's rows for new tokens without a fastText vector: "fvt" (mean of the token's source pieces), "subword"
+# (fastText's character n-gram vector, combined like the others; FVT where there is none), "random" N(mean, std)
+# (the paper). Default fvt: best fidelity and retrieval of the three on sw and ha (benchmarks/RESULTS-rare-tokens.md).
+RareTokens = Literal["random", "subword", "fvt"]
+DEFAULT_RARE_TOKENS: RareTokens = "fvt"
+
+
 
 
 class InitSpec(_Section):
@@ -183,6 +192,9 @@ class InitSpec(_Section):
                                       description="initializations to build; <method>+align also refines one")
     refine: AlignSpec = Field(default_factory=AlignSpec, description="settings of the align refinement")
     mode: Literal["replace", "extend", "prune"] = "replace"
+    rare_tokens: RareTokens = Field(
+        default=DEFAULT_RARE_TOKENS, description="FOCUS fallback for new tokens without a fastText vector: "
+        "fvt (mean of source pieces), subword (n-gram vector, then FVT) or random (the paper)")
     extend_top_n: int = Field(default=10_000, ge=1)
     seed: int = 0
 

@@ -51,8 +51,9 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     """Write an initialized HF model folder (+ transfer_report.parquet, transfer_totals.json); return the totals.
 
     Options: ``train`` (corpus jsonl; needed by prune, by extend's frequency ranking, and to train fastText when
-    no ``aux_dir``), ``fasttext`` (FastTextSpec), ``extend_top_n``, WECHSEL's ``wechsel_source_vectors``,
-    ``wechsel_target_vectors``, ``wechsel_dictionary``, and ``chunk_rows``.
+    no ``aux_dir``), ``fasttext`` (FastTextSpec), ``extend_top_n``, FOCUS's ``rare_tokens`` (``subword``,
+    ``fvt`` or the paper's ``random``: rows for new tokens without a fastText vector), WECHSEL's
+    ``wechsel_source_vectors``, ``wechsel_target_vectors``, ``wechsel_dictionary``, and ``chunk_rows``.
     """
     init_method(method)  # a ValueError naming the choices for an unknown method
     if mode not in MODES:

@@ -2,8 +2,11 @@
 
 Training writes ``fasttext.bin`` (for users) and an open-format copy that initialization reads:
 ``vectors.safetensors`` (``vectors``: float32 words x dim, fastText's ``get_word_vector``, i.e. the
-word vector averaged with its character n-grams) and ``tokens.json`` (the words, same order).
-Tokens are looked up by dict; nothing is unpickled.
+word vector averaged with its character n-grams; ``in_vocabulary``: uint8 flag per row) and
+``tokens.json`` (the words, same order). Rows flagged 0 are *subword vectors*: target tokens below
+fastText's minCount, composed from their character n-grams alone at training time, so that
+initialization can give rare tokens a vector without the ``.bin``. Copies written before the flag
+existed read as all in-vocabulary. Tokens are looked up by dict; nothing is unpickled.
 
 fastText splits on whitespace, so target tokens that contain whitespace characters cannot be
 represented: they are left out of the training text and end up initialized as rare tokens.
@@ -16,7 +19,7 @@ import json
 import logging
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
@@ -38,49 +41,65 @@ BIN_FILE = "fasttext.bin"
 
 @dataclass
 class AuxVectors:
-    """Auxiliary vectors keyed by token string."""
+    """Auxiliary vectors keyed by token string; ``in_vocabulary`` is False for subword-composed rows."""
 
     tokens: list[str]
     vectors: np.ndarray
     index: dict[str, int]
+    in_vocabulary: np.ndarray
 
     @classmethod
-    def from_arrays(cls, tokens: list[str], vectors: np.ndarray) -> AuxVectors:
+    def from_arrays(cls, tokens: list[str], vectors: np.ndarray, in_vocabulary: np.ndarray | None = None) -> AuxVectors:
         if len(tokens) != len(vectors):
             raise ValueError(f"{len(tokens)} tokens but {len(vectors)} vectors")
-        return cls(list(tokens), np.ascontiguousarray(vectors, dtype=np.float32), {t: i for i, t in enumerate(tokens)})
+        flags = np.ones(len(tokens), bool) if in_vocabulary is None else np.asarray(in_vocabulary, bool)
+        if len(flags) != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens but {len(flags)} in_vocabulary flags")
+        return cls(list(tokens), np.ascontiguousarray(vectors, dtype=np.float32), {t: i for i, t in enumerate(tokens)},
+                   flags)
 
-    def lookup(self, tokens: list[str]) -> np.ndarray:
-        """Row index of each token, -1 when absent or its vector is all zeros (a 'rare' token)."""
+    def lookup(self, tokens: list[str], subwords: bool = False) -> np.ndarray:
+        """Row index of each token, -1 when absent or its vector is all zeros (a 'rare' token).
+
+        Subword-composed rows count only with ``subwords=True`` (the paper's FOCUS sees fastText's vocabulary).
+        """
         rows = np.fromiter(map(self.index.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
-        zero = ~np.any(self.vectors != 0, axis=1)
+        usable = np.any(self.vectors != 0, axis=1) & (self.in_vocabulary | subwords)
         found = rows >= 0
-        rows[found] = np.where(zero[rows[found]], -1, rows[found])
+        rows[found] = np.where(usable[rows[found]], rows[found], -1)
         return rows
 
 
-def export_vectors(model: Any, out_dir: Path) -> AuxVectors:
-    """Write the open-format copy of a loaded fastText model (every dictionary word)."""
+def export_vectors(model: Any, out_dir: Path, target_tokens: Iterable[str] = ()) -> AuxVectors:
+    """Write the open-format copy of a loaded fastText model: every dictionary word, then a subword vector
+    (character n-grams only) for each of ``target_tokens`` outside the dictionary that fastText could spell."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     words = list(model.get_words(on_unicode_error="replace"))
-    vectors = np.stack([model.get_word_vector(word) for word in words]).astype(np.float32) if words else \
+    known = set(words)
+    unseen = [token for token in dict.fromkeys(target_tokens)
+              if token and token not in known and not any(c.isspace() for c in token)]
+    tokens = words + unseen
+    vectors = np.stack([model.get_word_vector(token) for token in tokens]).astype(np.float32) if tokens else \
         np.zeros((0, model.get_dimension()), np.float32)
+    in_vocabulary = np.arange(len(tokens)) < len(words)
     with atomic_path(out_dir / VECTORS_FILE) as temporary:
-        save_file({"vectors": vectors}, str(temporary))
-    atomic_write(out_dir / TOKENS_FILE, json.dumps(words, ensure_ascii=False))
-    return AuxVectors.from_arrays(words, vectors)
+        save_file({"vectors": vectors, "in_vocabulary": in_vocabulary.astype(np.uint8)}, str(temporary))
+    atomic_write(out_dir / TOKENS_FILE, json.dumps(tokens, ensure_ascii=False))
+    return AuxVectors.from_arrays(tokens, vectors, in_vocabulary)
 
 
-def load_fasttext_bin(bin_path: Path, out_dir: Path) -> dict[str, Any]:
-    """Use a user's fastText ``.bin`` (tokens must be spelled as the target tokenizer spells them)."""
+def load_fasttext_bin(bin_path: Path, out_dir: Path, target_tokens: Iterable[str] = ()) -> dict[str, Any]:
+    """Use a user's fastText ``.bin`` (tokens must be spelled as the target tokenizer spells them);
+    ``target_tokens`` (the target vocabulary) also get subword vectors where the dictionary lacks them."""
     import fasttext
 
     if not Path(bin_path).is_file():
         raise FileNotFoundError(f"fastText model {bin_path} does not exist")
     model = fasttext.load_model(str(bin_path))
-    aux = export_vectors(model, Path(out_dir))
-    return {"words": len(aux.tokens), "dim": int(aux.vectors.shape[1])}
+    aux = export_vectors(model, Path(out_dir), target_tokens)
+    return {"words": int(aux.in_vocabulary.sum()), "subword_vectors": int((~aux.in_vocabulary).sum()),
+            "dim": int(aux.vectors.shape[1])}
 
 
 def load_aux_vectors(aux_dir: Path) -> AuxVectors:
@@ -91,7 +110,8 @@ def load_aux_vectors(aux_dir: Path) -> AuxVectors:
         raise FileNotFoundError(f"{aux_dir} has no {VECTORS_FILE}/{TOKENS_FILE}; run train_aux_embeddings "
                                 f"(focusflow init --corpus ...) or load_fasttext_bin first")
     tokens = json.loads(tokens_path.read_text(encoding="utf-8"))
-    return AuxVectors.from_arrays(tokens, load_file(str(vectors_path))["vectors"])
+    arrays = load_file(str(vectors_path))
+    return AuxVectors.from_arrays(tokens, arrays["vectors"], arrays.get("in_vocabulary"))
 
 
 def pretokenize_lines(tokenizer: Any, texts: Iterator[str], batch_size: int = 1000) -> Iterator[str]:
@@ -143,8 +163,9 @@ def train_aux_embeddings(tokenizer_dir: Path, train: Path, spec: FastTextSpec, o
         text_path.unlink(missing_ok=True)
     with atomic_path(out_dir / BIN_FILE) as temporary:
         model.save_model(str(temporary))
-    aux = export_vectors(model, out_dir)
     vocab = tokenizer.get_vocab()
-    covered = sum(1 for token in vocab if token in aux.index)
-    return {"lines": lines, "tokens": tokens, "words": len(aux.tokens), "dim": spec.dim,
+    aux = export_vectors(model, out_dir, sorted(vocab, key=vocab.__getitem__))  # id order: reproducible files
+    words = int(aux.in_vocabulary.sum())
+    covered = sum(1 for token in vocab if token in aux.index and aux.in_vocabulary[aux.index[token]])
+    return {"lines": lines, "tokens": tokens, "words": words, "subword_vectors": len(aux.tokens) - words, "dim": spec.dim,
             "target_vocab_coverage": covered / max(1, len(vocab)), "seconds": round(time.perf_counter() - started, 2)}

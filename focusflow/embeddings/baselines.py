@@ -30,7 +30,8 @@ def random_rows(builder: PlanBuilder, non_special: np.ndarray, seed: int) -> Non
     builder.fate[non_special] = "random"
 
 
-def fvt_rows(builder: PlanBuilder, rows: np.ndarray, target_forms: list[CanonicalToken], source_tokenizer: Any) -> np.ndarray:
+def fvt_rows(builder: PlanBuilder, rows: np.ndarray, target_forms: list[CanonicalToken], source_tokenizer: Any,
+             fate: str = "combined") -> np.ndarray:
     """Mean of the source pieces of each token's text; returns the rows FVT could not decompose."""
     texts, usable = [], []
     for row in rows.tolist():
@@ -47,7 +48,7 @@ def fvt_rows(builder: PlanBuilder, rows: np.ndarray, target_forms: list[Canonica
             cols.extend(ids)
             vals.extend([1.0 / len(ids)] * len(ids))
     if triplet_rows:
-        builder.combine(np.asarray(triplet_rows), np.asarray(cols), np.asarray(vals, np.float32))
+        builder.combine(np.asarray(triplet_rows), np.asarray(cols), np.asarray(vals, np.float32), fate)
     done = set(triplet_rows)
     return np.asarray([row for row in rows.tolist() if row not in done], np.int64)
 

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-FATES = ("copied_exact", "copied_fuzzy", "copied_special", "combined", "random", "mean", "kept")
+# combined_subword / fvt: FOCUS's rare tokens (no fastText vector) combined from their subword vector / their pieces
+FATES = ("copied_exact", "copied_fuzzy", "copied_special", "combined", "combined_subword", "fvt", "random", "mean",
+         "kept")
+# Rare-token fallbacks give a row a meaning, not a frequency: a 1-D per-token matrix (the MLM output bias, a unigram
+# prior) keeps the paper's N(mean, std) draw for these rows, as it was below minCount (a combination of frequent
+# anchors or pieces would give a rare token a frequent token's prior and raise the LM loss).
+RARE_FATES = ("combined_subword", "fvt")
 
 
 @dataclass
@@ -28,15 +34,18 @@ class TransferPlan:
     fate: np.ndarray            # object, n_target
     source_id: np.ndarray = field(default=None)      # int64, copied source id or -1
     support: np.ndarray = field(default=None)        # int64, entries combined (0 for copies)
+    prior_rows: np.ndarray = field(default=None)     # bool, n_target: drawn like random_rows in 1-D matrices
 
     def __post_init__(self) -> None:
         if self.source_id is None:
             self.source_id = np.full(self.n_target, -1, np.int64)
         if self.support is None:
             self.support = np.zeros(self.n_target, np.int64)
+        if self.prior_rows is None:
+            self.prior_rows = np.zeros(self.n_target, bool)
 
     def apply(self, matrix: np.ndarray, seed: int = 0) -> np.ndarray:
-        """Target rows for a source matrix (``n_source x d`` or a 1-D bias), float32.
+        """Target rows for a source matrix (``n_source x d``, or a 1-D bias whose ``prior_rows`` are drawn), float32.
 
         One ``embedding_bag`` over the CSR plan writes every row once (rows without entries come out 0 and are
         then set to the mean or drawn); its memory is the output plus the plan, nothing per entry and column.
@@ -48,10 +57,11 @@ class TransferPlan:
         out = torch.nn.functional.embedding_bag(
             torch.from_numpy(self.indices), source, torch.from_numpy(self.indptr), mode="sum",
             per_sample_weights=torch.from_numpy(self.weights), include_last_offset=True)
-        if self.mean_rows.any() or self.random_rows.any():
+        drawn = self.random_rows | self.prior_rows if vector else self.random_rows
+        if self.mean_rows.any() or drawn.any():
             mean, std = (torch.from_numpy(values.astype(np.float32)) for values in column_mean_std(source))
             out[torch.from_numpy(self.mean_rows)] = mean
-            rows = torch.from_numpy(np.flatnonzero(self.random_rows))
+            rows = torch.from_numpy(np.flatnonzero(drawn))
             if len(rows):
                 generator = torch.Generator().manual_seed(seed)
                 noise = torch.randn(len(rows), len(mean), generator=generator)
@@ -108,12 +118,12 @@ class PlanBuilder:
         self.source_id[target_ids] = source_ids
         self.support[target_ids] = 0
 
-    def combine(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+    def combine(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, fate: str = "combined") -> None:
         """Weighted combinations: triplets (target row, source id, weight)."""
         rows = np.asarray(rows, np.int64)
         self._add(rows, np.asarray(cols, np.int64), np.asarray(vals, np.float32))
         unique, counts = np.unique(rows, return_counts=True)
-        self.fate[unique] = "combined"
+        self.fate[unique] = fate
         self.support[unique] = counts
 
     def mean(self, target_ids: np.ndarray) -> None:
@@ -136,4 +146,5 @@ class PlanBuilder:
         random_rows = (counts == 0) & ~self.mean_rows
         self.fate[random_rows] = "random"
         return TransferPlan(self.n_target, self.n_source, indptr, cols[order], vals[order].astype(np.float32),
-                            random_rows, self.mean_rows.copy(), self.fate, self.source_id, self.support)
+                            random_rows, self.mean_rows.copy(), self.fate, self.source_id, self.support,
+                            np.isin(self.fate, RARE_FATES))

@@ -6,22 +6,24 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
 
+from focusflow.config import DEFAULT_RARE_TOKENS, RareTokens
 from focusflow.embeddings import baselines
 from focusflow.embeddings.auxiliary import AuxVectors
 from focusflow.embeddings.focus import sparsemax_similarity_weights
 from focusflow.embeddings.overlap import Overlap, compute_overlap
-from focusflow.embeddings.plan import PlanBuilder, TransferPlan
+from focusflow.embeddings.plan import FATES, PlanBuilder, TransferPlan
 from focusflow.errors import InputError
 from focusflow.methods import METHOD_NAMES, init_method
 from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab
 
 log = logging.getLogger(__name__)
 METHODS = METHOD_NAMES  # the rows of focusflow.methods.INIT_METHODS
+SHARE_GROUPS = ("copied", "combined", "combined_subword", "fvt", "random", "mean", "kept")  # every fate once
 
 
 @dataclass
@@ -89,23 +91,51 @@ def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux
         elif method == "avg-eg":
             baselines.avg_eg_rows(builder, rest[~is_special[rest]], target_forms, source_forms)
         else:  # focus, focus-symbolic
-            if aux is None:
-                raise InputError(f"method {method!r} needs auxiliary vectors (train_aux_embeddings or a fastText .bin)")
-            aux_rows = aux.lookup([form.token for form in target_forms])
-            # anchors: overlap tokens with a vector, specials excluded (fastText's '</s>' is its line-break
-            # marker, not the tokenizer's eos; deepfocus never matches specials, so its anchors agree)
-            anchor_mask = (aux_rows[overlap.target_ids] >= 0) & (overlap.kinds != "special")
-            anchor_targets = overlap.target_ids[anchor_mask]
-            anchor_sources = overlap.source_ids[anchor_mask]
-            new_rows = rest[aux_rows[rest] >= 0]
-            details.update(anchor_targets=anchor_targets, anchor_sources=anchor_sources, new_rows=new_rows)
-            if len(new_rows):
-                weights = sparsemax_similarity_weights(aux.vectors[aux_rows[new_rows]], aux.vectors[aux_rows[anchor_targets]],
-                                                       chunk_rows=chunk_rows, k=topk)
-                builder.combine(new_rows[weights.rows], anchor_sources[weights.cols], weights.vals)
-                top = np.where(weights.top_cols >= 0, anchor_sources[np.maximum(weights.top_cols, 0)], -1)
-                details.update(top_rows=new_rows, top_sources=top, top_weights=weights.top_vals)
+            _focus_rows(builder, details, aux, overlap, rest, is_special, target_forms, source_tokenizer,
+                        options.get("rare_tokens", DEFAULT_RARE_TOKENS), chunk_rows, topk)
     return builder.build(), details
+
+
+def _focus_rows(builder: PlanBuilder, details: dict[str, Any], aux: AuxVectors | None, overlap: Overlap,
+                rest: np.ndarray, is_special: np.ndarray, target_forms: list[CanonicalToken], source_tokenizer: Any,
+                rare_tokens: str, chunk_rows: int, topk: int) -> None:
+    """FOCUS's combinations for the new rows with a fastText vector, then ``rare_tokens``'s fallback for the rest.
+
+    Anchors are overlap tokens with an in-vocabulary vector, specials excluded (fastText's '</s>' is its
+    line-break marker, not the tokenizer's eos; deepfocus never matches specials, so its anchors agree).
+    Rare rows get their subword vector combined over the same anchors in a separate pass, so the
+    in-vocabulary rows are the same for every fallback; what is left is FVT's mean of pieces, else random.
+    """
+    if aux is None:
+        raise InputError("FOCUS needs auxiliary vectors (train_aux_embeddings or a fastText .bin)")
+    if rare_tokens not in get_args(RareTokens):
+        raise InputError(f"unknown rare_tokens {rare_tokens!r}; choose one of {', '.join(get_args(RareTokens))}")
+    tokens = [form.token for form in target_forms]
+    aux_rows = aux.lookup(tokens)
+    anchor_mask = (aux_rows[overlap.target_ids] >= 0) & (overlap.kinds != "special")
+    anchor_targets = overlap.target_ids[anchor_mask]
+    anchor_sources = overlap.source_ids[anchor_mask]
+    anchors = aux.vectors[aux_rows[anchor_targets]]
+    new_rows = rest[aux_rows[rest] >= 0]
+    details.update(anchor_targets=anchor_targets, anchor_sources=anchor_sources, new_rows=new_rows)
+    rare = rest[(aux_rows[rest] < 0) & ~is_special[rest]]
+    passes = [(new_rows, aux_rows, "combined")]
+    if rare_tokens == "subword":
+        subword_rows = aux.lookup(tokens, subwords=True)
+        passes.append((rare[subword_rows[rare] >= 0], subword_rows, "combined_subword"))
+        rare = rare[subword_rows[rare] < 0]
+    tops = []
+    for rows, vector_rows, fate in passes:
+        if len(rows):
+            weights = sparsemax_similarity_weights(aux.vectors[vector_rows[rows]], anchors, chunk_rows=chunk_rows, k=topk)
+            builder.combine(rows[weights.rows], anchor_sources[weights.cols], weights.vals, fate)
+            top = np.where(weights.top_cols >= 0, anchor_sources[np.maximum(weights.top_cols, 0)], -1)
+            tops.append((rows, top, weights.top_vals))
+    if tops:
+        details.update(top_rows=np.concatenate([t[0] for t in tops]), top_sources=np.concatenate([t[1] for t in tops]),
+                       top_weights=np.concatenate([t[2] for t in tops]))
+    if rare_tokens != "random":
+        baselines.fvt_rows(builder, rare, target_forms, source_tokenizer, fate="fvt")
 
 
 def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[CanonicalToken],
@@ -139,10 +169,11 @@ def summarize(plan: TransferPlan, details: dict[str, Any], method: str) -> dict[
         "method": method,
         "target_vocab_size": int(plan.n_target),
         "source_vocab_size": int(plan.n_source),
-        **{f: int(counts.get(f, 0)) for f in ("copied_exact", "copied_fuzzy", "copied_special", "combined", "random",
-                                              "mean", "kept")},
+        **{f: int(counts.get(f, 0)) for f in FATES},
     }
     totals["copied"] = totals["copied_exact"] + totals["copied_fuzzy"] + totals["copied_special"]
+    # shares of the target vocabulary (they add up to 1): what the comparison table shows
+    totals.update({f"{group}_share": totals[group] / max(1, plan.n_target) for group in SHARE_GROUPS})
     if "anchor_targets" in details:
         totals["anchors"] = int(len(details["anchor_targets"]))
     if len(combined):

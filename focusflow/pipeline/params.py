@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from focusflow.config import PipelineConfig
+from focusflow.methods import init_method
 from focusflow.pipeline.stages import folder_fingerprint
 
 
@@ -65,7 +66,9 @@ def fasttext_params(cfg: PipelineConfig) -> dict[str, Any]:
 
 
 def init_params(cfg: PipelineConfig, method: str) -> dict[str, Any]:
-    options = {"extend_top_n": cfg.init.extend_top_n} if cfg.init.mode == "extend" else {}
+    options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if cfg.init.mode == "extend" else {}
+    if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
+        options["rare_tokens"] = cfg.init.rare_tokens
     return {"method": method, "mode": cfg.init.mode, "seed": cfg.init.seed, "options": options}
 
 

@@ -13,10 +13,12 @@ from typing import Any
 
 import pandas as pd
 
-# The comparison columns in the order users read them (missing ones are left out).
+# The comparison columns in the order users read them (missing ones are left out). The ``*_share`` columns are
+# the initialization's fates as shares of the target vocabulary (transfer_totals.json has the counts).
+SHARE_COLUMNS = ["copied_share", "combined_share", "combined_subword_share", "fvt_share", "mean_share", "random_share"]
 COMPARISON_COLUMNS = [
     "method", "stage", "fidelity", "retrieval_top1", "mlm_loss", "mlm_accuracy", "bits_per_byte",
-    "unigram_loss", "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", "copied", "combined", "random",
+    "unigram_loss", "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", *SHARE_COLUMNS,
 ]
 _CHART_METRICS = ["retrieval_top1", "fidelity", "mlm_loss", "bits_per_byte"]
 
@@ -36,22 +38,33 @@ def flatten_metrics(metadata: Mapping[str, Any], prefix: str = "") -> dict[str, 
 
 
 def comparison_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """The comparison columns users read, in order; columns no row has are left out."""
+    """The comparison columns users read, in order; columns no row has are left out, and so are fate shares
+    that are zero in every row (except ``random_share``: "random 0%" is news)."""
     frame = pd.DataFrame(rows)
-    return frame[[c for c in COMPARISON_COLUMNS if c in frame.columns and frame[c].notna().any()]]
+
+    def shown(column: str) -> bool:
+        values = frame[column]
+        if column in SHARE_COLUMNS and column != "random_share":
+            return bool(values.fillna(0).astype(float).gt(0).any())
+        return bool(values.notna().any())
+
+    return frame[[c for c in COMPARISON_COLUMNS if c in frame.columns and shown(c)]]
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:
-    def cell(value: Any) -> str:
+    def cell(value: Any, column: str) -> str:
         if isinstance(value, float):
             if math.isnan(value):
                 return ""
+            if column in SHARE_COLUMNS:
+                return f"{100 * value:.1f}%"
             return str(int(value)) if value.is_integer() and abs(value) >= 1000 else f"{value:.4g}"
         return str(value)
 
     header = "| " + " | ".join(frame.columns) + " |"
     rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    body = ["| " + " | ".join(cell(v, c) for v, c in zip(row, frame.columns)) + " |"
+            for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *body])
 
 

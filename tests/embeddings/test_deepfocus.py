@@ -26,8 +26,9 @@ def test_equals_deepfocus(transfer_case: dict) -> None:
     aux = load_aux_vectors(transfer_case["aux_dir"])
 
     # 1. the FOCUS math: same overlap in, same rows out (copies and sparsemax combinations)
+    paper = {"rare_tokens": "random"}  # deepfocus draws tokens without a fastText vector at random
     same = transfer_embeddings(source, target, embeddings.numpy(), "focus", aux=aux,
-                               overlap=Overlap.from_pairs(pairs, len(target)))
+                               overlap=Overlap.from_pairs(pairs, len(target)), **paper)
     fate = same.plan.fate
     compared = np.flatnonzero(fate != "random")
     assert (fate == "combined").sum() > 50 and len(pairs) > 50
@@ -50,11 +51,11 @@ def test_equals_deepfocus(transfer_case: dict) -> None:
     # 3. with our own overlap: copies agree with deepfocus wherever both copy the same source row; combined rows
     # differ only through the documented anchor rule (special tokens are never anchors: fastText's '</s>' is
     # its line-break marker) -- the same run with deepfocus's pairs marked by that rule reproduces ours exactly
-    full = transfer_embeddings(source, target, embeddings.numpy(), "focus", aux=aux)
+    full = transfer_embeddings(source, target, embeddings.numpy(), "focus", aux=aux, **paper)
     both = [t for t in ours if ours[t] == pairs.get(t)]
     assert np.array_equal(full.embeddings[both], reference[both])
     specials = set(target.all_special_ids)
     marked = Overlap.from_pairs(ours, len(target))
     marked.kinds = np.asarray(["special" if t in specials else "exact" for t in marked.target_ids.tolist()], dtype=object)
-    rerun = transfer_embeddings(source, target, embeddings.numpy(), "focus", aux=aux, overlap=marked)
+    rerun = transfer_embeddings(source, target, embeddings.numpy(), "focus", aux=aux, overlap=marked, **paper)
     assert np.array_equal(rerun.embeddings, full.embeddings)

@@ -28,8 +28,9 @@ def pair():
 
 
 def test_focus_rows_by_hand(pair) -> None:
+    """The paper's FOCUS (rare_tokens=random): rows without a fastText vector drawn from N(mean, std)."""
     source, target, matrices, aux = pair
-    result = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=3)
+    result = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=3, rare_tokens="random")
     overlap = compute_overlap(source, target)
     copies = overlap.as_dict()
     E, bias = matrices["embeddings"], matrices["output_bias"]
@@ -50,9 +51,9 @@ def test_focus_rows_by_hand(pair) -> None:
         assert result.plan.support[t] == (w > 0).sum()
     rare = np.flatnonzero(result.plan.fate == "random")
     assert len(rare) >= 15  # rare new tokens (overlap tokens without a vector are still copied)
-    again = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=3)
+    again = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=3, rare_tokens="random")
     assert np.array_equal(again.embeddings, result.embeddings)  # deterministic for a seed
-    other = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=4)
+    other = transfer_embeddings(source, target, matrices, "focus", aux=aux, seed=4, rare_tokens="random")
     assert not np.array_equal(other.embeddings[rare], result.embeddings[rare])
     assert np.array_equal(other.embeddings[combined], result.embeddings[combined])
     report = result.report
@@ -65,7 +66,8 @@ def test_rare_rows_follow_source_statistics() -> None:
     source = train_tokenizer("xlmr", sample_texts(600, seed=0), vocab_size=400)
     target = train_tokenizer("xlmr", sample_texts(3000, seed=5), vocab_size=2000)
     E = (np.random.default_rng(1).standard_normal((len(source), 6)) * [1, 2, 3, 4, 5, 6] + 10).astype(np.float32)
-    result = transfer_embeddings(source, target, E, "focus", aux=AuxVectors.from_arrays(["▁ka"], np.ones((1, 4))))
+    result = transfer_embeddings(source, target, E, "focus", aux=AuxVectors.from_arrays(["▁ka"], np.ones((1, 4))),
+                                 rare_tokens="random")
     rare = result.embeddings[result.plan.fate == "random"]
     assert len(rare) > 500
     np.testing.assert_allclose(rare.mean(axis=0), E.mean(axis=0), atol=0.3)
