@@ -161,7 +161,7 @@ def _shard_ranges(path: Path, shard_bytes: int) -> list[tuple[int, int]]:
                 break
             cuts.append(position)
     cuts.append(size)
-    return list(zip(cuts[:-1], cuts[1:]))
+    return list(zip(cuts[:-1], cuts[1:], strict=False))
 
 
 def _read_range(path: str, start: int, stop: int) -> Iterator[str]:
@@ -262,7 +262,7 @@ def _combine(parts: list[Fingerprints]) -> tuple[np.ndarray, np.ndarray, np.ndar
     exact = np.concatenate([p.exact for p in parts])
     signature = np.concatenate([p.signature for p in parts])
     eligible = np.concatenate([p.eligible for p in parts])
-    document = np.concatenate([p.document + offset for p, offset in zip(parts, offsets[:-1])])
+    document = np.concatenate([p.document + offset for p, offset in zip(parts, offsets[:-1], strict=False)])
     return exact, signature, eligible, document
 
 
@@ -304,7 +304,7 @@ def _deduplicate_lines(source: Path, spec: DedupSpec, target: Path) -> dict:
                 continue
             counter["documents_in"] += 1
             units = _units(json.loads(line)[TEXT_FIELD], "line")
-            kept_units = [u for u, k in zip(units, keep[index:index + len(units)]) if k]
+            kept_units = [u for u, k in zip(units, keep[index:index + len(units)], strict=False) if k]
             index += len(units)
             if kept_units:
                 yield "\n".join(kept_units)

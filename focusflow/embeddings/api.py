@@ -116,13 +116,15 @@ def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str
     order = frequency_order(language, read_texts(train) if train else None)
     chosen = order[is_new[order]][: int(options.get("extend_top_n", 10_000))]
     spec = backend_spec(language)
-    scores = ({i: float(s) for i, (_, s) in enumerate(spec["model"]["vocab"])} if spec["model"]["type"] == "Unigram" else None)
+    unigram = spec["model"]["type"] == "Unigram"
+    scores = {i: float(s) for i, (_, s) in enumerate(spec["model"]["vocab"])} if unigram else None
     extended, added = extend_tokenizer(source_tokenizer, [forms[i] for i in chosen.tolist()], scores)
     added_ids = np.asarray([f.id for f in added], np.int64)
     n_source = len(source_tokenizer)
     matrices = {name: np.concatenate([matrix.astype(np.float32), result.matrices[name][added_ids]])
                 for name, matrix in source_matrices.items()}
-    kept = pd.DataFrame({"target_id": np.arange(n_source), "token": source_tokenizer.convert_ids_to_tokens(list(range(n_source))),
+    kept = pd.DataFrame({"target_id": np.arange(n_source),
+                         "token": source_tokenizer.convert_ids_to_tokens(list(range(n_source))),
                          "fate": "kept", "source_id": np.arange(n_source), "source_token": None, "support": 0,
                          "top_anchors": ""})
     new_part = result.report.iloc[added_ids].copy()

@@ -41,7 +41,7 @@ def fvt_rows(builder: PlanBuilder, rows: np.ndarray, target_forms: list[Canonica
             usable.append(row)
     encodings = source_tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False) if texts else []
     triplet_rows, cols, vals = [], [], []
-    for row, encoding in zip(usable, encodings):
+    for row, encoding in zip(usable, encodings, strict=False):
         ids = encoding.ids
         if ids:
             triplet_rows.extend([row] * len(ids))

@@ -157,7 +157,8 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
     if model["type"] == "Unigram":
         floor = min((score for _, score in model["vocab"]), default=-20.0)
         model["vocab"] += [[content, floor - 10.0] for _, content in past]
-        model["vocab"] += [[piece, (scores or {}).get(form.id, floor)] for piece, form in zip(spellings, added)]
+        model["vocab"] += [[piece, (scores or {}).get(form.id, floor)]
+                           for piece, form in zip(spellings, added, strict=False)]
     else:
         for piece in [content for _, content in past] + spellings:
             model["vocab"][piece] = len(model["vocab"])

@@ -43,7 +43,7 @@ class Overlap:
         return len(self.target_ids)
 
     def as_dict(self) -> dict[int, int]:
-        return dict(zip(self.target_ids.tolist(), self.source_ids.tolist()))
+        return dict(zip(self.target_ids.tolist(), self.source_ids.tolist(), strict=False))
 
     @classmethod
     def from_pairs(cls, pairs: dict[int, int], n_target: int, kind: str = "exact") -> Overlap:
@@ -90,7 +90,7 @@ def _first_by_key(forms: list[CanonicalToken], keys: list[Any]) -> dict[Any, int
     for index in others:
         regular_keys[index] = _NO_KEY
     # reversed: for a key held by several tokens the lowest id is written last and wins
-    first = dict(zip(reversed(regular_keys), reversed(ids)))
+    first = dict(zip(reversed(regular_keys), reversed(ids), strict=False))
     first.pop(_NO_KEY, None)
     for index in others:
         if kinds[index] == "byte":

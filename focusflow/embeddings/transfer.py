@@ -149,8 +149,8 @@ def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[
     if "top_rows" in details:
         tops, weights = details["top_sources"], details["top_weights"]
         anchors[details["top_rows"]] = [
-            " | ".join(f"{source_forms[s].token}:{w:.3f}" for s, w in zip(srcs, ws) if s >= 0)
-            for srcs, ws in zip(tops.tolist(), weights.tolist())]
+            " | ".join(f"{source_forms[s].token}:{w:.3f}" for s, w in zip(srcs, ws, strict=False) if s >= 0)
+            for srcs, ws in zip(tops.tolist(), weights.tolist(), strict=False)]
     return pd.DataFrame({
         "target_id": np.arange(plan.n_target) + source_offset,
         "token": [form.token for form in target_forms],

@@ -78,7 +78,7 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
             attention = torch.zeros((len(rows), width), dtype=torch.long)
             selected_mask = torch.zeros((len(rows), width), dtype=torch.bool)
             targets = torch.zeros((len(rows), width), dtype=torch.long)
-            for i, (row, sel, ids) in enumerate(zip(inputs, chosen, rows)):
+            for i, (row, sel, ids) in enumerate(zip(inputs, chosen, rows, strict=False)):
                 input_ids[i, : len(row)] = torch.from_numpy(row)
                 attention[i, : len(row)] = 1
                 selected_mask[i, : len(row)] = torch.from_numpy(sel)

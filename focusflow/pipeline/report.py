@@ -63,7 +63,7 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 
     header = "| " + " | ".join(frame.columns) + " |"
     rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
-    body = ["| " + " | ".join(cell(v, c) for v, c in zip(row, frame.columns)) + " |"
+    body = ["| " + " | ".join(cell(v, c) for v, c in zip(row, frame.columns, strict=False)) + " |"
             for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *body])
 

@@ -33,7 +33,8 @@ ROLE_OF_ATTRIBUTE = {"cls_token": "start", "bos_token": "start", "sep_token": "e
 @lru_cache(maxsize=1)
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map (byte-level BPE vocabularies use it)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
     codes = printable[:]
     extra = 0
     for byte in range(256):
@@ -41,7 +42,7 @@ def bytes_to_unicode() -> dict[int, str]:
             printable.append(byte)
             codes.append(256 + extra)
             extra += 1
-    return {byte: chr(code) for byte, code in zip(printable, codes)}
+    return {byte: chr(code) for byte, code in zip(printable, codes, strict=False)}
 
 
 @lru_cache(maxsize=1)
@@ -148,7 +149,8 @@ def detect_scheme(spec: dict[str, Any]) -> tuple[Scheme, dict[str, Any]]:
         return "byte_level", {}
     if model.get("type") == "WordPiece":
         return "wordpiece", {"prefix": model.get("continuing_subword_prefix") or "##"}
-    if "Metaspace" in types or model.get("type") == "Unigram" or "▁" in json.dumps(spec.get("normalizer"), ensure_ascii=False):
+    normalizer = json.dumps(spec.get("normalizer"), ensure_ascii=False)
+    if "Metaspace" in types or model.get("type") == "Unigram" or "▁" in normalizer:
         return "sentencepiece", {"space": _metaspace_char(spec), "byte_fallback": byte_fallback}
     return "plain", {"byte_fallback": byte_fallback}
 

@@ -21,7 +21,7 @@ def _encode_batch(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tup
     if backend is not None:
         return [(e.ids, e.offsets) for e in backend.encode_batch(texts, add_special_tokens=False)]
     encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    return list(zip(encoded["input_ids"], encoded["offset_mapping"]))
+    return list(zip(encoded["input_ids"], encoded["offset_mapping"], strict=False))
 
 
 def _word_starts(text: str) -> np.ndarray:
@@ -55,7 +55,7 @@ def tokenizer_metrics(tokenizer, texts: Iterable[str]) -> dict:
 
     def consume(batch: list[str]) -> None:
         nonlocal n_tokens, n_words, n_chars, n_unk, n_continued, n_texts
-        for text, (ids, offsets) in zip(batch, _encode_batch(tokenizer, batch)):
+        for text, (ids, offsets) in zip(batch, _encode_batch(tokenizer, batch), strict=False):
             n_texts += 1
             ids_array = np.asarray(ids, dtype=np.int64)
             keep = ~np.isin(ids_array, list(special_ids)) if special_ids else np.ones(ids_array.size, dtype=bool)

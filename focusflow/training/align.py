@@ -70,7 +70,7 @@ def tokenize_pairs(texts: list[str], source_tokenizer: Any, target_tokenizer: An
             ids += [np.asarray(row, dtype=np.int64) for row in encoded["input_ids"]]
             offsets += [np.asarray(row, dtype=np.int64).reshape(-1, 2) for row in encoded["offset_mapping"]]
         sides.append((ids, offsets))
-    words = [shared_words(text, s, t) for text, s, t in zip(texts, sides[0][1], sides[1][1])]
+    words = [shared_words(text, s, t) for text, s, t in zip(texts, sides[0][1], sides[1][1], strict=False)]
     return PairedTexts(sides[0][0], sides[1][0], [w.source for w in words], [w.target for w in words],
                        np.asarray([w.n_words for w in words], dtype=np.int64))
 
@@ -139,7 +139,7 @@ def collate(texts: PairedTexts, indices: np.ndarray, key: int, pad_ids: tuple[in
 
 # ---------------------------------------------------------------- model
 def layer_count(config: Any) -> int:
-    return int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer"))
+    return int(getattr(config, "num_hidden_layers", None) or config.n_layer)
 
 
 def _layer_list(body: nn.Module) -> tuple[nn.Module, str]:

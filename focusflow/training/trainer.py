@@ -399,7 +399,8 @@ class TrainingRun:
             TimeRemainingColumn,
         )
 
-        progress = Progress(TextColumn(self.name), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.3f}"),
+        progress = Progress(TextColumn(self.name), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("loss {task.fields[loss]:.3f}"),
                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
         task = progress.add_task(self.name, total=self.total_steps, completed=start_step, loss=float("nan"))
         progress.start()

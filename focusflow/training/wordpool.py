@@ -51,7 +51,7 @@ def shared_words(text: str, source_offsets: np.ndarray, target_offsets: np.ndarr
     spans = word_spans(text)
     sides = [token_words(offsets, spans) for offsets in (source_offsets, target_offsets)]
     keep = np.ones(len(spans), dtype=bool)
-    for offsets, words in zip((source_offsets, target_offsets), sides):
+    for offsets, words in zip((source_offsets, target_offsets), sides, strict=False):
         offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
         keep &= np.bincount(words[words >= 0], minlength=len(spans)) > 0
         covered = offsets[words >= 0, 1].max() if (words >= 0).any() else 0

@@ -43,7 +43,8 @@ def test_short_evaluation_sentences_match_whole_lines():
 
 
 def test_distinct_text_is_kept(tmp_path):
-    write_texts(tmp_path / "in.jsonl", ["Mvua kubwa imenyesha jijini Dar es Salaam usiku wa kuamkia leo na kusababisha mafuriko."])
+    write_texts(tmp_path / "in.jsonl",
+                ["Mvua kubwa imenyesha jijini Dar es Salaam usiku wa kuamkia leo na kusababisha mafuriko."])
     stats = decontaminate(tmp_path / "in.jsonl", [TEST_SENTENCE], tmp_path / "out", window=40, stride=20)
     assert stats["lines_removed"] == 0 and stats["documents_out"] == 1
 

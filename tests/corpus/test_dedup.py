@@ -60,7 +60,7 @@ def test_lsh_parameters_favour_recall_at_the_threshold():
         bands, rows = lsh_parameters(threshold, 128)
         assert bands * rows <= 128
 
-        def collision(j: float) -> float:
+        def collision(j: float, rows: int = rows, bands: int = bands) -> float:
             return 1 - (1 - j ** rows) ** bands
 
         assert collision(threshold) > 0.8 and collision(min(1.0, threshold + 0.05)) > 0.95
@@ -153,7 +153,7 @@ def test_swahili_corpus_exact_duplicates_all_removed_and_injected_edits_found(sh
     for i in picked:
         edited = _edit(documents[i], rng, 0.02, vocabulary)
         copies.append(edited + " " + rng.choice(unique_lines))  # plus a sentence from elsewhere
-    similarity = np.array([jaccard(documents[i], c) for i, c in zip(picked, copies)])
+    similarity = np.array([jaccard(documents[i], c) for i, c in zip(picked, copies, strict=False)])
     write_texts(tmp_path / "inj.jsonl", documents + copies)
     threshold = 0.6
     deduplicate(tmp_path / "inj.jsonl", DedupSpec(threshold=threshold, workers=1), tmp_path / "inj")

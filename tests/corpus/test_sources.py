@@ -185,10 +185,10 @@ def test_unreachable_dataset_fails_at_once_with_advice(tmp_path: Path):
 def test_language_id_filter_with_a_fasttext_model(shared_data: Path, tmp_path: Path):
     import fasttext
 
-    sw = [l for l in (shared_data / "text" / "sw.txt").read_text(encoding="utf-8").splitlines() if len(l) > 80]
-    ha = [l for l in (shared_data / "text" / "ha.txt").read_text(encoding="utf-8").splitlines() if len(l) > 80]
-    (tmp_path / "lid.txt").write_text("".join(f"__label__sw {l}\n" for l in sw[:1500]) +
-                                      "".join(f"__label__hau {l}\n" for l in ha[:1500]), encoding="utf-8")
+    sw = [line for line in (shared_data / "text" / "sw.txt").read_text(encoding="utf-8").splitlines() if len(line) > 80]
+    ha = [line for line in (shared_data / "text" / "ha.txt").read_text(encoding="utf-8").splitlines() if len(line) > 80]
+    (tmp_path / "lid.txt").write_text("".join(f"__label__sw {line}\n" for line in sw[:1500]) +
+                                      "".join(f"__label__hau {line}\n" for line in ha[:1500]), encoding="utf-8")
     model = fasttext.train_supervised(input=str(tmp_path / "lid.txt"), epoch=5, dim=16, minn=2, maxn=4, thread=1,
                                       seed=0, verbose=0)
     model.save_model(str(tmp_path / "lid.bin"))

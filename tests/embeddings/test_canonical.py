@@ -53,7 +53,8 @@ def test_golden_byte_level_vs_sentencepiece_overlap() -> None:
         tid("</s>"): sid("<|endoftext|>"),         # end role (eos) <-> eos
     }
     assert overlap == expected
-    # '▁hello' vs ' Hello' is not symbolic: case matters; '▁kitab' is not in the source; <0xF0> has no single-byte source token
+    # '▁hello' vs ' Hello' is not symbolic: case matters; '▁kitab' is not in the source;
+    # <0xF0> has no single-byte source token
     assert tid("▁hello") not in overlap and tid("▁kitab") not in overlap and tid("<0xF0>") not in overlap
     # the partial-UTF-8 source token keeps its three raw bytes (decode() would give U+FFFD)
     forms = canonical_vocab(source)
@@ -70,7 +71,7 @@ def test_wordpiece_and_fuzzy_symbols() -> None:
     xlmr = train_tokenizer("xlmr", sample_texts())
     overlap = compute_overlap(bert, xlmr)
     pairs = overlap.as_dict()
-    kinds = dict(zip(overlap.target_ids.tolist(), overlap.kinds.tolist()))
+    kinds = dict(zip(overlap.target_ids.tolist(), overlap.kinds.tolist(), strict=False))
     # XLM-R '.' is a continuation, BERT '.' a word: matched fuzzily (symbolic)
     dot = xlmr.convert_tokens_to_ids(".")
     assert pairs[dot] == bert.convert_tokens_to_ids(".") and kinds[dot] == "fuzzy"
@@ -79,7 +80,7 @@ def test_wordpiece_and_fuzzy_symbols() -> None:
     # symbolic-only overlap keeps specials and symbols only
     symbolic = compute_overlap(bert, xlmr, match="symbolic")
     assert set(symbolic.kinds) <= {"special", "exact", "fuzzy"}
-    for target_id, kind in zip(symbolic.target_ids.tolist(), symbolic.kinds.tolist()):
+    for target_id, kind in zip(symbolic.target_ids.tolist(), symbolic.kinds.tolist(), strict=False):
         form = canonical_vocab(xlmr)[target_id]
         assert kind == "special" or is_symbolic(form.text)
     assert len(symbolic) < len(overlap)

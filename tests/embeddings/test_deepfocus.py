@@ -46,7 +46,8 @@ def test_equals_deepfocus(transfer_case: dict) -> None:
         token = vocab[target_id]
         special = target_id in target.all_special_ids
         # rule: specials match by role (deepfocus matches them by string only)
-        assert special, f"unexplained overlap difference for {token!r}: ours {ours.get(target_id)}, deepfocus {pairs.get(target_id)}"
+        assert special, (f"unexplained overlap difference for {token!r}: ours {ours.get(target_id)}, "
+                         f"deepfocus {pairs.get(target_id)}")
 
     # 3. with our own overlap: copies agree with deepfocus wherever both copy the same source row; combined rows
     # differ only through the documented anchor rule (special tokens are never anchors: fastText's '</s>' is

@@ -137,7 +137,8 @@ def test_aux_stage_stores_subword_vectors_for_unseen_tokens(transfer_case) -> No
     aux = load_aux_vectors(transfer_case["aux_dir"])
     model = fasttext.load_model(str(transfer_case["aux_dir"] / "fasttext.bin"))
     words = set(model.get_words())
-    unseen = [token for token in transfer_case["target"].get_vocab() if token not in words and not any(c.isspace() for c in token)]
+    unseen = [token for token in transfer_case["target"].get_vocab()
+              if token not in words and not any(c.isspace() for c in token)]
     composed = [aux.tokens[i] for i in np.flatnonzero(~aux.in_vocabulary)]
     assert len(composed) > 0 and set(composed) == set(unseen)
     assert transfer_case["aux_stats"]["subword_vectors"] == len(composed)

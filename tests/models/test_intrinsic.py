@@ -54,7 +54,7 @@ def test_token_bytes_cover_the_non_space_bytes(family):
     tokenizer = train_tokenizer(family, sample_texts(300), 300)
     texts = ["Kata nama 12, héllo.", "Ni ma ka ta ka"]
     encoded = encode_texts(tokenizer, texts)
-    for text, sizes, special in zip(texts, encoded.token_bytes, encoded.special):
+    for text, sizes, special in zip(texts, encoded.token_bytes, encoded.special, strict=False):
         assert sizes.sum() == len(text.replace(" ", "").encode("utf-8"))
         assert (sizes[special] == 0).all()
 
@@ -67,7 +67,7 @@ def test_mlm_loss_equals_the_full_forward_pass(xlmr):
     encoded = encode_texts(tokenizer, texts)
     loss = correct = count = nbytes = 0.0
     masker = Masker.for_tokenizer(tokenizer, random_from_any_token=True)
-    for index, (ids, special, sizes) in enumerate(zip(encoded.ids, encoded.special, encoded.token_bytes)):
+    for index, (ids, special, sizes) in enumerate(zip(encoded.ids, encoded.special, encoded.token_bytes, strict=False)):
         inputs, selected = masker.mask(ids, special, np.random.default_rng([5, index]))
         with torch.no_grad():
             logits = model(input_ids=torch.from_numpy(inputs)[None]).logits[0]

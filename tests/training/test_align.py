@@ -41,8 +41,8 @@ def reference_shared(text: str, *sides_offsets: list[tuple[int, int]]) -> tuple[
     kept = []
     for word, (_, word_end) in enumerate(spans):
         ok = True
-        for side, offsets in zip(owners, sides_offsets):
-            covered = max((e for (_, e), o in zip(offsets, side) if o >= 0), default=0)
+        for side, offsets in zip(owners, sides_offsets, strict=False):
+            covered = max((e for (_, e), o in zip(offsets, side, strict=False) if o >= 0), default=0)
             ok = ok and word in side and word_end <= covered
         kept.append(ok)
     compact = {w: i for i, w in enumerate(w for w in range(len(spans)) if kept[w])}
@@ -205,7 +205,8 @@ def test_bf16_autocast_aligns_and_keeps_float32_weights(tiny_dirs, lapt_corpus, 
                                spec(steps=10, precision="bf16", eval_every=10), heldout_file=lapt_corpus[1],
                                exact_rows=np.setdiff1d(np.arange(len(AutoTokenizer.from_pretrained(tmp_path / "init"))),
                                                        rows))
-    assert summary["precision"] == "bfloat16" and summary["trainable_from"] == "rows not copied exactly (the given exact rows)"
+    assert summary["precision"] == "bfloat16"
+    assert summary["trainable_from"] == "rows not copied exactly (the given exact rows)"
     assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] / 2, summary
     weights = load_file(tmp_path / "run" / "final" / "model.safetensors")
     assert weights["roberta.embeddings.word_embeddings.weight"].dtype == torch.float32

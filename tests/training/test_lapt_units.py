@@ -128,7 +128,8 @@ def test_causal_objective_matches_hugging_face_next_token_loss(tiny_dirs, lapt_c
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     loss_sum, count = LossModel(model, "clm")(ids)
     assert int(count) == 3 * 39
-    assert float((loss_sum / count).detach()) == pytest.approx(float(model(input_ids=ids, labels=ids).loss.detach()), rel=1e-5)
+    reference = float(model(input_ids=ids, labels=ids).loss.detach())
+    assert float((loss_sum / count).detach()) == pytest.approx(reference, rel=1e-5)
 
 
 @pytest.mark.parametrize("masked_only", [False, True])

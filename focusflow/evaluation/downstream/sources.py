@@ -259,7 +259,7 @@ def load_hub(spec: TaskSpec, split_seed: int = 0) -> TaskData:
         else:
             if spec.dataset == "tydiqa":
                 prefix = TYDIQA_NAMES.get(ISO1.get(language, language), language) + "-"
-                dataset = dataset.filter(lambda row: row["id"].startswith(prefix))
+                dataset = dataset.filter(lambda row, prefix=prefix: row["id"].startswith(prefix))
                 if len(dataset) == 0:
                     raise InputError(f"TyDiQA GoldP has no {language!r} questions; languages: "
                                      f"{sorted(TYDIQA_NAMES)}")
