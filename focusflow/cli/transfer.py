@@ -51,7 +51,7 @@ def init(
     if corpus is not None:
         inputs["split"] = stage_input(artifact_store, corpus, "split", split_layout())
     if fasttext_bin is not None and aux is None:
-        inputs["fasttext"] = _fasttext_from_bin(artifact_store, fasttext_bin)
+        inputs["fasttext"] = _fasttext_from_bin(artifact_store, fasttext_bin, inputs.get("tokenizer"))
     elif aux is not None:
         inputs["fasttext"] = stage_input(artifact_store, aux, "fasttext")
     elif init_method(method).needs_aux_vectors and mode != "prune":
@@ -77,13 +77,20 @@ def init(
     echo_result(artifact)
 
 
-def _fasttext_from_bin(store: ArtifactStore, binary: Path):
+def _fasttext_from_bin(store: ArtifactStore, binary: Path, tokenizer=None):
+    """A user's fastText ``.bin`` as a fastText artifact; with the target tokenizer, its tokens missing from the
+    dictionary get subword vectors too (what init.rare_tokens=subword combines)."""
     from focusflow.embeddings import load_fasttext_bin
 
     if not binary.is_file():
         raise FileNotFoundError(f"--fasttext-bin {binary} does not exist")
+    tokens: list[str] = []
+    if tokenizer is not None:
+        from transformers import AutoTokenizer
+
+        tokens = list(AutoTokenizer.from_pretrained(store.fetch(tokenizer)).get_vocab())
     with tempfile.TemporaryDirectory(prefix="focusflow-fasttext-") as folder:
-        load_fasttext_bin(binary, Path(folder) / "aux")
+        load_fasttext_bin(binary, Path(folder) / "aux", tokens)
         return stage_input(store, Path(folder) / "aux", "fasttext")
 
 
