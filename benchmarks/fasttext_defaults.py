@@ -2,7 +2,8 @@
 
 Everything but fastText is fixed per language (split, source + MLM head, tokenizer, held-out
 sentences and masks): the shared stages live in the store under ``--base``, reused by every
-setting (one artifact store: they are cache hits), so only fastText → FOCUS init → evaluation is redone. Results: ``benchmarks/RESULTS-fasttext-defaults.md``.
+setting (one artifact store: they are cache hits), so only fastText → FOCUS init → evaluation is redone.
+Results: ``benchmarks/RESULTS-fasttext-defaults.md``.
 
     python benchmarks/fasttext_defaults.py --language sw --heldout-sentences 500 --head-steps 400
     python benchmarks/fasttext_defaults.py --language ha --heldout-sentences 300 --head-steps 250
