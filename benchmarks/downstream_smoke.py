@@ -25,6 +25,7 @@ steps) leaves it after ~120 steps (FOCUS dev F1 0.24 at step 120, 0.70 at 300; l
 about 28 minutes per run with 1 thread while a second process uses the other core (``--seeds 2,3`` splits a
 comparison). At this budget escaping the plateau is still seed-dependent: FOCUS 73.1/77.8/46.5 test F1, random
 30.2/0.0/0.0 (3 seeds).
+These settings live in ner_protocol.py (CPU_PROTOCOL, MASAKHANER_PROTOCOL), shared with align_quality.py.
 A smoke test of the protocol and of FOCUS vs random, not the paper's numbers.
 """
 
@@ -40,6 +41,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ner_protocol import CPU_PROTOCOL, add_protocol_arguments, evaluate_ner, protocol_from_args  # noqa: E402
+
 log = logging.getLogger("downstream_smoke")
 WINDOW = 40
 
@@ -132,15 +137,7 @@ def main() -> None:
     parser.add_argument("--language", default="sw", help="corpus file <data-root>/text/<language>.txt")
     parser.add_argument("--task", action="append", default=None)
     parser.add_argument("--seeds", default="3", help="N (seeds 1..N) or a list (2,3)")
-    parser.add_argument("--epochs", type=float, default=3.0)
-    parser.add_argument("--max-train-samples", type=int, default=480)
-    parser.add_argument("--max-eval-samples", type=int, default=100)
-    parser.add_argument("--max-test-samples", type=int, default=300)
-    parser.add_argument("--eval-every", type=float, default=0.2)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--max-length", type=int, default=64, help="sub-tokens per sentence (words past it: O)")
-    parser.add_argument("--lr", type=float, default=5e-4, help="0 = each task's Table 6 value (too low for 90 steps)")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    add_protocol_arguments(parser, CPU_PROTOCOL)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -154,15 +151,11 @@ def main() -> None:
     else:
         parser.error("give --models or --build")
 
-    from focusflow.evaluation.downstream import evaluate_models
     from focusflow.evaluation.downstream.runner import parse_seeds
 
     started = time.perf_counter()
-    results = evaluate_models(models, tasks, args.out, seeds=parse_seeds(args.seeds), epochs=args.epochs,
-                              max_train_samples=args.max_train_samples, data_root=args.data_root,
-                              max_eval_samples=args.max_eval_samples, max_test_samples=args.max_test_samples,
-                              eval_every_fraction=args.eval_every, batch_size=args.batch_size, lr=args.lr or None,
-                              threads=args.threads, max_length=args.max_length)
+    results = evaluate_ner(models, tasks, args.out, parse_seeds(args.seeds), args.data_root,
+                           protocol_from_args(args))
     wall = time.perf_counter() - started
     for row in results[results["main"]].itertuples():
         print(json.dumps({"bench": "downstream_smoke", "model": row.model, "task": row.task, "metric": row.metric,
