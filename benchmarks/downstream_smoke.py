@@ -55,8 +55,8 @@ def _squash(text: str) -> str:
 
 def evaluation_windows(data_root: Path, tasks: list[str]) -> set[int]:
     """Hashes of every 40-char window (whitespace removed) of the tasks' dev and test sentences."""
-    from focusflow.evaluation.downstream.sources import local_copy, parse_task
     from focusflow.evaluation.downstream.datasets import read_conll
+    from focusflow.evaluation.downstream.sources import local_copy, parse_task
 
     windows: set[int] = set()
     for task in tasks:
