@@ -36,6 +36,22 @@ def _isolated_default_store(tmp_path_factory: pytest.TempPathFactory) -> Iterato
             os.environ[name] = value
 
 
+@pytest.fixture()
+def restore_output_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Undo what a test does to focusflow's output policy: FOCUSFLOW_VERBOSE and the noise filters."""
+    import logging
+
+    from focusflow.logs import NOISE, VERBOSE_ENV, NoiseFilter
+
+    monkeypatch.setenv(VERBOSE_ENV, "0")  # recorded, so that what a test sets is undone
+    monkeypatch.delenv(VERBOSE_ENV)
+    yield
+    for name in NOISE:
+        logger = logging.getLogger(name)
+        for installed in [f for f in logger.filters if isinstance(f, NoiseFilter)]:
+            logger.removeFilter(installed)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

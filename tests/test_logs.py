@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from focusflow.logs import NOISE, VERBOSE_ENV, NoiseFilter, configure_output
+from focusflow.logs import VERBOSE_ENV, NoiseFilter, configure_output
 from tests.tiny_models import sample_texts, save_tiny
 
 LOAD_REPORT = "LOAD REPORT"
@@ -17,14 +17,8 @@ TOO_LONG = "sequence length is longer than the specified maximum"
 
 
 @pytest.fixture(autouse=True)
-def _restore_output_policy(monkeypatch):
-    monkeypatch.setenv(VERBOSE_ENV, "0")  # recorded, so that what a test sets is undone
-    monkeypatch.delenv(VERBOSE_ENV)
-    yield
-    for name in NOISE:
-        logger = logging.getLogger(name)
-        for installed in [f for f in logger.filters if isinstance(f, NoiseFilter)]:
-            logger.removeFilter(installed)
+def _output_policy(restore_output_policy):
+    """Every test here changes the output policy; conftest's fixture undoes it."""
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ import torch
 from focusflow.config import PrecisionName
 from focusflow.corpus.io import read_documents
 from focusflow.errors import InputError
-from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
+from focusflow.models.lm_stats import Masker, pad_rows, unigram_counts, unigram_log_probs
 from focusflow.models.loading import lm_head, load_source
 from focusflow.precision import resolve_precision
 
@@ -90,12 +90,7 @@ def _batches(order: np.ndarray, lengths: np.ndarray, max_tokens: int):
 
 
 def _pad(rows: list[np.ndarray], value: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = np.full((len(rows), width), value, dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
+    ids, mask = pad_rows(rows, value)
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 

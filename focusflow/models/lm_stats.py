@@ -133,3 +133,14 @@ def unigram_log_probs(counts: np.ndarray, smoothing: float = 0.5) -> np.ndarray:
     """Add-``smoothing`` log probabilities (natural log) over the whole vocabulary."""
     counts = counts.astype(np.float64) + smoothing
     return np.log(counts / counts.sum()).astype(np.float32)
+
+
+def pad_rows(rows: Sequence[np.ndarray], value: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded int64 ids and their 0/1 attention mask for rows of different lengths."""
+    width = max(len(row) for row in rows)
+    ids = np.full((len(rows), width), value, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask

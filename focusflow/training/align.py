@@ -31,6 +31,7 @@ from focusflow.config import AlignSpec
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
+from focusflow.models.lm_stats import pad_rows
 from focusflow.models.loading import load_source
 from focusflow.training.data import SampleOrder
 from focusflow.training.loader import Prefetcher
@@ -116,13 +117,8 @@ class AlignBatch:
 
 
 def _side(ids: list[np.ndarray], words: list[np.ndarray], counts: np.ndarray, pad_id: int) -> tuple[SideBatch, np.ndarray]:
-    length = max(len(row) for row in ids)
-    padded = np.full((len(ids), length), pad_id, dtype=np.int64)
-    mask = np.zeros((len(ids), length), dtype=np.int64)
-    for row, values in enumerate(ids):
-        padded[row, :len(values)] = values
-        mask[row, :len(values)] = 1
-    positions, segments, sentence = flat_word_index(words, counts, length)
+    padded, mask = pad_rows(ids, pad_id)
+    positions, segments, sentence = flat_word_index(words, counts, padded.shape[1])
     tensors = (torch.from_numpy(a) for a in (padded, mask, positions, segments))
     return SideBatch(*tensors), sentence
 

@@ -7,20 +7,14 @@ import logging
 
 import pytest
 
-from focusflow.logs import NOISE, VERBOSE_ENV, NoiseFilter, configure_output
+from focusflow.logs import configure_output
 
 THREAD_TIMEOUT = "running in a worker thread"
 
 
 @pytest.fixture(autouse=True)
-def _restore_output_policy(monkeypatch):
-    monkeypatch.setenv(VERBOSE_ENV, "0")  # recorded, so that what a test sets is undone
-    monkeypatch.delenv(VERBOSE_ENV)
-    yield
-    for name in NOISE:
-        logger = logging.getLogger(name)
-        for installed in [f for f in logger.filters if isinstance(f, NoiseFilter)]:
-            logger.removeFilter(installed)
+def _output_policy(restore_output_policy):
+    """Every test here changes the output policy; conftest's fixture undoes it."""
 
 
 def _run_a_timed_task_in_threads() -> int:
