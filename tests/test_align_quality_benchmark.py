@@ -60,7 +60,7 @@ def test_config_trains_on_text_decontaminated_against_the_ner_task_and_aligns_th
     cfg = align_quality.build_pipeline_config(benchmark_args(layer=12), corpus)
     calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     stages = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align",
-              "intrinsic")
+              "reference", "intrinsic")
     branches = prepare_branches(cfg, "file:///unused", {name: RecordingStage(name, calls) for name in stages})
 
     by_stage = {stage: (params, inputs) for stage, params, inputs in calls}
@@ -70,3 +70,9 @@ def test_config_trains_on_text_decontaminated_against_the_ner_task_and_aligns_th
     assert by_stage["align"][0]["align"]["steps"] == 150
     assert set(branches["models"]) == {"focus", "focus+align"}
     assert set(branches["intrinsic"]) == {"original", "focus", "focus+align"}
+    # one reference per tokenizer: the models share the target's, the original has the source's
+    evaluated = {inputs["model"]: inputs["reference"] for stage, _, inputs in calls if stage == "intrinsic"}
+    assert evaluated[branches["source"]] == branches["references"]["source"]
+    assert {evaluated[branches["models"][m]] for m in ("focus", "focus+align")} == {branches["references"]["target"]}
+    reference_inputs = [inputs for stage, _, inputs in calls if stage == "reference"]
+    assert [inputs.get("tokenizer") for inputs in reference_inputs] == [branches["tokenizer"], None]

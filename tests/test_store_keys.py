@@ -114,8 +114,10 @@ def test_whole_chain_in_two_stores_gives_the_same_keys_and_content(tmp_path: Pat
                                   {"tokenizer": a["tokenizer"], "split": a["split"]})
         a["init"] = run_stage(store, "init", {"method": "focus", "mode": "replace", "seed": 0, "options": {}},
                               {name: a[name] for name in ("source", "tokenizer", "fasttext", "split")})
+        a["reference"] = run_stage(store, "reference", {"max_sentences": 20, "seed": 0},
+                                   {"source": a["source"], "split": a["split"], "tokenizer": a["tokenizer"]})
         a["intrinsic"] = run_stage(store, "intrinsic", {"max_sentences": 20, "seed": 0},
-                                   {"model": a["init"], "source": a["source"], "split": a["split"]})
+                                   {"model": a["init"], "reference": a["reference"]})
         results.append({stage: (artifact.key, artifact.files) for stage, artifact in a.items()})
     for stage in results[0]:
         assert results[0][stage] == results[1][stage], stage

@@ -298,24 +298,76 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     return metrics
 
 
-def evaluate_to_folder(model_dir, source_dir, heldout, out_dir, *, max_sentences: int = 500, seed: int = 0,
-                       max_length: int = 128, train=None, prefix: str = "", precision: PrecisionName = "auto") -> dict:
-    """The intrinsic stage: pick held-out sentences, evaluate ``model_dir`` against ``source_dir``, write metrics.json."""
+REFERENCE_SENTENCES = "sentences.json"
+REFERENCE_EMBEDDINGS = "embeddings.safetensors"
+REFERENCE_RECORD = "reference.json"
+
+
+def tokenization_fingerprint(tokenizer, sentences: Sequence[str]) -> str:
+    """sha256 of the token ids ``tokenizer`` gives ``sentences``: equal fingerprints, equal tokenization."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for ids in tokenizer(list(sentences), verbose=False)["input_ids"]:
+        digest.update(np.asarray(ids, dtype=np.int64).tobytes() + b"\xff")
+    return digest.hexdigest()
+
+
+def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sentences: int = 500, seed: int = 0,
+                    max_length: int = 128, prefix: str = "", precision: PrecisionName = "auto") -> dict:
+    """The held-out sentences every model of one tokenizer is evaluated on, and the source model's embeddings
+    of them, computed once: every intrinsic evaluation against it skips loading and running the source.
+
+    Sentences fit ``max_length`` tokens under the source's tokenizer and under ``tokenizer_dir``'s (the
+    source's own when ``None``: the reference for the source model itself).
+    """
     import json
     from pathlib import Path
 
+    from safetensors.numpy import save_file
+    from transformers import AutoTokenizer
+
+    from focusflow.storage.atomic import atomic_path, atomic_write
+
+    source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
+    target_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir is not None else source_tokenizer
+    tokenizers = [target_tokenizer] if tokenizer_dir is None else [target_tokenizer, source_tokenizer]
+    sentences = select_heldout_sentences(read_documents(heldout), tokenizers, max_sentences=max_sentences,
+                                         max_length=max_length, seed=seed)
+    if len(sentences) < 2:
+        raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
+    embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix, max_length=max_length,
+                                     precision=precision)
+    out = Path(out_dir)
+    record = {"n_sentences": len(sentences), "max_length": max_length, "prefix": prefix,
+              "tokenization": tokenization_fingerprint(target_tokenizer, sentences)}
+    atomic_write(out / REFERENCE_SENTENCES, json.dumps(sentences, ensure_ascii=False))
+    with atomic_path(out / REFERENCE_EMBEDDINGS) as staging:
+        save_file({"embeddings": embeddings}, str(staging))
+    atomic_write(out / REFERENCE_RECORD, json.dumps(record, indent=2))
+    return record
+
+
+def evaluate_against_reference(model_dir, reference_dir, out_dir, *, seed: int = 0,
+                               precision: PrecisionName = "auto") -> dict:
+    """The intrinsic stage: ``model_dir`` on a reference's sentences against its stored source embeddings;
+    writes metrics.json. The model's tokenizer must tokenize those sentences as the reference's did."""
+    import json
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
     from transformers import AutoTokenizer
 
     from focusflow.storage.atomic import atomic_write
 
-    documents = read_documents(heldout)
-    tokenizers = [AutoTokenizer.from_pretrained(model_dir), AutoTokenizer.from_pretrained(source_dir)]
-    sentences = select_heldout_sentences(documents, tokenizers, max_sentences=max_sentences, max_length=max_length,
-                                         seed=seed)
-    if len(sentences) < 2:
-        raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
-    unigram_texts = read_documents(train, limit=50_000) if train is not None else None
-    metrics = evaluate_model(model_dir, source_dir, sentences, seed=seed, max_length=max_length,
-                             unigram_texts=unigram_texts, prefix=prefix, precision=precision)
+    reference = Path(reference_dir)
+    record = json.loads((reference / REFERENCE_RECORD).read_text(encoding="utf-8"))
+    sentences = json.loads((reference / REFERENCE_SENTENCES).read_text(encoding="utf-8"))
+    if tokenization_fingerprint(AutoTokenizer.from_pretrained(model_dir), sentences) != record["tokenization"]:
+        raise InputError(f"{model_dir}'s tokenizer does not tokenize the reference's held-out sentences as the "
+                         "tokenizer they were selected with: build the reference with this model's tokenizer")
+    source_embeddings = load_file(str(reference / REFERENCE_EMBEDDINGS))["embeddings"]
+    metrics = evaluate_model(model_dir, None, sentences, seed=seed, max_length=record["max_length"],
+                             source_embeddings=source_embeddings, prefix=record["prefix"], precision=precision)
     atomic_write(Path(out_dir) / "metrics.json", json.dumps(metrics, indent=2))
     return metrics

@@ -59,9 +59,12 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
     results: dict[str, Any] = {"checkpoint": uri, "step": checkpoint.metadata.get("step")}
     with tags(f"language:{language}", "evaluate-checkpoint"):
         if "intrinsic" in suites:
+            # the run's reference for its tokenizer (a cache hit); older checkpoints: the checkpoint's own tokenizer
+            reference_uri = tasks["reference"](artifact_store.uri, intrinsic_params(settings),
+                                               {"source": lineage["source"], "split": lineage["split"],
+                                                "tokenizer": lineage.get("tokenizer", uri)}, language=language)
             intrinsic_uri = tasks["intrinsic"](artifact_store.uri, intrinsic_params(settings),
-                                               {"model": uri, "source": lineage["source"], "split": lineage["split"]},
-                                               language=language)
+                                               {"model": uri, "reference": reference_uri}, language=language)
             results["intrinsic"] = dict(artifact_store.resolve(intrinsic_uri).metadata)
         downstream_suites = [s for s in suites if s != "intrinsic"]
         if downstream_suites:

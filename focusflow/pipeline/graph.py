@@ -53,21 +53,32 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
             model = tasks["align"].submit(store_uri, P.align_params(cfg), {"model": model, "source": source,
                                                                         "split": split}, language=language, label=method)
         models[method] = model
-    evaluated = {"original": source, **models} if cfg.orchestration.evaluate_original else dict(models)
+    # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models
+    references = {"target": tasks["reference"].submit(store_uri, P.intrinsic_params(cfg),
+                                                      {"source": source, "split": split, "tokenizer": tokenizer},
+                                                      language=language, label="target")}
+    evaluated = {name: (model, "target") for name, model in models.items()}
+    if cfg.orchestration.evaluate_original:
+        references["source"] = tasks["reference"].submit(store_uri, P.intrinsic_params(cfg),
+                                                         {"source": source, "split": split},
+                                                         language=language, label="source")
+        evaluated = {"original": (source, "source"), **evaluated}
     intrinsic = {
         name: tasks["intrinsic"].submit(store_uri, P.intrinsic_params(cfg),
-                                        {"model": model, "source": source, "split": split},
+                                        {"model": model, "reference": references[reference]},
                                         language=language, label=name)
-        for name, model in evaluated.items()
+        for name, (model, reference) in evaluated.items()
     }
     return {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "source": source,
-            "tokenizer": tokenizer, "fasttext": fasttext, "models": models, "intrinsic": intrinsic}
+            "tokenizer": tokenizer, "fasttext": fasttext, "models": models, "references": references,
+            "intrinsic": intrinsic}
 
 
 def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
     """The report's inputs, named ``<kind>:<name>`` (stage:corpus, init:focus, lapt:focus, …)."""
     named = {f"stage:{name}": branches[name] for name in (*CORPUS_AND_VOCABULARY_STAGES, "source") if name in branches}
-    groups: dict[str, dict[str, Any]] = {"init": dict(branches["models"]), "intrinsic": dict(branches["intrinsic"])}
+    groups: dict[str, dict[str, Any]] = {"init": dict(branches["models"]), "reference": dict(branches["references"]),
+                                         "intrinsic": dict(branches["intrinsic"])}
     for kind, futures in more.items():
         groups.setdefault(kind, {}).update(futures)
     for kind, futures in groups.items():
@@ -82,14 +93,15 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     lapt = {}
     if cfg.lapt.total_steps > 0:
         lapt = {
-            method: tasks["lapt"].submit(store_uri, P.lapt_params(cfg, {"source": branches["source"]}),
+            method: tasks["lapt"].submit(store_uri, P.lapt_params(cfg, {"source": branches["source"],
+                                                                         "tokenizer": branches["tokenizer"]}),
                                          {"model": branches["models"][method], "split": branches["split"]},
                                          language=language, label=method)
             for method in cfg.orchestration.lapt_methods if method in branches["models"]
         }
     lapt_intrinsic = {
         f"{method}+lapt": tasks["intrinsic"].submit(
-            store_uri, P.intrinsic_params(cfg), {"model": model, "source": branches["source"], "split": branches["split"]},
+            store_uri, P.intrinsic_params(cfg), {"model": model, "reference": branches["references"]["target"]},
             language=language, label=f"{method}+lapt")
         for method, model in lapt.items()
     }

@@ -130,13 +130,22 @@ def _align(run: StageRun) -> Mapping[str, Any]:
     return {**{k: v for k, v in totals.items() if not isinstance(v, (dict, list))}, "align": summary}
 
 
-def _intrinsic(run: StageRun) -> Mapping[str, Any]:
-    from focusflow.evaluation.intrinsic import evaluate_to_folder
+def _reference(run: StageRun) -> Mapping[str, Any]:
+    """Held-out sentences for one tokenizer and the source's embeddings of them, shared by its models."""
+    from focusflow.evaluation.intrinsic import build_reference
 
     p = run.params
-    return evaluate_to_folder(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "heldout.jsonl",
-                              run.out, max_sentences=p["max_sentences"], seed=p["seed"],
-                              precision=p.get("precision", "auto"))
+    return build_reference(run.inputs["source"], run.inputs["split"] / "heldout.jsonl", run.out,
+                           tokenizer_dir=run.inputs["tokenizer"] if "tokenizer" in run.inputs else None,
+                           max_sentences=p["max_sentences"], seed=p["seed"], precision=p.get("precision", "auto"))
+
+
+def _intrinsic(run: StageRun) -> Mapping[str, Any]:
+    from focusflow.evaluation.intrinsic import evaluate_against_reference
+
+    p = run.params
+    return evaluate_against_reference(run.inputs["model"], run.inputs["reference"], run.out, seed=p["seed"],
+                                      precision=p.get("precision", "auto"))
 
 
 CORPUS = register(Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus",
@@ -160,6 +169,9 @@ INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
 ALIGN = register(Stage("align", 1, ("model", "source", "split"), _align,
                       "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True,
                       work=("align.tokens", "tokens")))
-INTRINSIC = register(Stage("intrinsic", 1, ("model", "source", "split"), _intrinsic,
-                           "held-out MLM loss and fidelity", uses_model=True,
+REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,
+                           "held-out sentences for one tokenizer and the source model's embeddings of them",
+                           optional=("tokenizer",), uses_model=True, work=("n_sentences", "sentences")))
+INTRINSIC = register(Stage("intrinsic", 2, ("model", "reference"), _intrinsic,
+                           "held-out MLM loss and fidelity against a reference", uses_model=True,
                            work=("n_sentences", "sentences")))

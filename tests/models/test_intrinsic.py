@@ -165,19 +165,52 @@ def test_heldout_selection_fits_every_tokenizer_and_is_distinct(xlmr, gpt2):
     assert chosen == select_heldout_sentences(texts, [xlmr[1], gpt2[1]], max_sentences=50, max_length=24, seed=1)
 
 
-def test_evaluate_to_folder_writes_metrics(tmp_path):
+def test_a_reference_gives_the_same_metrics_as_evaluating_against_the_source(tmp_path):
+    """The reference stores the held-out sentences and the source's embeddings once; evaluating a model
+    against it equals evaluating it against the source model directly on the same sentences."""
     import json
 
     from focusflow.corpus.io import write_texts
-    from focusflow.evaluation.intrinsic import evaluate_to_folder
+    from focusflow.evaluation.intrinsic import build_reference, evaluate_against_reference, evaluate_model
+    from tests.tiny_models import save_tiny
+
+    source = save_tiny("xlmr", tmp_path / "source")
+    target = save_tiny("xlmr", tmp_path / "target", texts=sample_texts(300, seed=5), vocab_size=300)
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
+    record = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", tokenizer_dir=target,
+                             max_sentences=30)
+    sentences = json.loads((tmp_path / "reference" / "sentences.json").read_text())
+    assert record["n_sentences"] == len(sentences) == 30
+    metrics = evaluate_against_reference(target, tmp_path / "reference", tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == metrics
+    assert metrics == evaluate_model(target, source, sentences)
+    assert metrics["n_sentences"] == 30 and metrics["objective"] == "mlm" and metrics["unigram_source"] == "heldout"
+
+
+def test_the_source_evaluated_against_its_own_reference_is_faithful(tmp_path):
+    from focusflow.corpus.io import write_texts
+    from focusflow.evaluation.intrinsic import build_reference, evaluate_against_reference
     from tests.tiny_models import save_tiny
 
     source = save_tiny("xlmr", tmp_path / "source")
     write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
-    metrics = evaluate_to_folder(source, source, tmp_path / "heldout.jsonl", tmp_path / "out", max_sentences=30)
-    assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == metrics
-    assert metrics["n_sentences"] == 30 and metrics["retrieval_top1"] == 1.0
-    assert metrics["objective"] == "mlm" and metrics["mlm_loss"] > 0 and metrics["unigram_source"] == "heldout"
+    build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", max_sentences=30)
+    metrics = evaluate_against_reference(source, tmp_path / "reference", tmp_path / "out")
+    assert metrics["retrieval_top1"] == 1.0 and metrics["fidelity"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_model_with_another_tokenizer_is_refused_by_a_reference(tmp_path):
+    from focusflow.corpus.io import write_texts
+    from focusflow.errors import InputError
+    from focusflow.evaluation.intrinsic import build_reference, evaluate_against_reference
+    from tests.tiny_models import save_tiny
+
+    source = save_tiny("xlmr", tmp_path / "source")
+    other = save_tiny("xlmr", tmp_path / "other", texts=sample_texts(300, seed=5), vocab_size=300)
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
+    build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", max_sentences=30)
+    with pytest.raises(InputError, match="does not tokenize the reference's held-out sentences"):
+        evaluate_against_reference(other, tmp_path / "reference", tmp_path / "out")
 
 
 def test_bf16_evaluation_stays_close_to_fp32(xlmr, gpt2):
