@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="align steps; default 300 (10 with --quick)")
     parser.add_argument("--seeds", default=None, help="NER seeds: N (1..N) or a list (2,3); default 3 (1 with --quick)")
     parser.add_argument("--skip-ner", action="store_true", help="intrinsic metrics only (NER takes hours on 2 cores)")
+    parser.add_argument("--ner-models", default="original,focus,focus+align",
+                        help="which models to fine-tune (comma-separated); runs split across processes with --seeds")
     parser.add_argument("--heldout-sentences", type=int, default=None, help="default 500 (100 with --quick)")
     parser.add_argument("--head-steps", type=int, default=None, help="source MLM head; default 400 (30 with --quick)")
     parser.add_argument("--max-documents", type=int, default=None, help="default all (3000 with --quick)")
@@ -160,8 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "align_final_heldout_loss": align_summary.get("final_heldout_loss"),
         "align_trainable_rows": align_summary.get("trainable_rows"),
         "vocab_size": focus.get("vocab_size"),
-        "focus_random_share": (focus["random"] / focus["vocab_size"]
-                               if focus.get("random") is not None and focus.get("vocab_size") else None),
+        "focus_random_share": focus.get("random_share"), "focus_fvt_share": focus.get("fvt_share"),
         "heldout_sentences": args.heldout_sentences, "head_steps": args.head_steps, "quick": quick,
         "intrinsic_seconds": round(intrinsic_seconds, 1),
     }
@@ -169,10 +170,13 @@ def main(argv: list[str] | None = None) -> int:
         task = masakhaner_task(args.language)
         models = {"original": store.fetch(artifacts["stage:source"]), "focus": store.fetch(artifacts["init:focus"]),
                   "focus+align": store.fetch(aligned)}
+        models = {name: models[name] for name in args.ner_models.split(",")}
         started = time.perf_counter()
         scores = ner_scores(models, task, work / "ner", args)
         summary.update({"ner_task": task, "ner_seeds": args.seeds, "ner_seconds": round(time.perf_counter() - started, 1)})
         for name, key in (("original", "original"), ("focus", "focus"), ("focus+align", "align")):
+            if name not in scores:
+                continue
             summary[f"{key}_ner_f1"] = scores[name]["mean"]
             summary[f"{key}_ner_std"] = scores[name]["std"]
     summary["load"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
