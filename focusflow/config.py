@@ -136,7 +136,17 @@ PipelineMethod = Literal[PIPELINE_METHOD_NAMES]  # a method, optionally refined:
 FlowMethod = Annotated[PipelineMethod, AfterValidator(check_flow_method)]  # and the flow can supply its inputs
 
 
-class AlignSpec(_Section):
+class _AdamWSchedule(_Section):
+    """The AdamW and learning-rate-schedule settings every training loop (LAPT, align) shares."""
+
+    adam_beta1: float = Field(default=0.9, ge=0, lt=1)
+    adam_beta2: float = Field(default=0.999, ge=0, lt=1)
+    adam_epsilon: float = Field(default=1e-8, gt=0)
+    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
+    schedule: Literal["constant", "cosine", "linear"] = "constant"
+
+
+class AlignSpec(_AdamWSchedule):
     """The align refinement (methods named ``<method>+align``): train the rows an initialization did not copy
     exactly so that the model's word-pooled hidden states at ``layer`` match the source model's (body frozen)."""
 
@@ -158,11 +168,6 @@ class AlignSpec(_Section):
     heldout_texts: int = Field(default=64, ge=1, description="texts of the held-out loss: the first of the held-out "
                                "file, or without one the last of the training file (then not trained on)")
     lr: float = Field(default=2e-3, gt=0)
-    adam_beta1: float = Field(default=0.9, ge=0, lt=1)
-    adam_beta2: float = Field(default=0.999, ge=0, lt=1)
-    adam_epsilon: float = Field(default=1e-8, gt=0)
-    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
-    schedule: Literal["constant", "cosine", "linear"] = "constant"
     grad_clip: float = Field(default=1.0, gt=0)
     precision: PrecisionName = "auto"
     cache_dtype: Literal["float16", "float32"] = Field(default="float16", description="teacher word vectors in memory")
@@ -199,7 +204,7 @@ class InitSpec(_Section):
     seed: int = 0
 
 
-class LaptSpec(_Section):
+class LaptSpec(_AdamWSchedule):
     """Language-adaptive pretraining: FOCUS paper Table 5 defaults (AdamW, lr 5e-5, 10% warmup, batch 128, seq 256).
 
     The budget is ``steps`` optimizer steps, or ``samples`` sequences, or ``tokens``; set one.
@@ -212,11 +217,6 @@ class LaptSpec(_Section):
     micro_batch_size: int = Field(default=16, ge=1)
     seq_len: int = Field(default=256, ge=8)
     lr: float = Field(default=5e-5, gt=0)
-    adam_beta1: float = Field(default=0.9, ge=0, lt=1)
-    adam_beta2: float = Field(default=0.999, ge=0, lt=1)
-    adam_epsilon: float = Field(default=1e-8, gt=0)
-    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
-    schedule: Literal["constant", "cosine", "linear"] = "constant"
     weight_decay: float = Field(default=0.0, ge=0)
     grad_clip: float = Field(default=1.0, gt=0)
     mlm_probability: float = Field(default=0.15, gt=0, lt=1)
