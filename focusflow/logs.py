@@ -14,6 +14,8 @@ import logging
 import os
 from collections.abc import Iterable
 
+from focusflow.errors import FocusflowError
+
 VERBOSE_ENV = "FOCUSFLOW_VERBOSE"
 
 #: Logger name → fragments of the (unformatted) messages dropped from it unless verbose.
@@ -39,6 +41,20 @@ class NoiseFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.msg if isinstance(record.msg, str) else ""
         return not any(fragment in message for fragment in self.fragments)
+
+
+#: Loggers that report a failed task or flow run with the traceback of its error.
+RUN_FAILURE_LOGGERS = ("prefect.task_runs", "prefect.flow_runs")
+
+
+class UserErrorTraceback(logging.Filter):
+    """Keeps a failed run's one-line message but drops its traceback when the error is a ``FocusflowError``:
+    its message already says what to fix, and the command ends with it as ``error: ...``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], FocusflowError):
+            record.exc_info, record.exc_text = None, None
+        return True
 
 
 #: transformers' progress bars over local, sub-second work (one per model load or save): hidden unless
@@ -85,4 +101,10 @@ def configure_output(verbose: bool | None = None) -> bool:
             logger.removeFilter(installed)
         if not verbose:
             logger.addFilter(NoiseFilter(fragments))
+    for name in RUN_FAILURE_LOGGERS:
+        logger = logging.getLogger(name)
+        for installed in [f for f in logger.filters if isinstance(f, UserErrorTraceback)]:
+            logger.removeFilter(installed)
+        if not verbose:
+            logger.addFilter(UserErrorTraceback())
     return verbose

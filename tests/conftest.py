@@ -41,14 +41,14 @@ def restore_output_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Undo what a test does to focusflow's output policy: FOCUSFLOW_VERBOSE and the noise filters."""
     import logging
 
-    from focusflow.logs import NOISE, VERBOSE_ENV, NoiseFilter
+    from focusflow.logs import NOISE, RUN_FAILURE_LOGGERS, VERBOSE_ENV, NoiseFilter, UserErrorTraceback
 
     monkeypatch.setenv(VERBOSE_ENV, "0")  # recorded, so that what a test sets is undone
     monkeypatch.delenv(VERBOSE_ENV)
     yield
-    for name in NOISE:
+    for name in (*NOISE, *RUN_FAILURE_LOGGERS):
         logger = logging.getLogger(name)
-        for installed in [f for f in logger.filters if isinstance(f, NoiseFilter)]:
+        for installed in [f for f in logger.filters if isinstance(f, (NoiseFilter, UserErrorTraceback))]:
             logger.removeFilter(installed)
 
 

@@ -110,3 +110,31 @@ def test_quiet_mode_keeps_prefect_console_to_warnings(monkeypatch):
     monkeypatch.delenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", raising=False)
     configure_output(verbose=False)
     assert os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] == "WARNING"  # the Prefect UI still gets every log
+
+
+def _failed_run_record(error: Exception) -> logging.LogRecord:
+    try:
+        raise error
+    except Exception:
+        import sys
+
+        return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "Task run failed with exception: %r",
+                                 (error,), sys.exc_info())
+
+
+def _console_text(record: logging.LogRecord) -> str:
+    for installed in logging.getLogger("prefect.task_runs").filters:
+        installed.filter(record)
+    return logging.Formatter().format(record)
+
+
+def test_a_failed_run_of_a_user_error_logs_one_line_without_its_traceback_unless_verbose():
+    from focusflow.errors import InputError
+
+    configure_output(verbose=False)
+    quiet = _console_text(_failed_run_record(InputError("corpus is empty")))
+    assert "corpus is empty" in quiet and "Traceback" not in quiet
+    assert "Traceback" in _console_text(_failed_run_record(RuntimeError("a bug")))  # a bug keeps its traceback
+
+    configure_output(verbose=True)
+    assert "Traceback" in _console_text(_failed_run_record(InputError("corpus is empty")))

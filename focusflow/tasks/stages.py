@@ -12,8 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from prefect import Task, task
+from prefect.client.schemas.objects import TaskRun
 from prefect.context import TaskRunContext
+from prefect.states import State
 
+from focusflow.errors import FocusflowError
 from focusflow.pipeline import STAGES, run_stage
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot
@@ -35,6 +38,12 @@ def _publish_metrics(store: ArtifactStore, artifact: Artifact, language: str | N
 
 
 _PUBLISHERS: dict[str, Publisher] = {"downstream": publish_downstream, "report": publish_report}
+
+
+def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry only what may pass: a ``FocusflowError`` explains a problem of the input, which a retry repeats."""
+    error = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
+    return not isinstance(error, FocusflowError)
 
 
 def _make(stage: str) -> Task[..., str]:
@@ -60,6 +69,7 @@ def _make(stage: str) -> Task[..., str]:
         result_serializer="json",
         retries=2 if stage in _IO_STAGES else 0,
         retry_delay_seconds=[10, 60] if stage in _IO_STAGES else 0,
+        retry_condition_fn=retry_transient,
         timeout_seconds=_TIMEOUT_S.get(stage),
         tags=[f"stage:{stage}", *(["gpu"] if stage in _GPU_STAGES else [])],
         task_run_name=run_name(stage),
