@@ -1,0 +1,89 @@
+"""Print the artifact key of every stage of a fixed run, to compare two versions of focusflow.
+
+    PYTHONPATH=/work/main python tests/pipeline/artifact_keys.py > main.txt
+    PYTHONPATH=.          python tests/pipeline/artifact_keys.py > branch.txt
+    diff main.txt branch.txt        # identical, or each difference a named stage-version bump
+
+The run is the whole ``specialize`` graph (every stage: decontamination, both references, align,
+LAPT, downstream, report) walked without building anything: each stage caller computes its key with
+the registry's ``stage_key`` and stands in for its artifact with a content hash derived from that key,
+so a key depends on the parameters, versions and wiring of everything upstream, and the walk takes a
+second. Only APIs that both versions share are used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from focusflow.config import load_config
+from focusflow.pipeline import stage_key
+from focusflow.pipeline.graph import specialize
+from focusflow.storage import Artifact, ArtifactStore
+
+FILES = {  # an evaluation data root: the two tasks the run reads, and a folder of a task it does not
+    "ner/masakhaner2/swa/train.txt": "Juma B-PER\nanakula O\n", "ner/masakhaner2/swa/dev.txt": "Asha B-PER\n",
+    "ner/masakhaner2/swa/test.txt": "Nairobi B-LOC\n",
+    "nli/xnli/sw/train.tsv": "premise\thypothesis\tlabel\na\tb\tentailment\n",
+    "nli/xnli/sw/dev.tsv": "premise\thypothesis\tlabel\nc\td\tneutral\n",
+    "nli/xnli/sw/test.tsv": "premise\thypothesis\tlabel\ne\tf\tcontradiction\n",
+}
+UNRELATED = {"cls/sib200/hau_Latn/train.tsv": "index_id\tcategory\ttext\n1\tscience\tx\n"}
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+class KeyOnly:
+    """A stage caller with the task signature that records the stage's key instead of building it."""
+
+    def __init__(self, stage: str, keys: list[tuple[str, str, str]]) -> None:
+        self.stage, self.keys = stage, keys
+
+    def __call__(self, store_uri: str, params: dict[str, Any], inputs: dict[str, Any] | None = None,
+                 language: str | None = None, label: str | None = None) -> Artifact:
+        inputs = {name: getattr(value, "result", lambda v=value: v)() for name, value in (inputs or {}).items()}
+        key = stage_key(ArtifactStore(store_uri), self.stage, params, inputs)
+        self.keys.append((self.stage, label or "", key))
+        content = hashlib.sha256(f"content of {key}".encode()).hexdigest()
+        return Artifact(store_uri, self.stage, key, {"content_hash": content})
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        artifact = self(*args, **kwargs)
+        return type("Done", (), {"result": lambda _self: artifact})()
+
+
+def fixed_run_keys(root: Path, unrelated: bool = False) -> list[tuple[str, str, str]]:
+    data = write_tree(root / "data", {**FILES, **(UNRELATED if unrelated else {})})
+    source = write_tree(root / "source", {"config.json": '{"model_type": "xlm-roberta"}', "model.safetensors": "w"})
+    corpus = write_tree(root, {"corpus.txt": "Habari ya asubuhi.\n"}) / "corpus.txt"
+    cfg = load_config(language="sw", source_model=str(source), store=(root / "store").as_uri(),
+                      corpus={"source": "local", "paths": [str(corpus)]},
+                      init={"methods": ["focus", "random", "focus+align"]},
+                      lapt={"steps": 4, "batch_size": 4, "micro_batch_size": 2, "seq_len": 32},
+                      evaluation={"tasks": ["ner:masakhaner2:swa", "nli:xnli:sw"], "data_root": str(data),
+                                  "seeds": 2, "heldout_sentences": 20},
+                      orchestration={"lapt_methods": ["focus", "random"]})
+    keys: list[tuple[str, str, str]] = []
+    from focusflow.pipeline import STAGES
+
+    specialize(cfg, cfg.store, {name: KeyOnly(name, keys) for name in STAGES})
+    return keys
+
+
+if __name__ == "__main__":
+    root = Path(tempfile.gettempdir()) / "focusflow-artifact-keys"  # a fixed place: paths are parameters
+    shutil.rmtree(root, ignore_errors=True)
+    keys = fixed_run_keys(root, unrelated="--unrelated" in sys.argv)
+    shutil.rmtree(root, ignore_errors=True)
+    for stage, label, key in keys:
+        print(json.dumps([stage, label, key]))
