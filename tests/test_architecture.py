@@ -163,8 +163,8 @@ LAYERS = (
 )
 # The checkpoint event is defined once, in orchestration, and emitted by the LAPT task: a leaf module
 # (it imports nothing of focusflow but storage) whose package __init__ holds only a docstring.
-UPWARD_ALLOWED = {("focusflow.tasks.lapt", "focusflow.orchestration.events"),
-                  ("focusflow.tasks.lapt", "focusflow.orchestration")}
+UPWARD_ALLOWED = {("focusflow.tasks.checkpoints", "focusflow.orchestration.events"),
+                  ("focusflow.tasks.checkpoints", "focusflow.orchestration")}
 
 
 def test_layers_import_downward_only():

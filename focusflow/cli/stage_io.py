@@ -18,9 +18,9 @@ from typing import Any
 import typer
 
 from focusflow.config import ConfigError, PipelineConfig, load_config, parse_overrides
-from focusflow.pipeline.stages import folder_fingerprint
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.atomic import atomic_folder
+from focusflow.storage.fingerprint import folder_fingerprint
 from focusflow.storage.keys import artifact_key
 
 IMPORT_STAGE = "import"

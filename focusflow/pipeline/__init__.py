@@ -10,9 +10,11 @@ from focusflow.pipeline import lapt_stage as _lapt_stage  # noqa: F401
 from focusflow.pipeline import stages as _stages  # noqa: F401
 from focusflow.pipeline.registry import (
     STAGES,
+    RunHints,
     Stage,
     StageInputError,
     StageRun,
+    StageSettings,
     get_stage,
     key_params,
     register,
@@ -20,5 +22,5 @@ from focusflow.pipeline.registry import (
     stage_key,
 )
 
-__all__ = ["STAGES", "Stage", "StageInputError", "StageRun", "get_stage", "key_params", "register", "run_stage",
-           "stage_key"]
+__all__ = ["STAGES", "RunHints", "Stage", "StageInputError", "StageRun", "StageSettings", "get_stage", "key_params",
+           "register", "run_stage", "stage_key"]

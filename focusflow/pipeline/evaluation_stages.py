@@ -1,64 +1,73 @@
 """Downstream evaluation and the run report as stored stages.
 
-The evaluation data is identified by the content of its files, not by its path, so the same
-data on another machine gives the same key and changed data recomputes.
+The evaluation data is identified by the content of the files a run reads, not by its path, so the
+same data on another machine gives the same key, changed data recomputes, and another task's folder
+appearing beside them changes nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from focusflow.pipeline.registry import Stage, StageRun, register
+from focusflow.config import EvalSpec
+from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
-from focusflow.storage import Artifact, sha256_file
+from focusflow.storage import Artifact
+from focusflow.storage.fingerprint import folder_fingerprint
 
-DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
+# version 2: the key's ``data`` is the one folder fingerprint of the task folders the run reads (it was
+# every data file under data_root, hashed differently), for downstream and decontaminate alike
+DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 2
 REPORT_STAGE, REPORT_VERSION = "report", 3
 _EVALUATION_OPTIONS = ("lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
                        "split_seed", "precision")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
 
-def data_fingerprint(data_root: Path | None) -> str | None:
-    """sha256 over the evaluation files under ``data_root`` (names and bytes)."""
+def data_fingerprint(tasks: Iterable[str], data_root: str | Path | None) -> str | None:
+    """The fingerprint of the evaluation files these tasks read under ``data_root``: each task's local copy
+    (``<root>/<kind>/<dataset>/<lang>``); folders of other tasks beside them do not count."""
+    from focusflow.evaluation.downstream.sources import local_copy, parse_task
+
     if data_root is None:
         return None
     root = Path(data_root)
     if not root.is_dir():
         raise FileNotFoundError(f"evaluation data folder {root} does not exist")
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _DATA_SUFFIXES):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(bytes.fromhex(sha256_file(path)))
-    return digest.hexdigest()
+    specs = [parse_task(task) for task in tasks]
+    read = [folder for spec in specs if spec.path is None and (folder := local_copy(spec, root)) is not None]
+    return folder_fingerprint(root, read, _DATA_SUFFIXES)
+
+
+class DownstreamSettings(StageSettings):
+    evaluation: EvalSpec
+    name: str = "model"  # the model's row label in the results
 
 
 def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
     """The key-relevant evaluation settings: the data path is replaced by its content fingerprint."""
     evaluation = params["evaluation"]
     settings = {k: v for k, v in evaluation.items() if k not in ("data_root", "heldout_sentences")}
-    root = evaluation.get("data_root")
-    return {"evaluation": settings, "data": data_fingerprint(Path(root)) if root else None,
+    return {"evaluation": settings, "data": data_fingerprint(evaluation.get("tasks") or [], evaluation.get("data_root")),
             "name": params.get("name", "model")}
 
 
 def _downstream(run: StageRun) -> dict[str, Any]:
-    """Fine-tune and test the model on every task of ``evaluation['tasks']`` over its seeds."""
+    """Fine-tune and test the model on every task of ``evaluation.tasks`` over its seeds."""
     from focusflow.evaluation.downstream import evaluate_models
 
-    evaluation, name = run.params["evaluation"], run.params.get("name", "model")
-    options = {k: evaluation[k] for k in _EVALUATION_OPTIONS if evaluation.get(k) is not None}
-    frame = evaluate_models({name: run.inputs["model"]}, list(evaluation["tasks"]), run.out,
-                            seeds=evaluation.get("seeds", 5), epochs=evaluation.get("epochs"),
-                            max_train_samples=evaluation.get("max_train_samples"),
-                            data_root=Path(evaluation["data_root"]) if evaluation.get("data_root") else None,
-                            **options)
+    s: DownstreamSettings = run.settings
+    evaluation = s.evaluation
+    options = {k: getattr(evaluation, k) for k in _EVALUATION_OPTIONS if getattr(evaluation, k) is not None}
+    frame = evaluate_models({s.name: run.inputs["model"]}, list(evaluation.tasks), run.out,
+                            seeds=evaluation.seeds, epochs=evaluation.epochs,
+                            max_train_samples=evaluation.max_train_samples,
+                            data_root=Path(evaluation.data_root) if evaluation.data_root else None, **options)
     return {"results": json.loads(frame.to_json(orient="records"))}
 
 
@@ -111,7 +120,7 @@ def _report(run: StageRun) -> dict[str, Any]:
     sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
                      for label, a in by_kind.get("lapt", {}).items()})
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
-    headline = write_report(run.out, run.params["language"], rows, sections, downstream_frame,
+    headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
                             stage_times(_timing_rows(run.artifacts)))
     return {**headline, "artifacts": sections["artifacts"]}
 
@@ -120,10 +129,13 @@ _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss"
                  "mfu", "precision", "device", "world_size", "resumed_from", "trainable_parameters")
 
 
+class ReportSettings(StageSettings):
+    language: str
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
                             "fine-tune and test on NER/NLI/QA tasks over seeds", key_params=_downstream_key,
-                            uses_model=True))
+                            uses_model=True, settings=DownstreamSettings,
+                            hints=RunHints(timeout_s=48 * 3600, gpu=True)))
 REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,
-                        "the run report: method comparison, chart, downstream table"))
+                        "the run report: method comparison, chart, downstream table", settings=ReportSettings))

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from platformdirs import user_cache_dir
+from pydantic import Field
 
-from focusflow.pipeline.registry import Stage, StageRun, register
+from focusflow.config import LaptSpec
+from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.atomic import atomic_folder, atomic_write
 
@@ -61,6 +63,16 @@ def _restore_from_store(store: ArtifactStore, run_key: str, work: Path) -> None:
     log.info("restored LAPT checkpoint %s from the store", name)
 
 
+class LaptSettings(StageSettings):
+    lapt: LaptSpec
+    lineage: dict[str, Any] = Field(default_factory=dict, alias="_lineage")  # artifact URIs, outside the key
+    work_root: str | None = Field(None, alias="_work_root")
+
+    @property
+    def total_steps(self) -> int:  # what a checkpoint hook shows progress against
+        return self.lapt.total_steps
+
+
 class NotMainRank(Exception):
     """Raised on every torchrun rank but 0 once training is done: rank 0 alone commits the artifact."""
 
@@ -71,14 +83,12 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     ``_lineage`` (artifact URIs such as the source model) is recorded with every checkpoint so that
     a checkpoint can be evaluated on its own (``evaluate_checkpoint``).
     """
-    from focusflow.config import LaptSpec
     from focusflow.training import run_lapt
 
-    store, run_key = run.store, run.key
-    spec = LaptSpec(**run.params["lapt"])
-    lineage = {**{name: artifact.uri for name, artifact in run.artifacts.items()},
-               **dict(run.params.get("_lineage") or {})}
-    work = Path(run.params.get("_work_root") or default_work_root()) / LAPT_STAGE / run_key
+    store, run_key, settings = run.store, run.key, run.settings
+    spec = settings.lapt
+    lineage = {**{name: artifact.uri for name, artifact in run.artifacts.items()}, **settings.lineage}
+    work = Path(settings.work_root or default_work_root()) / LAPT_STAGE / run_key
     work.mkdir(parents=True, exist_ok=True)
     _restore_from_store(store, run_key, work)
 
@@ -109,4 +119,5 @@ def _lapt(run: StageRun) -> dict[str, Any]:
 
 LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt,
                       "language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
-                      work=("tokens", "tokens")))
+                      work=("tokens", "tokens"), settings=LaptSettings,
+                      hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True)))

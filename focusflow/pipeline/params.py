@@ -11,7 +11,8 @@ from typing import Any
 
 from focusflow.config import PipelineConfig
 from focusflow.methods import init_method
-from focusflow.pipeline.stages import folder_fingerprint
+from focusflow.pipeline.evaluation_stages import data_fingerprint
+from focusflow.storage.fingerprint import folder_fingerprint
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -27,11 +28,9 @@ def dedup_params(cfg: PipelineConfig) -> dict[str, Any]:
 
 
 def decontamination_params(cfg: PipelineConfig) -> dict[str, Any]:
-    """Evaluation data counts by content (its fingerprint); the folder is only where to read it."""
-    from focusflow.pipeline.evaluation_stages import data_fingerprint
-
+    """Evaluation data counts by the content of the files it reads; the folder is only where to read them."""
     root = cfg.evaluation.data_root
-    return {"tasks": sorted(cfg.evaluation.tasks), "data": data_fingerprint(Path(root)) if root else None,
+    return {"tasks": sorted(cfg.evaluation.tasks), "data": data_fingerprint(cfg.evaluation.tasks, root),
             "split_seed": cfg.evaluation.split_seed, "window": cfg.dedup.decontamination_window, "_data_root": root}
 
 

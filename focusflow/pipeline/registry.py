@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from focusflow.errors import FocusflowError
 from focusflow.storage import Artifact, ArtifactStore
 
@@ -50,9 +52,21 @@ class _FetchedInputs(Mapping[str, Path]):
         return len(self._artifacts)
 
 
+class StageSettings(BaseModel):
+    """A stage's parameters as one typed value: the build reads ``run.settings``, never re-parses a dict.
+
+    Parameters travel as JSON (Prefect task arguments, the key); the row's ``settings`` model parses
+    them once, just before the build. Runtime-only parameters keep their ``_`` name as the field's
+    alias (``work_root: str | None = Field(None, alias="_work_root")``). Unknown names are ignored, as
+    a build always did: they count in the key, which is all a parameter does beyond what the build reads.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
 @dataclass
 class StageRun:
-    """Everything a build sees: the folder to fill, its inputs, its parameters and where it is stored."""
+    """Everything a build sees: the folder to fill, its inputs, its settings and where it is stored."""
 
     out: Path
     inputs: Mapping[str, Path]
@@ -64,15 +78,37 @@ class StageRun:
     on_checkpoint: CheckpointCallback | None = None
     progress: bool = False
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    settings: Any = None  # the row's ``settings`` model parsed from ``params`` (None for a stage without one)
 
 
 Build = Callable[[StageRun], Mapping[str, Any] | None]
 
 
 @dataclass(frozen=True)
+class RunHints:
+    """How a runner should treat a stage, as plain data: the Prefect tasks read it, the core ignores it.
+
+    ``retries`` (after ``retry_delays_s``) apply to transient errors only: a ``FocusflowError`` explains
+    a problem of the input and is never retried. ``timeout_s`` reports a stage that hangs; ``gpu`` tags
+    it for a GPU pool; ``checkpoints``: it commits checkpoints while it runs, so a runner may pass an
+    ``on_checkpoint`` hook (its settings then have ``total_steps``).
+    """
+
+    retries: int = 0
+    retry_delays_s: tuple[float, ...] = ()
+    timeout_s: float | None = None
+    gpu: bool = False
+    checkpoints: bool = False
+
+
+@dataclass(frozen=True)
 class Stage:
-    """One pipeline step. ``inputs`` are required input names, ``optional`` may be given;
-    ``inputs=None`` accepts any names (the report reads whatever it is given)."""
+    """One pipeline step, the whole truth about it in one row.
+
+    ``inputs`` are required input names, ``optional`` may be given; ``inputs=None`` accepts any names
+    (the report reads whatever it is given). ``settings`` parses the parameters into the typed value
+    the build reads (``run.settings``); ``hints`` say how a runner should run it.
+    """
 
     name: str
     version: int
@@ -83,10 +119,27 @@ class Stage:
     key_params: Callable[[Mapping[str, Any]], dict[str, Any]] = default_key_params
     uses_model: bool = False  # loads a transformers model (see focusflow.tasks: they take turns in threads)
     work: tuple[str, str] | None = None  # (metadata key, unit) of the work done: the report's throughput column
+    settings: type[StageSettings] | None = None
+    hints: RunHints = RunHints()
+
+    def parse(self, params: Mapping[str, Any]) -> Any:
+        """The typed settings of these parameters (None for a stage without a settings model)."""
+        if self.settings is None:
+            return None
+        try:
+            return self.settings.model_validate(dict(params))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'parameters'}: {e['msg']}"
+                                 for e in exc.errors())
+            raise StageSettingsError(f"stage {self.name}: invalid parameters ({problems})") from None
 
 
 class StageInputError(FocusflowError, ValueError):
     """A stage was given the wrong set of input artifacts."""
+
+
+class StageSettingsError(FocusflowError, ValueError):
+    """A stage's parameters do not parse into its settings."""
 
 
 STAGES: dict[str, Stage] = {}
@@ -147,7 +200,7 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
         log.info("running stage %s", spec.name)
         run = StageRun(out=folder, inputs=_FetchedInputs(store, artifacts), artifacts=artifacts, params=params,
                        key=key, store=store, language=language, on_checkpoint=on_checkpoint, progress=progress,
-                       after_commit=after_commit)
+                       after_commit=after_commit, settings=spec.parse(params))
         return spec.build(run)
 
     artifact = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,

@@ -1,86 +1,144 @@
 """The corpus, vocabulary, model and intrinsic-evaluation stages, registered in the one registry.
 
-Each build is a thin call into the core with the stage's parameters and input folders.
+Each build is a thin call into the core with the stage's typed settings (``run.settings``) and its
+input folders; each row says what the stage reads, how it is keyed and how a runner should run it.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from focusflow.pipeline.registry import Stage, StageRun, register
-from focusflow.storage import sha256_file
+from pydantic import Field
+
+from focusflow.config import (
+    AlignSpec,
+    CleaningSpec,
+    CorpusSpec,
+    DedupSpec,
+    FastTextSpec,
+    PrecisionName,
+    SplitSpec,
+    TokenizerSpec,
+)
+from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
+
+
+class CorpusSettings(StageSettings):
+    language: str
+    corpus: CorpusSpec
+    cleaning: CleaningSpec
+
+
+class DedupSettings(StageSettings):
+    dedup: DedupSpec
+
+
+class DecontaminationSettings(StageSettings):
+    tasks: list[str]
+    data: str | None = None  # the fingerprint of the evaluation files read (the key's view of data_root)
+    split_seed: int = 0
+    window: int
+    data_root: str | None = Field(None, alias="_data_root")
+
+
+class SplitSettings(StageSettings):
+    split: SplitSpec
+
+
+class SourceSettings(StageSettings):
+    source_model: str
+    fingerprint: str | None = None  # a local folder counts by content
+    options: dict[str, Any] = Field(default_factory=dict)  # prepare_source's options (head_spec)
+    location: str | None = Field(None, alias="_location")
+    cache_dir: str | None = Field(None, alias="_cache_dir")
+
+
+class TokenizerSettings(StageSettings):
+    tokenizer: TokenizerSpec
+
+
+class FastTextSettings(StageSettings):
+    fasttext: FastTextSpec
+
+
+class InitSettings(StageSettings):
+    method: str
+    mode: str
+    seed: int = 0
+    options: dict[str, Any] = Field(default_factory=dict)  # the method's options (extend_top_n, rare_tokens)
+
+
+class AlignSettings(StageSettings):
+    align: AlignSpec
+    work_root: str | None = Field(None, alias="_work_root")
+
+
+class HeldoutSettings(StageSettings):
+    """The reference and intrinsic stages: the same for every model, so that their numbers compare."""
+
+    max_sentences: int
+    seed: int = 0
+    precision: PrecisionName = "auto"
 
 
 def _corpus(run: StageRun) -> Mapping[str, Any]:
-    from focusflow.config import CleaningSpec, CorpusSpec
     from focusflow.corpus import collect_corpus
 
-    p = run.params
-    return collect_corpus(CorpusSpec(**p["corpus"]), CleaningSpec(**p["cleaning"]), p["language"], run.out)
+    s: CorpusSettings = run.settings
+    return collect_corpus(s.corpus, s.cleaning, s.language, run.out)
 
 
 def _dedup(run: StageRun) -> Mapping[str, Any]:
-    from focusflow.config import DedupSpec
     from focusflow.corpus import deduplicate
 
-    return deduplicate(run.inputs["corpus"] / "documents.jsonl", DedupSpec(**run.params["dedup"]), run.out)
+    s: DedupSettings = run.settings
+    return deduplicate(run.inputs["corpus"] / "documents.jsonl", s.dedup, run.out)
 
 
 def _decontaminate(run: StageRun) -> Mapping[str, Any]:
     from focusflow.corpus.decontaminate import decontaminate
     from focusflow.evaluation.downstream.texts import evaluation_texts
 
-    p = run.params
-    root = Path(p["_data_root"]) if p.get("_data_root") else None
-    texts = evaluation_texts(p["tasks"], root, p["split_seed"])
-    return decontaminate(run.inputs["dedup"] / "documents.jsonl", texts, run.out, window=p["window"],
-                         stride=max(1, p["window"] // 2))
+    s: DecontaminationSettings = run.settings
+    texts = evaluation_texts(s.tasks, Path(s.data_root) if s.data_root else None, s.split_seed)
+    return decontaminate(run.inputs["dedup"] / "documents.jsonl", texts, run.out, window=s.window,
+                         stride=max(1, s.window // 2))
 
 
 def _split(run: StageRun) -> Mapping[str, Any]:
-    from focusflow.config import SplitSpec
     from focusflow.corpus import split_corpus
 
-    return split_corpus(run.inputs["dedup"] / "documents.jsonl", SplitSpec(**run.params["split"]), run.out)
-
-
-def folder_fingerprint(folder: Path) -> str:
-    """sha256 over a folder's relative file names and file hashes: moving it keeps it, editing changes it."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + sha256_file(path).encode())
-    return digest.hexdigest()
+    s: SplitSettings = run.settings
+    return split_corpus(run.inputs["dedup"] / "documents.jsonl", s.split, run.out)
 
 
 def _source(run: StageRun) -> Mapping[str, Any]:
     from focusflow.models import prepare_source
 
-    p = run.params
+    s: SourceSettings = run.settings
     head_train = run.inputs["split"] / "train.jsonl" if "split" in run.inputs else None
-    return prepare_source(p.get("_location") or p["source_model"], run.out, head_train=head_train,
-                          cache_dir=p.get("_cache_dir"), **p.get("options", {}))
+    return prepare_source(s.location or s.source_model, run.out, head_train=head_train, cache_dir=s.cache_dir,
+                          **s.options)
 
 
 def _tokenizer(run: StageRun) -> Mapping[str, Any]:
-    from focusflow.config import TokenizerSpec
     from focusflow.tokenizer import train_tokenizer
 
+    s: TokenizerSettings = run.settings
     split = run.inputs["split"]
     heldout = split / "heldout.jsonl"
-    return train_tokenizer(split / "train.jsonl", TokenizerSpec(**run.params["tokenizer"]), run.out,
+    return train_tokenizer(split / "train.jsonl", s.tokenizer, run.out,
                            source_tokenizer=run.inputs["source"] if "source" in run.inputs else None,
                            heldout=heldout if heldout.is_file() else None)
 
 
 def _fasttext(run: StageRun) -> Mapping[str, Any]:
-    from focusflow.config import FastTextSpec
     from focusflow.embeddings import train_aux_embeddings
 
-    return train_aux_embeddings(run.inputs["tokenizer"], run.inputs["split"] / "train.jsonl",
-                                FastTextSpec(**run.params["fasttext"]), run.out)
+    s: FastTextSettings = run.settings
+    return train_aux_embeddings(run.inputs["tokenizer"], run.inputs["split"] / "train.jsonl", s.fasttext, run.out)
 
 
 def _init(run: StageRun) -> Mapping[str, Any]:
@@ -89,8 +147,9 @@ def _init(run: StageRun) -> Mapping[str, Any]:
     ``dictionary.tsv``)."""
     from focusflow.embeddings import initialize_model
 
-    p, given = run.params, run.inputs
-    options = dict(p.get("options", {}))
+    s: InitSettings = run.settings
+    given = run.inputs
+    options = dict(s.options)
     if "split" in given:
         options["train"] = given["split"] / "train.jsonl"
     if "wechsel" in given:
@@ -98,8 +157,8 @@ def _init(run: StageRun) -> Mapping[str, Any]:
                        wechsel_target_vectors=given["wechsel"] / "target.bin",
                        wechsel_dictionary=given["wechsel"] / "dictionary.tsv")
     return initialize_model(given["source"], given["tokenizer"] if "tokenizer" in given else None, run.out,
-                            method=p["method"], mode=p["mode"],
-                            aux_dir=given["fasttext"] if "fasttext" in given else None, seed=p["seed"], **options)
+                            method=s.method, mode=s.mode,
+                            aux_dir=given["fasttext"] if "fasttext" in given else None, seed=s.seed, **options)
 
 
 def _align(run: StageRun) -> Mapping[str, Any]:
@@ -111,14 +170,14 @@ def _align(run: StageRun) -> Mapping[str, Any]:
     import json
     import shutil
 
-    from focusflow.config import AlignSpec
     from focusflow.embeddings.api import TOTALS_FILE
     from focusflow.pipeline.lapt_stage import default_work_root
     from focusflow.training import align_embeddings
 
-    work = Path(run.params.get("_work_root") or default_work_root()) / "align" / run.key
+    s: AlignSettings = run.settings
+    work = Path(s.work_root or default_work_root()) / "align" / run.key
     summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "train.jsonl", work,
-                               AlignSpec(**run.params["align"]), resume=True, progress=run.progress)
+                               s.align, resume=True, progress=run.progress)
     shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
     for extra in ("metrics.csv", "loss_curve.png", "summary.json"):
         if (work / extra).exists():
@@ -134,44 +193,50 @@ def _reference(run: StageRun) -> Mapping[str, Any]:
     """Held-out sentences for one tokenizer and the source's embeddings of them, shared by its models."""
     from focusflow.evaluation.intrinsic import build_reference
 
-    p = run.params
+    s: HeldoutSettings = run.settings
     return build_reference(run.inputs["source"], run.inputs["split"] / "heldout.jsonl", run.out,
                            tokenizer_dir=run.inputs["tokenizer"] if "tokenizer" in run.inputs else None,
-                           max_sentences=p["max_sentences"], seed=p["seed"], precision=p.get("precision", "auto"))
+                           max_sentences=s.max_sentences, seed=s.seed, precision=s.precision)
 
 
 def _intrinsic(run: StageRun) -> Mapping[str, Any]:
     from focusflow.evaluation.intrinsic import evaluate_against_reference
 
-    p = run.params
-    return evaluate_against_reference(run.inputs["model"], run.inputs["reference"], run.out, seed=p["seed"],
-                                      precision=p.get("precision", "auto"))
+    s: HeldoutSettings = run.settings
+    return evaluate_against_reference(run.inputs["model"], run.inputs["reference"], run.out, seed=s.seed,
+                                      precision=s.precision)
 
 
+# corpus and source read from the network (retried on transient errors); a dead mirror can hang a download,
+# so their timeouts report one (Prefect cannot interrupt a blocking call in a worker thread)
 CORPUS = register(Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus",
-                         work=("bytes", "bytes")))
+                         work=("bytes", "bytes"), settings=CorpusSettings,
+                         hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=6 * 3600)))
 DEDUP = register(Stage("dedup", 1, ("corpus",), _dedup, "exact and near-duplicate removal",
-                        work=("input_bytes", "bytes")))
-DECONTAMINATE = register(Stage("decontaminate", 1, ("dedup",), _decontaminate,
-                               "drop lines that overlap evaluation dev/test text"))
+                        work=("input_bytes", "bytes"), settings=DedupSettings))
+# version 2: the key's ``data`` is the fingerprint of the task folders it reads (see evaluation_stages)
+DECONTAMINATE = register(Stage("decontaminate", 2, ("dedup",), _decontaminate,
+                               "drop lines that overlap evaluation dev/test text", settings=DecontaminationSettings))
 SPLIT = register(Stage("split", 1, ("dedup",), _split, "deterministic held-out split by document hash",
-                        work=("documents", "documents")))
+                        work=("documents", "documents"), settings=SplitSettings))
 SOURCE = register(Stage("source", 1, (), _source,
                         "source model folder; an MLM head is trained on the train split when it has none",
-                        optional=("split",), uses_model=True))
+                        optional=("split",), uses_model=True, settings=SourceSettings,
+                        hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=3 * 3600)))
 TOKENIZER = register(Stage("tokenizer", 1, ("split",), _tokenizer, "language tokenizer from the train split",
-                           optional=("source",), work=("training_chars", "chars")))
+                           optional=("source",), work=("training_chars", "chars"), settings=TokenizerSettings))
 FASTTEXT = register(Stage("fasttext", 2, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
-                           work=("tokens", "tokens")))
+                           work=("tokens", "tokens"), settings=FastTextSettings))
 INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
                       optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True,
-                      work=("target_vocab_size", "rows")))
+                      work=("target_vocab_size", "rows"), settings=InitSettings))
 ALIGN = register(Stage("align", 1, ("model", "source", "split"), _align,
                       "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True,
-                      work=("align.tokens", "tokens")))
+                      work=("align.tokens", "tokens"), settings=AlignSettings))
 REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,
                            "held-out sentences for one tokenizer and the source model's embeddings of them",
-                           optional=("tokenizer",), uses_model=True, work=("n_sentences", "sentences")))
+                           optional=("tokenizer",), uses_model=True, work=("n_sentences", "sentences"),
+                           settings=HeldoutSettings))
 INTRINSIC = register(Stage("intrinsic", 2, ("model", "reference"), _intrinsic,
                            "held-out MLM loss and fidelity against a reference", uses_model=True,
-                           work=("n_sentences", "sentences")))
+                           work=("n_sentences", "sentences"), settings=HeldoutSettings))

@@ -1,9 +1,9 @@
 """One Prefect task per registered stage, each a thin wrapper over ``focusflow.pipeline.run_stage``.
 
 The cache key is ``stage_key`` (what ``run_stage`` stores under), results are artifact URIs persisted
-in the store, and each stage publishes its metrics to the Prefect UI. The few stage-specific
-behaviours (LAPT's progress artifact and checkpoint events, the downstream table, the report page)
-are hooks, not separate tasks.
+in the store, and each stage publishes its metrics to the Prefect UI. Retries, timeouts, GPU tags and
+the checkpoint hook come from the stage's row (``Stage.hints``); the UI pages of the downstream table
+and the report are the only per-stage code here.
 """
 
 from __future__ import annotations
@@ -17,18 +17,11 @@ from prefect.context import TaskRunContext
 from prefect.states import State
 
 from focusflow.errors import FocusflowError
-from focusflow.pipeline import STAGES, run_stage
+from focusflow.pipeline import STAGES, Stage, run_stage
 from focusflow.storage import Artifact, ArtifactStore
+from focusflow.tasks.checkpoints import checkpoint_callback
 from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot
-from focusflow.tasks.lapt import lapt_checkpoint_callback
 from focusflow.tasks.report import publish_downstream, publish_report
-
-# Stages that read from the network or object storage are retried with backoff.
-_IO_STAGES = {"corpus", "source"}
-# Downloads can hang on a dead mirror; training is bounded by its own budget, the limits only report
-# (Prefect cannot interrupt a blocking call in a worker thread).
-_TIMEOUT_S = {"corpus": 6 * 3600, "source": 3 * 3600, "lapt": 72 * 3600, "downstream": 48 * 3600}
-_GPU_STAGES = {"lapt", "downstream"}
 
 Publisher = Callable[[ArtifactStore, Artifact, str | None, str | None], None]
 
@@ -46,34 +39,38 @@ def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) 
     return not isinstance(error, FocusflowError)
 
 
-def _make(stage: str) -> Task[..., str]:
+def _make(spec: Stage) -> Task[..., str]:
+    """The stage's task, configured from its row: its run hints are the task's retries, timeout and tags."""
+    hints = spec.hints
+
     def run(store_uri: str, params: dict[str, Any], inputs: dict[str, str] | None = None,
             language: str | None = None, label: str | None = None) -> str:
         store = ArtifactStore(store_uri)
         language = language or params.get("language")
         in_flow = TaskRunContext.get() is not None
-        on_checkpoint = lapt_checkpoint_callback(params, language) if stage == "lapt" and in_flow else None
-        with stage_slot(STAGES[stage].uses_model):
-            artifact = run_stage(store, stage, params, inputs or {}, language=language, on_checkpoint=on_checkpoint)
+        on_checkpoint = (checkpoint_callback(spec.name, spec.parse(params).total_steps, language)
+                         if hints.checkpoints and in_flow else None)
+        with stage_slot(spec.uses_model):
+            artifact = run_stage(store, spec, params, inputs or {}, language=language, on_checkpoint=on_checkpoint)
         if in_flow:
-            _PUBLISHERS.get(stage, _publish_metrics)(store, artifact, language, label)
+            _PUBLISHERS.get(spec.name, _publish_metrics)(store, artifact, language, label)
         return artifact.uri
 
-    run.__name__ = f"{stage.replace('-', '_')}_stage"
-    run.__doc__ = STAGES[stage].description
+    run.__name__ = f"{spec.name.replace('-', '_')}_stage"
+    run.__doc__ = spec.description
     return task(
         run,
-        name=stage,
-        cache_policy=ArtifactKeyPolicy(stage=stage),
+        name=spec.name,
+        cache_policy=ArtifactKeyPolicy(stage=spec.name),
         persist_result=True,
         result_serializer="json",
-        retries=2 if stage in _IO_STAGES else 0,
-        retry_delay_seconds=[10, 60] if stage in _IO_STAGES else 0,
+        retries=hints.retries,
+        retry_delay_seconds=list(hints.retry_delays_s) or 0,
         retry_condition_fn=retry_transient,
-        timeout_seconds=_TIMEOUT_S.get(stage),
-        tags=[f"stage:{stage}", *(["gpu"] if stage in _GPU_STAGES else [])],
-        task_run_name=run_name(stage),
+        timeout_seconds=hints.timeout_s,
+        tags=[f"stage:{spec.name}", *(["gpu"] if hints.gpu else [])],
+        task_run_name=run_name(spec.name),
     )
 
 
-STAGE_TASKS: dict[str, Task[..., str]] = {name: _make(name) for name in STAGES}
+STAGE_TASKS: dict[str, Task[..., str]] = {name: _make(spec) for name, spec in STAGES.items()}

@@ -6,9 +6,11 @@
 
 The run is the whole ``specialize`` graph (every stage: decontamination, both references, align,
 LAPT, downstream, report) walked without building anything: each stage caller computes its key with
-the registry's ``stage_key`` and stands in for its artifact with a content hash derived from that key,
-so a key depends on the parameters, versions and wiring of everything upstream, and the walk takes a
-second. Only APIs that both versions share are used.
+the registry's ``stage_key`` and stands in for its artifact with a content hash derived from what a
+build's output depends on: its stage, key parameters and input contents (not its version, nor how the
+evaluation data is fingerprinted: the files are the same). A key thus depends on the parameters,
+versions and wiring of everything upstream, a version bump shows in that stage's keys alone, and the
+walk takes a second. Only APIs that both versions share are used.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from focusflow.config import load_config
-from focusflow.pipeline import stage_key
+from focusflow.pipeline import get_stage, stage_key
 from focusflow.pipeline.graph import specialize
 from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage.keys import canonical_json
 
 FILES = {  # an evaluation data root: the two tasks the run reads, and a folder of a task it does not
     "ner/masakhaner2/swa/train.txt": "Juma B-PER\nanakula O\n", "ner/masakhaner2/swa/dev.txt": "Asha B-PER\n",
@@ -37,9 +40,11 @@ UNRELATED = {"cls/sib200/hau_Latn/train.tsv": "index_id\tcategory\ttext\n1\tscie
 
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write the files that are not there yet (a test may have edited one)."""
     for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text, encoding="utf-8")
+        if not (root / name).exists():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text, encoding="utf-8")
     return root
 
 
@@ -54,7 +59,9 @@ class KeyOnly:
         inputs = {name: getattr(value, "result", lambda v=value: v)() for name, value in (inputs or {}).items()}
         key = stage_key(ArtifactStore(store_uri), self.stage, params, inputs)
         self.keys.append((self.stage, label or "", key))
-        content = hashlib.sha256(f"content of {key}".encode()).hexdigest()
+        output = {k: v for k, v in get_stage(self.stage).key_params(params).items() if k != "data"}
+        contents = {name: value.content_hash for name, value in inputs.items()}
+        content = hashlib.sha256(canonical_json([self.stage, output, contents]).encode()).hexdigest()
         return Artifact(store_uri, self.stage, key, {"content_hash": content})
 
     def submit(self, *args: Any, **kwargs: Any) -> Any:

@@ -149,3 +149,39 @@ def test_the_report_shows_where_the_time_went(corpus_config, tmp_path):
     assert corpus["unit"] == "bytes" and corpus["work"] == store.resolve(graph["corpus"]).metadata["bytes"]
     assert corpus["per_second"] == pytest.approx(corpus["work"] / corpus["seconds"])
     assert "## Where the time went" in store.read_bytes(report, "report.md").decode()
+
+
+def test_a_build_receives_its_parameters_parsed_into_the_rows_settings(tmp_path):
+    from pydantic import Field
+
+    from focusflow.pipeline import Stage, StageSettings
+    from focusflow.pipeline.registry import StageSettingsError
+
+    class Settings(StageSettings):
+        steps: int
+        work_root: str | None = Field(None, alias="_work_root")
+
+    seen = []
+
+    def build(run):
+        seen.append(run.settings)
+        (run.out / "steps.txt").write_text(str(run.settings.steps), encoding="utf-8")
+
+    stage = Stage("typed", 1, (), build, settings=Settings)
+    store = ArtifactStore(tmp_path / "store")
+    run_stage(store, stage, {"steps": 3, "_work_root": "/scratch"})
+    assert seen == [Settings(steps=3, work_root="/scratch")]
+    with pytest.raises(StageSettingsError, match="stage typed: invalid parameters \\(steps: "):
+        run_stage(store, stage, {"steps": "many"})
+    assert all(spec.settings is not None for spec in STAGES.values())  # every stage reads typed settings
+
+
+def test_each_stage_task_runs_as_its_row_says():
+    from focusflow.tasks.stages import STAGE_TASKS
+
+    for name, task in STAGE_TASKS.items():
+        hints = get_stage(name).hints
+        assert (task.retries, task.timeout_seconds, "gpu" in task.tags) == (hints.retries, hints.timeout_s, hints.gpu)
+    assert get_stage("corpus").hints.retries == get_stage("source").hints.retries == 2
+    assert get_stage("lapt").hints.checkpoints and get_stage("lapt").hints.gpu and get_stage("downstream").hints.gpu
+    assert get_stage("tokenizer").hints.retries == 0

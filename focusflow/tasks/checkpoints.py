@@ -1,4 +1,5 @@
-"""LAPT in a flow: a progress artifact, and every stored checkpoint becomes a Prefect event."""
+"""A checkpointing stage in a flow (``Stage.hints.checkpoints``): a progress artifact, and every stored
+checkpoint becomes a Prefect event (what re-evaluation deployments trigger on)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,12 @@ from focusflow.storage import redact_uri
 from focusflow.tasks.common import artifact_key_name
 
 
-def lapt_checkpoint_callback(params: Mapping[str, Any], language: str | None) -> CheckpointCallback:
-    """Progress in the UI and one event per stored checkpoint (what re-evaluation deployments trigger on)."""
-    from focusflow.config import LaptSpec
-
+def checkpoint_callback(stage: str, total_steps: int, language: str | None) -> CheckpointCallback:
+    """Progress in the UI and one event per stored checkpoint of ``stage`` (``total_steps`` optimizer steps)."""
     logger = get_run_logger()
-    total = max(1, LaptSpec(**params["lapt"]).total_steps)
-    progress_id = create_progress_artifact(progress=0.0, key=artifact_key_name(language or "run", "lapt-progress"),
-                                           description=f"LAPT progress ({total} optimizer steps)")
+    total = max(1, total_steps)
+    progress_id = create_progress_artifact(progress=0.0, key=artifact_key_name(language or "run", f"{stage}-progress"),
+                                           description=f"{stage.upper()} progress ({total} optimizer steps)")
 
     def on_checkpoint(uri: str, step: int, metrics: Mapping[str, Any]) -> None:
         update_progress_artifact(progress_id, progress=min(100.0, 100.0 * step / total))
