@@ -2,7 +2,8 @@
 
 ``prepare_branches`` and ``specialize`` take ``tasks``, a mapping from stage name to a caller with
 the stage-task signature ``(store_uri, params, inputs, language=None, label=None) -> uri`` and a
-``submit`` that returns an object with ``result()``. The Prefect flows pass Prefect tasks (cached,
+``submit`` that returns an object with ``result()``; the store, the language and each stage's
+parameters are bound once (``_Run``), so the graph reads one line a stage. The Prefect flows pass Prefect tasks (cached,
 concurrent, visible in the UI); :func:`local_tasks` gives plain in-process callers over
 ``run_stage`` for the same graph without Prefect (``focusflow compare``).
 """
@@ -22,53 +23,59 @@ from focusflow.storage import ArtifactStore
 CORPUS_AND_VOCABULARY_STAGES = ("corpus", "dedup", "decontaminate", "split", "tokenizer", "fasttext")
 
 
+class _Run:
+    """The graph's stage callers with the store, the language and the configuration bound once.
+
+    ``run("dedup", corpus=corpus)`` runs a stage and waits for it, ``run.submit(...)`` returns a future;
+    inputs are keywords, the parameters are the stage's own (``params.FROM_CONFIG``) unless given.
+    """
+
+    def __init__(self, cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> None:
+        self.cfg, self.store_uri, self.tasks = cfg, store_uri, tasks
+
+    def _arguments(self, stage: str, params: dict[str, Any] | None, label: str | None,
+                   inputs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        params = P.FROM_CONFIG[stage](self.cfg) if params is None else params
+        return (self.store_uri, params, inputs), {"language": self.cfg.language, **({"label": label} if label else {})}
+
+    def __call__(self, stage: str, params: dict[str, Any] | None = None, /, *, label: str | None = None,
+                 **inputs: Any) -> Any:
+        args, kwargs = self._arguments(stage, params, label, inputs)
+        return self.tasks[stage](*args, **kwargs)
+
+    def submit(self, stage: str, params: dict[str, Any] | None = None, /, *, label: str | None = None,
+               **inputs: Any) -> Any:
+        args, kwargs = self._arguments(stage, params, label, inputs)
+        return self.tasks[stage].submit(*args, **kwargs)
+
+
 def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """Corpus, tokenizer, fastText and every initialization with its intrinsic evaluation."""
-    language = cfg.language
-    corpus = tasks["corpus"](store_uri, P.corpus_params(cfg), {}, language=language)
-    dedup = tasks["dedup"](store_uri, P.dedup_params(cfg), {"corpus": corpus}, language=language)
-    training_text, decontaminated = dedup, {}
-    if cfg.evaluation.tasks and cfg.dedup.decontaminate:
-        training_text = tasks["decontaminate"](store_uri, P.decontamination_params(cfg), {"dedup": dedup},
-                                               language=language)
-        decontaminated = {"decontaminate": training_text}
-    split = tasks["split"](store_uri, P.split_params(cfg), {"dedup": training_text}, language=language)
-    source = tasks["source"].submit(store_uri, P.source_params_for(cfg), {"split": split}, language=language)
-    tokenizer = tasks["tokenizer"](store_uri, P.tokenizer_params(cfg), {"split": split, "source": source},
-                                   language=language)
-    fasttext = tasks["fasttext"](store_uri, P.fasttext_params(cfg), {"tokenizer": tokenizer, "split": split},
-                                 language=language)
-    bases = dict.fromkeys(split_method(method)[0] for method in cfg.init.methods)
-    initialized = {
-        base: tasks["init"].submit(store_uri, P.init_params(cfg, base),
-                                   {"source": source, "tokenizer": tokenizer, "fasttext": fasttext, "split": split},
-                                   language=language, label=base)
-        for base in bases
-    }
+    run = _Run(cfg, store_uri, tasks)
+    corpus = run("corpus")
+    dedup = run("dedup", corpus=corpus)
+    decontaminated = ({"decontaminate": run("decontaminate", dedup=dedup)}
+                      if cfg.evaluation.tasks and cfg.dedup.decontaminate else {})
+    split = run("split", dedup=decontaminated.get("decontaminate", dedup))
+    source = run.submit("source", split=split)
+    tokenizer = run("tokenizer", split=split, source=source)
+    fasttext = run("fasttext", tokenizer=tokenizer, split=split)
+    initialized = {base: run.submit("init", P.init_params(cfg, base), label=base,
+                                    source=source, tokenizer=tokenizer, fasttext=fasttext, split=split)
+                   for base in dict.fromkeys(split_method(method)[0] for method in cfg.init.methods)}
     models = {}
     for method in cfg.init.methods:
         base, refinements = split_method(method)
-        model = initialized[base]
-        if "align" in refinements:
-            model = tasks["align"].submit(store_uri, P.align_params(cfg), {"model": model, "source": source,
-                                                                        "split": split}, language=language, label=method)
-        models[method] = model
+        models[method] = (run.submit("align", label=method, model=initialized[base], source=source, split=split)
+                          if "align" in refinements else initialized[base])
     # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models
-    references = {"target": tasks["reference"].submit(store_uri, P.intrinsic_params(cfg),
-                                                      {"source": source, "split": split, "tokenizer": tokenizer},
-                                                      language=language, label="target")}
+    references = {"target": run.submit("reference", label="target", source=source, split=split, tokenizer=tokenizer)}
     evaluated = {name: (model, "target") for name, model in models.items()}
     if cfg.orchestration.evaluate_original:
-        references["source"] = tasks["reference"].submit(store_uri, P.intrinsic_params(cfg),
-                                                         {"source": source, "split": split},
-                                                         language=language, label="source")
+        references["source"] = run.submit("reference", label="source", source=source, split=split)
         evaluated = {"original": (source, "source"), **evaluated}
-    intrinsic = {
-        name: tasks["intrinsic"].submit(store_uri, P.intrinsic_params(cfg),
-                                        {"model": model, "reference": references[reference]},
-                                        language=language, label=name)
-        for name, (model, reference) in evaluated.items()
-    }
+    intrinsic = {name: run.submit("intrinsic", label=name, model=model, reference=references[reference])
+                 for name, (model, reference) in evaluated.items()}
     return {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "source": source,
             "tokenizer": tokenizer, "fasttext": fasttext, "models": models, "references": references,
             "intrinsic": intrinsic}
@@ -88,38 +95,27 @@ def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str,
 
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """The whole pipeline for one language: branches, LAPT, downstream evaluation, report."""
-    language = cfg.language
+    run = _Run(cfg, store_uri, tasks)
     branches = prepare_branches(cfg, store_uri, tasks)
-    lapt = {}
-    if cfg.lapt.total_steps > 0:
-        lapt = {
-            method: tasks["lapt"].submit(store_uri, P.lapt_params(cfg, {"source": branches["source"],
-                                                                         "tokenizer": branches["tokenizer"]}),
-                                         {"model": branches["models"][method], "split": branches["split"]},
-                                         language=language, label=method)
-            for method in cfg.orchestration.lapt_methods if method in branches["models"]
-        }
-    lapt_intrinsic = {
-        f"{method}+lapt": tasks["intrinsic"].submit(
-            store_uri, P.intrinsic_params(cfg), {"model": model, "reference": branches["references"]["target"]},
-            language=language, label=f"{method}+lapt")
-        for method, model in lapt.items()
-    }
+    models, split, target = branches["models"], branches["split"], branches["references"]["target"]
+    lineage = {"source": branches["source"], "tokenizer": branches["tokenizer"]}  # travels with every checkpoint
+    lapt = ({method: run.submit("lapt", P.lapt_params(cfg, lineage), label=method, model=models[method], split=split)
+             for method in cfg.orchestration.lapt_methods if method in models}
+            if cfg.lapt.total_steps > 0 else {})
+    lapt_intrinsic = {f"{method}+lapt": run.submit("intrinsic", label=f"{method}+lapt", model=model, reference=target)
+                      for method, model in lapt.items()}
     downstream = {}
     if cfg.evaluation.tasks:
-        candidates = {f"{m}+lapt": f for m, f in lapt.items()} or dict(branches["models"])
+        candidates = {f"{m}+lapt": f for m, f in lapt.items()} or dict(models)
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches["source"], **candidates}
-        downstream = {name: tasks["downstream"].submit(store_uri, P.downstream_params(cfg, name), {"model": model},
-                                                       language=language, label=name)
+        downstream = {name: run.submit("downstream", P.downstream_params(cfg, name), label=name, model=model)
                       for name, model in candidates.items()}
-    report = tasks["report"](store_uri, P.report_params(cfg),
-                             report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic),
-                             language=language)
+    report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic))
     resolved: dict[str, Any] = {name: _value(branches[name]) for name in CORPUS_AND_VOCABULARY_STAGES
                                 if name in branches}
     resolved["source"] = _value(branches["source"])
-    resolved["models"] = {m: _value(f) for m, f in branches["models"].items()}
+    resolved["models"] = {m: _value(f) for m, f in models.items()}
     resolved["lapt"] = {m: _value(f) for m, f in lapt.items()}
     resolved["downstream"] = {m: _value(f) for m, f in downstream.items()}
     resolved["report"] = report
@@ -129,7 +125,7 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
 def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> str:
     """Every initialization method on the same tokenizer, fastText and held-out text; returns the report URI."""
     branches = prepare_branches(cfg, store_uri, tasks)
-    return tasks["report"](store_uri, P.report_params(cfg), report_inputs(branches), language=cfg.language)
+    return _Run(cfg, store_uri, tasks)("report", **report_inputs(branches))
 
 
 def _value(result: Any) -> Any:

@@ -96,3 +96,10 @@ def downstream_params(cfg: PipelineConfig, name: str, tasks: list[str] | None = 
 
 def report_params(cfg: PipelineConfig) -> dict[str, Any]:
     return {"language": cfg.language}
+
+
+#: The stages whose parameters follow from the configuration alone (what the graph passes by default).
+FROM_CONFIG = {"corpus": corpus_params, "dedup": dedup_params, "decontaminate": decontamination_params,
+               "split": split_params, "source": source_params_for, "tokenizer": tokenizer_params,
+               "fasttext": fasttext_params, "align": align_params, "reference": intrinsic_params,
+               "intrinsic": intrinsic_params, "report": report_params}
