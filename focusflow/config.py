@@ -7,6 +7,7 @@ a silently ignored setting. Defaults follow the FOCUS paper where it states one.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -351,7 +352,7 @@ def _known_names(loc: tuple[Any, ...]) -> list[str]:
     return list(getattr(model, "model_fields", {}))
 
 
-def _format_errors(error: ValidationError) -> str:
+def format_errors(error: ValidationError) -> str:
     """Every problem on one line, each naming its field; a misspelled name gets its nearest known one."""
     problems = []
     for item in error.errors():
@@ -390,13 +391,21 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     return data
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
+def merge_layers(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The one way configuration layers combine: a later layer wins, section by section.
+
+    A section in a later layer replaces only the fields it names (``{"lapt": {"steps": 9}}`` keeps the
+    other LAPT settings of the layers below); ``None`` layers are skipped. Every entry point layers
+    through this (the YAML file, a flow's ``config`` mapping, ``--set`` overrides, command options,
+    the language registry's defaults and entries) before ``load_config`` validates the result.
+    """
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+                merged[key] = merge_layers(merged[key], value)
+            else:
+                merged[key] = dict(value) if isinstance(value, Mapping) else value
     return merged
 
 
@@ -404,7 +413,7 @@ def build_config(data: dict[str, Any]) -> PipelineConfig:
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc)) from None
+        raise ConfigError(format_errors(exc)) from None
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -415,21 +424,23 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     return f"{where}: {problem}"
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                **fields: Any) -> PipelineConfig:
-    """Read YAML (optional), apply dotted overrides and keyword fields, validate."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"config file {file} does not exist")
-        try:
-            loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {file} is not valid YAML{_yaml_problem(exc)}; fix the file") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {file} must hold a mapping at the top level")
-        data = loaded
-    data = _merge(data, parse_overrides(overrides or []))
-    data = _merge(data, {k: v for k, v in fields.items() if v is not None})
-    return build_config(data)
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, *,
+                layers: Sequence[Mapping[str, Any] | None] = (), **fields: Any) -> PipelineConfig:
+    """The run configuration: the YAML file (optional) < ``layers`` (mappings, in order) < dotted
+    ``overrides`` < keyword ``fields`` (``None`` skipped), merged by :func:`merge_layers`, then validated."""
+    return build_config(merge_layers(_read_config_file(path) if path is not None else {}, *layers,
+                                     parse_overrides(overrides or []),
+                                     {k: v for k, v in fields.items() if v is not None}))
+
+
+def _read_config_file(path: str | Path) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file {file} does not exist")
+    try:
+        loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {file} is not valid YAML{_yaml_problem(exc)}; fix the file") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {file} must hold a mapping at the top level")
+    return loaded

@@ -60,3 +60,19 @@ def test_missing_language_and_bad_file(tmp_path):
     bad.write_text("- a list\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(bad)
+
+
+def test_layers_merge_section_by_section_later_layers_winning():
+    from focusflow.config import merge_layers
+
+    base = {"lapt": {"steps": 4, "lr": 1e-4}, "store": "a"}
+    merged = merge_layers(base, None, {"lapt": {"steps": 9}}, {"store": "b", "tokenizer": {"vocab_size": 300}})
+    assert merged == {"lapt": {"steps": 9, "lr": 1e-4}, "store": "b", "tokenizer": {"vocab_size": 300}}
+    assert base == {"lapt": {"steps": 4, "lr": 1e-4}, "store": "a"}  # the layers themselves are left as they were
+
+
+def test_file_then_layers_then_overrides_then_fields(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("language: ha\nlapt: {steps: 1, lr: 0.001}\ntokenizer: {vocab_size: 500}\n", encoding="utf-8")
+    cfg = load_config(path, ["lapt.steps=3"], layers=[{"lapt": {"steps": 2, "seed": 7}}, None], language="sw")
+    assert (cfg.language, cfg.lapt.steps, cfg.lapt.lr, cfg.lapt.seed, cfg.tokenizer.vocab_size) == ("sw", 3, 0.001, 7, 500)

@@ -43,14 +43,10 @@ def run_flow(
 ) -> None:
     """Run specialize_language (a Prefect flow; ephemeral API unless PREFECT_API_URL is set)."""
     _prefect_environment()
-    from focusflow.config import parse_overrides
     from focusflow.flows.specialize import run_specialize
 
-    overrides = parse_overrides(set_)
-    if store:
-        overrides["store"] = store
-    run_config(config, set_, {"store": store}, language=language)  # fail fast on a bad config, as every command
-    _print_result(run_specialize(language, overrides, str(config) if config else None))
+    # loaded once, here: a bad configuration fails at once, as in every command, and the flow gets it whole
+    _print_result(run_specialize(run_config(config, set_, {"store": store}, language=language)))
 
 
 @app.command("demo")

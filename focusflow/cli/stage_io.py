@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from focusflow.config import ConfigError, PipelineConfig, load_config, parse_overrides
+from focusflow.config import ConfigError, PipelineConfig, load_config
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.atomic import atomic_folder
 from focusflow.storage.fingerprint import folder_fingerprint
@@ -34,22 +34,17 @@ ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration
 
 def run_config(config: Path | None, overrides: list[str], explicit: dict[str, Any] | None = None,
                language: str | None = None) -> PipelineConfig:
-    """The one configuration loader: YAML < ``--set`` < explicit options; unknown sections are errors."""
-    data = parse_overrides(overrides)
+    """The one configuration loader of the commands: YAML < ``--set`` < explicit options (``None`` = not
+    given); unknown sections are errors."""
+    given: dict[str, Any] = {}
     for section, values in (explicit or {}).items():
-        if not isinstance(values, dict):  # a top-level setting such as store
-            if values is not None:
-                data[section] = values
-            continue
-        given = {k: v for k, v in values.items() if v is not None}
-        if given:
-            data.setdefault(section, {}).update(given)
-    dotted = [f"{section}.{name}={json.dumps(value)}" for section, values in data.items()
-              if isinstance(values, dict) for name, value in values.items()]
-    dotted += [f"{name}={json.dumps(value)}" for name, value in data.items() if not isinstance(value, dict)]
+        if isinstance(values, dict):  # a section: the options given
+            values = {k: v for k, v in values.items() if v is not None} or None
+        if values is not None:
+            given[section] = values
     if language is None and not _names_language(config):
         language = "xx"  # stages that do not depend on the language
-    return load_config(config, dotted, language=language)
+    return load_config(config, overrides, language=language, **given)
 
 
 def _names_language(config: Path | None) -> bool:

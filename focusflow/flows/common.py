@@ -1,4 +1,4 @@
-"""Shared by the flows: reading a run's configuration and picking its task runner."""
+"""Shared by the flows: a run's configuration from their parameters, and its task runner."""
 
 from __future__ import annotations
 
@@ -6,18 +6,15 @@ from typing import Any
 
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
-from focusflow.config import PipelineConfig, build_config, load_config, parse_overrides
-from focusflow.config import _merge as merge_config
+from focusflow.config import PipelineConfig, load_config
 
 
 def load_run_config(language: str, config: dict[str, Any] | None = None, config_path: str | None = None,
                     overrides: list[str] | None = None) -> PipelineConfig:
-    """YAML file (optional) < ``config`` mapping < ``section.field=value`` overrides; language always wins."""
-    base = load_config(config_path, language=language).model_dump(mode="json") if config_path else {}
-    data = merge_config(base, config or {})
-    data = merge_config(data, parse_overrides(overrides or []))
-    data["language"] = language
-    return build_config(data)
+    """YAML file (optional) < ``config`` mapping < ``section.field=value`` overrides; language always wins.
+
+    A flow calls this once, first; everything in the run reads the configuration it returns."""
+    return load_config(config_path, overrides, layers=[config], language=language)
 
 
 def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from prefect import flow, tags
 
+from focusflow.config import PipelineConfig
 from focusflow.flows.common import load_run_config, runner_for
 from focusflow.logs import configure_output
 from focusflow.pipeline.graph import specialize
@@ -30,8 +31,9 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
     return resolved
 
 
-def run_specialize(language: str, config: dict[str, Any] | None = None, config_path: str | None = None
-                   ) -> dict[str, Any]:
-    """Run the flow with the task runner the configuration selects."""
-    cfg = load_run_config(language, config, config_path)
-    return specialize_language.with_options(task_runner=runner_for(cfg))(language, config, config_path)
+def run_specialize(cfg: PipelineConfig) -> dict[str, Any]:
+    """Run the flow on a loaded configuration with the task runner it selects.
+
+    The flow receives the configuration whole (every field, as the UI shows its parameters): the
+    file and the layers were read once, by whoever loaded ``cfg``."""
+    return specialize_language.with_options(task_runner=runner_for(cfg))(cfg.language, cfg.model_dump(mode="json"))

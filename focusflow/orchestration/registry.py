@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from focusflow.config import ConfigError, InitMethod, PipelineConfig, _format_errors, _merge
+from focusflow.config import ConfigError, InitMethod, PipelineConfig, format_errors, merge_layers
 
 DEFAULT_REGISTRY = Path("deployments/languages.yaml")
 
@@ -173,9 +173,7 @@ class LanguageRegistry(_Model):
         PipelineConfig default reaches deployed languages without redeploying.
         """
         entry = self.language(code)
-        data = _merge(_merge(self.defaults, entry.config), entry.shorthand())
-        data["language"] = entry.code
-        return data
+        return merge_layers(self.defaults, entry.config, entry.shorthand(), {"language": entry.code})
 
     def run_config(self, code: str) -> PipelineConfig:
         """The validated PipelineConfig of one language, every default filled in."""
@@ -184,7 +182,7 @@ class LanguageRegistry(_Model):
             return PipelineConfig.model_validate(self.config_overrides(code))
         except ValidationError as exc:
             index = self.languages.index(entry)
-            raise ConfigError(_format_errors(exc).replace(
+            raise ConfigError(format_errors(exc).replace(
                 "invalid configuration:", f"invalid run configuration of languages[{index}] ({entry.code}):")) from None
 
     def language(self, code: str) -> LanguageEntry:
@@ -202,7 +200,7 @@ def parse_registry(data: Any, source: str = "registry") -> LanguageRegistry:
     try:
         registry = LanguageRegistry.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc).replace("invalid configuration:", f"invalid {source}:")) from None
+        raise ConfigError(format_errors(exc).replace("invalid configuration:", f"invalid {source}:")) from None
     for entry in registry.languages:
         registry.run_config(entry.code)
     return registry
