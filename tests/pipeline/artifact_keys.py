@@ -4,6 +4,8 @@
     PYTHONPATH=.          python tests/pipeline/artifact_keys.py > branch.txt
     diff main.txt branch.txt        # identical, or each difference a named stage-version bump
 
+``--build`` builds a tiny run for real instead (minutes) and prints the keys of everything it stored.
+
 The run is the whole ``specialize`` graph (every stage: decontamination, both references, align,
 LAPT, downstream, report) walked without building anything: each stage caller computes its key with
 the registry's ``stage_key`` and stands in for its artifact with a content hash derived from what a
@@ -87,10 +89,44 @@ def fixed_run_keys(root: Path, unrelated: bool = False) -> list[tuple[str, str, 
     return keys
 
 
+def built_run_keys(root: Path) -> list[tuple[str, str, str]]:
+    """``--build``: the same graph on a tiny XLM-R and a generated corpus, every stage built for real
+    (a few minutes on 2 cores); the keys of everything it stored, sorted (stage, "", key)."""
+    import os
+
+    from focusflow.pipeline.graph import local_tasks
+    from tests.tiny_models import sample_texts, save_tiny
+
+    os.environ["FOCUSFLOW_WORK_DIR"] = str(root / "work")
+    words = [text.split() for text in sample_texts(90, seed=3)]
+    conll = ["\n".join(f"{w} {'B-PER' if i == 0 else 'O'}" for i, w in enumerate(sentence)) for sentence in words]
+    data = write_tree(root / "data", {f"ner/masakhaner2/swa/{split}.txt": "\n\n".join(conll[i * 30:(i + 1) * 30]) + "\n"
+                                      for i, split in enumerate(("train", "dev", "test"))})
+    source = root.parent / "focusflow-artifact-keys-source"  # kept: two saves of a tiny model differ in bytes
+    if not (source / "config.json").is_file():
+        save_tiny("xlmr", source, texts=sample_texts(600, seed=1), vocab_size=400)
+    corpus = write_tree(root, {"corpus.txt": "\n".join(sample_texts(2500, seed=2))}) / "corpus.txt"
+    cfg = load_config(language="sw", source_model=str(source), store=(root / "store").as_uri(),
+                      corpus={"source": "local", "paths": [str(corpus)]}, cleaning={"min_chars": 10},
+                      split={"min_heldout_documents": 100},
+                      tokenizer={"vocab_size": 300, "threads": 1},
+                      fasttext={"dim": 16, "epochs": 2, "min_count": 2, "threads": 1},
+                      init={"methods": ["focus", "random", "focus+align"], "refine": {"steps": 10}},
+                      lapt={"steps": 2, "batch_size": 4, "micro_batch_size": 2, "seq_len": 32, "checkpoint_every": 1,
+                            "eval_every": 1, "eval_sequences": 4},
+                      evaluation={"tasks": ["ner:masakhaner2:swa"], "data_root": str(data), "seeds": 1, "epochs": 1,
+                                  "heldout_sentences": 20})
+    specialize(cfg, cfg.store, local_tasks())
+    return sorted((a.stage, "", a.key) for a in ArtifactStore(cfg.store).list())
+
+
 if __name__ == "__main__":
     root = Path(tempfile.gettempdir()) / "focusflow-artifact-keys"  # a fixed place: paths are parameters
     shutil.rmtree(root, ignore_errors=True)
-    keys = fixed_run_keys(root, unrelated="--unrelated" in sys.argv)
+    if "--build" in sys.argv:
+        keys = built_run_keys(root)
+    else:
+        keys = fixed_run_keys(root, unrelated="--unrelated" in sys.argv)
     shutil.rmtree(root, ignore_errors=True)
     for stage, label, key in keys:
         print(json.dumps([stage, label, key]))
