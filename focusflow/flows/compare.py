@@ -6,6 +6,7 @@ from typing import Any
 
 from prefect import flow, tags
 
+from focusflow.config import merge_layers
 from focusflow.flows.common import load_run_config
 from focusflow.logs import configure_output
 from focusflow.pipeline.graph import compare
@@ -18,8 +19,8 @@ def compare_methods(language: str, methods: list[str] | None = None, config: dic
                     config_path: str | None = None) -> str:
     """Initialize with each method (no LAPT), evaluate all on held-out text; returns the report URI."""
     configure_output()
-    overrides = {"init": {"methods": methods}} if methods else {}
-    cfg = load_run_config(language, {**(config or {}), **overrides}, config_path)
+    cfg = load_run_config(language, merge_layers(config, {"init": {"methods": methods}} if methods else None),
+                          config_path)
     store_uri = ArtifactStore(cfg.store).uri
     with tags(f"language:{cfg.language}", "compare-methods"):
         report = compare(cfg, store_uri, tasks_for(store_uri))

@@ -52,3 +52,13 @@ def test_the_flows_and_the_commands_layer_alike(tmp_path):
     path.write_text("language: ha\ntokenizer: {vocab_size: 500}\n", encoding="utf-8")
     assert load_run_config("sw", {"tokenizer": {"algorithm": "bpe"}}, str(path), ["split.seed=3"]) == run_config(
         path, ["split.seed=3"], {"tokenizer": {"algorithm": "bpe", "vocab_size": None}}, language="sw")
+
+
+def test_compare_methods_adds_its_methods_to_the_init_section_it_is_given(monkeypatch):
+    from focusflow.flows import compare as compare_module
+
+    seen = []
+    monkeypatch.setattr(compare_module, "compare", lambda cfg, store_uri, tasks: seen.append(cfg) or "report-uri")
+    monkeypatch.setattr(compare_module, "tasks_for", lambda store_uri: {})
+    compare_module.compare_methods.fn("sw", ["random"], {"init": {"mode": "extend"}, "store": "memory://unused"})
+    assert (seen[0].init.methods, seen[0].init.mode) == (["random"], "extend")
