@@ -303,6 +303,8 @@ def test_s3_server_stopped_mid_operation_gives_clear_error(s3_server, tmp_path, 
 
 
 def test_delete_removes_artifact_and_its_cache_records(local_store):
+    import focusflow.tasks.common  # noqa: F401 — the tasks layer registers the removal of its records
+
     artifact = local_store.put_bytes("stage", "k1", "a.txt", b"x")
     records = Path(local_store.root) / "prefect-results"
     records.mkdir()

@@ -285,10 +285,10 @@ def test_gc_removes_old_leftovers_and_keeps_artifacts_and_recent_writes(tmp_path
     (running / "part.bin").write_bytes(b"z")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
-    staging = tmp_path / "tmp" / f"focusflow-stage-pid{dead.stdout.strip()}-abc"
+    staging = tmp_path / "tmp" / f"{store.staging_prefix('stage', pid=int(dead.stdout.strip()))}abc"
     staging.mkdir()
     (staging / "out.txt").write_text("half")
-    alive = tmp_path / "tmp" / f"focusflow-stage-pid{os.getpid()}-abc"
+    alive = tmp_path / "tmp" / f"{store.staging_prefix('stage')}abc"
     alive.mkdir()
     for path in (loser, pending, killed, staging, alive):
         _age(path, 3 * 3600)

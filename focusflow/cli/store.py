@@ -9,27 +9,13 @@ from rich.console import Console
 from rich.table import Table
 
 from focusflow.cli.app import FocusflowTyper, app
-from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, redact_uri
+from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, locate, redact_uri
 
 store_app = FocusflowTyper(help="Inspect and clean the artifact store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 StoreOption = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Store URI (file://… or s3://…).")
-UriArgument = typer.Argument(..., help="Artifact URI <store>/<stage>/<key>, or <stage>/<key> in the default store.")
-
-
-def _artifact_address(uri: str, store: str | None) -> tuple[ArtifactStore, str, str]:
-    """The store, stage and key that an artifact URI (or ``<stage>/<key>`` in ``--store``) names."""
-    if "://" in uri:
-        parts = uri.rstrip("/").rsplit("/", 2)
-        if len(parts) != 3 or "://" not in parts[0] or parts[0].endswith(":/"):
-            raise StoreError(f"{redact_uri(uri)} is not an artifact URI (<store>/<stage>/<key>)")
-        return ArtifactStore(parts[0]), parts[1], parts[2]
-    parts = uri.strip("/").split("/")
-    if len(parts) != 2:
-        raise StoreError(f"{uri} is not an artifact address (<stage>/<key> in --store, or a full artifact URI)")
-    stage, key = parts
-    artifact_store = ArtifactStore(store)
-    return artifact_store, stage, key
+UriArgument = typer.Argument(..., help="Artifact URI <store>/<stage>/<key>, or <stage>/<key> in --store "
+                             "(the default store); any unique prefix of the key.")
 
 
 @store_app.command("ls")
@@ -58,7 +44,7 @@ def show_artifact(
     verify: bool = typer.Option(False, "--verify", help="Also check every file's hash."),
 ) -> None:
     """Print an artifact's manifest (and verify its files with --verify)."""
-    artifact_store, stage, key = _artifact_address(uri, store)
+    artifact_store, stage, key = locate(uri, store)
     artifact_store.require_root()
     artifact = artifact_store.get(stage, key)
     if verify:
@@ -71,7 +57,9 @@ def show_artifact(
 @store_app.command("rm")
 def remove_artifact(uri: str = UriArgument, store: str = StoreOption) -> None:
     """Delete one artifact (also one whose manifest is corrupt); the next run of its stage recomputes it."""
-    artifact_store, stage, key = _artifact_address(uri, store)
+    import focusflow.tasks.common  # noqa: F401 — registers the removal of the tasks' cache records
+
+    artifact_store, stage, key = locate(uri, store)
     if not artifact_store.delete(stage, key):
         raise StoreError(f"no artifact {stage}/{key} in {redact_uri(artifact_store.uri)}")
     typer.echo(f"removed {redact_uri(artifact_store.uri)}/{stage}/{key}")

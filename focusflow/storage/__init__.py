@@ -10,6 +10,8 @@ from focusflow.storage.store import (
     CorruptArtifactError,
     StoreError,
     default_store_uri,
+    locate,
+    on_delete,
     redact_uri,
 )
 
@@ -24,6 +26,8 @@ __all__ = [
     "artifact_key",
     "canonical_json",
     "default_store_uri",
+    "locate",
+    "on_delete",
     "redact_uri",
     "sha256_file",
 ]

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -33,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import fsspec
 from platformdirs import user_cache_dir
@@ -51,11 +52,14 @@ from focusflow.storage.keys import (
 log = logging.getLogger(__name__)
 
 MANIFEST = "_manifest.json"
-RESULTS_FOLDER = "prefect-results"  # where Prefect persists task results (URIs) in the store
+RESULTS_FOLDER = "prefect-results"  # records other layers keep about artifacts (the tasks' cached results): no stage
 MANIFEST_FORMAT = 1
 DATA_PREFIX = "d-"  # data folders: d-<uuid>
 PENDING_PREFIX = ".manifest-"  # a manifest being written
-STAGING_PREFIX = "focusflow-"  # a writer's local folder: focusflow-<stage>-pid<pid>-<random>
+STAGING_PREFIX = "focusflow-"  # a writer's local folder: focusflow-<store slug>-<stage>-pid<pid>-<random>
+# What a store writes inside ``<stage>/<key>/`` besides its manifest: the data folders of writers, pending
+# manifests and atomic-write temporaries. Anything else there is not the store's, and is never deleted.
+_LEFTOVER = re.compile(r"^(?:d-[0-9a-f]{8,}|\.manifest-.+|\..+\.tmp-\d+-[0-9a-f]{8}.*)$")
 T = TypeVar("T")
 # S3 transport limits (seconds, attempts): one attempt is bounded by connect + read timeout, and only our
 # retry loop retries, so an endpoint that accepts TCP and never answers fails within retries x (connect + read).
@@ -177,6 +181,18 @@ class BrokenArtifact:
         return f"{self.store_uri.rstrip('/')}/{self.stage}/{self.key}"
 
 
+DeleteHook = Callable[["ArtifactStore", str, str], None]
+_DELETE_HOOKS: list[DeleteHook] = []
+
+
+def on_delete(hook: DeleteHook) -> DeleteHook:
+    """Register ``hook(store, stage, key)``, called after an artifact is deleted: a layer above that keeps
+    records about artifacts (the Prefect tasks' cache records) removes them there. Registering twice is a no-op."""
+    if hook not in _DELETE_HOOKS:
+        _DELETE_HOOKS.append(hook)
+    return hook
+
+
 def content_hash_of(files: Mapping[str, Mapping[str, Any]]) -> str:
     listing = "\n".join(f"{name}\t{files[name]['size']}\t{files[name]['sha256']}" for name in sorted(files))
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
@@ -236,6 +252,10 @@ class ArtifactStore:
 
     def __repr__(self) -> str:
         return f"ArtifactStore({redact_uri(self.uri)!r})"
+
+    def staging_prefix(self, stage: str, pid: int | None = None) -> str:
+        """Name prefix of a writer's local staging folder: it names this store, so ``gc`` of another leaves it."""
+        return f"{STAGING_PREFIX}{_slug(self.uri)}-{stage}-pid{pid if pid is not None else os.getpid()}-"
 
     # ----------------------------------------------------------------- helpers
     def key(self, stage: str, params: Mapping[str, Any] | None = None,
@@ -396,7 +416,7 @@ class ArtifactStore:
         On an exception nothing is committed and the local folder is removed.
         """
         validate_segment(stage, "stage"), validate_segment(key, "key")
-        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{stage}-pid{os.getpid()}-"))
+        staging = Path(tempfile.mkdtemp(prefix=self.staging_prefix(stage)))
         try:
             yield staging
             self._commit_dir(stage, key, staging, params=params, inputs=inputs, metadata=metadata)
@@ -614,35 +634,86 @@ class ArtifactStore:
                 _check(artifact, name, local.stat().st_size, sha256_file(local))
         return folder
 
-    def delete(self, stage: str, key: str) -> bool:
-        """Remove an artifact (whether or not its manifest is readable); False when there was nothing to remove.
+    def is_store(self) -> bool:
+        """Whether the root holds at least one ``<stage>/<key>/_manifest.json``: a folder ``rm`` and ``gc`` may touch."""
+        for stage in self._stage_names():
+            for key in self._names(stage):
+                if MANIFEST in self._names(stage, key):
+                    return True
+        return False
 
+    def require_store(self) -> None:
+        """StoreError unless the root exists and holds artifacts (see :meth:`is_store`)."""
+        self.require_root()
+        if not self.is_store():
+            raise StoreError(f"{redact_uri(self.uri)} is not an artifact store (no <stage>/<key>/{MANIFEST} "
+                             "under it): refusing to delete anything there")
+
+    def match_key(self, stage: str, prefix: str) -> str:
+        """The one key of ``stage`` that starts with ``prefix`` (a key printed by ``store ls``, or any unique prefix)."""
+        validate_segment(stage, "stage"), validate_segment(prefix, "key")
+        keys = self._names(stage)
+        if prefix in keys:
+            return prefix
+        candidates = [key for key in keys if key.startswith(prefix)]
+        if not candidates:
+            raise ArtifactNotFound(f"no artifact {stage}/{prefix} in {redact_uri(self.uri)}")
+        if len(candidates) > 1:
+            shown = ", ".join(candidates[:10]) + (f" and {len(candidates) - 10} more" if len(candidates) > 10 else "")
+            raise StoreError(f"{stage}/{prefix} is ambiguous in {redact_uri(self.uri)}: {shown}")
+        return candidates[0]
+
+    def delete(self, stage: str, key: str) -> bool:
+        """Remove an artifact (whether or not its manifest is readable), or what a killed write left of one;
+        False when there was nothing to remove.
+
+        A key folder holding anything the store does not write is refused (StoreError): it is not an artifact.
         The manifest goes first, so the artifact stops reading as committed at once.
         """
         validate_segment(stage, "stage"), validate_segment(key, "key")
         self.require_root()
+        if stage == RESULTS_FOLDER:
+            raise StoreError(f"{stage}/{key} is not an artifact (the orchestrator's cache records live there)")
+        entries = self._names(stage, key)
+        foreign = [entry for entry in entries if entry != MANIFEST and not _LEFTOVER.match(entry)]
+        if foreign:
+            raise StoreError(f"{stage}/{key} in {redact_uri(self.uri)} is not an artifact (it holds "
+                             f"{', '.join(foreign[:3])}{' …' if len(foreign) > 3 else ''}, which the store "
+                             "never writes): refusing to delete it")
         manifest = self._path(stage, key, MANIFEST)
         removed = False
-        if self._retry("find manifest", lambda: self.fs.exists(manifest)):
+        if MANIFEST in entries:
             self._retry("delete manifest", lambda: self.fs.rm_file(manifest))
             removed = True
         if self._names(stage, key):
             self._retry("delete data", lambda: self.fs.rm(self._path(stage, key), recursive=True))
             removed = True
-        # the orchestrator's cache records for this artifact (see focusflow.tasks.common)
-        pattern = self._path(RESULTS_FOLDER, f"*-{stage}-*-{key}")
-        for record in self._retry("list cache records", lambda: self.fs.glob(pattern)):
-            self._retry("delete cache record", lambda r=record: self.fs.rm_file(r))
+        for hook in _DELETE_HOOKS:
+            hook(self, stage, key)
         return removed
+
+    def remove_records(self, pattern: str) -> int:
+        """Remove the files of the records folder whose names match the glob ``pattern``; how many were removed.
+
+        For the layers that keep records about artifacts there (see :func:`on_delete`); the store does not
+        know their names."""
+        validate_segment(pattern.replace("*", "x"), "record pattern")
+        records = self._retry("list records", lambda: self.fs.glob(self._path(RESULTS_FOLDER, pattern)))
+        for record in records:
+            self._retry("delete record", lambda r=record: self.fs.rm_file(r))
+        return len(records)
 
     def gc(self, grace_s: float = 24 * 3600, dry_run: bool = False) -> list[str]:
         """Remove what killed or losing writers left, untouched for ``grace_s``; return what was (or would be) removed.
 
         In the store: data folders no manifest names and pending manifests (``.manifest-*``), ``.tmp-*``
-        files; on this machine: writers' staging folders of dead processes and partial downloads in the
-        fetch cache. Artifacts with an unreadable manifest are left alone (``focusflow store rm`` them).
+        files; on this machine: this store's writers' staging folders of dead processes and partial downloads
+        in its fetch cache. Artifacts with an unreadable manifest are left alone (``focusflow store rm`` them);
+        a root that holds folders but no artifact is not a store, and is refused.
         """
         self.require_root()
+        if self._stage_names():
+            self.require_store()
         stale: list[str] = []
         for stage in self._stage_names():
             for key in self._names(stage):
@@ -653,13 +724,13 @@ class ArtifactStore:
                 except (CorruptArtifactError, UnsafeNameError):
                     continue
                 for entry in self._names(stage, key):
-                    leftover = (entry.startswith(DATA_PREFIX) and entry not in named) or \
-                        entry.startswith(PENDING_PREFIX) or ".tmp-" in entry
                     path = self._path(stage, key, entry)
-                    if leftover and self._age_s(path) > grace_s:
+                    if _LEFTOVER.match(entry) and entry not in named and self._age_s(path) > grace_s:
                         stale.append(path)
-        local = [p for p in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*-pid*-*") if _dead_writer(p)]
-        local += list(self.cache_dir.glob("**/*.part-*")) if self.cache_dir.is_dir() else []
+        slug = _slug(self.uri)
+        local = [p for p in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}{slug}-*-pid*-*") if _dead_writer(p)]
+        fetched = self.cache_dir / slug
+        local += list(fetched.glob("**/*.part-*")) if fetched.is_dir() else []
         local_stale = [str(p) for p in local if time.time() - _newest_mtime(p) > grace_s]
         if not dry_run:
             for path in stale:
@@ -681,6 +752,41 @@ class ArtifactStore:
         found = self._retry("inspect leftover", lambda: self.fs.find(path, detail=True, withdirs=False))
         times = [info["LastModified"].timestamp() for info in found.values() if info.get("LastModified")]
         return time.time() - max(times) if times else float("inf")
+
+
+def locate(address: str, store: str | os.PathLike[str] | None = None) -> tuple[ArtifactStore, str, str]:
+    """The store, stage and key an address names: ``<stage>/<key-prefix>`` in ``store`` (default: the configured
+    one), or an artifact's URI or local folder ``<store>/<stage>/<key-prefix>``, in ``store`` when it lies
+    inside it, else in the store it names, which must hold artifacts (:meth:`ArtifactStore.require_store`).
+
+    A ``..`` or ``.`` anywhere is refused, never resolved; a key prefix must match exactly one key.
+    """
+    address = str(address)
+    path = unquote(urlsplit(address).path if "://" in address else address)
+    if any(segment in (".", "..") for segment in path.split("/")):
+        raise StoreError(f"{redact_uri(address)} contains '.' or '..': give the artifact's own address "
+                         "(<stage>/<key>, or <store>/<stage>/<key>)")
+    configured = ArtifactStore(store)
+    if "://" not in address and not address.startswith(("/", "~")):
+        parts = address.strip("/").split("/")
+        if len(parts) != 2:
+            raise StoreError(f"{address} is not an artifact address (<stage>/<key> in --store, or a full artifact URI)")
+        configured.require_root()
+        return configured, parts[0], configured.match_key(parts[0], parts[1])
+    uri = address.rstrip("/") if "://" in address else Path(address).expanduser().absolute().as_uri()
+    if uri.startswith(configured.uri + "/"):
+        artifact_store, rest = configured, uri[len(configured.uri) + 1:]
+    else:
+        parts = uri.rsplit("/", 2)
+        if len(parts) != 3 or "://" not in parts[0] or parts[0].endswith(":/"):
+            raise StoreError(f"{redact_uri(address)} is not an artifact URI (<store>/<stage>/<key>)")
+        artifact_store, rest = ArtifactStore(parts[0]), "/".join(parts[1:])
+    stage_key = rest.split("/")
+    if len(stage_key) != 2:
+        raise StoreError(f"{redact_uri(address)} is not an artifact of store {redact_uri(artifact_store.uri)} "
+                         "(<store>/<stage>/<key>)")
+    artifact_store.require_store()
+    return artifact_store, stage_key[0], artifact_store.match_key(*stage_key)
 
 
 def _check(artifact: Artifact, name: str, size: int, digest: str) -> None:

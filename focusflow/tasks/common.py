@@ -19,7 +19,7 @@ from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 from focusflow.pipeline import get_stage, stage_key
 from focusflow.pipeline.report import flatten_metrics
 from focusflow.storage import ArtifactStore, redact_uri
-from focusflow.storage.store import RESULTS_FOLDER
+from focusflow.storage.store import RESULTS_FOLDER, on_delete
 
 # transformers' from_pretrained initializes on the meta device through process-global state and
 # is not thread-safe; torch already spreads one model's work over every core. So in a thread
@@ -44,8 +44,8 @@ class ArtifactKeyPolicy(CachePolicy):
 
     Never the run id and never a path string: the same inputs on another machine that
     shares the store hit the same key. The record lives in the store next to the artifacts
-    (``prefect-results/<cache key>``); ``ArtifactStore.delete`` removes it together with the
-    artifact so that a cache hit never returns the URI of a deleted artifact.
+    (``prefect-results/<cache key>``); deleting the artifact removes it too (the hook registered below), so
+    that a cache hit never returns the URI of a deleted artifact.
     """
 
     stage: str = ""
@@ -57,8 +57,15 @@ class ArtifactKeyPolicy(CachePolicy):
         return cache_record_name(spec.name, spec.version, key)
 
 
-def cache_record_name(stage: str, version: int, key: str) -> str:
+def cache_record_name(stage: str, version: int | str, key: str) -> str:
+    """The one spelling of a task's cache record name (``version="*"`` gives the glob of every version)."""
     return f"focusflow-{stage}-v{version}-{key}"
+
+
+@on_delete
+def remove_cache_records(store: ArtifactStore, stage: str, key: str) -> None:
+    """When an artifact is deleted, its cache records go too (whatever stage version wrote them)."""
+    store.remove_records(cache_record_name(stage, "*", key))
 
 
 def result_storage_for(store_uri: str) -> Path | WritableFileSystem:
