@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from focusflow.cli.app import FocusflowTyper, app
-from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, locate, redact_uri
+from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, locate, redact_uri, unique_prefixes
 
 store_app = FocusflowTyper(help="Inspect and clean the artifact store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
@@ -23,16 +23,24 @@ def list_artifacts(
     stage: str = typer.Argument(None, help="Only this stage."),
     store: str = StoreOption,
 ) -> None:
-    """List artifacts: stage, key, files, size, created; an unreadable manifest is one row marked BAD."""
+    """List artifacts: stage, key, files, size, created; an unreadable manifest is one row marked BAD.
+
+    Keys are shown by their shortest unique prefix in the stage (at least 16 characters): what ``show``
+    and ``rm`` accept."""
     artifact_store = ArtifactStore(store)
     table = Table(title=f"artifacts in {redact_uri(artifact_store.uri)}")
     for column in ("stage", "key", "files", "bytes", "created"):
-        table.add_column(column)
-    for entry in artifact_store.scan(stage):
+        table.add_column(column, no_wrap=column == "key")
+    entries = artifact_store.scan(stage)
+    short: dict[str, dict[str, str]] = {}
+    for name in {entry.stage for entry in entries}:
+        short[name] = unique_prefixes(artifact_store.keys(name))
+    for entry in entries:
+        key = short[entry.stage].get(entry.key, entry.key)
         if isinstance(entry, BrokenArtifact):
-            table.add_row(entry.stage, entry.key[:16], "BAD", "", entry.error, style="red")
+            table.add_row(entry.stage, key, "BAD", "", entry.error, style="red")
         else:
-            table.add_row(entry.stage, entry.key[:16], str(len(entry.files)),
+            table.add_row(entry.stage, key, str(len(entry.files)),
                           str(entry.manifest.get("total_bytes", "")), entry.manifest.get("created", ""))
     Console().print(table)
 

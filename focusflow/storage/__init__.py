@@ -13,6 +13,7 @@ from focusflow.storage.store import (
     locate,
     on_delete,
     redact_uri,
+    unique_prefixes,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "on_delete",
     "redact_uri",
     "sha256_file",
+    "unique_prefixes",
 ]

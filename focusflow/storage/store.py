@@ -649,10 +649,14 @@ class ArtifactStore:
             raise StoreError(f"{redact_uri(self.uri)} is not an artifact store (no <stage>/<key>/{MANIFEST} "
                              "under it): refusing to delete anything there")
 
+    def keys(self, stage: str) -> list[str]:
+        """Names of the key folders of a stage (committed or not): what a key prefix is matched against."""
+        return self._names(validate_segment(stage, "stage"))
+
     def match_key(self, stage: str, prefix: str) -> str:
         """The one key of ``stage`` that starts with ``prefix`` (a key printed by ``store ls``, or any unique prefix)."""
-        validate_segment(stage, "stage"), validate_segment(prefix, "key")
-        keys = self._names(stage)
+        validate_segment(prefix, "key")
+        keys = self.keys(stage)
         if prefix in keys:
             return prefix
         candidates = [key for key in keys if key.startswith(prefix)]
@@ -752,6 +756,17 @@ class ArtifactStore:
         found = self._retry("inspect leftover", lambda: self.fs.find(path, detail=True, withdirs=False))
         times = [info["LastModified"].timestamp() for info in found.values() if info.get("LastModified")]
         return time.time() - max(times) if times else float("inf")
+
+
+def unique_prefixes(keys: list[str], minimum: int = 16) -> dict[str, str]:
+    """Each key's shortest prefix (at least ``minimum`` characters) that no other of ``keys`` starts with."""
+    ordered = sorted(set(keys))
+    shortest: dict[str, str] = {}
+    for index, key in enumerate(ordered):
+        neighbours = ordered[max(0, index - 1):index] + ordered[index + 1:index + 2]
+        shared = max((len(os.path.commonprefix([key, other])) for other in neighbours), default=0)
+        shortest[key] = key[:max(minimum, shared + 1)]
+    return shortest
 
 
 def locate(address: str, store: str | os.PathLike[str] | None = None) -> tuple[ArtifactStore, str, str]:
