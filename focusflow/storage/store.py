@@ -440,6 +440,7 @@ class ArtifactStore:
         key = self.key(stage, params, inputs, version)
         found = self.find(stage, key)
         if found is not None:
+            self.verify(found)
             log.info("cache hit %s/%s", stage, key[:12])
             return found
         metadata: dict[str, Any] = {"host": socket.gethostname()}  # volatile facts live here, outside the content
@@ -595,6 +596,26 @@ class ArtifactStore:
         with open(path, "rb") as handle:
             yield handle
 
+    def verify(self, artifact: Artifact, hashes: bool | None = None) -> None:
+        """CorruptArtifactError unless every file of the artifact is there with the manifest's size and, on a
+        local store (or with ``hashes=True``), its sha256. On a remote store sizes cost one listing and hashes
+        are checked when the files are fetched (``hashes=True`` fetches them)."""
+        check_manifest(artifact)
+        if self.is_local if hashes is None else hashes:
+            self.fetch(artifact)
+            return
+        folder = self._path(artifact.stage, artifact.key, artifact.data_dir)
+        listing = self._retry("list files", lambda: self.fs.find(folder, detail=True, withdirs=False))
+        sizes = {path[len(folder) + 1:]: info.get("size") for path, info in listing.items()}
+        for name, expected in artifact.files.items():
+            if name not in sizes:
+                raise CorruptArtifactError(f"artifact {artifact.stage}/{artifact.key} is missing its file {name!r}; "
+                                           f"{_remove_advice(artifact.uri)}")
+            if sizes[name] != expected["size"]:
+                raise CorruptArtifactError(
+                    f"file {name!r} of artifact {artifact.stage}/{artifact.key} is corrupt ({sizes[name]} bytes; "
+                    f"manifest says {expected['size']}); {_remove_advice(artifact.uri)}")
+
     def fetch(self, artifact: Artifact, files: list[str] | None = None, verify: bool = True) -> Path:
         """A local folder holding the artifact's files, verified against the manifest.
 
@@ -631,7 +652,7 @@ class ArtifactStore:
                     f"{_remove_advice(artifact.uri)}"
                 )
             if verify:
-                _check(artifact, name, local.stat().st_size, sha256_file(local))
+                _check(artifact, name, local.stat().st_size, _digest(local))
         return folder
 
     def is_store(self) -> bool:
@@ -851,6 +872,23 @@ def check_manifest(artifact: Artifact) -> None:
             refuse(f"file {name!r} has no size and sha256")
     if not isinstance(manifest.get("content_hash"), str):
         refuse("it has no content_hash")
+
+
+_DIGESTS: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+
+
+def _digest(path: Path) -> str:
+    """sha256 of a local file, hashed once per process while its size, inode, mtime and ctime stay the same
+    (a write changes the ctime, which no user can set back): a stage that verified its input at a cache hit
+    and reads it again does not hash gigabytes twice."""
+    stat = path.stat()
+    signature = (stat.st_size, stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns)
+    known = _DIGESTS.get(str(path))
+    if known is not None and known[0] == signature:
+        return known[1]
+    digest = sha256_file(path)
+    _DIGESTS[str(path)] = (signature, digest)
+    return digest
 
 
 def _newest_mtime(path: Path) -> float:
