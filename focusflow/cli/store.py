@@ -1,4 +1,4 @@
-"""``focusflow store ls|show|rm|gc``: look inside the artifact store and keep it clean."""
+"""``focusflow store ls|du|show|rm|gc``: look inside the artifact store and keep it clean."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ from rich.console import Console
 from rich.table import Table
 
 from focusflow.cli.app import FocusflowTyper, app
-from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, locate, redact_uri, unique_prefixes
+from focusflow.storage import (
+    ArtifactStore,
+    BrokenArtifact,
+    StoreError,
+    disk_usage,
+    locate,
+    redact_uri,
+    unique_prefixes,
+)
 
 store_app = FocusflowTyper(help="Inspect and clean the artifact store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
@@ -43,6 +51,45 @@ def list_artifacts(
             table.add_row(entry.stage, key, str(len(entry.files)),
                           str(entry.manifest.get("total_bytes", "")), entry.manifest.get("created", ""))
     Console().print(table)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+@store_app.command("du")
+def usage(
+    store: str = StoreOption,
+    top: int = typer.Option(10, "--top", min=0, help="How many of the largest artifacts to list."),
+) -> None:
+    """Where the space is: bytes per stage, and the largest artifacts with their largest files (from manifests)."""
+    artifact_store = ArtifactStore(store)
+    found = disk_usage(artifact_store, top=top)
+    total = found.total_bytes
+    table = Table(title=f"space in {redact_uri(artifact_store.uri)}: {_size(total)}")
+    for column in ("stage", "artifacts", "size", "share"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    for stage, (count, size) in found.stages.items():
+        table.add_row(stage, str(count), _size(size), f"{100 * size / max(total, 1):.0f}%")
+    console = Console()
+    console.print(table)
+    if found.largest:
+        keys = {stage: unique_prefixes(artifact_store.keys(stage)) for stage in {a.stage for a in found.largest}}
+        largest = Table(title="largest artifacts")
+        for column in ("artifact", "size", "largest files"):
+            largest.add_column(column, justify="right" if column == "size" else "left")
+        for artifact in found.largest:
+            files = sorted(artifact.files.items(), key=lambda item: -item[1]["size"])[:2]
+            largest.add_row(f"{artifact.stage}/{keys[artifact.stage][artifact.key]}",
+                            _size(sum(info["size"] for info in artifact.files.values())),
+                            ", ".join(f"{name} {_size(info['size'])}" for name, info in files))
+        console.print(largest)
+    if found.broken:
+        typer.echo(f"{found.broken} artifact(s) with an unreadable manifest are not counted (see `focusflow store ls`)")
 
 
 @store_app.command("show")

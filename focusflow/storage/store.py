@@ -779,6 +779,36 @@ class ArtifactStore:
         return time.time() - max(times) if times else float("inf")
 
 
+@dataclass(frozen=True)
+class Usage:
+    """Where a store's space is, from its manifests: bytes and artifact counts per stage, the largest artifacts."""
+
+    stages: dict[str, tuple[int, int]]  # stage -> (artifacts, bytes), largest first
+    largest: list[Artifact]
+    broken: int  # artifact folders whose manifest is unreadable (sizes unknown; see ``store ls``)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.stages.values())
+
+
+def artifact_bytes(artifact: Artifact) -> int:
+    return sum(int(info["size"]) for info in artifact.files.values())
+
+
+def disk_usage(store: ArtifactStore, top: int = 10) -> Usage:
+    """The space committed artifacts take, per stage and for the ``top`` largest artifacts."""
+    entries = store.scan()
+    artifacts = [entry for entry in entries if isinstance(entry, Artifact)]
+    per_stage: dict[str, tuple[int, int]] = {}
+    for artifact in artifacts:
+        count, size = per_stage.get(artifact.stage, (0, 0))
+        per_stage[artifact.stage] = (count + 1, size + artifact_bytes(artifact))
+    ordered = dict(sorted(per_stage.items(), key=lambda item: -item[1][1]))
+    largest = sorted(artifacts, key=artifact_bytes, reverse=True)[:top]
+    return Usage(ordered, largest, len(entries) - len(artifacts))
+
+
 def unique_prefixes(keys: list[str], minimum: int = 16) -> dict[str, str]:
     """Each key's shortest prefix (at least ``minimum`` characters) that no other of ``keys`` starts with."""
     ordered = sorted(set(keys))

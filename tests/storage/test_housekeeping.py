@@ -136,3 +136,22 @@ def test_gc_of_a_folder_that_is_not_a_store_touches_nothing_in_it(tmp_path, monk
     with pytest.raises(StoreError, match="is not an artifact store"):
         ArtifactStore(home).gc(grace_s=0)
     assert all(path.exists() for path in lookalikes)
+
+
+def test_du_shows_the_space_per_stage_and_the_largest_artifacts(local_store, monkeypatch, capsys):
+    from focusflow.storage import disk_usage
+
+    local_store.put_bytes("fasttext", "f1" * 32, "fasttext.bin", b"b" * 5000)
+    local_store.put_bytes("source", "s1" * 32, "model.safetensors", b"m" * 3000)
+    local_store.put_bytes("source", "s2" * 32, "model.safetensors", b"m" * 1500)
+    local_store.put_bytes("split", "p1" * 32, "train.jsonl", b"t" * 10)
+    found = disk_usage(local_store, top=2)
+    assert found.stages == {"fasttext": (1, 5000), "source": (2, 4500), "split": (1, 10)}
+    assert [a.key for a in found.largest] == ["f1" * 32, "s1" * 32] and found.total_bytes == 9510
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_cli(monkeypatch, capsys, "store", "du", "--store", local_store.uri, "--top", "2")
+    assert code == 0 and "9.5 KB" in out
+    lines = out.splitlines()
+    assert [i for i, line in enumerate(lines) if "fasttext" in line][0] < [i for i, line in enumerate(lines)
+                                                                           if "source" in line][0]
+    assert any("fasttext/f1f1" in line and "fasttext.bin 5.0 KB" in line for line in lines)
