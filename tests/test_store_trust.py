@@ -27,7 +27,7 @@ def store(request: pytest.FixtureRequest) -> ArtifactStore:
 
 
 def key_folder_entries(store: ArtifactStore, stage: str, key: str) -> list[str]:
-    return store._names(stage, key)
+    return store.transport.names(stage, key)
 
 
 # --------------------------------------------------------------------- concurrent writers
@@ -36,13 +36,13 @@ def test_concurrent_writers_commit_once_and_return_the_winner(store, monkeypatch
     writers = 4
     key = store.key("model", {"race": 2})
     all_uploaded = threading.Barrier(writers, timeout=60)
-    commit = store._commit_manifest
+    commit = store.transport.commit_manifest
 
     def commit_together(remote: str, payload: bytes) -> None:
         all_uploaded.wait()
         commit(remote, payload)
 
-    monkeypatch.setattr(store, "_commit_manifest", commit_together)
+    monkeypatch.setattr(store.transport, "commit_manifest", commit_together)
     results: dict[int, object] = {}
 
     def write(index: int) -> None:

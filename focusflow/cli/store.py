@@ -68,7 +68,7 @@ def usage(
 ) -> None:
     """Where the space is: bytes per stage, and the largest artifacts with their largest files (from manifests)."""
     artifact_store = ArtifactStore(store)
-    found = disk_usage(artifact_store, top=top)
+    found = disk_usage(artifact_store.scan(), top=top)
     total = found.total_bytes
     table = Table(title=f"space in {redact_uri(artifact_store.uri)}: {_size(total)}")
     for column in ("stage", "artifacts", "size", "share"):

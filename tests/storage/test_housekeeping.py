@@ -145,7 +145,7 @@ def test_du_shows_the_space_per_stage_and_the_largest_artifacts(local_store, mon
     local_store.put_bytes("source", "s1" * 32, "model.safetensors", b"m" * 3000)
     local_store.put_bytes("source", "s2" * 32, "model.safetensors", b"m" * 1500)
     local_store.put_bytes("split", "p1" * 32, "train.jsonl", b"t" * 10)
-    found = disk_usage(local_store, top=2)
+    found = disk_usage(local_store.scan(), top=2)
     assert found.stages == {"fasttext": (1, 5000), "source": (2, 4500), "split": (1, 10)}
     assert [a.key for a in found.largest] == ["f1" * 32, "s1" * 32] and found.total_bytes == 9510
     monkeypatch.setenv("COLUMNS", "200")
