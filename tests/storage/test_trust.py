@@ -85,7 +85,7 @@ def test_concurrent_writer_processes_commit_once(tmp_path: Path):
         print(artifact.uri, artifact.data_dir)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     processes = [subprocess.Popen([sys.executable, "-c", script, str(i)], stdout=subprocess.PIPE, text=True, env=env)
                  for i in range(4)]
     outputs = {p.communicate(timeout=120)[0].strip() for p in processes}
