@@ -51,7 +51,8 @@ def test_rm_never_follows_dot_dot(tmp_path, monkeypatch, capsys):
     mine, other = ArtifactStore(tmp_path / "mine"), ArtifactStore(tmp_path / "other")
     mine.put_bytes("stage", "k1", "a.txt", b"x")
     theirs = other.put_bytes("stage", "k2", "a.txt", b"y")
-    for address in (f"{mine.uri}/../other/stage/k2", f"{mine.uri}/stage/../../other/stage/k2"):
+    for address in (f"{mine.uri}/../other/stage/k2", f"{mine.uri}/stage/../../other/stage/k2",
+                    f"{mine.uri}/%2e%2e/other/stage/k2", f"{mine.root}/../other/stage/k2"):
         code, _, err = run_cli(monkeypatch, capsys, "store", "rm", address, "--store", mine.uri)
         assert code == 2 and len(error_lines(err)) == 1 and "'..'" in err, address
     code, _, err = run_cli(monkeypatch, capsys, "store", "rm", "../other/stage/k2", "--store", mine.uri)
@@ -67,6 +68,9 @@ def test_rm_of_an_artifact_uri_in_the_configured_store_or_another_store(tmp_path
     assert code == 0 and "removed" in out and mine.find("stage", "k1") is None
     code, out, _ = run_cli(monkeypatch, capsys, "store", "rm", second.uri, "--store", mine.uri)
     assert code == 0 and other.find("stage", "k2") is None
+    third = other.put_bytes("stage", "k3", "a.txt", b"z")
+    code, out, _ = run_cli(monkeypatch, capsys, "store", "rm", f"{other.root}/stage/k3", "--store", mine.uri)
+    assert code == 0 and other.find("stage", third.key) is None, "an artifact's folder names it too"
 
 
 def test_rm_removes_the_leftover_of_a_killed_write(local_store, monkeypatch, capsys):
