@@ -70,7 +70,9 @@ def usage(
     artifact_store = ArtifactStore(store)
     found = disk_usage(artifact_store.scan(), top=top)
     total = found.total_bytes
-    table = Table(title=f"space in {redact_uri(artifact_store.uri)}: {_size(total)}")
+    count = sum(artifacts for artifacts, _ in found.stages.values())
+    typer.echo(f"{_size(total)} in {count} artifact(s) in {redact_uri(artifact_store.uri)}")
+    table = Table(title="space per stage")
     for column in ("stage", "artifacts", "size", "share"):
         table.add_column(column, justify="left" if column == "stage" else "right")
     for stage, (count, size) in found.stages.items():

@@ -72,8 +72,8 @@ class Catalog:
         """StoreError unless the root exists and holds artifacts (see :meth:`is_store`)."""
         self.transport.require_root()
         if not self.is_store():
-            raise StoreError(f"{redact_uri(self.transport.uri)} is not an artifact store (no <stage>/<key>/{MANIFEST} "
-                             "under it): refusing to delete anything there")
+            raise StoreError(f"{redact_uri(self.transport.uri)} is not an artifact store "
+                             f"(no <stage>/<key>/{MANIFEST} under it)")
 
     def match_key(self, stage: str, prefix: str) -> str:
         """The one key of ``stage`` that starts with ``prefix`` (a key printed by ``store ls``, or any unique prefix)."""

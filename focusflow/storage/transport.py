@@ -174,11 +174,16 @@ class Transport:
 
     def names(self, *segments: str) -> list[str]:
         """Names of the entries in a folder of the store; [] for a folder that does not exist (yet)."""
+        folder = self.path(*segments)
+
         def listing() -> list[str]:
             try:
-                return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.path(*segments), detail=False))
-            except FileNotFoundError:
+                entries = self.fs.ls(folder, detail=True)
+            except (FileNotFoundError, NotADirectoryError):
                 return []
+            if len(entries) == 1 and entries[0]["name"].rstrip("/") == folder and entries[0].get("type") == "file":
+                return []  # fsspec lists a file as itself: a file is no folder
+            return sorted(entry["name"].rstrip("/").rsplit("/", 1)[-1] for entry in entries)
 
         return self.retry("list " + "/".join(segments or ("store",)), listing)
 

@@ -132,7 +132,8 @@ def test_gc_of_a_folder_that_is_not_a_store_touches_nothing_in_it(tmp_path, monk
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     home = tmp_path / "home"
-    lookalikes = [home / "project" / "build" / "d-0123456789abcdef", home / "project" / "data" / ".x.tmp-1-abcdef12"]
+    lookalikes = [home / "project" / "build" / "d-0123456789abcdef", home / "project" / "data" / ".x.tmp-1-abcdef12",
+                  home / "notes.txt", home / "project" / "setup.py"]  # files where stage and key folders would be
     for path in lookalikes:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("mine")
