@@ -160,3 +160,19 @@ def test_du_shows_the_space_per_stage_and_the_largest_artifacts(local_store, mon
     assert [i for i, line in enumerate(lines) if "fasttext" in line][0] < [i for i, line in enumerate(lines)
                                                                            if "source" in line][0]
     assert any("fasttext/f1f1" in line and "fasttext.bin 5.0 KB" in line for line in lines)
+
+
+def test_rm_in_a_fresh_process_removes_the_task_cache_records_too(local_store):
+    """The store knows nothing of Prefect: ``store rm`` loads the tasks layer, whose hook removes its records."""
+    from focusflow.tasks.common import cache_record_name
+
+    artifact = local_store.put_bytes("split", "k" * 64, "a.txt", b"x")
+    records = Path(local_store.root) / "prefect-results"
+    records.mkdir()
+    mine, other = cache_record_name("split", 1, artifact.key), cache_record_name("split", 1, "j" * 64)
+    for name in (mine, other):
+        (records / name).write_text("{}")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    subprocess.run([sys.executable, "-c", "from focusflow.cli import main; main()", "store", "rm", artifact.uri],
+                   check=True, env=env, capture_output=True)
+    assert [p.name for p in records.iterdir()] == [other]
