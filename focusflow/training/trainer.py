@@ -142,8 +142,10 @@ class TrainingRun:
             if not resume and (self.out_dir / ckpt.CHECKPOINTS).exists():
                 log.warning("resume=False: discarding earlier checkpoints in %s", self.out_dir)
                 shutil.rmtree(self.out_dir / ckpt.CHECKPOINTS)
+            if resume:  # rank 0 verifies (and moves damaged checkpoints aside) before any rank reads one
+                self.checkpoint = ckpt.verified_checkpoint(self.out_dir)
         self.dist.barrier()
-        if resume:
+        if resume and not self.dist.main:
             self.checkpoint = ckpt.latest_checkpoint(self.out_dir)
         self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "history": []}
         if self.checkpoint is not None:
