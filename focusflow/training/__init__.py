@@ -15,8 +15,8 @@ from focusflow.training.align import AlignSpec, align_embeddings
 from focusflow.training.checkpoint import latest_checkpoint
 from focusflow.training.data import PackedSequences, pretokenize
 from focusflow.training.flops import flops_per_token, peak_flops
+from focusflow.training.lapt import run_lapt
 from focusflow.training.objective import LossModel
-from focusflow.training.trainer import run_lapt
 
 __all__ = ["run_lapt", "align_embeddings", "AlignSpec", "latest_checkpoint", "pretokenize", "PackedSequences",
            "Masker", "LossModel", "flops_per_token", "peak_flops"]

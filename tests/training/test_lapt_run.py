@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 from focusflow.config import LaptSpec
 from focusflow.training import latest_checkpoint, run_lapt
 from focusflow.training.checkpoint import load_tensors
-from focusflow.training.trainer import _Run
+from focusflow.training.lapt import LaptRun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,7 @@ def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_
 
 def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_corpus, tmp_path):
     spec = small_spec(steps=4, embeddings_only_fraction=0.5)
-    run = _Run(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", True, None, False)
+    run = LaptRun(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", True, None, False)
     batch = next(run._step_batches(0))
 
     def grads_after_backward(step: int) -> set[str]:
