@@ -55,6 +55,27 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
+def rng_states(world_size: int) -> dict[str, dict[str, Any]]:
+    """A checkpoint's RNG files: ``rng`` (this process) and, under DDP, ``rng-rank<r>`` of every rank.
+
+    With several processes every rank must call it (the states are gathered); only rank 0's result is written.
+    """
+    own = rng_state()
+    states: dict[str, dict[str, Any]] = {"rng": own}
+    if world_size > 1:
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * world_size
+        dist.all_gather_object(gathered, {k: v.tolist() if torch.is_tensor(v) else [t.tolist() for t in v]
+                                          for k, v in own.items()})
+        for rank, state in enumerate(gathered):
+            states[f"rng-rank{rank}"] = {
+                "cpu": torch.tensor(state["cpu"], dtype=torch.uint8),
+                **({"cuda": [torch.tensor(t, dtype=torch.uint8) for t in state["cuda"]]} if "cuda" in state else {}),
+            }
+    return states
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["cpu"])
     if "cuda" in state and torch.cuda.is_available():

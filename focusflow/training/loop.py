@@ -256,21 +256,11 @@ class TrainingRun:
 
     # ---------------------------------------------------------------- saving
     def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
-        rng = ckpt.rng_state()
-        if self.dist.world_size > 1:
-            gathered: list[Any] = [None] * self.dist.world_size
-            dist.all_gather_object(gathered, {k: v.tolist() if torch.is_tensor(v) else [t.tolist() for t in v]
-                                              for k, v in rng.items()})
+        rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
         folder = None
         if self.dist.main:
             tensors: dict[str, dict[str, Any]] = {"optimizer": self.optimizer.state_dict(),
-                                                  "scheduler": self.scheduler.state_dict(), "rng": rng}
-            if self.dist.world_size > 1:
-                for rank, state in enumerate(gathered):
-                    tensors[f"rng-rank{rank}"] = {
-                        "cpu": torch.tensor(state["cpu"], dtype=torch.uint8),
-                        **({"cuda": [torch.tensor(t, dtype=torch.uint8) for t in state["cuda"]]} if "cuda" in state else {}),
-                    }
+                                                  "scheduler": self.scheduler.state_dict(), **rng}
             if self.scaler is not None:
                 tensors["scaler"] = self.scaler.state_dict()
 
