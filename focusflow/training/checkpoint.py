@@ -1,4 +1,4 @@
-"""Atomic, resumable LAPT checkpoints with a keep-last-K policy.
+"""Atomic, verified, resumable training checkpoints (LAPT and align) with a keep-last-K policy.
 
 Layout under ``out_dir/checkpoints``::
 

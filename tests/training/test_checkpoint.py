@@ -96,3 +96,48 @@ def test_a_store_copy_from_before_checkpoint_manifests_gets_one(local_store, tmp
                         metadata={"run_key": "r", "step": 7})
     restored = restore_checkpoint(local_store, "r", tmp_path / "work")
     assert restored is not None and restored.name == "step-00000007" and checkpoint_problem(restored) is None
+
+
+def test_a_lapt_stage_killed_after_a_checkpoint_resumes_from_the_store_when_its_local_copy_is_damaged(
+        local_store, tiny_dirs, lapt_corpus, tmp_path, caplog):
+    """Issue 20: the damaged local checkpoint was loaded and the damaged run committed as the final ``lapt``
+    artifact. Now the stage takes the store's verified copy and commits what the uninterrupted run commits."""
+    from safetensors.torch import load_file
+
+    from focusflow.config import LaptSpec
+    from focusflow.pipeline import run_stage
+    from focusflow.storage import ArtifactStore
+
+    split = tmp_path / "split"
+    split.mkdir()
+    for name, path in zip(("train.jsonl", "heldout.jsonl"), lapt_corpus, strict=True):
+        (split / name).write_bytes(path.read_bytes())
+    spec = LaptSpec(steps=4, batch_size=8, micro_batch_size=8, seq_len=64, lr=2e-3, eval_every=2, checkpoint_every=2,
+                    log_every=2, eval_sequences=8, keep_last=2).model_dump(mode="json")
+
+    def run(store: ArtifactStore, work: Path, on_checkpoint=None):
+        inputs = {"model": store.put_dir("import", "m" * 64, tiny_dirs("gpt2")),
+                  "split": store.put_dir("import", "s" * 64, split)}
+        return run_stage(store, "lapt", {"lapt": spec, "_work_root": str(work)}, inputs, on_checkpoint=on_checkpoint)
+
+    class Killed(Exception):
+        pass
+
+    def killed_at_the_last_checkpoint(uri, step, metrics):
+        if step == 4:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(local_store, tmp_path / "work", killed_at_the_last_checkpoint)
+    newest = next((tmp_path / "work").glob("lapt/*/checkpoints/step-00000004"))
+    flip_a_byte(newest / "model.safetensors")
+    with caplog.at_level(logging.WARNING):
+        resumed = run(local_store, tmp_path / "work")
+    assert "step-00000004" in caplog.text and "failed verification" in caplog.text
+    assert resumed.metadata["resumed_from"].endswith("step-00000004")
+
+    reference = run(ArtifactStore(tmp_path / "reference-store"), tmp_path / "reference-work")
+    assert resumed.key == reference.key
+    expected = load_file(tmp_path / "reference-store" / "lapt" / reference.key / reference.data_dir / "model.safetensors")
+    got = load_file(local_store.fetch(resumed) / "model.safetensors")
+    assert all(torch.equal(got[name], expected[name]) for name in expected)
