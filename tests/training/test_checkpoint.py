@@ -34,6 +34,30 @@ def flip_a_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def test_a_checkpoint_interrupted_mid_write_is_never_latest_and_is_cleaned(tmp_path):
+    from focusflow.storage.atomic import atomic_folder
+    from focusflow.training.checkpoint import CHECKPOINTS, clean_partial, latest_checkpoint, save_checkpoint
+
+    def write_model(folder):
+        (folder / "config.json").write_text("{}")
+
+    first = save_checkpoint(tmp_path, 5, write_model, {"step": 5}, {"rng": {"cpu": torch.zeros(2)}}, keep_last=2)
+
+    def crashing_model(folder):
+        write_model(folder)
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_checkpoint(tmp_path, 10, crashing_model, {"step": 10}, {}, keep_last=2)
+    assert latest_checkpoint(tmp_path) == first
+    assert sorted(p.name for p in (tmp_path / CHECKPOINTS).iterdir()) == ["latest", first.name]
+    killed = atomic_folder(tmp_path / CHECKPOINTS / "step-00000015")  # a kill -9 leaves its staging folder
+    (killed.__enter__() / "config.json").write_text("{}")
+    assert latest_checkpoint(tmp_path) == first
+    clean_partial(tmp_path)
+    assert sorted(p.name for p in (tmp_path / CHECKPOINTS).iterdir()) == ["latest", first.name]
+
+
 def test_the_manifest_lists_every_other_file_with_size_and_sha256(tmp_path):
     folder = _save(tmp_path, 5)
     files = json.loads((folder / MANIFEST).read_text())["files"]
