@@ -98,6 +98,11 @@ class Trainable:
     objective: str  # "mlm", "clm", "align": recorded in checkpoints, the summary and the loss-curve title
     flops_per_token: float | None = None  # training FLOPs per token, for MFU (None: not reported)
 
+    def __post_init__(self) -> None:
+        starts = [stage.first_step for stage in self.stages]
+        if not starts or starts[0] != 0 or starts != sorted(starts):
+            raise ValueError(f"training stages must start at step 0 and be in step order, not {starts}")
+
     def stage_at(self, step: int) -> TrainingStage:
         return [stage for stage in self.stages if stage.first_step <= step][-1]
 

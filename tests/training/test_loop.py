@@ -21,6 +21,8 @@ def test_the_stage_of_a_step_is_the_last_one_begun():
     assert [trainable.stage_at(step).name for step in range(5)] == ["embeddings"] * 3 + ["full"] * 2
     no_warm_up = _trainable((head, TrainingStage("full", 0, frozenset({1, 2}))))  # embeddings_only_fraction=0
     assert no_warm_up.stage_at(0).name == "full"
+    with pytest.raises(ValueError, match="start at step 0"):
+        _trainable((everything,))
 
 
 def test_weight_decay_goes_to_matrices_only():
