@@ -225,7 +225,7 @@ SOURCE = register(Stage("source", 1, (), _source,
                         hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=3 * 3600)))
 TOKENIZER = register(Stage("tokenizer", 1, ("split",), _tokenizer, "language tokenizer from the train split",
                            optional=("source",), work=("training_chars", "chars"), settings=TokenizerSettings))
-FASTTEXT = register(Stage("fasttext", 2, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
+FASTTEXT = register(Stage("fasttext", 3, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
                            work=("tokens", "tokens"), settings=FastTextSettings))
 INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
                       optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True,
