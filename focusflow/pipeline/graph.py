@@ -89,6 +89,7 @@ def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str,
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """The whole pipeline for one language: branches, LAPT, downstream evaluation, report."""
     language = cfg.language
+    publishing = {model: P.publish_params(cfg, model) for model in cfg.publish.models} if cfg.publish.repo_id else {}
     branches = prepare_branches(cfg, store_uri, tasks)
     lapt = {}
     if cfg.lapt.total_steps > 0:
@@ -116,6 +117,16 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     report = tasks["report"](store_uri, P.report_params(cfg),
                              report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic),
                              language=language)
+    intrinsic = {**branches["intrinsic"], **lapt_intrinsic}
+    published = {}
+    for name, params in publishing.items():  # after the report: the card reports its results
+        method = name.removesuffix("+lapt")
+        model = lapt[method] if name.endswith("+lapt") else branches["models"][method]
+        given = {"model": model, "report": report, "intrinsic": intrinsic.get(name),
+                 "source_intrinsic": intrinsic.get("original"), "downstream": downstream.get(name),
+                 "source_downstream": downstream.get("original")}
+        published[name] = tasks["publish"](store_uri, params, {k: v for k, v in given.items() if v is not None},
+                                           language=language, label=name)
     resolved: dict[str, Any] = {name: _value(branches[name]) for name in CORPUS_AND_VOCABULARY_STAGES
                                 if name in branches}
     resolved["source"] = _value(branches["source"])
@@ -123,6 +134,7 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     resolved["lapt"] = {m: _value(f) for m, f in lapt.items()}
     resolved["downstream"] = {m: _value(f) for m, f in downstream.items()}
     resolved["report"] = report
+    resolved["publish"] = published
     return resolved
 
 

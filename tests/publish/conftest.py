@@ -1,0 +1,73 @@
+"""A tiny specialized model with stored results: the whole graph in-process (no Prefect) on a tiny XLM-R source.
+
+corpus → … → FOCUS init → intrinsic (model and source) → 2 LAPT steps → NER on a tiny CoNLL task (2 seeds, model
+and source) → report → publish (``push: false``). About a minute on 2 cores; shared by the module's tests.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from focusflow.corpus.io import write_texts
+from tests.tiny_models import sample_texts, save_tiny
+
+
+def write_ner_task(folder: Path) -> Path:
+    rng = random.Random(3)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, texts in {"train": sample_texts(40, seed=7), "dev": sample_texts(12, seed=8),
+                         "test": sample_texts(12, seed=9)}.items():
+        lines = []
+        for text in texts:
+            lines += [f"{word} {'B-LOC' if rng.random() < 0.2 else 'O'}" for word in text.split()] + [""]
+        (folder / f"{split}.txt").write_text("\n".join(lines), encoding="utf-8")
+    return folder
+
+
+def tiny_run_config(root: Path, **publish: Any) -> dict[str, Any]:
+    return {
+        "language": "ny",
+        "store": (root / "store").as_uri(),
+        "source_model": str(root / "source"),
+        "corpus": {"source": "local", "paths": [str(root / "corpus.jsonl")]},
+        "cleaning": {"min_chars": 10, "min_words": 3},
+        "split": {"min_heldout_documents": 40},
+        "tokenizer": {"vocab_size": 300, "threads": 1},
+        "fasttext": {"dim": 16, "epochs": 2, "min_count": 1, "threads": 1},
+        "init": {"methods": ["focus"]},
+        "lapt": {"steps": 2, "batch_size": 4, "micro_batch_size": 2, "seq_len": 32, "checkpoint_every": 2,
+                 "eval_every": 2, "eval_sequences": 4},
+        "evaluation": {"heldout_sentences": 20, "tasks": [f"ner:{root / 'ner'}"], "seeds": 2, "epochs": 1,
+                       "batch_size": 8},
+        "dedup": {"decontaminate": False},
+        "publish": {"repo_id": "someone/tiny-{language}-{model}", "models": ["focus+lapt"], "push": False, **publish},
+    }
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The resolved graph of the tiny run (artifact URIs), its root folder and its configuration."""
+    import os
+
+    from focusflow.config import build_config
+    from focusflow.pipeline.graph import local_tasks, specialize
+
+    root = tmp_path_factory.mktemp("tiny-run")
+    write_texts(root / "corpus.jsonl", sample_texts(1500, seed=1))
+    save_tiny("xlmr", root / "source")
+    write_ner_task(root / "ner")
+    config = tiny_run_config(root)
+    previous = os.environ.get("FOCUSFLOW_WORK_DIR")
+    os.environ["FOCUSFLOW_WORK_DIR"] = str(root / "work")
+    try:
+        resolved = specialize(build_config(config), config["store"], local_tasks())
+    finally:
+        if previous is None:
+            os.environ.pop("FOCUSFLOW_WORK_DIR", None)
+        else:
+            os.environ["FOCUSFLOW_WORK_DIR"] = previous
+    return {"root": root, "config": config, "resolved": resolved}
