@@ -27,6 +27,10 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
     with tags(f"language:{cfg.language}"):
         resolved = specialize(cfg, store_uri, tasks_for(store_uri))
     print(f"report: {resolved['report']}")
+    store = ArtifactStore(store_uri)
+    for label, uri in resolved.get("publish", {}).items():
+        pushed = store.resolve(uri).metadata.get("push")
+        print(f"published {label}: {pushed['url']}" if pushed else f"repository folder of {label}: {uri}")
     return resolved
 
 

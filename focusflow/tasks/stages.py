@@ -18,10 +18,11 @@ from focusflow.pipeline import STAGES, run_stage
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot
 from focusflow.tasks.lapt import lapt_checkpoint_callback
+from focusflow.tasks.publish import publish_link
 from focusflow.tasks.report import publish_downstream, publish_report
 
 # Stages that read from the network or object storage are retried with backoff.
-_IO_STAGES = {"corpus", "source"}
+_IO_STAGES = {"corpus", "source"}  # (publish is not retried here: huggingface_hub retries its own uploads)
 # Downloads can hang on a dead mirror; training is bounded by its own budget, the limits only report
 # (Prefect cannot interrupt a blocking call in a worker thread).
 _TIMEOUT_S = {"corpus": 6 * 3600, "source": 3 * 3600, "lapt": 72 * 3600, "downstream": 48 * 3600}
@@ -34,7 +35,8 @@ def _publish_metrics(store: ArtifactStore, artifact: Artifact, language: str | N
     publish_stage(artifact.stage, language, artifact.uri, dict(artifact.metadata), label)
 
 
-_PUBLISHERS: dict[str, Publisher] = {"downstream": publish_downstream, "report": publish_report}
+_PUBLISHERS: dict[str, Publisher] = {"downstream": publish_downstream, "report": publish_report,
+                                     "publish": publish_link}
 
 
 def _make(stage: str) -> Task[..., str]:

@@ -6,6 +6,7 @@ and source) → report → publish (``push: false``). About a minute on 2 cores;
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -71,3 +72,48 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         else:
             os.environ["FOCUSFLOW_WORK_DIR"] = previous
     return {"root": root, "config": config, "resolved": resolved}
+
+
+def store_downstream(store: Any, model: Any, name: str, f1_by_seed: dict[int, float], task: str) -> Any:
+    """A downstream artifact of ``model`` written by the project's own report writer from per-seed runs."""
+    import tempfile
+
+    from focusflow.evaluation.downstream.report import write_reports
+
+    runs = [{"model": name, "task": task, "kind": "ner", "dataset": "masakhaner2", "language": "nya", "seed": seed,
+             "main_metric": "f1", "test": {"f1": f1, "precision": f1 / 2, "recall": min(1.0, f1 * 2)},
+             "best_dev": f1, "best_step": 3, "total_steps": 10, "seconds": 1.0, "train_tokens_per_s": 100.0,
+             "sizes": {"train": 40, "dev": 12, "test": 12}} for seed, f1 in f1_by_seed.items()]
+    params = {"evaluation": {"tasks": [task], "seeds": len(runs), "epochs": 1.0}, "data": None, "name": name}
+    with tempfile.TemporaryDirectory() as folder:
+        results = write_reports(Path(folder), runs)
+        key = store.key("downstream", params, {"model": model}, 1)
+        return store.put_dir("downstream", key, folder, params=params, inputs={"model": model},
+                             metadata={"results": json.loads(results.to_json(orient="records"))})
+
+
+@pytest.fixture(scope="session")
+def light_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A FOCUS-initialized tiny model with its intrinsic results and the source's (a real run without LAPT, ~5 s),
+    plus stored NER results of both (seed 2 of the model stuck at F1 0)."""
+    from focusflow.config import build_config
+    from focusflow.pipeline.graph import local_tasks, specialize
+    from focusflow.storage import ArtifactStore
+
+    root = tmp_path_factory.mktemp("light-run")
+    write_texts(root / "corpus.jsonl", sample_texts(1500, seed=1))
+    save_tiny("xlmr", root / "source")
+    config = tiny_run_config(root)
+    del config["publish"]  # the tests publish it themselves
+    config["lapt"]["steps"] = 0
+    config["evaluation"]["tasks"] = []
+    config["split"]["min_heldout_documents"] = 30
+    resolved = specialize(build_config(config), config["store"], local_tasks())
+    store = ArtifactStore(config["store"])
+    model = store.resolve(resolved["models"]["focus"])
+    source = store.resolve(resolved["source"])
+    task = "ner:masakhaner2:nya"
+    downstream = {"model": store_downstream(store, model, "focus", {1: 0.61, 2: 0.0, 3: 0.58}, task),
+                  "source": store_downstream(store, source, "original", {1: 0.55, 2: 0.52, 3: 0.57}, task)}
+    return {"root": root, "config": config, "resolved": resolved, "store": store, "model": model,
+            "source": source, "downstream": downstream}
