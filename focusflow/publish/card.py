@@ -105,6 +105,9 @@ def _intrinsic_table(facts: CardFacts) -> list[str]:
     for m in rows:
         lines.append(f"| {_row_name(facts, m)} | " + " | ".join(_number(m.intrinsic.get(key)) for key, _ in shown)
                      + " |")
+    lines += ["", "Each model is scored with its own tokenizer on the same held-out sentences: the loss is per token of "
+              "that tokenizer, so compare bits per byte across tokenizers; a loss is meaningful below its "
+              "tokenizer's unigram loss (token frequencies alone)."]
     if not facts.original.intrinsic:
         lines += ["", "The source model's intrinsic row is not stored (run with `orchestration.evaluate_original`)."]
     return [*lines, ""]
@@ -143,7 +146,7 @@ def _efficiency_table(facts: CardFacts) -> list[str]:
 def _how_made(facts: CardFacts) -> list[str]:
     lines = [f"- **Source model**: `{facts.source_spec}` ({facts.architecture})",
              f"- **Method**: `{facts.method}` embedding initialization, mode `{facts.mode}`, "
-             f"new vocabulary of {_number(facts.model.vocab_size)} tokens trained on the {facts.language} corpus"]
+             f"new vocabulary of {_number(facts.model.vocab_size)} tokens trained on the corpus below"]
     if facts.fates:
         shares = ", ".join(f"{SHARE_NAMES.get(k, k.removesuffix('_share'))} {100 * v:.1f}%"
                            for k, v in sorted(facts.fates.items(), key=lambda kv: -kv[1]) if v > 0 or k == "random_share")
@@ -155,7 +158,7 @@ def _how_made(facts: CardFacts) -> list[str]:
         lines.append("- **Language-adaptive pretraining (LAPT)**: "
                      + ", ".join(f"{k.replace('_', ' ')} {_number(v)}" for k, v in facts.lapt.items()))
     else:
-        lines.append("- **No language-adaptive pretraining**: the weights are the initialization.")
+        lines.append("- **No language-adaptive pretraining (LAPT)** was run on this model.")
     corpus = facts.corpus
     if corpus:
         what = corpus.get("source", "?")
@@ -234,8 +237,9 @@ def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelC
              "pretraining", "align": "after embedding alignment"}.get(facts.stage, "at initialization")
     body = [
         f"# {name}", "",
-        f"A {facts.language} {'masked' if facts.objective == 'mlm' else 'causal'} language model: "
-        f"`{facts.source_spec}` specialized to **{facts.language}** with a new {facts.language} tokenizer and "
+        f"A {'masked' if facts.objective == 'mlm' else 'causal'} language model for the language "
+        f"**`{facts.language}`**: `{facts.source_spec}` specialized to it with a new tokenizer trained on "
+        f"`{facts.language}` text and "
         f"`{facts.method}` embedding initialization ({facts.label}, {stage}), made with "
         "focusflow and [FOCUS](https://arxiv.org/abs/2305.14481).", "",
         "## How it was made", "", *_how_made(facts),
