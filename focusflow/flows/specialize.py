@@ -1,7 +1,8 @@
 """``specialize_language``: the whole pipeline for one language, as one Prefect flow of cached tasks.
 
 corpus → dedup → split → tokenizer → fastText → init (each method) → intrinsic eval
-→ LAPT (selected methods) → downstream eval → report   (the graph: ``focusflow.pipeline.graph``)
+→ LAPT (selected methods) → downstream eval → report → publish (when `publish.repo_id` is set)
+(the graph: ``focusflow.pipeline.graph``)
 """
 
 from __future__ import annotations
