@@ -92,17 +92,14 @@ def store_downstream(store: Any, model: Any, name: str, f1_by_seed: dict[int, fl
                              metadata={"results": json.loads(results.to_json(orient="records"))})
 
 
-@pytest.fixture(scope="session")
-def light_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A FOCUS-initialized tiny model with its intrinsic results and the source's (a real run without LAPT, ~5 s),
-    plus stored NER results of both (seed 2 of the model stuck at F1 0)."""
+def initialized_run(root: Path, family: str) -> dict[str, Any]:
+    """A real run without LAPT or downstream (~5 s): corpus … FOCUS init, intrinsic results of model and source."""
     from focusflow.config import build_config
     from focusflow.pipeline.graph import local_tasks, specialize
     from focusflow.storage import ArtifactStore
 
-    root = tmp_path_factory.mktemp("light-run")
     write_texts(root / "corpus.jsonl", sample_texts(1500, seed=1))
-    save_tiny("xlmr", root / "source")
+    save_tiny(family, root / "source")
     config = tiny_run_config(root)
     del config["publish"]  # the tests publish it themselves
     config["lapt"]["steps"] = 0
@@ -110,10 +107,23 @@ def light_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     config["split"]["min_heldout_documents"] = 30
     resolved = specialize(build_config(config), config["store"], local_tasks())
     store = ArtifactStore(config["store"])
-    model = store.resolve(resolved["models"]["focus"])
-    source = store.resolve(resolved["source"])
+    return {"root": root, "config": config, "resolved": resolved, "store": store,
+            "model": store.resolve(resolved["models"]["focus"]), "source": store.resolve(resolved["source"])}
+
+
+@pytest.fixture(scope="session")
+def decoder_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same for a tiny GPT-2 (byte-level BPE, causal LM)."""
+    return initialized_run(tmp_path_factory.mktemp("decoder-run"), "gpt2")
+
+
+@pytest.fixture(scope="session")
+def light_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A FOCUS-initialized tiny XLM-R with its intrinsic results and the source's, plus stored NER results of both
+    (seed 2 of the model stuck at F1 0)."""
+    run = initialized_run(tmp_path_factory.mktemp("light-run"), "xlmr")
+    store, model, source = run["store"], run["model"], run["source"]
     task = "ner:masakhaner2:nya"
     downstream = {"model": store_downstream(store, model, "focus", {1: 0.61, 2: 0.0, 3: 0.58}, task),
                   "source": store_downstream(store, source, "original", {1: 0.55, 2: 0.52, 3: 0.57}, task)}
-    return {"root": root, "config": config, "resolved": resolved, "store": store, "model": model,
-            "source": source, "downstream": downstream}
+    return {**run, "downstream": downstream}

@@ -165,3 +165,18 @@ def test_a_malformed_repository_id_is_one_error_line(light_run):
     result = CliRunner().invoke(app, ["publish", light_run["model"].uri, "--repo-id", "some one/x",
                                       "--store", light_run["config"]["store"]])
     assert result.exit_code == 2 and "is not a Hub repository id" in result.output
+
+
+def test_a_decoder_gets_a_generation_config_and_a_generate_snippet_that_runs(decoder_run, tmp_path):
+    out = tmp_path / "decoder"
+    publish(decoder_run, decoder_run["model"].uri, "--repo-id", "someone/tiny-gpt2-ny", "--out", str(out))
+    assert (out / "generation_config.json").is_file()
+    card = ModelCard.load(out / "README.md")
+    assert card.data.pipeline_tag == "text-generation"
+    assert {r.metric_name for r in card.data.eval_results} >= {"held-out CLM loss (nats/token)"}
+    snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1)
+    assert 'pipeline("text-generation"' in snippet
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(snippet.replace("someone/tiny-gpt2-ny", str(out)), {})  # noqa: S102
+    assert printed.getvalue().strip()
