@@ -105,13 +105,13 @@ def _ancestors(index: _Index, store: ArtifactStore, model: Artifact) -> dict[str
         for artifact in frontier:
             parents: list[Artifact] = []
             for content_hash in artifact.manifest.get("inputs", {}).values():
-                parents += [p for p in index.producers(content_hash)[:1] if p.stage not in _NOT_ANCESTORS]
+                parents += [p for p in index.producers(content_hash) if p.stage not in _NOT_ANCESTORS][:1]
             if artifact.stage == "lapt-checkpoint":  # committed with its run's lineage as URIs, not as inputs
                 for uri in (artifact.metadata.get("lineage") or {}).values():
-                    try:
-                        parents.append(store.resolve(str(uri)))
-                    except Exception:  # noqa: BLE001 — an ancestor from another store or deleted: not traceable
-                        continue
+                    stage, _, key = str(uri).rstrip("/").rpartition("/")
+                    found_here = store.find(stage.rpartition("/")[2], key) if stage and key else None
+                    if found_here is not None:  # by stage and key: the store may have moved since
+                        parents.append(found_here)
             for parent in parents:
                 if parent.uri in seen:
                     continue
@@ -134,6 +134,22 @@ def _from_report(report: Artifact, index: _Index) -> dict[str, Artifact]:
     return named
 
 
+def _reading(report: Artifact, index: _Index, model: Artifact, label: str) -> tuple[str, dict[str, Artifact]]:
+    """The model's name in a report (``focus``, ``focus+align``, ``focus+lapt`` …) and the report's named inputs."""
+    named = _from_report(report, index)
+    mine = next((name for name, a in named.items()
+                 if a.content_hash == model.content_hash and name.partition(":")[0] in ("init", "lapt")), None)
+    if mine is not None:
+        kind, _, method = mine.partition(":")
+        label = f"{method}+lapt" if kind == "lapt" else method
+    return label, named
+
+
+def _coverage(named: dict[str, Artifact], label: str) -> tuple[bool, ...]:
+    return tuple(f"{kind}:{name}" in named for kind in ("downstream", "intrinsic")
+                 for name in (label, SOURCE_LABEL))
+
+
 def trace(store: ArtifactStore, model: Artifact) -> Lineage:
     """The lineage and stored results of ``model`` (an init, align, LAPT or LAPT-checkpoint artifact)."""
     index = _Index(store.list())
@@ -148,14 +164,9 @@ def trace(store: ArtifactStore, model: Artifact) -> Lineage:
     source = ancestors.get("source")
     reports = [a for a in reversed(index.all) if a.stage == REPORT_STAGE
                and model.content_hash in a.manifest.get("inputs", {}).values()]
-    if reports:
-        lineage.report = reports[0]
-        named = _from_report(reports[0], index)
-        mine = next((name for name, a in named.items()
-                     if a.content_hash == model.content_hash and name.partition(":")[0] in ("init", "lapt")), None)
-        if mine is not None:
-            kind, _, method = mine.partition(":")
-            lineage.label = f"{method}+lapt" if kind == "lapt" else method
+    if reports:  # the report that reports most about the model (a run's over a comparison's), newest first
+        readings = [(report, *_reading(report, index, model, label)) for report in reports]
+        lineage.report, lineage.label, named = max(readings, key=lambda r: _coverage(r[2], r[1]))
         lineage.intrinsic = named.get(f"intrinsic:{lineage.label}")
         lineage.downstream = named.get(f"downstream:{lineage.label}")
         lineage.source_intrinsic = named.get(f"intrinsic:{SOURCE_LABEL}")
