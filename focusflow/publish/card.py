@@ -30,7 +30,8 @@ INTRINSIC_METRICS = (("{lm}_loss", "loss", "held-out {lm} loss (nats/token)"),
                      ("bits_per_byte", "bits_per_byte", "held-out bits per byte"),
                      ("{lm}_accuracy", "accuracy", "held-out {lm} accuracy"),
                      ("fidelity", "cosine_similarity", "fidelity to the source model (mean sentence cosine)"),
-                     ("retrieval_top1", "accuracy", "top-1 sentence retrieval against the source model"))
+                     ("retrieval_top1", "retrieval_top1", "top-1 sentence retrieval against the source model"))
+HELDOUT_DATASET = "focusflow-heldout"  # the run's own held-out split: no Hub dataset id, and none is claimed
 SHARE_NAMES = {"copied_share": "copied from the source vocabulary", "combined_share": "FOCUS combination",
                "combined_subword_share": "FOCUS combination (subword vector)", "fvt_share": "FVT mean of pieces",
                "mean_share": "mean embedding", "random_share": "random", "kept_share": "kept"}
@@ -58,7 +59,7 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
         if isinstance(value, (int, float)) and not math.isnan(float(value)):
             results.append(EvalResult(
                 task_type=pipeline_tag(facts), task_name="Intrinsic evaluation on held-out text",
-                dataset_type="focusflow/heldout", dataset_name=f"held-out {facts.language} text "
+                dataset_type=HELDOUT_DATASET, dataset_name=f"held-out {facts.language} text "
                 f"({facts.heldout_sentences or '?'} sentences, never trained on)", dataset_split="heldout",
                 metric_type=metric, metric_value=float(value), metric_name=name.format(lm=lm.upper())))
     return results

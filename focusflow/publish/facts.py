@@ -126,7 +126,8 @@ def _example_sentence(store: ArtifactStore, lineage: Lineage) -> str | None:
         for number, line in enumerate(io.TextIOWrapper(handle, encoding="utf-8")):
             if number >= 500:
                 break
-            text = str(json.loads(line).get("text", "")).strip().splitlines()[0] if line.strip() else ""
+            lines = str(json.loads(line).get("text", "")).strip().splitlines() if line.strip() else []
+            text = lines[0].strip() if lines else ""
             words = text.split()
             if 6 <= len(words) <= 16 and len(text) <= 120:
                 return text
