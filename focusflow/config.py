@@ -287,6 +287,19 @@ class OrchestrationSpec(_Section):
     evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")
 
 
+class PublishSpec(_Section):
+    """Publish models of the run to the Hugging Face Hub at the end of ``specialize_language``."""
+
+    repo_id: str | None = Field(default=None, description="Hub repository, e.g. user/e5-small-{language}-{model}; "
+                                "{language} and {model} are filled in (one repository per model); unset: off")
+    models: list[str] = Field(default_factory=lambda: ["focus+lapt"], min_length=1,
+                              description="which models: focus, focus+align, focus+lapt … (the report's names)")
+    private: bool = False
+    revision: str | None = Field(default=None, description="branch to push to (created if missing); None: main")
+    commit_message: str | None = None
+    push: bool = Field(default=True, description="false: store the repository folder without pushing")
+
+
 class MlmHeadSpec(BaseModel):
     """How to train an MLM head for a source without one (``models.mlm_head``): a CPU-sized budget by default."""
 
@@ -328,6 +341,7 @@ class PipelineConfig(_Section):
     lapt: LaptSpec = Field(default_factory=LaptSpec)
     evaluation: EvalSpec = Field(default_factory=EvalSpec)
     orchestration: OrchestrationSpec = Field(default_factory=OrchestrationSpec)
+    publish: PublishSpec = Field(default_factory=PublishSpec)
 
     @field_validator("source_head")
     @classmethod

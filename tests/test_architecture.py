@@ -20,8 +20,8 @@ import focusflow
 PACKAGE_ROOT = Path(focusflow.__file__).parent
 # The library core (``methods``: the method table, a torch-free leaf that config and embeddings read;
 # ``precision``: the one autocast decision of training and evaluation).
-CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "storage", "config", "methods", "logs",
-        "errors", "precision")
+CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "publish", "storage", "config",
+        "methods", "logs", "errors", "precision")
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT.parent) -> str:
@@ -158,7 +158,7 @@ def test_validating_a_config_does_not_load_torch():
 # Bottom to top (docs/ARCHITECTURE.md): a module imports its own layer and the ones below it only.
 LAYERS = (
     ("errors", "config", "methods", "logs", "storage", "precision"),
-    ("corpus",), ("tokenizer",), ("models",), ("embeddings",), ("training",), ("evaluation",),
+    ("corpus",), ("tokenizer",), ("models",), ("embeddings",), ("training",), ("evaluation",), ("publish",),
     ("pipeline",), ("tasks",), ("flows",), ("orchestration",), ("cli",),
 )
 # The checkpoint event is defined once, in orchestration, and emitted by the LAPT task: a leaf module

@@ -13,6 +13,7 @@ from focusflow.cli import flows as _flows  # noqa: F401
 from focusflow.cli import lapt as _lapt  # noqa: F401
 from focusflow.cli import models as _models  # noqa: F401
 from focusflow.cli import ops as _ops  # noqa: F401
+from focusflow.cli import publish as _publish  # noqa: F401
 
 # Import order (sorted by module) is registration order, which is the order of `focusflow --help`.
 from focusflow.cli import store as _store  # noqa: F401

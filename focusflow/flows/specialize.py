@@ -1,7 +1,8 @@
 """``specialize_language``: the whole pipeline for one language, as one Prefect flow of cached tasks.
 
 corpus → dedup → split → tokenizer → fastText → init (each method) → intrinsic eval
-→ LAPT (selected methods) → downstream eval → report   (the graph: ``focusflow.pipeline.graph``)
+→ LAPT (selected methods) → downstream eval → report → publish (when `publish.repo_id` is set)
+(the graph: ``focusflow.pipeline.graph``)
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
     with tags(f"language:{cfg.language}"):
         resolved = specialize(cfg, store_uri, tasks_for(store_uri))
     print(f"report: {resolved['report']}")
+    store = ArtifactStore(store_uri)
+    for label, uri in resolved.get("publish", {}).items():
+        pushed = store.resolve(uri).metadata.get("push")
+        print(f"published {label}: {pushed['url']}" if pushed else f"repository folder of {label}: {uri}")
     return resolved
 
 

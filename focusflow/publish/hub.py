@@ -1,0 +1,87 @@
+"""Push a repository folder to the Hugging Face Hub: the one place focusflow talks to it.
+
+``huggingface_hub`` does the work (``create_repo(exist_ok=True)``, ``create_branch`` for a revision,
+``upload_folder``); the token is ``HF_TOKEN`` or the user's login, the endpoint ``HF_ENDPOINT``
+(read when the push runs). Every failure becomes one :class:`PushError` line naming the
+repository and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from focusflow.errors import FocusflowError
+
+
+class PushError(FocusflowError, RuntimeError):
+    """The push to the Hub failed; the message names the repository and why."""
+
+
+@dataclass(frozen=True)
+class PushResult:
+    repo_id: str
+    url: str
+    commit: str | None
+    commit_url: str | None
+    revision: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"repo_id": self.repo_id, "url": self.url, "commit": self.commit, "commit_url": self.commit_url,
+                "revision": self.revision}
+
+
+def default_api() -> Any:
+    """An ``HfApi`` on ``HF_ENDPOINT`` (default huggingface.co) with ``HF_TOKEN`` or the saved login."""
+    from huggingface_hub import HfApi, constants
+
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    return HfApi(endpoint=endpoint.rstrip("/"), token=os.environ.get("HF_TOKEN") or None)
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying why, from huggingface_hub's and the HTTP client's exceptions."""
+    from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
+
+    if isinstance(exc, OfflineModeIsEnabled):
+        return "HF_HUB_OFFLINE is set; unset it to push"
+    if isinstance(exc, LocalTokenNotFoundError):
+        return "no token: set HF_TOKEN or run `hf auth login`"
+    if isinstance(exc, HfHubHTTPError):
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+        if status == 401:
+            return "the Hub refused the token (401 Unauthorized): set HF_TOKEN to a token with write access"
+        if status == 403:
+            return "the token may not write to this repository (403 Forbidden): check its permissions"
+        server = getattr(exc, "server_message", None) or str(exc).splitlines()[0]
+        return f"the Hub answered {status or 'an error'}: {server}"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    kind = type(exc).__name__
+    if any(word in kind for word in ("Connect", "Timeout", "RemoteProtocol", "ReadError", "Network")) or \
+            isinstance(exc, (ConnectionError, TimeoutError)):
+        return f"the connection to the Hub failed ({kind}: {text[:200]})"
+    return f"{kind}: {text[:300]}"
+
+
+def push_folder(folder: Path, repo_id: str, *, private: bool = False, revision: str | None = None,
+                commit_message: str | None = None, api: Any = None) -> PushResult:
+    """Create the repository if needed and upload ``folder`` as one commit (on ``revision`` when given)."""
+    api = api if api is not None else default_api()
+    endpoint = str(getattr(api, "endpoint", "") or "").rstrip("/")
+    try:
+        url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        if revision:
+            api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
+        with warnings.catch_warnings():  # transfer_report.parquet is meant for a model repository
+            warnings.filterwarnings("ignore", message=".*about to commit a data file.*")
+            info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model", revision=revision,
+                                     commit_message=commit_message or f"Upload {repo_id} with focusflow")
+    except Exception as exc:  # noqa: BLE001 — every failure becomes one line naming the repository
+        where = f" at {endpoint}" if endpoint else ""
+        raise PushError(f"could not push {repo_id}{where}: {_reason(exc)}") from exc
+    return PushResult(repo_id=repo_id, url=str(url), commit=getattr(info, "oid", None),
+                      commit_url=getattr(info, "commit_url", None), revision=revision)

@@ -1,0 +1,201 @@
+"""Where a stored model came from and what was measured on it, read from the store's manifests.
+
+Every manifest names its inputs by content hash, so a model's ancestors (LAPT ← align ← init ←
+source, tokenizer, split, corpus …) are found by following those hashes, and its results are the
+artifacts that took it as their ``model`` input: the intrinsic evaluation, the downstream
+evaluation, the run report. A run report is the run's own index (its inputs are named
+``intrinsic:focus+lapt``, ``downstream:original`` …), so when one lists the model its choices are
+used; otherwise the newest matching artifacts are. Nothing here loads a model: manifests only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from focusflow.errors import InputError
+from focusflow.storage import Artifact, ArtifactStore
+
+MODEL_STAGES = ("init", "align", "lapt", "lapt-checkpoint", "import")
+REPORT_STAGE = "report"
+SOURCE_LABEL = "original"
+TRANSFER_REPORT, TRANSFER_TOTALS = "transfer_report.parquet", "transfer_totals.json"
+# Stages that are results or outputs, never ancestors of a model.
+_RESULT_KINDS = ("intrinsic", "downstream", "lapt", "reference")
+_NOT_ANCESTORS = {"report", "publish", "intrinsic", "downstream", "reference"}
+
+
+class LineageError(InputError):
+    """The given artifact is not a model the store can trace."""
+
+
+@dataclass
+class Lineage:
+    """One model, its ancestors by stage and the stored results of it and of its source model."""
+
+    model: Artifact
+    label: str  # the run's name for it: focus, focus+align, focus+lapt …
+    ancestors: dict[str, Artifact] = field(default_factory=dict)  # stage → artifact (nearest first)
+    intrinsic: Artifact | None = None
+    source_intrinsic: Artifact | None = None
+    downstream: Artifact | None = None
+    source_downstream: Artifact | None = None
+    report: Artifact | None = None
+
+    @property
+    def source(self) -> Artifact | None:
+        return self.ancestors.get("source")
+
+    @property
+    def transfer(self) -> Artifact | None:
+        """The nearest model artifact that holds the transfer report (LAPT keeps the initialization's)."""
+        for artifact in (self.model, self.ancestors.get("align"), self.ancestors.get("init")):
+            if artifact is not None and TRANSFER_TOTALS in artifact.files:
+                return artifact
+        return None
+
+    def artifacts(self) -> dict[str, Artifact]:
+        """Every artifact the card and the repository folder are built from, by role."""
+        roles: dict[str, Artifact | None] = {"model": self.model, **self.ancestors, "intrinsic": self.intrinsic,
+                                             "source_intrinsic": self.source_intrinsic,
+                                             "downstream": self.downstream,
+                                             "source_downstream": self.source_downstream, "report": self.report}
+        return {role: artifact for role, artifact in roles.items() if artifact is not None}
+
+
+class _Index:
+    """Every committed artifact of a store, by content hash and by the content hash of each input."""
+
+    def __init__(self, artifacts: Iterable[Artifact]) -> None:
+        self.all = sorted(artifacts, key=lambda a: a.manifest.get("created", ""))
+        self.by_hash: dict[str, list[Artifact]] = {}
+        for artifact in self.all:
+            self.by_hash.setdefault(artifact.content_hash, []).append(artifact)
+
+    def producers(self, content_hash: str) -> list[Artifact]:
+        """Artifacts with this content, computed ones before imported copies."""
+        return sorted(self.by_hash.get(content_hash, []), key=lambda a: a.stage == "import")
+
+    def consumers(self, stage: str, content_hash: str, name: str = "model") -> list[Artifact]:
+        """Artifacts of ``stage`` that took this content as input ``name``, newest first."""
+        return [a for a in reversed(self.all)
+                if a.stage == stage and a.manifest.get("inputs", {}).get(name) == content_hash]
+
+
+def _method_label(ancestors: dict[str, Artifact], model: Artifact) -> str:
+    """``focus``, ``focus+align``, ``focus+lapt`` … from the stages the model went through."""
+    init = ancestors.get("init") or (model if model.stage == "init" else None)
+    label = str(init.params.get("method", "model")) if init else "model"
+    stages = {model.stage, *ancestors}
+    if "align" in stages:
+        label += "+align"
+    if stages & {"lapt", "lapt-checkpoint"}:
+        label += "+lapt"
+    return label
+
+
+def _ancestors(index: _Index, store: ArtifactStore, model: Artifact) -> dict[str, Artifact]:
+    """Stage → the nearest ancestor of that stage, breadth first over input content hashes."""
+    found: dict[str, Artifact] = {}
+    frontier = [model]
+    seen = {model.uri}
+    while frontier:
+        nxt: list[Artifact] = []
+        for artifact in frontier:
+            parents: list[Artifact] = []
+            for content_hash in artifact.manifest.get("inputs", {}).values():
+                parents += [p for p in index.producers(content_hash) if p.stage not in _NOT_ANCESTORS][:1]
+            if artifact.stage == "lapt-checkpoint":  # committed with its run's lineage as URIs, not as inputs
+                for uri in (artifact.metadata.get("lineage") or {}).values():
+                    stage, _, key = str(uri).rstrip("/").rpartition("/")
+                    found_here = store.find(stage.rpartition("/")[2], key) if stage and key else None
+                    if found_here is not None:  # by stage and key: the store may have moved since
+                        parents.append(found_here)
+            for parent in parents:
+                if parent.uri in seen:
+                    continue
+                seen.add(parent.uri)
+                found.setdefault(parent.stage, parent)
+                nxt.append(parent)
+        frontier = nxt
+    return found
+
+
+def _from_report(report: Artifact, index: _Index) -> dict[str, Artifact]:
+    """The report's named inputs (``intrinsic:focus``, ``downstream:original`` …) as artifacts."""
+    named: dict[str, Artifact] = {}
+    for name, content_hash in report.manifest.get("inputs", {}).items():
+        kind = name.partition(":")[0]
+        candidates = index.producers(content_hash)
+        preferred = [a for a in candidates if a.stage == kind] if kind in _RESULT_KINDS else []
+        if preferred or candidates:
+            named[name] = (preferred or candidates)[0]
+    return named
+
+
+def _reading(report: Artifact, index: _Index, model: Artifact, label: str) -> tuple[str, dict[str, Artifact]]:
+    """The model's name in a report (``focus``, ``focus+align``, ``focus+lapt`` …) and the report's named inputs."""
+    named = _from_report(report, index)
+    mine = next((name for name, a in named.items()
+                 if a.content_hash == model.content_hash and name.partition(":")[0] in ("init", "lapt")), None)
+    if mine is not None:
+        kind, _, method = mine.partition(":")
+        label = f"{method}+lapt" if kind == "lapt" else method
+    return label, named
+
+
+def _coverage(named: dict[str, Artifact], label: str) -> tuple[bool, ...]:
+    return tuple(f"{kind}:{name}" in named for kind in ("downstream", "intrinsic")
+                 for name in (label, SOURCE_LABEL))
+
+
+def trace(store: ArtifactStore, model: Artifact) -> Lineage:
+    """The lineage and stored results of ``model`` (an init, align, LAPT or LAPT-checkpoint artifact)."""
+    index = _Index(store.list())
+    if model.stage == "import":  # an exported copy imported back: the computed artifact with the same content
+        model = next((a for a in index.producers(model.content_hash) if a.stage != "import"), model)
+    if model.stage not in MODEL_STAGES:
+        raise LineageError(f"{model.uri} is a {model.stage} artifact, not a model; pass an init, align, lapt or "
+                           "lapt-checkpoint artifact (`focusflow store ls init`)")
+    ancestors = _ancestors(index, store, model)
+    label = _method_label(ancestors, model)
+    lineage = Lineage(model=model, label=label, ancestors=ancestors)
+    source = ancestors.get("source")
+    reports = [a for a in reversed(index.all) if a.stage == REPORT_STAGE
+               and model.content_hash in a.manifest.get("inputs", {}).values()]
+    if reports:  # the report that reports most about the model (a run's over a comparison's), newest first
+        readings = [(report, *_reading(report, index, model, label)) for report in reports]
+        lineage.report, lineage.label, named = max(readings, key=lambda r: _coverage(r[2], r[1]))
+        lineage.intrinsic = named.get(f"intrinsic:{lineage.label}")
+        lineage.downstream = named.get(f"downstream:{lineage.label}")
+        lineage.source_intrinsic = named.get(f"intrinsic:{SOURCE_LABEL}")
+        lineage.source_downstream = named.get(f"downstream:{SOURCE_LABEL}")
+    lineage.intrinsic = lineage.intrinsic or _first(index.consumers("intrinsic", model.content_hash))
+    lineage.downstream = lineage.downstream or _first(index.consumers("downstream", model.content_hash))
+    if source is not None:
+        lineage.source_intrinsic = lineage.source_intrinsic or _first(
+            _same_settings(index.consumers("intrinsic", source.content_hash), lineage.intrinsic))
+        lineage.source_downstream = lineage.source_downstream or _first(
+            _same_settings(index.consumers("downstream", source.content_hash), lineage.downstream, ignore=("name",)))
+    return lineage
+
+
+def _same_settings(candidates: list[Artifact], mine: Artifact | None, ignore: tuple[str, ...] = ()) -> list[Artifact]:
+    """The source's results measured with the same settings as the model's (else none: not comparable)."""
+    if mine is None:
+        return candidates
+    wanted = {k: v for k, v in mine.params.items() if k not in ignore}
+    return [a for a in candidates if {k: v for k, v in a.params.items() if k not in ignore} == wanted]
+
+
+def _first(artifacts: list[Artifact]) -> Artifact | None:
+    return artifacts[0] if artifacts else None
+
+
+def lineage_record(lineage: Lineage) -> dict[str, Any]:
+    """What ``lineage.json`` holds: every artifact's stage, key, content hash and parameters, by role."""
+    return {"label": lineage.label,
+            "artifacts": {role: {"stage": a.stage, "key": a.key, "content_hash": a.content_hash,
+                                 "params": a.params}
+                          for role, a in lineage.artifacts().items()}}

@@ -1,0 +1,38 @@
+"""A downstream task spec (``ner:masakhaner2:swa``, ``nli:PATH``) as the Hub's model-index names it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# focusflow's task kinds → the Hub's task ids (https://hf.co/tasks) and their pretty names
+HUB_TASKS = {"ner": ("token-classification", "Named entity recognition"),
+             "nli": ("text-classification", "Natural language inference"),
+             "qa": ("question-answering", "Extractive question answering"),
+             "cls": ("text-classification", "Text classification")}
+
+
+@dataclass(frozen=True)
+class TaskDataset:
+    task_type: str
+    task_name: str
+    dataset_type: str  # the Hub dataset id where there is one, else the task spec
+    dataset_name: str
+    dataset_config: str | None
+    hub_id: str | None
+
+
+def task_dataset(task: str, dataset: str | None = None, language: str | None = None) -> TaskDataset:
+    """The Hub's names for a downstream task spec; a local folder has no dataset id and says so."""
+    from focusflow.evaluation.downstream.sources import ALIASES, ISO1, ISO3, KNOWN
+
+    kind, _, rest = task.partition(":")
+    task_type, task_name = HUB_TASKS.get(kind, (kind or "other", kind or "task"))
+    name, _, lang = rest.partition(":")
+    known = KNOWN.get(ALIASES.get(name.lower(), name.lower())) if lang else None
+    if known is None:
+        label = f"{dataset or name or task} (local files)"
+        return TaskDataset(task_type, task_name, task, label, language or None, None)
+    code = lang.strip().lower()
+    iso1, iso3 = ISO1.get(code, code), ISO3.get(code, code)
+    config = (known.config or known.data_dir or "").format(iso1=iso1, iso3=iso3) or None
+    return TaskDataset(task_type, task_name, known.repo, f"{name} ({lang})", config, known.repo)

