@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from focusflow.pipeline.registry import Stage, StageRun, register
+from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.storage import Artifact, ArtifactStore
 
 PUBLISH_STAGE, PUBLISH_VERSION = "publish", 1
@@ -40,24 +40,33 @@ def publish_inputs(store: ArtifactStore, model: Artifact) -> dict[str, Artifact]
     return {name: artifact for name, artifact in found.items() if artifact is not None}
 
 
+class PublishSettings(StageSettings):
+    repo_id: str
+    private: bool = False
+    revision: str | None = None
+    commit_message: str | None = None
+    push: bool = True
+    focusflow: str
+
+
 def _publish(run: StageRun) -> dict[str, Any]:
     from focusflow.publish.folder import write_repository
     from focusflow.publish.hub import push_folder
     from focusflow.publish.lineage import trace
 
-    p = run.params
+    p: PublishSettings = run.settings
     lineage = trace(run.store, run.artifacts["model"])
     for name in RESULT_INPUTS:  # the given results are the ones reported
         if name in run.artifacts:
             setattr(lineage, name, run.artifacts[name])
-    metadata = write_repository(run.store, lineage, p["repo_id"], run.out, p["focusflow"])
-    if p["push"]:
-        pushed = push_folder(run.out, p["repo_id"], private=p["private"], revision=p["revision"],
-                             commit_message=p["commit_message"])
+    metadata = write_repository(run.store, lineage, p.repo_id, run.out, p.focusflow)
+    if p.push:
+        pushed = push_folder(run.out, p.repo_id, private=p.private, revision=p.revision,
+                             commit_message=p.commit_message)
         metadata["push"] = pushed.to_dict()
     return metadata
 
 
 PUBLISH = register(Stage(PUBLISH_STAGE, PUBLISH_VERSION, ("model",), _publish,
                          "the Hub repository of a model (card from stored results), pushed when asked",
-                         optional=RESULT_INPUTS))
+                         optional=RESULT_INPUTS, settings=PublishSettings))
