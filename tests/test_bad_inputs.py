@@ -144,7 +144,7 @@ CASES: dict[str, Case] = {
     "tokenizer-stats texts not text": Case(lambda d: ["tokenizer-stats", "--tokenizer", str(d / "model"), "--texts",
                                                       str(d / "random.txt")], ("random.txt is not UTF-8 text",)),
     "tokenizer-stats missing tokenizer": Case(lambda d: ["tokenizer-stats", "--tokenizer", str(d / "nope"), "--texts",
-                                                         str(d / "docs.jsonl")], ("cannot load tokenizer", "nope")),
+                                                         str(d / "docs.jsonl")], ("tokenizer input", "nope does not exist")),
     # source
     "source folder without weights": Case(lambda d: ["source", str(d / "no-weights"), "--out", "{out}"],
                                           ("no-weights has no weights", "save_pretrained"), stage="source"),
