@@ -49,7 +49,10 @@ def run_flow(
     overrides = parse_overrides(set_)
     if store:
         overrides["store"] = store
-    run_config(config, set_, {"store": store}, language=language)  # fail fast on a bad config, as every command
+    cfg = run_config(config, set_, {"store": store}, language=language)  # fail fast on a bad config, as every command
+    from focusflow.storage import ArtifactStore
+
+    ArtifactStore(cfg.store)  # and on a store URI that cannot be opened, before Prefect starts
     _print_result(run_specialize(language, overrides, str(config) if config else None))
 
 

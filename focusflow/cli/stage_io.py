@@ -34,7 +34,11 @@ ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration
 
 def run_config(config: Path | None, overrides: list[str], explicit: dict[str, Any] | None = None,
                language: str | None = None) -> PipelineConfig:
-    """The one configuration loader: YAML < ``--set`` < explicit options; unknown sections are errors."""
+    """The one configuration loader: YAML < ``--set`` < explicit options; unknown sections are errors.
+
+    Without a language (no ``language``, none in the YAML or ``--set``) it validates everything else: for the
+    stages that do not depend on the language, and for ``focusflow config run.yaml``.
+    """
     data = parse_overrides(overrides)
     for section, values in (explicit or {}).items():
         if not isinstance(values, dict):  # a top-level setting such as store
@@ -47,21 +51,7 @@ def run_config(config: Path | None, overrides: list[str], explicit: dict[str, An
     dotted = [f"{section}.{name}={json.dumps(value)}" for section, values in data.items()
               if isinstance(values, dict) for name, value in values.items()]
     dotted += [f"{name}={json.dumps(value)}" for name, value in data.items() if not isinstance(value, dict)]
-    if language is None and not _names_language(config):
-        language = "xx"  # stages that do not depend on the language
-    return load_config(config, dotted, language=language)
-
-
-def _names_language(config: Path | None) -> bool:
-    if config is None or not config.is_file():
-        return False
-    import yaml
-
-    try:
-        data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        return True  # load_config reports it
-    return not isinstance(data, dict) or "language" in data
+    return load_config(config, dotted, language=language, any_language=True)
 
 
 def artifact_at(uri: str) -> Artifact | None:

@@ -208,6 +208,9 @@ class ArtifactStore:
     @staticmethod
     def _filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         scheme = urlsplit(uri).scheme
+        if scheme not in ("file", "s3"):  # fsspec would open anything, e.g. connect to an ftp:// host here
+            raise StoreError(f"store {redact_uri(uri)} has an unsupported scheme {scheme!r}: use a local folder, "
+                             "file:///path or s3://bucket/prefix")
         options: dict[str, Any] = {}
         if scheme == "s3":
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -477,15 +480,20 @@ class ArtifactStore:
             raise StoreError(f"refusing to commit an empty artifact {stage}/{key}")
 
         data_dir = f"{DATA_PREFIX}{uuid.uuid4().hex}"
-        for relative in files:
-            remote = self._path(stage, key, data_dir, relative)
-            self._retry(f"upload {relative}", lambda r=remote, f=relative: self._upload(local / f, r))
-        # verify: every file is there with the size we wrote, before anything reads as committed
-        for relative, info in files.items():
-            remote = self._path(stage, key, data_dir, relative)
-            size = self._retry(f"verify {relative}", lambda r=remote: self.fs.info(r)["size"])
-            if size != info["size"]:
-                raise StoreError(f"upload of {relative} is {size} bytes, expected {info['size']}")
+        try:
+            for relative in files:
+                remote = self._path(stage, key, data_dir, relative)
+                self._retry(f"upload {relative}", lambda r=remote, f=relative: self._upload(local / f, r))
+            # verify: every file is there with the size we wrote, before anything reads as committed
+            for relative, info in files.items():
+                remote = self._path(stage, key, data_dir, relative)
+                size = self._retry(f"verify {relative}", lambda r=remote: self.fs.info(r)["size"])
+                if size != info["size"]:
+                    raise StoreError(f"upload of {relative} is {size} bytes, expected {info['size']}")
+        except BaseException:  # a full disk, a lost endpoint: leave nothing half-written (gc is the backstop)
+            with contextlib.suppress(Exception):
+                self.fs.rm(self._path(stage, key, data_dir), recursive=True)
+            raise
 
         manifest = {
             "format": MANIFEST_FORMAT,
