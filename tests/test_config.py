@@ -67,7 +67,7 @@ def test_the_language_is_checked_as_the_corpus_checks_it():
     from focusflow.config import ANY_LANGUAGE
     from focusflow.corpus import LanguageError, normalize_language
 
-    for code in ("zz", "xx", "qqq"):
+    for code in ("zz", "xx", "zzz"):
         with pytest.raises(ConfigError, match=f"'{code}' is not a known ISO 639"):
             load_config(language=code)
         with pytest.raises(LanguageError):
