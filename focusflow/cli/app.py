@@ -18,7 +18,7 @@ import typer
 
 from focusflow import __version__
 from focusflow.errors import FocusflowError
-from focusflow.logs import configure_output
+from focusflow.logs import RunFormatter, configure_output, show_stage_lines
 
 USER_ERROR_EXIT = 2
 USER_ERRORS: tuple[type[BaseException], ...] = (FocusflowError, FileNotFoundError, NotADirectoryError,
@@ -102,4 +102,10 @@ def _root(
                                  help="Log at INFO level and show every library message (FOCUSFLOW_VERBOSE=1 too)."),
 ) -> None:
     verbose = configure_output(True if verbose else None)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    show_stage_lines()
+    # Libraries' loggers (Prefect's) propagate INFO records here whatever the root's level: the handler's own
+    # level keeps them off the console unless verbose (the Prefect UI still gets them).
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.INFO if verbose else logging.WARNING)
+    handler.setFormatter(RunFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])

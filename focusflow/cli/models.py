@@ -74,7 +74,7 @@ def compare_command(
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
     store: str = StoreOption,
-    progress: bool = typer.Option(False, "--progress/--no-progress", help="Progress bars of long stages."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars of long stages (align)."),
 ) -> None:
     """Train the tokenizer and fastText once, initialize with every method, evaluate all on the same held-out text.
 

@@ -45,7 +45,8 @@ def _make(stage: str) -> Task[..., str]:
         in_flow = TaskRunContext.get() is not None
         on_checkpoint = lapt_checkpoint_callback(params, language) if stage == "lapt" and in_flow else None
         with stage_slot(STAGES[stage].uses_model):
-            artifact = run_stage(store, stage, params, inputs or {}, language=language, on_checkpoint=on_checkpoint)
+            artifact = run_stage(store, stage, params, inputs or {}, language=language, on_checkpoint=on_checkpoint,
+                                 label=label)
         if in_flow:
             _PUBLISHERS.get(stage, _publish_metrics)(store, artifact, language, label)
         return artifact.uri
