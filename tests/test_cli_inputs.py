@@ -101,3 +101,17 @@ def test_evaluate_takes_an_artifact_uri(two_stores, tmp_path, monkeypatch, capsy
                              "ner:wikiann:sw", "--out", str(tmp_path / "out"))
     assert "stopped after resolving" in err
     assert seen == {"lapt": other.fetch(model)}
+
+
+def test_source_takes_a_stored_model_by_content(two_stores, tmp_path, monkeypatch, capsys):
+    """``focusflow source URI`` is the source stage of the artifact's folder: the same key as the folder itself."""
+    other = two_stores[0]
+    folder = save_tiny("bert", tmp_path / "model", sample_texts(40))
+    stored = other.put_dir("lapt", "m" * 64, folder)
+    monkeypatch.setenv("FOCUSFLOW_STORE", str(tmp_path / "store-b"))
+    keys = []
+    for given in (stored.uri, str(folder)):
+        code, out, err = run_cli(monkeypatch, capsys, "source", given)
+        assert code == 0, err
+        keys.append(json.loads(out)["artifact"])
+    assert keys[0] == keys[1]
