@@ -44,15 +44,15 @@ def run_flow(
     """Run specialize_language (a Prefect flow; ephemeral API unless PREFECT_API_URL is set)."""
     _prefect_environment()
     from focusflow.config import parse_overrides
-    from focusflow.flows.specialize import run_specialize
+    from focusflow.storage import ArtifactStore
 
     overrides = parse_overrides(set_)
     if store:
         overrides["store"] = store
     cfg = run_config(config, set_, {"store": store}, language=language)  # fail fast on a bad config, as every command
-    from focusflow.storage import ArtifactStore
+    ArtifactStore(cfg.store)  # and on a store URI that cannot be opened: both before Prefect is even imported
+    from focusflow.flows.specialize import run_specialize
 
-    ArtifactStore(cfg.store)  # and on a store URI that cannot be opened, before Prefect starts
     _print_result(run_specialize(language, overrides, str(config) if config else None))
 
 
