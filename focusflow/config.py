@@ -140,6 +140,8 @@ class FastTextSpec(_Section):
     threads: int = Field(default=2, ge=1)
     seed: int = Field(default=0, description="kept for the artifact key; fastText seeds its own generator "
                       "(its Python API takes no seed): runs are reproducible with threads=1")
+    keep_binary: bool = Field(default=False, description="also store fastText's own fasttext.bin (hundreds of MB; "
+                              "no stage reads it: initialization reads the open-format vectors)")
 
 
 InitMethod = Literal[METHOD_NAMES]  # the names of focusflow.methods.INIT_METHODS

@@ -348,7 +348,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(where, inputs, fresh_store, 
     import tempfile
 
     import focusflow.corpus.split as split
-    from focusflow.storage import ArtifactStore
+    from focusflow.storage.transport import Transport
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -361,14 +361,14 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(where, inputs, fresh_store, 
     if where == "build":
         monkeypatch.setattr(split, "write_texts", full)
     else:
-        original = ArtifactStore._upload
+        original = Transport.upload
 
         def upload(self, local, remote):
             if "/split/" in remote:
                 full(remote)
             original(self, local, remote)
 
-        monkeypatch.setattr(ArtifactStore, "_upload", upload)
+        monkeypatch.setattr(Transport, "upload", upload)
     code, out, err = run_cli(monkeypatch, capsys, "split", str(inputs / "docs.jsonl"), "--out", str(tmp_path / "out"))
     assert_one_clear_line(code, out, err, ("no space left on device writing", "nothing was stored", "TMPDIR"))
     assert not (tmp_path / "out").exists()

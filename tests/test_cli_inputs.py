@@ -115,3 +115,18 @@ def test_source_takes_a_stored_model_by_content(two_stores, tmp_path, monkeypatc
         assert code == 0, err
         keys.append(json.loads(out)["artifact"])
     assert keys[0] == keys[1]
+
+
+@pytest.mark.s3
+def test_an_artifact_of_an_s3_store_is_an_input_of_a_local_one(s3_store, tmp_path, monkeypatch, capsys):
+    """``focusflow split s3://…/dedup/<key> --store LOCAL``: fetched, verified and imported by content."""
+    documents = _documents(tmp_path / "docs", sample_texts(30))
+    stored = s3_store.put_dir("dedup", "k" * 64, documents)
+    local = ArtifactStore(tmp_path / "local")
+    expected = import_folder(local, "dedup", documents)
+    assert stage_input(local, stored.uri, "dedup", documents_layout("documents.jsonl")) == expected
+    assert resolve_texts(stored.uri).joinpath("documents.jsonl").read_bytes() == \
+        (documents / "documents.jsonl").read_bytes()
+    code, out, err = run_cli(monkeypatch, capsys, "split", stored.uri, "--store", str(tmp_path / "local"))
+    assert code == 0, err
+    assert json.loads(out)["artifact"].startswith(local.uri + "/split/")

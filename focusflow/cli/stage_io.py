@@ -19,7 +19,7 @@ import typer
 
 from focusflow.config import ConfigError, PipelineConfig, load_config, parse_overrides
 from focusflow.pipeline.stages import folder_fingerprint
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage import Artifact, ArtifactStore, locate
 from focusflow.storage.atomic import atomic_folder
 from focusflow.storage.keys import artifact_key
 
@@ -55,12 +55,13 @@ def run_config(config: Path | None, overrides: list[str], explicit: dict[str, An
 
 
 def artifact_at(uri: str) -> Artifact | None:
-    """The artifact an artifact URI ``<store>/<stage>/<key>`` names, in whichever store that is; None when ``uri``
-    is not shaped like one (an error when it is, but no artifact is there)."""
+    """The artifact an artifact URI ``<store>/<stage>/<key-prefix>`` names, in whichever store that is
+    (``storage.locate``); None when ``uri`` is not shaped like one (an error when it is, but names nothing)."""
     parts = uri.rstrip("/").rsplit("/", 2)
     if len(parts) != 3 or "://" not in parts[0] or parts[0].endswith(":/"):
         return None
-    return ArtifactStore(parts[0]).get(parts[1], parts[2])
+    artifact_store, stage, key = locate(uri)
+    return artifact_store.get(stage, key)
 
 
 def _stored(value: str) -> Artifact | None:

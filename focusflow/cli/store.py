@@ -1,4 +1,4 @@
-"""``focusflow store ls|show|rm|gc``: look inside the artifact store and keep it clean."""
+"""``focusflow store ls|du|show|rm|gc``: look inside the artifact store and keep it clean."""
 
 from __future__ import annotations
 
@@ -9,27 +9,21 @@ from rich.console import Console
 from rich.table import Table
 
 from focusflow.cli.app import FocusflowTyper, app
-from focusflow.storage import ArtifactStore, BrokenArtifact, StoreError, redact_uri
+from focusflow.storage import (
+    ArtifactStore,
+    BrokenArtifact,
+    StoreError,
+    disk_usage,
+    locate,
+    redact_uri,
+    unique_prefixes,
+)
 
 store_app = FocusflowTyper(help="Inspect and clean the artifact store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 StoreOption = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Store URI (file://… or s3://…).")
-UriArgument = typer.Argument(..., help="Artifact URI <store>/<stage>/<key>, or <stage>/<key> in the default store.")
-
-
-def _artifact_address(uri: str, store: str | None) -> tuple[ArtifactStore, str, str]:
-    """The store, stage and key that an artifact URI (or ``<stage>/<key>`` in ``--store``) names."""
-    if "://" in uri:
-        parts = uri.rstrip("/").rsplit("/", 2)
-        if len(parts) != 3 or "://" not in parts[0] or parts[0].endswith(":/"):
-            raise StoreError(f"{redact_uri(uri)} is not an artifact URI (<store>/<stage>/<key>)")
-        return ArtifactStore(parts[0]), parts[1], parts[2]
-    parts = uri.strip("/").split("/")
-    if len(parts) != 2:
-        raise StoreError(f"{uri} is not an artifact address (<stage>/<key> in --store, or a full artifact URI)")
-    stage, key = parts
-    artifact_store = ArtifactStore(store)
-    return artifact_store, stage, key
+UriArgument = typer.Argument(..., help="Artifact URI <store>/<stage>/<key>, or <stage>/<key> in --store "
+                             "(the default store); any unique prefix of the key.")
 
 
 @store_app.command("ls")
@@ -37,18 +31,67 @@ def list_artifacts(
     stage: str = typer.Argument(None, help="Only this stage."),
     store: str = StoreOption,
 ) -> None:
-    """List artifacts: stage, key, files, size, created; an unreadable manifest is one row marked BAD."""
+    """List artifacts: stage, key, files, size, created; an unreadable manifest is one row marked BAD.
+
+    Keys are shown by their shortest unique prefix in the stage (at least 16 characters): what ``show``
+    and ``rm`` accept."""
     artifact_store = ArtifactStore(store)
     table = Table(title=f"artifacts in {redact_uri(artifact_store.uri)}")
     for column in ("stage", "key", "files", "bytes", "created"):
-        table.add_column(column)
-    for entry in artifact_store.scan(stage):
+        table.add_column(column, no_wrap=column == "key")
+    entries = artifact_store.scan(stage)
+    short: dict[str, dict[str, str]] = {}
+    for name in {entry.stage for entry in entries}:
+        short[name] = unique_prefixes(artifact_store.keys(name))
+    for entry in entries:
+        key = short[entry.stage].get(entry.key, entry.key)
         if isinstance(entry, BrokenArtifact):
-            table.add_row(entry.stage, entry.key[:16], "BAD", "", entry.error, style="red")
+            table.add_row(entry.stage, key, "BAD", "", entry.error, style="red")
         else:
-            table.add_row(entry.stage, entry.key[:16], str(len(entry.files)),
+            table.add_row(entry.stage, key, str(len(entry.files)),
                           str(entry.manifest.get("total_bytes", "")), entry.manifest.get("created", ""))
     Console().print(table)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+@store_app.command("du")
+def usage(
+    store: str = StoreOption,
+    top: int = typer.Option(10, "--top", min=0, help="How many of the largest artifacts to list."),
+) -> None:
+    """Where the space is: bytes per stage, and the largest artifacts with their largest files (from manifests)."""
+    artifact_store = ArtifactStore(store)
+    found = disk_usage(artifact_store.scan(), top=top)
+    total = found.total_bytes
+    count = sum(artifacts for artifacts, _ in found.stages.values())
+    typer.echo(f"{_size(total)} in {count} artifact(s) in {redact_uri(artifact_store.uri)}")
+    table = Table(title="space per stage")
+    for column in ("stage", "artifacts", "size", "share"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    for stage, (count, size) in found.stages.items():
+        table.add_row(stage, str(count), _size(size), f"{100 * size / max(total, 1):.0f}%")
+    console = Console()
+    console.print(table)
+    if found.largest:
+        keys = {stage: unique_prefixes(artifact_store.keys(stage)) for stage in {a.stage for a in found.largest}}
+        largest = Table(title="largest artifacts")
+        for column in ("artifact", "size", "largest files"):
+            largest.add_column(column, justify="right" if column == "size" else "left")
+        for artifact in found.largest:
+            files = sorted(artifact.files.items(), key=lambda item: -item[1]["size"])[:2]
+            largest.add_row(f"{artifact.stage}/{keys[artifact.stage][artifact.key]}",
+                            _size(sum(info["size"] for info in artifact.files.values())),
+                            ", ".join(f"{name} {_size(info['size'])}" for name, info in files))
+        console.print(largest)
+    if found.broken:
+        typer.echo(f"{found.broken} artifact(s) with an unreadable manifest are not counted (see `focusflow store ls`)")
 
 
 @store_app.command("show")
@@ -58,7 +101,7 @@ def show_artifact(
     verify: bool = typer.Option(False, "--verify", help="Also check every file's hash."),
 ) -> None:
     """Print an artifact's manifest (and verify its files with --verify)."""
-    artifact_store, stage, key = _artifact_address(uri, store)
+    artifact_store, stage, key = locate(uri, store)
     artifact_store.require_root()
     artifact = artifact_store.get(stage, key)
     if verify:
@@ -71,7 +114,9 @@ def show_artifact(
 @store_app.command("rm")
 def remove_artifact(uri: str = UriArgument, store: str = StoreOption) -> None:
     """Delete one artifact (also one whose manifest is corrupt); the next run of its stage recomputes it."""
-    artifact_store, stage, key = _artifact_address(uri, store)
+    import focusflow.tasks.common  # noqa: F401 — registers the removal of the tasks' cache records
+
+    artifact_store, stage, key = locate(uri, store)
     if not artifact_store.delete(stage, key):
         raise StoreError(f"no artifact {stage}/{key} in {redact_uri(artifact_store.uri)}")
     typer.echo(f"removed {redact_uri(artifact_store.uri)}/{stage}/{key}")

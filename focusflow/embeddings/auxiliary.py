@@ -1,6 +1,7 @@
 """The auxiliary embedding space of FOCUS: token-level fastText on target-tokenized text.
 
-Training writes ``fasttext.bin`` (for users) and an open-format copy that initialization reads:
+Training writes an open-format copy of the model that initialization reads (and, with
+``FastTextSpec.keep_binary``, fastText's own ``fasttext.bin`` for users; no stage reads it):
 ``vectors.safetensors`` (``vectors``: float32 words x dim, fastText's ``get_word_vector``, i.e. the
 word vector averaged with its character n-grams; ``in_vocabulary``: uint8 flag per row) and
 ``tokens.json`` (the words, same order). Rows flagged 0 are *subword vectors*: target tokens below
@@ -161,8 +162,9 @@ def train_aux_embeddings(tokenizer_dir: Path, train: Path, spec: FastTextSpec, o
             verbose=0)  # fastText's unsupervised API takes no seed (fixed internally); threads=1 is reproducible
     finally:
         text_path.unlink(missing_ok=True)
-    with atomic_path(out_dir / BIN_FILE) as temporary:
-        model.save_model(str(temporary))
+    if spec.keep_binary:
+        with atomic_path(out_dir / BIN_FILE) as temporary:
+            model.save_model(str(temporary))
     vocab = tokenizer.get_vocab()
     aux = export_vectors(model, out_dir, sorted(vocab, key=vocab.__getitem__))  # id order: reproducible files
     words = int(aux.in_vocabulary.sum())

@@ -71,6 +71,31 @@ def describe_config(config: Any, name: str = "model") -> SourceInfo:
                       int(config.vocab_size), int(hidden))
 
 
+# Families that number positions from ``pad_token_id + 1`` (fairseq's RoBERTa convention): the first
+# ``pad_token_id + 1`` rows of their position table are never used by a token.
+PADDING_OFFSET_MODEL_TYPES = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "roberta-prelayernorm",
+                                        "camembert", "xmod", "data2vec-text"})
+
+
+def uses_padding_offset(config: Any) -> bool:
+    """Whether the model numbers its positions after the padding index (RoBERTa-like)."""
+    return getattr(config, "model_type", None) in PADDING_OFFSET_MODEL_TYPES
+
+
+def usable_positions(config: Any) -> int | None:
+    """The longest sequence (in tokens, specials included) the model's positions allow; None when it has no limit.
+
+    The position table's size (``max_position_embeddings``, GPT-2's ``n_positions``) less the rows a RoBERTa-like
+    model spends before its first position.
+    """
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if not limit:
+        return None
+    if uses_padding_offset(config):
+        limit -= (getattr(config, "pad_token_id", None) or 0) + 1
+    return int(limit)
+
+
 WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model.bin.index.json")
 
 

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from focusflow.errors import InputError
+from focusflow.models.loading import uses_padding_offset
 from focusflow.storage.atomic import atomic_folder
 
 log = logging.getLogger(__name__)
-_ROBERTA_LIKE = {"roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "data2vec-text"}
 
 
 @dataclass
@@ -117,7 +117,7 @@ def write_model(model: Any, tokenizer: Any, matrices: dict[str, np.ndarray], out
     for key, value in ids.items():
         if key in ("pad_token_id", "bos_token_id", "eos_token_id") or hasattr(config, key):
             setattr(config, key, value)
-    if getattr(config, "model_type", "") in _ROBERTA_LIKE:
+    if uses_padding_offset(config):
         _shift_positions(model, old_pad, ids["pad_token_id"])
     generation = getattr(model, "generation_config", None)
     if generation is not None:

@@ -44,21 +44,36 @@ def stored_checkpoints(store: ArtifactStore, run_key: str) -> list[Artifact]:
     return sorted(mine, key=lambda a: a.metadata.get("step", 0))
 
 
-def _restore_from_store(store: ArtifactStore, run_key: str, work: Path) -> None:
-    from focusflow.training import latest_checkpoint
-    from focusflow.training.checkpoint import CHECKPOINTS, LATEST, step_name
+def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path | None:
+    """Make the newest good checkpoint of this run the local resume point; return it (None: start afresh).
 
-    if latest_checkpoint(work) is not None:
-        return
-    checkpoints = stored_checkpoints(store, run_key)
-    if not checkpoints:
-        return
-    newest = checkpoints[-1]
-    name = step_name(int(newest.metadata["step"]))
-    with atomic_folder(work / CHECKPOINTS / name) as staging:
-        shutil.copytree(store.fetch(newest), staging, dirs_exist_ok=True)
-    atomic_write(work / CHECKPOINTS / LATEST, name)
-    log.info("restored LAPT checkpoint %s from the store", name)
+    The local checkpoints are verified first (a damaged one is moved aside with a warning naming it); a
+    store copy newer than the newest good local one is fetched (verified by the store) and copied in.
+    Run on rank 0 only.
+    """
+    from focusflow.storage import CorruptArtifactError
+    from focusflow.training.checkpoint import CHECKPOINTS, LATEST, MANIFEST, step_name, verified_checkpoint, write_manifest
+
+    local = verified_checkpoint(work)
+    local_step = int(local.name.removeprefix("step-")) if local is not None else -1
+    for stored in reversed(stored_checkpoints(store, run_key)):
+        step = int(stored.metadata["step"])
+        if step <= local_step:
+            break
+        try:
+            source = store.fetch(stored)
+        except CorruptArtifactError as exc:
+            log.warning("stored LAPT checkpoint %s is damaged (%s); trying an older one", stored.uri, exc)
+            continue
+        name = step_name(step)
+        with atomic_folder(work / CHECKPOINTS / name) as staging:
+            shutil.copytree(source, staging, dirs_exist_ok=True)
+            if not (staging / MANIFEST).is_file():  # stored before checkpoints had one: the store verified it
+                write_manifest(staging)
+        atomic_write(work / CHECKPOINTS / LATEST, name)
+        log.info("restored LAPT checkpoint %s from the store", name)
+        return work / CHECKPOINTS / name
+    return local
 
 
 class NotMainRank(Exception):
@@ -80,7 +95,8 @@ def _lapt(run: StageRun) -> dict[str, Any]:
                **dict(run.params.get("_lineage") or {})}
     work = Path(run.params.get("_work_root") or default_work_root()) / LAPT_STAGE / run_key
     work.mkdir(parents=True, exist_ok=True)
-    _restore_from_store(store, run_key, work)
+    if int(os.environ.get("RANK", "0")) == 0:  # the other ranks wait for rank 0 inside run_lapt
+        restore_checkpoint(store, run_key, work)
 
     def checkpoint_committed(folder: Path, step: int, metrics: Mapping[str, Any]) -> None:
         artifact = store.put_dir(CHECKPOINT_STAGE, checkpoint_key(run_key, step), folder,

@@ -161,7 +161,7 @@ SOURCE = register(Stage("source", 1, (), _source,
                         optional=("split",), uses_model=True))
 TOKENIZER = register(Stage("tokenizer", 1, ("split",), _tokenizer, "language tokenizer from the train split",
                            optional=("source",), work=("training_chars", "chars")))
-FASTTEXT = register(Stage("fasttext", 2, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
+FASTTEXT = register(Stage("fasttext", 3, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
                            work=("tokens", "tokens")))
 INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
                       optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True,

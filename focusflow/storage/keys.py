@@ -1,4 +1,4 @@
-"""Content-addressed artifact keys and the validation of names that become storage paths.
+"""Content-addressed artifact keys, the validation of names that become storage paths, and redaction.
 
 A key is the sha256 of the canonical JSON of (stage, stage version, parameters, content
 hashes of the inputs). Same inputs and parameters give the same key on any machine, so a
@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from focusflow.errors import FocusflowError
 
@@ -63,6 +64,17 @@ def redact_secrets(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact_secrets(v) for v in value]
     return value
+
+
+def redact_uri(uri: str) -> str:
+    """Drop user:password@ from a URI so that it can be logged or stored."""
+    parts = urlsplit(uri)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return uri
 
 
 def _normalize(value: Any) -> Any:

@@ -18,8 +18,8 @@ from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 
 from focusflow.pipeline import get_stage, stage_key
 from focusflow.pipeline.report import flatten_metrics
-from focusflow.storage import ArtifactStore, redact_uri
-from focusflow.storage.store import RESULTS_FOLDER
+from focusflow.storage import ArtifactStore, CorruptArtifactError, redact_uri
+from focusflow.storage.store import RESULTS_FOLDER, on_delete
 
 # transformers' from_pretrained initializes on the meta device through process-global state and
 # is not thread-safe; torch already spreads one model's work over every core. So in a thread
@@ -42,10 +42,10 @@ class ArtifactKeyPolicy(CachePolicy):
     """Cache key = the stage's artifact key, computed by the registry's ``stage_key`` (what ``run_stage``
     stores under): parameters + input content hashes + stage version.
 
-    Never the run id and never a path string: the same inputs on another machine that
-    shares the store hit the same key. The record lives in the store next to the artifacts
-    (``prefect-results/<cache key>``); ``ArtifactStore.delete`` removes it together with the
-    artifact so that a cache hit never returns the URI of a deleted artifact.
+    Never the run id and never a path string: the same inputs on another machine that shares the store hit
+    the same key. The record lives in the store next to the artifacts (``prefect-results/<cache key>``);
+    deleting the artifact removes it too (the hook registered below), so that a cache hit never returns the
+    URI of a deleted artifact, and an artifact that fails :meth:`ArtifactStore.verify` is no cache hit.
     """
 
     stage: str = ""
@@ -53,12 +53,26 @@ class ArtifactKeyPolicy(CachePolicy):
     def compute_key(self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any],
                     **kwargs: Any) -> str | None:
         spec = get_stage(self.stage)
-        key = stage_key(ArtifactStore(inputs["store_uri"]), spec, inputs.get("params") or {}, inputs.get("inputs") or {})
+        store = ArtifactStore(inputs["store_uri"])
+        key = stage_key(store, spec, inputs.get("params") or {}, inputs.get("inputs") or {})
+        try:
+            found = store.find(spec.name, key)
+            if found is not None:
+                store.verify(found)
+        except CorruptArtifactError:
+            return None  # no cache hit: the task runs, and run_stage refuses the artifact in one clear line
         return cache_record_name(spec.name, spec.version, key)
 
 
-def cache_record_name(stage: str, version: int, key: str) -> str:
+def cache_record_name(stage: str, version: int | str, key: str) -> str:
+    """The one spelling of a task's cache record name (``version="*"`` gives the glob of every version)."""
     return f"focusflow-{stage}-v{version}-{key}"
+
+
+@on_delete
+def remove_cache_records(store: ArtifactStore, stage: str, key: str) -> None:
+    """When an artifact is deleted, its cache records go too (whatever stage version wrote them)."""
+    store.remove_records(cache_record_name(stage, "*", key))
 
 
 def result_storage_for(store_uri: str) -> Path | WritableFileSystem:

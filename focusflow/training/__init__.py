@@ -7,7 +7,8 @@ several nodes add ``--nnodes/--node_rank/--rdzv_endpoint`` and give every node t
 Every rank runs the same code; rank 0 tokenizes, writes checkpoints and the final model.
 
 ``align_embeddings`` refines an initialized model's new embedding rows against the source model (word-pooled
-hidden states at one layer, body frozen) in the same training loop.
+hidden states at one layer, body frozen) in the same training loop (``training.loop.TrainingRun``: LAPT's run is
+``training.lapt.LaptRun``, align's ``training.align.AlignRun``).
 """
 
 from focusflow.models.lm_stats import Masker
@@ -15,8 +16,8 @@ from focusflow.training.align import AlignSpec, align_embeddings
 from focusflow.training.checkpoint import latest_checkpoint
 from focusflow.training.data import PackedSequences, pretokenize
 from focusflow.training.flops import flops_per_token, peak_flops
+from focusflow.training.lapt import run_lapt
 from focusflow.training.objective import LossModel
-from focusflow.training.trainer import run_lapt
 
 __all__ = ["run_lapt", "align_embeddings", "AlignSpec", "latest_checkpoint", "pretokenize", "PackedSequences",
            "Masker", "LossModel", "flops_per_token", "peak_flops"]

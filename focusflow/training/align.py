@@ -32,10 +32,11 @@ from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import pad_rows
-from focusflow.models.loading import load_source
+from focusflow.models.loading import load_source, usable_positions
 from focusflow.training.data import SampleOrder
 from focusflow.training.loader import Prefetcher
-from focusflow.training.trainer import TrainingRun, _max_positions
+from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
+from focusflow.training.monitor import loss_summary
 from focusflow.training.wordpool import flat_word_index, pool_words, segment_mean, shared_words
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,8 @@ def exact_rows_from_report(model_dir: Path) -> np.ndarray | None:
 
 # ---------------------------------------------------------------- run
 class AlignRun(TrainingRun):
-    """One alignment run (one process; the loop, checkpoints and resume are ``TrainingRun``'s)."""
+    """One alignment run (one process; the loop, checkpoints and resume are ``TrainingRun``'s): one stage, in which
+    the input-embedding matrix trains (its exactly copied rows masked out of the gradient)."""
 
     name = "align"
     resumable_changes = frozenset({"steps", "tokens", "seconds", "checkpoint_every", "keep_last", "eval_every",
@@ -261,37 +263,35 @@ class AlignRun(TrainingRun):
         return [with_words[b] for b in length_batches(lengths, self.spec.batch_tokens)]
 
     # ---------------------------------------------------------------- model
-    def _build_model(self) -> None:
+    def _build_model(self) -> Trainable:
         spec, device = self.spec, self.dist.device
-        self.model, _, _ = load_source(self.checkpoint if self.checkpoint is not None else self.model_dir)
-        self.hf_model, self.objective = self.model, "align"
+        model, _, _ = load_source(self.checkpoint if self.checkpoint is not None else self.model_dir)
         teacher, _, _ = load_source(self.source_dir)
         self.teacher_body = teacher.base_model.to(device).eval().requires_grad_(False)
-        depth = layer_count(self.hf_model.config)
+        depth = layer_count(model.config)
         if layer_count(teacher.config) != depth:
             raise InputError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
                              "align needs the model initialized from this source")
         self.layer = spec.layer or math.ceil(depth / 3)
         if self.layer > depth:
             raise InputError(f"align layer {self.layer} exceeds the model's {depth} layers")
-        for config in (self.hf_model.config, teacher.config):
-            limit = _max_positions(config)
+        for config in (model.config, teacher.config):
+            limit = usable_positions(config)
             if limit is not None and spec.max_length > limit:
                 raise InputError(f"align max_length={spec.max_length} exceeds the model's {limit} positions; lower it")
 
-        embeddings = self.hf_model.get_input_embeddings().weight
+        embeddings = model.get_input_embeddings().weight
         self.trainable_rows, self.trainable_from = self._trainable_rows(len(embeddings))
         if not self.trainable_rows.any():
             log.warning("every embedding row of %s was copied exactly: align changes nothing", self.model_dir)
         if not self.trainable_rows.all():
             mask = torch.from_numpy(self.trainable_rows).to(device=device, dtype=embeddings.dtype)[:, None]
             embeddings.register_hook(lambda grad: grad * mask)
-        self.params = [embeddings]
-        self.stage_sets = {"embeddings": {id(embeddings)}, "full": {id(embeddings)}}
-        self.stage1_steps = 0
-        self.hf_model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
-        self.loss_model = AlignLoss(self.hf_model.base_model, self.layer, spec.loss, spec.sentence_weight)
-        self.flops_token = None
+        model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
+        loss_model = AlignLoss(model.base_model, self.layer, spec.loss, spec.sentence_weight)
+        # no weight decay: it would move the frozen rows too
+        return Trainable(model, self.tokenizer, loss_model, [embeddings], [{"params": [embeddings], "weight_decay": 0.0}],
+                         (TrainingStage("full", 0, frozenset({id(embeddings)})),), "align")
 
     def _trainable_rows(self, rows: int) -> tuple[np.ndarray, str]:
         if self.spec.trainable == "all":
@@ -306,9 +306,6 @@ class AlignRun(TrainingRun):
         trainable = np.ones(rows, dtype=bool)
         trainable[np.flatnonzero(exact) if exact.dtype == bool else exact] = False
         return trainable, f"rows not copied exactly ({origin})"
-
-    def _param_groups(self) -> list[dict[str, Any]]:
-        return [{"params": self.params, "weight_decay": 0.0}]  # decay would move the frozen rows too
 
     def _teacher(self, batch: AlignBatch) -> torch.Tensor:
         """The source model's word vectors for a batch: computed on first use, then kept."""
@@ -351,9 +348,7 @@ class AlignRun(TrainingRun):
                 shutil.copy2(self.model_dir / name, folder / name)
 
     def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
-        state, history = self.state, self.state["history"]
-        heldout = [r["heldout_loss"] for r in history if r.get("heldout_loss") is not None]
-        trained = [r["train_loss"] for r in history if r.get("train_loss") is not None]
+        state = self.state
         return {
             "objective": "align", "layer": self.layer, "depth": layer_count(self.hf_model.config),
             "loss": self.spec.loss, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
@@ -361,9 +356,7 @@ class AlignRun(TrainingRun):
             "batches_per_epoch": len(self.batches), "heldout_words": sum(b.predicted for b in self.heldout_batches),
             "trainable_rows": int(self.trainable_rows.sum()), "rows": len(self.trainable_rows),
             "trainable_from": self.trainable_from,
-            "initial_heldout_loss": heldout[0] if heldout else None,
-            "final_heldout_loss": heldout[-1] if heldout else None,
-            "final_train_loss": trained[-1] if trained else None,
+            **loss_summary(state["history"]),
             "teacher_cached_words": sum(len(v) for v in self.teacher_cache.values()),
             "tokens_per_s": (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None,
             "device": str(self.dist.device),

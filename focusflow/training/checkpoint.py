@@ -1,4 +1,4 @@
-"""Atomic, resumable LAPT checkpoints with a keep-last-K policy.
+"""Atomic, verified, resumable training checkpoints (LAPT and align) with a keep-last-K policy.
 
 Layout under ``out_dir/checkpoints``::
 
@@ -9,10 +9,14 @@ Layout under ``out_dir/checkpoints``::
         trainer/rng.pt             torch CPU/CUDA RNG} ``torch.load(weights_only=True)`` (no pickled objects)
         trainer/scaler.pt          fp16 GradScaler (when used)
         trainer/trainable.safetensors   LoRA runs: adapter + trainable weights (the HF folder holds merged weights)
+        checkpoint_manifest.json   size and sha256 of every other file, written last
     latest                         name of the last complete checkpoint (replaced atomically)
+    rejected-step-00000500/        a checkpoint that failed verification, moved aside (kept for inspection)
 
 A checkpoint is written under a temporary name and renamed into place when complete, so a
-crash (even ``kill -9``) leaves either the previous checkpoints or a finished new one.
+crash (even ``kill -9``) leaves either the previous checkpoints or a finished new one. Files can
+still be damaged after that (a bad disk, a copy cut short, a hand edit): a run resumes only from a
+checkpoint whose files match its manifest (:func:`verified_checkpoint`), else from the previous good one.
 Data position is the integer ``samples`` (the sample order is a pure function of the seed).
 """
 
@@ -27,7 +31,7 @@ from typing import Any
 
 import torch
 
-from focusflow.storage.atomic import atomic_folder, atomic_write
+from focusflow.storage.atomic import atomic_folder, atomic_write, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,8 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 STATE_FILE = "trainer_state.json"
 TRAINER_DIR = "trainer"
+MANIFEST = "checkpoint_manifest.json"
+REJECTED_PREFIX = "rejected-"
 STATE_FORMAT = 1
 
 
@@ -47,6 +53,27 @@ def rng_state() -> dict[str, Any]:
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
+
+
+def rng_states(world_size: int) -> dict[str, dict[str, Any]]:
+    """A checkpoint's RNG files: ``rng`` (this process) and, under DDP, ``rng-rank<r>`` of every rank.
+
+    With several processes every rank must call it (the states are gathered); only rank 0's result is written.
+    """
+    own = rng_state()
+    states: dict[str, dict[str, Any]] = {"rng": own}
+    if world_size > 1:
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * world_size
+        dist.all_gather_object(gathered, {k: v.tolist() if torch.is_tensor(v) else [t.tolist() for t in v]
+                                          for k, v in own.items()})
+        for rank, state in enumerate(gathered):
+            states[f"rng-rank{rank}"] = {
+                "cpu": torch.tensor(state["cpu"], dtype=torch.uint8),
+                **({"cuda": [torch.tensor(t, dtype=torch.uint8) for t in state["cuda"]]} if "cuda" in state else {}),
+            }
+    return states
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -72,6 +99,7 @@ def save_checkpoint(out_dir: Path, step: int, write_model: Callable[[Path], None
             torch.save(state, staging / TRAINER_DIR / f"{stem}.pt")
         state = {"format": STATE_FORMAT, **trainer_state}
         (staging / STATE_FILE).write_text(json.dumps(state, indent=1, ensure_ascii=False))
+        write_manifest(staging)
     atomic_write(root / LATEST, final.name + "\n")
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep_last]:
         if old != final:
@@ -79,21 +107,73 @@ def save_checkpoint(out_dir: Path, step: int, write_model: Callable[[Path], None
     return final
 
 
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder).as_posix() != MANIFEST)
+
+
+def write_manifest(folder: Path) -> None:
+    """Record the size and sha256 of every file in ``folder``; call it after the last file is written."""
+    files = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": sha256_file(p)}
+             for p in _files(folder)}
+    atomic_write(folder / MANIFEST, json.dumps({"format": 1, "files": files}, indent=1, sort_keys=True))
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be resumed from (no manifest, a file missing, added, resized or changed), or None."""
+    try:
+        listed = json.loads((folder / MANIFEST).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"no readable {MANIFEST} (incomplete)"
+    present = {p.relative_to(folder).as_posix(): p for p in _files(folder)}
+    for name in sorted(set(listed) | set(present)):
+        if name not in present:
+            return f"{name} is missing"
+        if name not in listed:
+            return f"{name} is not in its manifest"
+        path, expected = present[name], listed[name]
+        if path.stat().st_size != expected.get("size"):
+            return f"{name} has {path.stat().st_size} bytes, the manifest says {expected.get('size')}"
+        if sha256_file(path) != expected.get("sha256"):
+            return f"{name} does not match its sha256 in the manifest"
+    return None
+
+
 def _complete(folder: Path) -> bool:
-    return folder.is_dir() and (folder / STATE_FILE).is_file()
+    return folder.is_dir() and (folder / MANIFEST).is_file()
+
+
+def _candidates(out_dir: Path) -> list[Path]:
+    """Checkpoint folders, newest first: the ``latest`` pointer, then the ``step-*`` folders by step."""
+    root = Path(out_dir) / CHECKPOINTS
+    pointer = root / LATEST
+    named = [root / pointer.read_text().strip()] if pointer.is_file() else []
+    steps = sorted((p for p in root.glob("step-*") if p.is_dir()), reverse=True)
+    return list(dict.fromkeys(named + steps))
 
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
-    """The last complete checkpoint: the ``latest`` pointer, else the highest complete ``step-*`` folder."""
-    root = Path(out_dir) / CHECKPOINTS
-    pointer = root / LATEST
-    if pointer.is_file():
-        candidate = root / pointer.read_text().strip()
-        if _complete(candidate):
-            return candidate
-    for folder in sorted(root.glob("step-*"), reverse=True):
-        if _complete(folder):
+    """The last complete checkpoint (manifest written), without reading its files: see :func:`verified_checkpoint`."""
+    return next((folder for folder in _candidates(out_dir) if _complete(folder)), None)
+
+
+def verified_checkpoint(out_dir: Path) -> Path | None:
+    """The newest checkpoint whose files match its manifest; each newer one that does not is moved aside to
+    ``rejected-<name>`` with a warning naming it (a resumed run never loads damaged weights or optimizer state).
+
+    Only one process may call this for an ``out_dir`` (rank 0); the others then use :func:`latest_checkpoint`.
+    """
+    for folder in _candidates(out_dir):
+        if not folder.is_dir():
+            continue
+        problem = checkpoint_problem(folder)
+        if problem is None:
             return folder
+        aside = folder.with_name(f"{REJECTED_PREFIX}{folder.name}")
+        if aside.exists():
+            shutil.rmtree(aside)
+        folder.rename(aside)
+        log.warning("checkpoint %s failed verification (%s): not resuming from it; moved to %s",
+                    folder, problem, aside)
     return None
 
 

@@ -1,10 +1,13 @@
-"""Metric history of a LAPT run as CSV and a loss-curve PNG (both written atomically)."""
+"""What a training run reports: the loss window between logged rows, the metric history as CSV and a loss-curve
+PNG (both written atomically), the loss figures of its summary and its progress bar."""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +51,59 @@ def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "LAP
             figure.savefig(temporary)
     finally:
         plt.close(figure)
+
+
+def loss_summary(history: list[dict[str, Any]]) -> dict[str, float | None]:
+    """The held-out loss before training and at the end, and the last train loss, from a run's metric history."""
+    heldout = [r["heldout_loss"] for r in history if r.get("heldout_loss") is not None]
+    trained = [r["train_loss"] for r in history if r.get("train_loss") is not None]
+    return {"initial_heldout_loss": heldout[0] if heldout else None,
+            "final_heldout_loss": heldout[-1] if heldout else None,
+            "final_train_loss": trained[-1] if trained else None}
+
+
+@dataclass
+class LossWindow:
+    """Summed loss, its normalizer, tokens and seconds of the steps since the last logged row."""
+
+    seconds: float = 0.0
+    loss: float = 0.0
+    predicted: float = 0.0
+    tokens: int = 0
+
+    def add(self, seconds: float, loss: float, predicted: float, tokens: int) -> None:
+        self.seconds, self.loss = self.seconds + seconds, self.loss + loss
+        self.predicted, self.tokens = self.predicted + predicted, self.tokens + tokens
+
+    def close(self, sum_over_ranks: Callable[[list[float]], list[float]]) -> tuple[float, float]:
+        """(mean train loss over every rank's predictions, this rank's tokens per second); then start afresh."""
+        loss, predicted = sum_over_ranks([self.loss, self.predicted])
+        result = loss / max(predicted, 1.0), self.tokens / max(self.seconds, 1e-9)
+        self.seconds, self.loss, self.predicted, self.tokens = 0.0, 0.0, 0.0, 0
+        return result
+
+
+class ProgressBar:
+    """One rich bar of optimizer steps with the last train loss."""
+
+    def __init__(self, name: str, total: int, completed: int):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(TextColumn(name), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("loss {task.fields[loss]:.3f}"),
+                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        self._task = self._progress.add_task(name, total=total, completed=completed, loss=float("nan"))
+        self._progress.start()
+
+    def update(self, completed: int, loss: float) -> None:
+        self._progress.update(self._task, completed=completed, loss=loss)
+
+    def stop(self) -> None:
+        self._progress.stop()

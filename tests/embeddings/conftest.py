@@ -21,7 +21,7 @@ def transfer_case(tmp_path_factory: pytest.TempPathFactory) -> dict:
     target = train_tokenizer("xlmr", texts, vocab_size=300)
     target.save_pretrained(root / "target_tok")
     stats = train_aux_embeddings(root / "target_tok", root / "train.jsonl",
-                                 FastTextSpec(dim=16, min_count=2, epochs=3, threads=1), root / "aux")
+                                 FastTextSpec(dim=16, min_count=2, epochs=3, threads=1, keep_binary=True), root / "aux")
     return {"root": root, "texts": texts, "target": target, "aux_dir": root / "aux", "aux_stats": stats,
             "train": root / "train.jsonl", "target_dir": root / "target_tok"}
 

@@ -230,6 +230,23 @@ def test_resume_from_a_middle_checkpoint_gives_the_uninterrupted_weights(aligned
         [r["step"] for r in csv.DictReader((run / "metrics.csv").open())]
 
 
+def test_a_damaged_last_checkpoint_resumes_from_the_previous_good_one(aligned, lapt_corpus, tmp_path, caplog):
+    source, init, _, run, summary = aligned("xlmr")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run / "checkpoints", damaged / "checkpoints")
+    optimizer = damaged / "checkpoints" / "step-00000080" / "trainer" / "optimizer.pt"
+    data = bytearray(optimizer.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    optimizer.write_bytes(bytes(data))
+    with caplog.at_level("WARNING", logger="focusflow.training.checkpoint"):
+        again = align_embeddings(init, source, lapt_corpus[0], damaged, spec(), heldout_file=lapt_corpus[1])
+    assert "step-00000080" in caplog.text and "trainer/optimizer.pt" in caplog.text
+    assert again["resumed_from"].endswith("step-00000040")
+    expected, got = load_file(run / "final" / "model.safetensors"), load_file(damaged / "final" / "model.safetensors")
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6, msg=name)
+
+
 def test_changed_settings_refuse_to_resume(aligned, lapt_corpus):
     source, init, _, run, _ = aligned("xlmr")
     with pytest.raises(ValueError, match="different settings.*layer"):

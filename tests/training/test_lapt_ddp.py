@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,19 @@ def test_two_process_gloo_ddp_matches_a_single_process_run(tiny_dirs, lapt_corpu
     names = sorted(p.name for p in (tmp_path / "ddp" / "checkpoints").iterdir())
     assert names == ["latest", "step-00000003", "step-00000006"]
     assert (tmp_path / "ddp" / "checkpoints" / "step-00000006" / "trainer" / "rng-rank1.pt").is_file()
+
+    # a damaged last checkpoint: rank 0 moves it aside, every rank resumes from step 3 and reaches the same weights
+    weights = tmp_path / "ddp" / "checkpoints" / "step-00000006" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-len(data) // 3] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    shutil.rmtree(tmp_path / "ddp" / "final")
+    command[command.index("--master_port") + 1] = str(free_port())
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "failed verification" in again.stderr and "step-00000006" in again.stderr
+    resumed = json.loads((tmp_path / "ddp" / "summary.json").read_text())
+    assert resumed["resumed_from"].endswith("step-00000003") and resumed["steps"] == 6
+    got = load_file(tmp_path / "ddp" / "final" / "model.safetensors")
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=1e-5, msg=name)

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 from focusflow.config import LaptSpec
 from focusflow.training import latest_checkpoint, run_lapt
 from focusflow.training.checkpoint import load_tensors
-from focusflow.training.trainer import _Run
+from focusflow.training.lapt import LaptRun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,7 @@ def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_
 
 def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_corpus, tmp_path):
     spec = small_spec(steps=4, embeddings_only_fraction=0.5)
-    run = _Run(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", True, None, False)
+    run = LaptRun(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", True, None, False)
     batch = next(run._step_batches(0))
 
     def grads_after_backward(step: int) -> set[str]:
@@ -157,6 +157,30 @@ def test_kill_9_between_checkpoints_then_resume_matches_an_uninterrupted_run(tin
     # the resumed run's metric history equals the uninterrupted one (rows after the checkpoint are redone once)
     steps = [r["step"] for r in csv.DictReader((tmp_path / "killed" / "metrics.csv").open())]
     assert steps == [r["step"] for r in csv.DictReader((tmp_path / "reference" / "metrics.csv").open())]
+
+
+def test_a_damaged_last_checkpoint_is_skipped_and_the_run_resumes_from_the_previous_good_one(tiny_dirs, lapt_corpus,
+                                                                                            tmp_path, caplog):
+    """Issue 20: a corrupted model.safetensors in the last checkpoint was loaded silently and the damaged run
+    committed. Now the run warns, naming it, resumes from the step before and reaches the uninterrupted weights."""
+    import shutil
+
+    spec = small_spec(keep_last=2)
+    reference = run_lapt(tiny_dirs("gpt2"), *lapt_corpus, spec, tmp_path / "reference")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "reference" / "checkpoints", damaged / "checkpoints")
+    weights = damaged / "checkpoints" / "step-00000016" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-len(data) // 3] ^= 0xFF  # inside the tensor data: safetensors would load it without complaint
+    weights.write_bytes(bytes(data))
+    with caplog.at_level("WARNING", logger="focusflow.training.checkpoint"):
+        summary = run_lapt(tiny_dirs("gpt2"), *lapt_corpus, spec, damaged)
+    assert "step-00000016" in caplog.text and "failed verification" in caplog.text
+    assert summary["resumed_from"].endswith("step-00000008") and summary["steps"] == 16
+    expected, got = _weights(tmp_path / "reference" / "final"), _weights(damaged / "final")
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6, msg=name)
+    assert summary["final_heldout_loss"] == pytest.approx(reference["final_heldout_loss"], abs=1e-6)
 
 
 def test_cli_trains_from_a_split_folder(tiny_dirs, lapt_corpus, tmp_path):

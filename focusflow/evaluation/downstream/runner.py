@@ -30,7 +30,7 @@ from focusflow.evaluation.downstream.qa import QaTask
 from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
 from focusflow.logs import quiet_transformers_progress
-from focusflow.models.loading import require_vocabulary_fits, require_weights
+from focusflow.models.loading import require_vocabulary_fits, require_weights, usable_positions
 from focusflow.precision import resolve_precision
 from focusflow.storage.atomic import atomic_write
 
@@ -102,10 +102,9 @@ def task_device() -> torch.device:
 def model_max_tokens(config: Any, tokenizer: Any) -> int | None:
     """The longest input the model accepts (position table; RoBERTa-style models lose pad+1 slots)."""
     limits = []
-    positions = getattr(config, "max_position_embeddings", None)
+    positions = usable_positions(config)
     if positions:
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in ("roberta", "xlm-roberta", "camembert") else 0
-        limits.append(positions - offset)
+        limits.append(positions)
     if 0 < getattr(tokenizer, "model_max_length", 0) < 100_000:
         limits.append(int(tokenizer.model_max_length))
     return min(limits) if limits else None

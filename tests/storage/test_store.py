@@ -143,7 +143,7 @@ def test_crash_mid_write_leaves_no_committed_artifact(store, tmp_path, monkeypat
     folder = make_model_folder(tmp_path)
     key = store.key("model", {"crash": True})
     uploaded = []
-    original = store._upload
+    original = store.transport.upload
 
     def failing_upload(local, remote):
         if uploaded:
@@ -151,7 +151,7 @@ def test_crash_mid_write_leaves_no_committed_artifact(store, tmp_path, monkeypat
         uploaded.append(remote)
         original(local, remote)
 
-    monkeypatch.setattr(store, "_upload", failing_upload)
+    monkeypatch.setattr(store.transport, "upload", failing_upload)
     with pytest.raises(KeyboardInterrupt):
         store.put_dir("model", key, folder)
     assert uploaded, "the crash must happen mid-write, after some data was written"
@@ -180,12 +180,12 @@ def test_killed_writer_process_leaves_nothing_committed(tmp_path):
         with store.writer("big", "k1") as folder:
             for i in range(1000):
                 (folder / f"part{{i}}.bin").write_bytes(b"x" * 1000)
-            original = store._upload
+            original = store.transport.upload
             def slow(local, remote):
                 original(local, remote)
                 print("uploaded", flush=True)
                 time.sleep(0.05)
-            store._upload = slow
+            store.transport.upload = slow
         """
     )
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -303,6 +303,8 @@ def test_s3_server_stopped_mid_operation_gives_clear_error(s3_server, tmp_path, 
 
 
 def test_delete_removes_artifact_and_its_cache_records(local_store):
+    import focusflow.tasks.common  # noqa: F401 — the tasks layer registers the removal of its records
+
     artifact = local_store.put_bytes("stage", "k1", "a.txt", b"x")
     records = Path(local_store.root) / "prefect-results"
     records.mkdir()

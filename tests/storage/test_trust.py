@@ -27,7 +27,7 @@ def store(request: pytest.FixtureRequest) -> ArtifactStore:
 
 
 def key_folder_entries(store: ArtifactStore, stage: str, key: str) -> list[str]:
-    return store._names(stage, key)
+    return store.transport.names(stage, key)
 
 
 # --------------------------------------------------------------------- concurrent writers
@@ -36,13 +36,13 @@ def test_concurrent_writers_commit_once_and_return_the_winner(store, monkeypatch
     writers = 4
     key = store.key("model", {"race": 2})
     all_uploaded = threading.Barrier(writers, timeout=60)
-    commit = store._commit_manifest
+    commit = store.transport.commit_manifest
 
     def commit_together(remote: str, payload: bytes) -> None:
         all_uploaded.wait()
         commit(remote, payload)
 
-    monkeypatch.setattr(store, "_commit_manifest", commit_together)
+    monkeypatch.setattr(store.transport, "commit_manifest", commit_together)
     results: dict[int, object] = {}
 
     def write(index: int) -> None:
@@ -85,7 +85,7 @@ def test_concurrent_writer_processes_commit_once(tmp_path: Path):
         print(artifact.uri, artifact.data_dir)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     processes = [subprocess.Popen([sys.executable, "-c", script, str(i)], stdout=subprocess.PIPE, text=True, env=env)
                  for i in range(4)]
     outputs = {p.communicate(timeout=120)[0].strip() for p in processes}
@@ -285,10 +285,10 @@ def test_gc_removes_old_leftovers_and_keeps_artifacts_and_recent_writes(tmp_path
     (running / "part.bin").write_bytes(b"z")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
-    staging = tmp_path / "tmp" / f"focusflow-stage-pid{dead.stdout.strip()}-abc"
+    staging = tmp_path / "tmp" / f"{store.staging_prefix('stage', pid=int(dead.stdout.strip()))}abc"
     staging.mkdir()
     (staging / "out.txt").write_text("half")
-    alive = tmp_path / "tmp" / f"focusflow-stage-pid{os.getpid()}-abc"
+    alive = tmp_path / "tmp" / f"{store.staging_prefix('stage')}abc"
     alive.mkdir()
     for path in (loser, pending, killed, staging, alive):
         _age(path, 3 * 3600)

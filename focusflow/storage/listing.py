@@ -1,0 +1,127 @@
+"""What a store holds: its stages, the artifact folders of each (committed or broken), keys and where the space is.
+
+A root counts as a store only when it holds at least one ``<stage>/<key>/_manifest.json``: ``rm`` and
+``gc`` refuse anything else, so a mistyped root (a home folder, a bucket of backups) is never cleaned.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from focusflow.storage.artifact import MANIFEST, RESULTS_FOLDER, Artifact, BrokenArtifact
+from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
+from focusflow.storage.keys import UnsafeNameError, redact_uri, validate_segment
+from focusflow.storage.reads import Reader
+from focusflow.storage.transport import Transport
+
+log = logging.getLogger(__name__)
+
+
+class Catalog:
+    """Listings of one store."""
+
+    def __init__(self, transport: Transport, reader: Reader) -> None:
+        self.transport, self.reader = transport, reader
+
+    def stage_names(self) -> list[str]:
+        return [s for s in self.transport.names() if not s.startswith(".") and s != RESULTS_FOLDER]
+
+    def stages(self) -> list[str]:
+        self.transport.require_root()
+        return self.stage_names()
+
+    def keys(self, stage: str) -> list[str]:
+        """Names of the key folders of a stage (committed or not): what a key prefix is matched against."""
+        return self.transport.names(validate_segment(stage, "stage"))
+
+    def scan(self, stage: str | None = None) -> list[Artifact | BrokenArtifact]:
+        """Every artifact folder with a manifest: committed artifacts, and the ones whose manifest is unreadable."""
+        self.transport.require_root()
+        stages = [validate_segment(stage, "stage")] if stage else self.stage_names()
+        found: list[Artifact | BrokenArtifact] = []
+        for name in stages:
+            for key in self.transport.names(name):
+                try:
+                    validate_segment(key, "key")
+                    found.append(self.reader.manifest(name, key))
+                except ArtifactNotFound:
+                    continue  # a folder without a manifest: a write in progress or an orphan (see gc)
+                except (CorruptArtifactError, UnsafeNameError) as exc:
+                    found.append(BrokenArtifact(self.transport.uri, name, key, str(exc)))
+        return sorted(found, key=lambda a: a.manifest.get("created", "") if isinstance(a, Artifact) else "")
+
+    def list(self, stage: str | None = None) -> list[Artifact]:
+        """Committed artifacts of one stage (or all), oldest first; unreadable ones are skipped with a warning."""
+        found: list[Artifact] = []
+        for entry in self.scan(stage):
+            if isinstance(entry, BrokenArtifact):
+                log.warning("skipping %s/%s: %s", entry.stage, entry.key, entry.error)
+            else:
+                found.append(entry)
+        return found
+
+    def is_store(self) -> bool:
+        """Whether the root holds at least one ``<stage>/<key>/_manifest.json``."""
+        return any(MANIFEST in self.transport.names(stage, key)
+                   for stage in self.stage_names() for key in self.transport.names(stage))
+
+    def require_store(self) -> None:
+        """StoreError unless the root exists and holds artifacts (see :meth:`is_store`)."""
+        self.transport.require_root()
+        if not self.is_store():
+            raise StoreError(f"{redact_uri(self.transport.uri)} is not an artifact store "
+                             f"(no <stage>/<key>/{MANIFEST} under it)")
+
+    def match_key(self, stage: str, prefix: str) -> str:
+        """The one key of ``stage`` that starts with ``prefix`` (a key printed by ``store ls``, or any unique prefix)."""
+        validate_segment(prefix, "key")
+        keys = self.keys(stage)
+        if prefix in keys:
+            return prefix
+        candidates = [key for key in keys if key.startswith(prefix)]
+        if not candidates:
+            raise ArtifactNotFound(f"no artifact {stage}/{prefix} in {redact_uri(self.transport.uri)}")
+        if len(candidates) > 1:
+            shown = ", ".join(candidates[:10]) + (f" and {len(candidates) - 10} more" if len(candidates) > 10 else "")
+            raise StoreError(f"{stage}/{prefix} is ambiguous in {redact_uri(self.transport.uri)}: {shown}")
+        return candidates[0]
+
+
+def unique_prefixes(keys: list[str], minimum: int = 16) -> dict[str, str]:
+    """Each key's shortest prefix (at least ``minimum`` characters) that no other of ``keys`` starts with."""
+    ordered = sorted(set(keys))
+    shortest: dict[str, str] = {}
+    for index, key in enumerate(ordered):
+        neighbours = ordered[max(0, index - 1):index] + ordered[index + 1:index + 2]
+        shared = max((len(os.path.commonprefix([key, other])) for other in neighbours), default=0)
+        shortest[key] = key[:max(minimum, shared + 1)]
+    return shortest
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Where a store's space is, from its manifests: bytes and artifact counts per stage, the largest artifacts."""
+
+    stages: dict[str, tuple[int, int]]  # stage -> (artifacts, bytes), largest first
+    largest: list[Artifact]
+    broken: int  # artifact folders whose manifest is unreadable (sizes unknown; see ``store ls``)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.stages.values())
+
+
+def disk_usage(entries: Iterable[Artifact | BrokenArtifact], top: int = 10) -> Usage:
+    """The space committed artifacts take (from ``scan()``), per stage and for the ``top`` largest artifacts."""
+    entries = list(entries)
+    artifacts = [entry for entry in entries if isinstance(entry, Artifact)]
+    per_stage: dict[str, tuple[int, int]] = {}
+    for artifact in artifacts:
+        count, size = per_stage.get(artifact.stage, (0, 0))
+        per_stage[artifact.stage] = (count + 1, size + artifact.total_bytes)
+    ordered = dict(sorted(per_stage.items(), key=lambda item: -item[1][1]))
+    largest = sorted(artifacts, key=lambda artifact: artifact.total_bytes, reverse=True)[:top]
+    return Usage(ordered, largest, len(entries) - len(artifacts))

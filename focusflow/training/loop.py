@@ -1,0 +1,390 @@
+"""``TrainingRun``: the project's one training loop (budget, AdamW and schedule, trainable stages, precision,
+atomic checkpoints and bit-for-bit resume, held-out evaluation, progress, metrics, the final folder), and the
+contract an objective fulfils to use it (:class:`Trainable`).
+
+LAPT (``focusflow.training.lapt``) and embedding alignment (``focusflow.training.align``) are its two users. One
+loop serves one CPU, one GPU or ``torchrun`` (DDP, rank 0 writes). Checkpoints are atomic, carry a manifest of
+their files' hashes and are verified before a run resumes from them (see ``focusflow.training.checkpoint``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from focusflow.errors import InputError
+from focusflow.precision import resolve_precision
+from focusflow.storage.atomic import atomic_folder, atomic_write
+from focusflow.training import checkpoint as ckpt
+from focusflow.training.flops import mfu, peak_flops
+from focusflow.training.monitor import LossWindow, ProgressBar, plot_loss_curve, write_metrics_csv
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    owns_group: bool = False  # this run initialized the process group (and tears it down)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()
+
+    def sum(self, values: list[float]) -> list[float]:
+        if self.world_size == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+
+def setup_distributed() -> Distributed:
+    """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); NCCL on CUDA, gloo on CPU.
+
+    ``FOCUSFLOW_DEVICE`` (e.g. ``cpu``) overrides the device choice.
+    """
+    forced = os.environ.get("FOCUSFLOW_DEVICE")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() and (forced is None or forced.startswith("cuda"))
+    device = torch.device(f"cuda:{local_rank}" if use_cuda else (forced or "cpu"))
+    if use_cuda:
+        torch.cuda.set_device(device)
+    owns = world > 1 and not dist.is_initialized()
+    if owns:
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    return Distributed(rank, world, local_rank, device, owns)
+
+
+@dataclass(frozen=True)
+class TrainingStage:
+    """From optimizer step ``first_step`` on, exactly ``parameters`` (their ``id``s) receive gradients."""
+
+    name: str
+    first_step: int
+    parameters: frozenset[int]
+
+
+@dataclass
+class Trainable:
+    """What an objective's ``_build_model`` hands the loop: the whole of what it trains and how."""
+
+    model: nn.Module  # the Hugging Face model being trained: saved with ``save_pretrained``
+    tokenizer: Any  # saved beside it
+    loss_model: nn.Module  # forward(micro-batch …) -> summed loss; the module DDP wraps
+    parameters: list[nn.Parameter]  # every parameter the optimizer steps, in model order (clipped together)
+    param_groups: list[dict[str, Any]]  # AdamW groups over ``parameters`` ("params", "weight_decay")
+    stages: tuple[TrainingStage, ...]  # by ``first_step``; the first starts at step 0
+    objective: str  # "mlm", "clm", "align": recorded in checkpoints, the summary and the loss-curve title
+    flops_per_token: float | None = None  # training FLOPs per token, for MFU (None: not reported)
+
+    def __post_init__(self) -> None:
+        starts = [stage.first_step for stage in self.stages]
+        if not starts or starts[0] != 0 or starts != sorted(starts):
+            raise ValueError(f"training stages must start at step 0 and be in step order, not {starts}")
+
+    def stage_at(self, step: int) -> TrainingStage:
+        return [stage for stage in self.stages if stage.first_step <= step][-1]
+
+
+def decay_groups(parameters: list[nn.Parameter], weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups with weight decay on matrices only (never on biases, norms and other vectors)."""
+    return [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
+
+
+class TrainingRun:
+    """The loop. A subclass is an objective with its data; it supplies
+
+    - ``_build_model() -> Trainable`` (called once the resume point is known: ``self.checkpoint``),
+    - ``_step_batches(start_step)``: each optimizer step's micro-batches (each with ``predicted``, the loss's
+      normalizer), ``_micro_loss(module, batch)``: a micro-batch's summed loss, ``_step_size(batches)``:
+      (samples, tokens) of a step, ``evaluate()``: the held-out loss, ``_summary(...)``: the run's summary;
+
+    sets ``total_steps`` in its ``__init__`` (after preparing its data) and then calls ``_start``. It may extend
+    ``_write_hf_folder`` (what goes beside the model), ``_write_checkpoint_extras``/``_restore_checkpoint_extras``
+    (state the HF folder does not hold).
+    """
+
+    name = "training"
+    # Spec fields that may change between a run and its resumption without changing the trajectory.
+    resumable_changes: frozenset[str] = frozenset({"steps", "checkpoint_every", "keep_last", "eval_every", "log_every"})
+    time_limit_s: float | None = None  # stop once this much training time (over all sessions) is spent
+    total_steps: int
+
+    def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
+                 progress: bool):
+        self.spec, self.out_dir, self.on_checkpoint, self.progress = spec, Path(out_dir), on_checkpoint, progress
+        self.dist = setup_distributed()
+
+    @property
+    def hf_model(self) -> nn.Module:
+        return self.trainable.model
+
+    @property
+    def loss_model(self) -> nn.Module:
+        return self.trainable.loss_model
+
+    def _start(self, resume: bool) -> None:
+        """Find the resume point, then build model and optimizer and restore their state."""
+        spec = self.spec
+        self.checkpoint: Path | None = None
+        if self.dist.main:
+            ckpt.clean_partial(self.out_dir)
+            for leftover in self.out_dir.glob(".final.tmp-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+            if not resume and (self.out_dir / ckpt.CHECKPOINTS).exists():
+                log.warning("resume=False: discarding earlier checkpoints in %s", self.out_dir)
+                shutil.rmtree(self.out_dir / ckpt.CHECKPOINTS)
+            if resume:  # rank 0 verifies (and moves damaged checkpoints aside) before any rank reads one
+                self.checkpoint = ckpt.verified_checkpoint(self.out_dir)
+        self.dist.barrier()
+        if resume and not self.dist.main:
+            self.checkpoint = ckpt.latest_checkpoint(self.out_dir)
+        self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "history": []}
+        if self.checkpoint is not None:
+            self.state = {"seconds": 0.0, **ckpt.load_trainer_state(self.checkpoint)}
+            self._check_compatible(self.state.get("spec", {}))
+            log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
+
+        torch.manual_seed(spec.seed)
+        self.precision = resolve_precision(spec.precision, self.dist.device)
+        self.scaler = torch.amp.GradScaler(self.dist.device.type) if self.precision.needs_scaler else None
+        self.peak = peak_flops(self.dist.device)
+        self.stage: str | None = None
+        self.ddp: nn.Module | None = None
+        self.trainable = self._build_model()
+        self._build_optimizer()
+        if self.checkpoint is not None:
+            self._restore_training_state()
+
+    # ---------------------------------------------------------------- the objective (subclasses)
+    def _build_model(self) -> Trainable:
+        raise NotImplementedError
+
+    def _step_batches(self, start_step: int) -> Iterator[list[Any]]:
+        """Each optimizer step's micro-batches from ``start_step`` on (a function of the step: resume needs no state)."""
+        raise NotImplementedError
+
+    def _micro_loss(self, module: nn.Module, batch: Any) -> torch.Tensor:
+        """The summed loss of one micro-batch (normalized by the step's total ``predicted``)."""
+        raise NotImplementedError
+
+    def _step_size(self, micro_batches: list[Any]) -> tuple[int, int]:
+        """(samples, tokens) one step consumed, for the budget counters."""
+        raise NotImplementedError
+
+    def evaluate(self) -> float:
+        """The held-out loss."""
+        raise NotImplementedError
+
+    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _write_hf_folder(self, folder: Path) -> None:
+        """The model folder of a checkpoint and of ``final/``."""
+        self.trainable.model.save_pretrained(folder)
+        self.trainable.tokenizer.save_pretrained(folder)
+
+    def _write_checkpoint_extras(self, folder: Path) -> None:
+        """Trained state a checkpoint needs that its HF folder does not hold (none by default)."""
+
+    def _restore_checkpoint_extras(self, folder: Path) -> None:
+        """Read back what ``_write_checkpoint_extras`` wrote."""
+
+    # ---------------------------------------------------------------- setup
+    def _check_compatible(self, saved: dict[str, Any]) -> None:
+        current = self.spec.model_dump(mode="json")
+        changed = sorted(k for k in current if k not in self.resumable_changes and saved.get(k) != current[k])
+        if changed:
+            raise InputError(f"{self.out_dir} holds a run with different settings ({', '.join(changed)}); "
+                             "use a new out_dir or resume=False")
+        if self.spec.total_steps != type(self.spec).model_validate(saved).total_steps:
+            log.warning("the budget changed since the checkpoint: the learning-rate schedule changes with it")
+
+    def _build_optimizer(self) -> None:
+        from transformers import get_scheduler
+
+        spec = self.spec
+        fused = self.dist.device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
+        self.optimizer = torch.optim.AdamW(self.trainable.param_groups, lr=spec.lr,
+                                           betas=(spec.adam_beta1, spec.adam_beta2), eps=spec.adam_epsilon,
+                                           fused=fused or None)
+        name = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}[spec.schedule]
+        self.scheduler = get_scheduler(name, self.optimizer, num_warmup_steps=round(spec.warmup_fraction * self.total_steps),
+                                       num_training_steps=self.total_steps)
+
+    def _restore_training_state(self) -> None:
+        self._restore_checkpoint_extras(self.checkpoint)
+        self.optimizer.load_state_dict(ckpt.load_tensors(self.checkpoint, "optimizer"))
+        self.scheduler.load_state_dict(ckpt.load_tensors(self.checkpoint, "scheduler"))
+        if self.scaler is not None and (scaler := ckpt.load_tensors(self.checkpoint, "scaler")) is not None:
+            self.scaler.load_state_dict(scaler)
+        rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}") or ckpt.load_tensors(self.checkpoint, "rng")
+        if rng is not None:
+            ckpt.set_rng_state(rng)
+
+    def _set_stage(self, step: int) -> None:
+        stage = self.trainable.stage_at(step)
+        if stage.name == self.stage:
+            return
+        for parameter in self.hf_model.parameters():
+            parameter.requires_grad_(id(parameter) in stage.parameters)
+        self.stage = stage.name
+        if self.dist.world_size > 1:  # DDP registers gradient hooks for the trainable set at construction
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = None if self.dist.device.type == "cpu" else [self.dist.device.index]
+            self.ddp = DistributedDataParallel(self.loss_model, device_ids=ids)
+        log.info("%s stage %r from step %d: %d trainable tensors", self.name, stage.name, step,
+                 sum(p.requires_grad for p in self.hf_model.parameters()))
+
+    # ---------------------------------------------------------------- saving
+    def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
+        rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
+        folder = None
+        if self.dist.main:
+            tensors: dict[str, dict[str, Any]] = {"optimizer": self.optimizer.state_dict(),
+                                                  "scheduler": self.scheduler.state_dict(), **rng}
+            if self.scaler is not None:
+                tensors["scaler"] = self.scaler.state_dict()
+
+            def write_model(target: Path) -> None:
+                self._write_hf_folder(target)
+                self._write_checkpoint_extras(target)
+
+            trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history")}
+            trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
+                                 stage=self.stage, world_size=self.dist.world_size)
+            folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)
+            write_metrics_csv(self.state["history"], self.out_dir / "metrics.csv")
+            if self.on_checkpoint is not None:
+                self.on_checkpoint(folder, step, metrics)
+        self.dist.barrier()
+        return folder
+
+    # ---------------------------------------------------------------- training
+    def train(self) -> dict[str, Any]:
+        spec, state = self.spec, self.state
+        start_step = state["step"]
+        resumed_from = str(self.checkpoint) if self.checkpoint is not None else None
+        history = state["history"]
+        if start_step == 0 and not history:
+            initial = self.evaluate()
+            history.append({"step": 0, "samples": 0, "tokens": 0, "heldout_loss": initial})
+            log.info("held-out loss before %s: %.4f", self.name, initial)
+        self._set_stage(start_step)
+        batches = self._step_batches(start_step)
+        spent_before, self.start_tokens = state["seconds"], state["tokens"]
+        train_time, window = 0.0, LossWindow()
+        last_metrics: dict[str, Any] = {}
+        bar = ProgressBar(self.name, self.total_steps, start_step) if self.progress and self.dist.main else None
+        try:
+            for step in range(start_step, self.total_steps):
+                self._set_stage(step)
+                began = time.perf_counter()
+                step_batches = next(batches)
+                loss_sum, predicted = self._optimizer_step(step_batches)
+                elapsed = time.perf_counter() - began
+                samples, tokens = self._step_size(step_batches)
+                train_time += elapsed
+                window.add(elapsed, loss_sum, predicted, tokens)
+                state["step"], state["samples"], state["tokens"] = step + 1, state["samples"] + samples, \
+                    state["tokens"] + tokens
+                state["seconds"] = spent_before + train_time
+                done = step + 1
+                last = done == self.total_steps or self._out_of_time()
+                if done % spec.log_every == 0 or done % spec.eval_every == 0 or done % spec.checkpoint_every == 0 or last:
+                    last_metrics = self._log_row(done, window, train_time, evaluate=done % spec.eval_every == 0 or last)
+                if bar is not None:
+                    bar.update(done, last_metrics.get("train_loss", float("nan")))
+                if done % spec.checkpoint_every == 0 or last:
+                    self._save_checkpoint(done, last_metrics)
+                if last:
+                    break
+        finally:
+            batches.close()
+            if bar is not None:
+                bar.stop()
+        return self._finish(train_time, start_step, resumed_from)
+
+    def _log_row(self, done: int, window: LossWindow, train_time: float, evaluate: bool) -> dict[str, Any]:
+        """Close the loss window into a metric-history row (with the held-out loss when ``evaluate``)."""
+        train_loss, speed = window.close(self.dist.sum)
+        row: dict[str, Any] = {"step": done, "samples": self.state["samples"], "tokens": self.state["tokens"],
+                               "train_loss": train_loss, "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": speed,
+                               "mfu": mfu(speed, self.trainable.flops_per_token, self.peak),
+                               "elapsed_s": round(train_time, 3)}
+        if evaluate:
+            row["heldout_loss"] = self.evaluate()
+        self.state["history"].append(row)
+        log.info("step %d/%d %s", done, self.total_steps,
+                 " ".join(f"{k}={v:.4g}" for k, v in row.items() if isinstance(v, float)))
+        return row
+
+    def _out_of_time(self) -> bool:
+        """Whether the time budget is spent (decided together on all ranks)."""
+        if self.time_limit_s is None:
+            return False
+        return self.dist.sum([float(self.state["seconds"] >= self.time_limit_s)])[0] > 0
+
+    def _optimizer_step(self, micro_batches: list[Any]) -> tuple[float, float]:
+        world = self.dist.world_size
+        local = float(sum(mb.predicted for mb in micro_batches))
+        total = self.dist.sum([local])[0]
+        module = self.ddp if self.ddp is not None else self.loss_model
+        loss_total = torch.zeros((), device=self.dist.device)
+        for index, mb in enumerate(micro_batches):
+            sync = index == len(micro_batches) - 1 or self.ddp is None
+            with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
+                with self.precision.autocast():
+                    loss_sum = self._micro_loss(module, mb)
+                # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
+                scaled = loss_sum * (world / max(total, 1.0))
+                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+            loss_total += loss_sum.detach()
+        trainable = [p for p in self.trainable.parameters if p.requires_grad]
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(trainable, self.spec.grad_clip)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(loss_total), local
+
+    def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        summary = self._summary(train_time, start_step, resumed_from)
+        history = self.state["history"]
+        if self.dist.main:
+            with atomic_folder(self.out_dir / "final") as staging:
+                self._write_hf_folder(staging)
+            write_metrics_csv(history, self.out_dir / "metrics.csv")
+            plot_loss_curve(history, self.out_dir / "loss_curve.png",
+                            title=f"{self.name} ({self.trainable.objective})")
+            atomic_write(self.out_dir / "summary.json", json.dumps(summary, indent=2))
+        self.dist.barrier()
+        return summary
