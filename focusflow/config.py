@@ -12,9 +12,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from focusflow.errors import FocusflowError
+from focusflow.languages import LanguageError, normalize_language
 from focusflow.methods import METHOD_NAMES, PIPELINE_METHOD_NAMES, check_flow_method
 
 
@@ -27,7 +37,8 @@ PrecisionName = Literal["auto", "bf16", "fp16", "fp32"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: a value such as lapt.lr=inf is refused here, naming the field, not later by the key
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class CorpusSpec(_Section):
@@ -303,7 +314,7 @@ class PublishSpec(_Section):
 class MlmHeadSpec(BaseModel):
     """How to train an MLM head for a source without one (``models.mlm_head``): a CPU-sized budget by default."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     steps: int = Field(default=600, ge=1)
     positions_per_step: int = Field(default=512, ge=8, description="masked positions per optimizer step")
@@ -320,6 +331,10 @@ class MlmHeadSpec(BaseModel):
     eval_every: int = Field(default=25, ge=1, description="steps between held-out checks (best step is kept)")
     precision: PrecisionName = Field(default="auto", description="encoding the cached positions and training the head")
     seed: int = 0
+
+
+#: The language of a configuration read for a stage that does not depend on it (``load_config(any_language=True)``).
+ANY_LANGUAGE = "xx"
 
 
 class PipelineConfig(_Section):
@@ -352,10 +367,18 @@ class PipelineConfig(_Section):
 
     @field_validator("language")
     @classmethod
-    def _language_code(cls, value: str) -> str:
+    def _language_code(cls, value: str, info: ValidationInfo) -> str:
+        """A known ISO 639 code (the corpus stage's own check); kept as typed, lower case, since it is part of the
+        corpus key. Stages that do not depend on the language validate with ``ANY_LANGUAGE``."""
         code = value.strip().lower().replace("_", "-")
         if not code.replace("-", "").isalpha():
             raise ValueError(f"language must be an ISO 639 code such as 'sw' or 'hau', got {value!r}")
+        if code == ANY_LANGUAGE and (info.context or {}).get("any_language"):
+            return code
+        try:
+            normalize_language(code)
+        except LanguageError as exc:
+            raise ValueError(str(exc)) from None
         return code
 
 
@@ -381,7 +404,7 @@ def format_errors(error: ValidationError) -> str:
             continue
         got = item.get("input")
         shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        problems.append(f"{field}: {item['msg']}{shown}")
+        problems.append(f"{field}: {item['msg'].removeprefix('Value error, ')}{shown}")
     return "invalid configuration: " + "; ".join(problems)
 
 
@@ -425,9 +448,10 @@ def merge_layers(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
     return merged
 
 
-def build_config(data: dict[str, Any]) -> PipelineConfig:
+def build_config(data: dict[str, Any], any_language: bool = False) -> PipelineConfig:
+    """Validate a run configuration; ``any_language`` lets ``ANY_LANGUAGE`` stand for a language not given."""
     try:
-        return PipelineConfig.model_validate(data)
+        return PipelineConfig.model_validate(data, context={"any_language": any_language})
     except ValidationError as exc:
         raise ConfigError(format_errors(exc)) from None
 
@@ -441,12 +465,19 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, *,
-                layers: Sequence[Mapping[str, Any] | None] = (), **fields: Any) -> PipelineConfig:
+                layers: Sequence[Mapping[str, Any] | None] = (), any_language: bool = False,
+                **fields: Any) -> PipelineConfig:
     """The run configuration: the YAML file (optional) < ``layers`` (mappings, in order) < dotted
-    ``overrides`` < keyword ``fields`` (``None`` skipped), merged by :func:`merge_layers`, then validated."""
-    return build_config(merge_layers(_read_config_file(path) if path is not None else {}, *layers,
-                                     parse_overrides(overrides or []),
-                                     {k: v for k, v in fields.items() if v is not None}))
+    ``overrides`` < keyword ``fields`` (``None`` skipped), merged by :func:`merge_layers`, then validated.
+
+    ``any_language``: when no language is given, validate with ``ANY_LANGUAGE`` (for stages that do not use it).
+    """
+    data = merge_layers(_read_config_file(path) if path is not None else {}, *layers,
+                        parse_overrides(overrides or []), {k: v for k, v in fields.items() if v is not None})
+    placeholder = any_language and "language" not in data  # a user's own "xx" is checked like any code
+    if placeholder:
+        data["language"] = ANY_LANGUAGE
+    return build_config(data, any_language=placeholder)
 
 
 def _read_config_file(path: str | Path) -> dict[str, Any]:

@@ -82,6 +82,50 @@ def is_verbose() -> bool:
     return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+#: The logger of the stage lines (started / cache hit / done in N s) that ``focusflow.pipeline.run_stage`` writes.
+STAGE_LOGGER = "focusflow.stages"
+
+
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (a test's capture, a redirected shell)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self):  # type: ignore[override]
+        import sys
+
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ assigns it
+        pass
+
+
+def show_stage_lines(show: bool = True) -> None:
+    """One line per stage on stderr (``HH:MM:SS stage: started``, ``cache hit``, ``done in N s``): the CLI's
+    default, so that a long command says what it is doing. Idempotent; ``show=False`` removes the lines."""
+    logger = logging.getLogger(STAGE_LOGGER)
+    for installed in [h for h in logger.handlers if isinstance(h, _CurrentStderr)]:
+        logger.removeHandler(installed)
+    if show:
+        handler = _CurrentStderr()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    logger.propagate = not show  # shown once, not again by a verbose root handler
+
+
+class RunFormatter(logging.Formatter):
+    """``LEVEL logger: message``, naming the Prefect task or flow run a record comes from when it has one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
+        return f"[{run}] {text}" if run else text
+
+
 def configure_output(verbose: bool | None = None) -> bool:
     """Install the noise filters, or remove them when verbose; returns whether output is verbose.
 

@@ -48,6 +48,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "tokeniser.yaml").write_text("tokeniser:\n  vocab_size: 200\n", encoding="utf-8")
     (root / "lpat.yaml").write_text("lpat:\n  steps: 2\n", encoding="utf-8")
     (root / "broken.yaml").write_text("lapt: [1, 2\n  steps: :\n", encoding="utf-8")
+    (root / "nan.yaml").write_text("init:\n  refine:\n    lr: .nan\n", encoding="utf-8")
     split = root / "split"
     split.mkdir()
     jsonl(split / "train.jsonl", texts[:50])
@@ -104,6 +105,11 @@ CASES: dict[str, Case] = {
     "config bad value": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.steps=many"], ("lapt.steps", "'many'")),
     "config override without =": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.steps"],
                                       ("'lapt.steps'", "section.field=value")),
+    "config unknown language": Case(lambda d: ["config", "-l", "zz"], ("language", "'zz' is not a known ISO 639")),
+    "config infinite learning rate": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.lr=inf"],
+                                          ("lapt.lr", "finite number")),
+    "config nan in a file": Case(lambda d: ["config", str(d / "nan.yaml"), "-l", "sw"],
+                                 ("init.refine.lr", "finite number")),
     # corpus: files that are not text are refused, naming the file and the share
     "corpus random bytes": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p", str(d / "random.txt"),
                                            "--out", "{out}"],
@@ -144,7 +150,7 @@ CASES: dict[str, Case] = {
     "tokenizer-stats texts not text": Case(lambda d: ["tokenizer-stats", "--tokenizer", str(d / "model"), "--texts",
                                                       str(d / "random.txt")], ("random.txt is not UTF-8 text",)),
     "tokenizer-stats missing tokenizer": Case(lambda d: ["tokenizer-stats", "--tokenizer", str(d / "nope"), "--texts",
-                                                         str(d / "docs.jsonl")], ("cannot load tokenizer", "nope")),
+                                                         str(d / "docs.jsonl")], ("tokenizer input", "nope does not exist")),
     # source
     "source folder without weights": Case(lambda d: ["source", str(d / "no-weights"), "--out", "{out}"],
                                           ("no-weights has no weights", "save_pretrained"), stage="source"),
@@ -163,6 +169,8 @@ CASES: dict[str, Case] = {
     "lapt tokenizer larger than the embeddings": Case(lapt("big-tokenizer", "split", "--steps", "2", "--set",
                                                            "lapt.seq_len=16"),
                                                       ("700 tokens", "embedding matrix only 400 rows"), stage="lapt"),
+    "lapt infinite learning rate": Case(lapt("model", "split", "--steps", "2", "--set", "lapt.lr=inf"),
+                                        ("lapt.lr", "finite number"), stage="lapt"),
     "lapt misspelled section": Case(lapt("model", "split", "--config", "lpat.yaml"), ("lpat.yaml",)),
     "lapt corpus file without heldout": Case(lapt("model", "docs.jsonl", "--steps", "2"), ("--heldout",),
                                              stage="lapt"),
@@ -186,6 +194,11 @@ CASES: dict[str, Case] = {
                                     stage="corpus"),
     "compare invalid yaml": Case(lambda d: ["compare", "-l", "sw", "--config", str(d / "broken.yaml")],
                                  ("not valid YAML",)),
+    "compare unknown language": Case(lambda d: ["compare", "-l", "zz", "--corpus", str(d / "docs.jsonl")],
+                                     ("'zz' is not a known ISO 639",), stage="corpus"),
+    "run unknown language": Case(lambda d: ["run", "-l", "zz"], ("'zz' is not a known ISO 639",)),
+    "run store with an unsupported scheme": Case(lambda d: ["run", "-l", "sw", "--store", "ftp://example.invalid/x"],
+                                                 ("ftp://example.invalid/x", "unsupported scheme 'ftp'")),
     "run misspelled section": Case(lambda d: ["run", "-l", "sw", "--config", str(d / "tokeniser.yaml")],
                                    ("did you mean 'tokenizer'",)),
     "demo misspelled override": Case(lambda d: ["demo", "--set", "lpat.steps=1"], ("did you mean 'lapt'",)),
@@ -203,6 +216,8 @@ CASES: dict[str, Case] = {
     "deploy missing registry": Case(lambda d: ["deploy", "--dry-run", "--registry", str(d / "nope.yaml")],
                                     ("nope.yaml does not exist",)),
     # the store, local
+    "store with an unsupported scheme": Case(lambda d: ["split", str(d / "docs.jsonl"), "--store", "ftp://example.invalid/x",
+                                                    "--out", "{out}"], ("unsupported scheme 'ftp'", "s3://")),
     "store show in a missing store": Case(lambda d: ["store", "show", "stage/k1", "--store", str(d / "stroe")],
                                           ("no store at",)),
     "store show not a uri": Case(lambda d: ["store", "show", "file:///"], ("is not an artifact URI",)),
@@ -321,6 +336,42 @@ def test_an_unexpected_exception_keeps_its_traceback(monkeypatch, capsys):
         raise KeyError("a bug")
 
     monkeypatch.setattr(config, "load_config", broken)
-    monkeypatch.setattr("focusflow.cli.config.load_config", broken)
+    monkeypatch.setattr("focusflow.cli.stage_io.load_config", broken)
     with pytest.raises(KeyError, match="a bug"):
         run_cli(monkeypatch, capsys, "config", "-l", "sw")
+
+
+@pytest.mark.parametrize("where", ["build", "commit"])
+def test_a_full_disk_is_one_line_and_leaves_nothing(where, inputs, fresh_store, tmp_path, monkeypatch, capsys):
+    """ENOSPC while the stage writes its files (build) or while the store copies them in (commit)."""
+    import errno
+    import tempfile
+
+    import focusflow.corpus.split as split
+    from focusflow.storage.transport import Transport
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+
+    def full(path, *args, **kwargs):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    if where == "build":
+        monkeypatch.setattr(split, "write_texts", full)
+    else:
+        original = Transport.upload
+
+        def upload(self, local, remote):
+            if "/split/" in remote:
+                full(remote)
+            original(self, local, remote)
+
+        monkeypatch.setattr(Transport, "upload", upload)
+    code, out, err = run_cli(monkeypatch, capsys, "split", str(inputs / "docs.jsonl"), "--out", str(tmp_path / "out"))
+    assert_one_clear_line(code, out, err, ("no space left on device writing", "nothing was stored", "TMPDIR"))
+    assert not (tmp_path / "out").exists()
+    assert committed(str(fresh_store), "split") == []
+    assert [p for p in fresh_store.glob("split/**/*") if p.is_file()] == [], "no half-written file in the store"
+    assert list((tmp_path / "tmp").iterdir()) == [], "no staging folder left"

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import yaml
 from typer.testing import CliRunner
 
 from focusflow import __version__
@@ -44,3 +45,17 @@ def test_readme_test_command_is_what_ci_runs():
     test_commands = [c for c in commands if "pytest" in c]
     assert len(test_commands) == 1, "README has exactly one test command"
     assert test_commands[0].strip() in ci
+
+
+def test_config_validates_a_run_file_without_a_language(tmp_path):
+    """`focusflow run --language X --config run.yaml` supplies the language: `config run.yaml` checks the rest."""
+    run_yaml = tmp_path / "run.yaml"
+    run_yaml.write_text("tokenizer:\n  vocab_size: 8000\n", encoding="utf-8")
+    result = runner.invoke(app, ["config", str(run_yaml), "--set", "tokenizer.vocab_size=32000"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.output)
+    assert "language" not in printed and printed["tokenizer"]["vocab_size"] == 32000
+    result = runner.invoke(app, ["config", str(run_yaml), "-l", "SWA"])
+    assert result.exit_code == 0 and yaml.safe_load(result.output)["language"] == "swa"  # kept as typed: corpus key
+    result = runner.invoke(app, ["config", str(run_yaml), "--set", "tokenizer.vocab_size=many"])
+    assert result.exit_code == 2 and "tokenizer.vocab_size" in result.output

@@ -76,3 +76,25 @@ def test_file_then_layers_then_overrides_then_fields(tmp_path):
     path.write_text("language: ha\nlapt: {steps: 1, lr: 0.001}\ntokenizer: {vocab_size: 500}\n", encoding="utf-8")
     cfg = load_config(path, ["lapt.steps=3"], layers=[{"lapt": {"steps": 2, "seed": 7}}, None], language="sw")
     assert (cfg.language, cfg.lapt.steps, cfg.lapt.lr, cfg.lapt.seed, cfg.tokenizer.vocab_size) == ("sw", 3, 0.001, 7, 500)
+
+
+def test_the_language_is_checked_as_the_corpus_checks_it():
+    """One validation: a code the corpus stage would refuse is refused by the configuration."""
+    from focusflow.config import ANY_LANGUAGE
+    from focusflow.corpus import LanguageError, normalize_language
+
+    for code in ("zz", "xx", "zzz"):
+        with pytest.raises(ConfigError, match=f"'{code}' is not a known ISO 639"):
+            load_config(language=code)
+        with pytest.raises(LanguageError):
+            normalize_language(code)
+    assert load_config(language="sw_KE").language == "sw-ke"  # accepted, kept as typed (it is in the corpus key)
+    assert load_config(any_language=True).language == ANY_LANGUAGE  # a stage that does not use the language
+    with pytest.raises(ConfigError, match="'xx' is not a known"):
+        load_config(language="xx", any_language=True)  # given by a user, checked like any code
+
+
+def test_infinite_and_nan_values_are_refused_at_validation():
+    for override in ("lapt.lr=inf", "lapt.lr=.nan", "init.refine.lr=-.inf", "fasttext.lr=nan"):
+        with pytest.raises(ConfigError, match="finite number"):
+            load_config(overrides=[override], language="sw")

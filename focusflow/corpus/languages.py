@@ -1,6 +1,7 @@
 """Language codes: normalize ISO 639-1/3 input and map it to each web corpus's own code.
 
-Users type ``sw``, ``swa`` or ``nya``; CC100 and OSCAR name files by ISO 639-1 where one
+Users type ``sw``, ``swa`` or ``nya`` (``focusflow.languages`` checks and normalizes them, the configuration
+too); CC100 and OSCAR name files by ISO 639-1 where one
 exists, mC4 too but with a few legacy codes (``iw`` for Hebrew). The lists below are the
 languages each corpus actually ships, so an unknown code fails before any download starts.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import langcodes
 
-from focusflow.errors import FocusflowError
+from focusflow.languages import LanguageError, normalize_language
 
 # https://data.statmt.org/cc-100/ (the files the XLM-R authors released), as statmt/cc100 lists them.
 CC100_LANGUAGES = frozenset("""
@@ -39,28 +40,6 @@ zh-Latn zu
 CORPUS_LANGUAGES = {"cc100": CC100_LANGUAGES, "oscar": OSCAR_LANGUAGES, "mc4": MC4_LANGUAGES}
 # Corpus-specific spellings of a standard code.
 _CORPUS_ALIASES = {"mc4": {"he": "iw"}, "cc100": {"zh": "zh-Hans"}}
-# Individual languages filed under their macrolanguage's code by the corpora.
-_MACROLANGUAGE = {"swh": "sw", "swc": "sw", "arb": "ar", "cmn": "zh", "pes": "fa", "zsm": "ms", "nob": "no",
-                  "ekk": "et", "lvs": "lv", "khk": "mn", "plt": "mg", "azj": "az", "uzn": "uz", "npi": "ne"}
-
-
-class LanguageError(FocusflowError, ValueError):
-    """The language code is unknown, or the chosen corpus does not have that language."""
-
-
-def normalize_language(code: str) -> str:
-    """``'SWA'``, ``'sw'``, ``'sw_KE'`` → ``'sw'``: the shortest standard tag; raises on unknown codes."""
-    raw = code.strip().replace("_", "-")
-    try:
-        language = langcodes.Language.get(raw)
-    except (langcodes.tag_parser.LanguageTagError, ValueError) as exc:
-        raise LanguageError(f"{code!r} is not a language code; use an ISO 639-1/3 code such as 'sw' or 'hau'") from exc
-    if not language.language or not language.is_valid():
-        raise LanguageError(f"{code!r} is not a known ISO 639 language code; use e.g. 'sw', 'ha', 'ny' or 'nya'")
-    base = langcodes.standardize_tag(language.language)
-    return _MACROLANGUAGE.get(base, base)
-
-
 def iso639_3(code: str) -> str:
     """Three-letter code (``'ny'`` → ``'nya'``), e.g. for MasakhaNER folders."""
     return langcodes.Language.get(normalize_language(code)).to_alpha3()
@@ -80,3 +59,6 @@ def corpus_language(corpus: str, code: str) -> str:
     hint = (f"; it is in {', '.join(others)}" if others
             else "; no hub corpus here has it: use corpus.source=local with your own files")
     raise LanguageError(f"{corpus} has no language {standard!r} (asked for {code!r}){hint}")
+
+
+__all__ = ["CORPUS_LANGUAGES", "LanguageError", "corpus_language", "iso639_3", "normalize_language"]

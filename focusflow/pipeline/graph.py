@@ -165,7 +165,7 @@ class LocalStage:
         resolved_params = {k: ({n: _value(v) for n, v in value.items()} if k == "_lineage" else value)
                            for k, value in params.items()}
         return run_stage(ArtifactStore(store_uri), self.stage, resolved_params, resolved, language=language,
-                         on_checkpoint=self.on_checkpoint, progress=self.progress).uri
+                         on_checkpoint=self.on_checkpoint, progress=self.progress, label=label).uri
 
     def submit(self, *args: Any, **kwargs: Any) -> _Done:
         return _Done(self(*args, **kwargs))

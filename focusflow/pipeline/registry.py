@@ -11,6 +11,7 @@ hit from every other. This module knows nothing of Prefect.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +20,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from focusflow.errors import FocusflowError
+from focusflow.logs import STAGE_LOGGER
 from focusflow.storage import Artifact, ArtifactStore
 
 log = logging.getLogger(__name__)
+stage_lines = logging.getLogger(STAGE_LOGGER)  # started / cache hit / done in N s: the CLI prints them
 
 CheckpointCallback = Callable[[str, int, Mapping[str, Any]], None]
 
@@ -185,19 +188,24 @@ def stage_key(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
 
 def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
               inputs: Mapping[str, Artifact | str] | None = None, *, language: str | None = None,
-              on_checkpoint: CheckpointCallback | None = None, progress: bool = False) -> Artifact:
+              on_checkpoint: CheckpointCallback | None = None, progress: bool = False,
+              label: str | None = None) -> Artifact:
     """Build a stage's artifact, or return it from the store when these inputs were built before.
 
     ``language`` labels the artifact (metadata, events); ``on_checkpoint(uri, step, metrics)`` is
-    called for every checkpoint a training stage commits; ``progress`` shows a progress bar.
+    called for every checkpoint a training stage commits; ``progress`` shows a progress bar; ``label``
+    names the branch in the stage lines (``init[focus]: started``).
     """
     spec = get_stage(stage)
     artifacts = resolve_inputs(store, spec, inputs)
     key = store.key(spec.name, spec.key_params(params), artifacts, spec.version)
     after_commit: list[Callable[[], None]] = []
+    name = f"{spec.name}[{label}]" if label else spec.name
+    started: list[float] = []
 
     def build(folder: Path) -> Mapping[str, Any] | None:
-        log.info("running stage %s", spec.name)
+        stage_lines.info("%s: started", name)
+        started.append(time.perf_counter())
         run = StageRun(out=folder, inputs=_FetchedInputs(store, artifacts), artifacts=artifacts, params=params,
                        key=key, store=store, language=language, on_checkpoint=on_checkpoint, progress=progress,
                        after_commit=after_commit, settings=spec.parse(params))
@@ -205,6 +213,10 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
 
     artifact = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
                                   version=spec.version)
+    if started:
+        stage_lines.info("%s: done in %.1f s (%s/%s)", name, time.perf_counter() - started[0], spec.name, key[:12])
+    else:
+        stage_lines.info("%s: cache hit (%s/%s)", name, spec.name, key[:12])
     for action in after_commit:
         action()
     return artifact

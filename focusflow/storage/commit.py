@@ -8,6 +8,7 @@ so a crash mid-write leaves nothing that reads as complete (``gc`` removes what 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -34,15 +35,20 @@ def commit_folder(reader: Reader, stage: str, key: str, local: Path, *, params: 
         raise StoreError(f"refusing to commit an empty artifact {stage}/{key}")
 
     data_dir = f"{DATA_PREFIX}{uuid.uuid4().hex}"
-    for relative in files:
-        remote = transport.path(stage, key, data_dir, relative)
-        transport.retry(f"upload {relative}", lambda r=remote, f=relative: transport.upload(local / f, r))
-    # verify: every file is there with the size we wrote, before anything reads as committed
-    for relative, info in files.items():
-        remote = transport.path(stage, key, data_dir, relative)
-        size = transport.retry(f"verify {relative}", lambda r=remote: transport.fs.info(r)["size"])
-        if size != info["size"]:
-            raise StoreError(f"upload of {relative} is {size} bytes, expected {info['size']}")
+    try:
+        for relative in files:
+            remote = transport.path(stage, key, data_dir, relative)
+            transport.retry(f"upload {relative}", lambda r=remote, f=relative: transport.upload(local / f, r))
+        # verify: every file is there with the size we wrote, before anything reads as committed
+        for relative, info in files.items():
+            remote = transport.path(stage, key, data_dir, relative)
+            size = transport.retry(f"verify {relative}", lambda r=remote: transport.fs.info(r)["size"])
+            if size != info["size"]:
+                raise StoreError(f"upload of {relative} is {size} bytes, expected {info['size']}")
+    except BaseException:  # a full disk, a lost endpoint: leave nothing half-written (gc is the backstop)
+        with contextlib.suppress(Exception):
+            transport.fs.rm(transport.path(stage, key, data_dir), recursive=True)
+        raise
 
     manifest = new_manifest(stage, key, data_dir, files, params=params, inputs=inputs, metadata=metadata)
     payload = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")

@@ -88,6 +88,9 @@ def _s3_session() -> Any:
 
 def _filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     scheme = urlsplit(uri).scheme
+    if scheme not in ("file", "s3"):  # fsspec would open anything, e.g. connect to an ftp:// host here
+        raise StoreError(f"store {redact_uri(uri)} has an unsupported scheme {scheme!r}: use a local folder, "
+                         "file:///path or s3://bucket/prefix")
     options: dict[str, Any] = {}
     if scheme == "s3":
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")

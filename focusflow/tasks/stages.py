@@ -53,7 +53,8 @@ def _make(spec: Stage) -> Task[..., str]:
         on_checkpoint = (checkpoint_callback(spec.name, spec.parse(params).total_steps, language)
                          if hints.checkpoints and in_flow else None)
         with stage_slot(spec.uses_model):
-            artifact = run_stage(store, spec, params, inputs or {}, language=language, on_checkpoint=on_checkpoint)
+            artifact = run_stage(store, spec, params, inputs or {}, language=language, on_checkpoint=on_checkpoint,
+                                 label=label)
         if in_flow:
             _PUBLISHERS.get(spec.name, _publish_metrics)(store, artifact, language, label)
         return artifact.uri

