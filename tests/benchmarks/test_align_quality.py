@@ -12,7 +12,7 @@ import pytest
 from focusflow.pipeline.graph import prepare_branches
 from tests.conftest import SHARED_DATA
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import align_quality  # noqa: E402
 from ner_protocol import MASAKHANER_PROTOCOL, add_protocol_arguments, masakhaner_task, protocol_from_args  # noqa: E402

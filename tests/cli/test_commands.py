@@ -13,7 +13,7 @@ from focusflow import __version__
 from focusflow.cli import app
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_version_and_help():
