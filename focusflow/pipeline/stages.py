@@ -159,7 +159,7 @@ SPLIT = register(Stage("split", 1, ("dedup",), _split, "deterministic held-out s
 SOURCE = register(Stage("source", 1, (), _source,
                         "source model folder; an MLM head is trained on the train split when it has none",
                         optional=("split",), uses_model=True))
-TOKENIZER = register(Stage("tokenizer", 1, ("split",), _tokenizer, "language tokenizer from the train split",
+TOKENIZER = register(Stage("tokenizer", 2, ("split",), _tokenizer, "language tokenizer from the train split",
                            optional=("source",), work=("training_chars", "chars")))
 FASTTEXT = register(Stage("fasttext", 2, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
                            work=("tokens", "tokens")))
