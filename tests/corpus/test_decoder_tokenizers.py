@@ -12,58 +12,16 @@ import json
 from pathlib import Path
 
 import pytest
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoTokenizer
 
 from focusflow.config import TokenizerSpec
 from focusflow.corpus.io import read_texts, write_texts
 from focusflow.tokenizer import train_tokenizer
+from tests.tiny_decoders import GEMMA_HEAD, byte_level_tokenizer, gemma_like_tokenizer
 from tests.tiny_models import sample_texts
 
-GEMMA_HEAD = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[multimodal]", "<unused0>", "<unused1>",
-              "<start_of_turn>", "<end_of_turn>", "\n", "\n\n"]
 ROUND_TRIP = ["Habari ya asubuhi, rafiki.", "ñ 😀", "Mwaka 2024 na 17.", "mstari\nwa pili\n\nna wa tatu",
               " kuanza na nafasi", "nafasi  mbili   tatu", "tab\tni hii", "Kamata ✓ ß Ω"]
-
-
-def gemma_like_tokenizer(texts: list[str], vocab_size: int = 500) -> PreTrainedTokenizerFast:
-    """A Gemma-3-shaped tokenizer: its tokenizer.json schema, special layout and byte fallback, tiny vocabulary."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    byte_pieces = [f"<0x{i:02X}>" for i in range(256)]
-    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
-    tok.normalizer = normalizers.Replace(" ", "▁")
-    tok.pre_tokenizer = pre_tokenizers.Split("▁", "merged_with_next")  # only to train word pieces
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=GEMMA_HEAD + byte_pieces,
-                                                       initial_alphabet=["▁"]))
-    data = json.loads(tok.to_str())
-    data["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
-                             "invert": False}  # what transformers writes for Gemma: a no-op after the normalizer
-    tok = Tokenizer.from_str(json.dumps(data))
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
-    tok.add_special_tokens([f"<unused{i}>" for i in range(2, 40)] + ["<start_of_image>"])  # upper half, like Gemma
-    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B",
-                                                       special_tokens=[("<bos>", 2)])
-    data = json.loads(tok.to_str())
-    data["added_tokens"] = [entry for entry in data["added_tokens"] if not entry["content"].startswith("<0x")]
-    for entry in data["added_tokens"]:  # Gemma marks its newline runs and [multimodal] as plain added tokens
-        entry["special"] = entry["content"] not in ("\n", "\n\n", "[multimodal]")
-    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(data)), bos_token="<bos>",
-                                   eos_token="<eos>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
-
-
-def byte_level_tokenizer(texts: list[str], vocab_size: int = 500) -> PreTrainedTokenizerFast:
-    """A SmolLM2/Llama-3-shaped byte-level BPE: control tokens first, the GPT-2 regex, no unknown token."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
-    tok.decoder = decoders.ByteLevel()
-    controls = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>"]
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=controls,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                   pad_token="<|im_end|>", unk_token="<|endoftext|>")
 
 
 @pytest.fixture(scope="module")
