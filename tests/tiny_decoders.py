@@ -16,7 +16,9 @@ def gemma_like_tokenizer(texts: list[str], vocab_size: int = 500) -> PreTrainedT
     byte_pieces = [f"<0x{i:02X}>" for i in range(256)]
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     tok.normalizer = normalizers.Replace(" ", "▁")
-    tok.pre_tokenizer = pre_tokenizers.Split("▁", "merged_with_next")  # only to train word pieces
+    # only to train: word pieces, digits never merged (Gemma's SentencePiece split_digits)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.Split("▁", "merged_with_next")])
     tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=GEMMA_HEAD + byte_pieces,
                                                        initial_alphabet=["▁"]))
     data = json.loads(tok.to_str())

@@ -11,6 +11,7 @@ import numpy as np
 
 from focusflow.errors import InputError
 from focusflow.tokenizer.canonical import CanonicalToken, backend_spec, bytes_to_unicode, detect_scheme
+from focusflow.tokenizer.pipeline import isolates_digits
 
 
 def _wrap(tokenizer: Any, spec: dict[str, Any]):
@@ -147,10 +148,14 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
         raise InputError(f"extend mode needs contiguous token ids; the added tokens past the model vocabulary "
                          f"({_model_size(model)} entries) have ids {[token_id for token_id, _ in past]}")
     existing = set(tokenizer.get_vocab())
+    # a source that never joins digits (decoder LLMs) keeps numbers in single digits
+    single_digits = model["type"] == "BPE" and isolates_digits(model, spec.get("added_tokens") or [])
     candidates: list[tuple[str, CanonicalToken]] = []
     for form in new_forms:
         piece = _spelling(form, scheme, options)
         if piece is None or piece in existing or not _one_word(tokenizer, form, piece, scheme):
+            continue
+        if single_digits and len(piece) > 1 and any(char in "0123456789" for char in piece):
             continue
         existing.add(piece)
         candidates.append((piece, form))

@@ -40,6 +40,7 @@ class Pipeline:
     added_token_flags: dict[str, dict] = field(default_factory=dict)  # lstrip/rstrip/normalized per special
     byte_fallback: bool = False
     model_type: str | None = None  # the source's tokenizers model: "BPE", "Unigram", "WordPiece"
+    isolated_digits: bool = False  # the source never joins a digit to anything (Gemma, SmolLM2, Llama)
     wordpiece_prefix: str = "##"
     model_max_length: int = 512
     tokenizer_class: str | None = None
@@ -247,11 +248,31 @@ def pipeline_from_source(source) -> Pipeline:
         added_token_flags=flags,
         byte_fallback=bool(model.get("byte_fallback", False)),
         model_type=model.get("type"),
+        isolated_digits=isolates_digits(model, added_entries.values()),
         wordpiece_prefix=model.get("continuing_subword_prefix") or "##",
         model_max_length=int(max_length) if max_length and max_length < 1e9 else 512,
         tokenizer_class=_class_name(source),
         source_name=getattr(source, "name_or_path", None) or None,
     )
+
+
+def isolates_digits(model: dict, added_tokens=()) -> bool:
+    """True when no vocabulary piece longer than one character holds an ASCII digit (added and byte pieces aside).
+
+    Decoder LLMs split numbers into single digits (SentencePiece ``split_digits``, a ``Digits``
+    pre-tokenizer); a GGUF file keeps only the vocabulary, where the convention shows as the absence
+    of any multi-character piece with a digit. A new vocabulary then must not learn ``2024`` either.
+    """
+    vocab = model.get("vocab")
+    if not vocab:
+        return False
+    pieces = [entry[0] for entry in vocab] if isinstance(vocab, list) else list(vocab)
+    added = {entry["content"] for entry in added_tokens}
+    digits = set("0123456789")
+    if not all(digit in set(pieces) for digit in digits):
+        return False
+    return not any(len(piece) > 1 and not digits.isdisjoint(piece) and piece not in added
+                   and not _BYTE_PIECE.fullmatch(piece) for piece in pieces)
 
 
 def _class_name(source) -> str | None:

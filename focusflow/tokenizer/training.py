@@ -224,6 +224,11 @@ def _hf_model_json(text_file: Path, pipeline: Pipeline, spec: TokenizerSpec, alg
         backend["normalizer"] = pipeline.normalizer
         backend["pre_tokenizer"] = {"type": "Split", "pattern": {"String": "▁"}, "behavior": "MergedWithNext",
                                     "invert": False}
+    if pipeline.isolated_digits and algorithm == "bpe":
+        # the source never merges digits: no merge may either, so the final tokenizer splits numbers as it does
+        digits = {"type": "Digits", "individual_digits": True}
+        backend["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [digits, backend["pre_tokenizer"]]} \
+            if backend["pre_tokenizer"] else digits
     tokenizer = Tokenizer.from_str(json.dumps(backend))
     tokenizer.train([str(text_file)], trainer)
     return json.loads(tokenizer.to_str())["model"]

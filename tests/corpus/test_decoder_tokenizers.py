@@ -59,6 +59,9 @@ def test_gemma_like_source_gives_a_byte_fallback_bpe_with_spaces_and_its_special
     assert target("ya")["input_ids"][0] == 2  # <bos> first, at Gemma's id
     assert_round_trips_without_unk(target, ROUND_TRIP + list(read_texts(target_corpus))[:50])
     assert "<0xF0>" in target.tokenize("😀")  # an unseen character falls back to bytes
+    assert target.tokenize("Mwaka 2024")[-5:] == ["▁", "2", "0", "2", "4"]  # digits stay single, as in Gemma
+    assert not [piece for piece in target.get_vocab() if len(piece) > 1 and any(c.isdigit() for c in piece)
+                and piece not in target.get_added_vocab() and not piece.startswith("<0x")]
     # the new vocabulary fits the target text better than the source's
     texts = list(read_texts(target_corpus))[:200]
     assert sum(len(target.tokenize(t)) for t in texts) < sum(len(source.tokenize(t)) for t in texts)
@@ -75,6 +78,8 @@ def test_byte_level_source_gives_a_byte_level_bpe_with_its_regex_and_controls(ta
     vocab = target.get_vocab()
     assert all(char in vocab for char in "ĠĊ") and all(digit in vocab for digit in "0123456789")
     assert target.tokenize("2024") == ["2", "0", "2", "4"]  # the source's digit split is kept
+    assert not [piece for piece in target.get_vocab() if len(piece) > 1 and any(c.isdigit() for c in piece)
+                and piece not in target.get_added_vocab()]
     assert_round_trips_without_unk(target, ROUND_TRIP)
 
 
