@@ -57,3 +57,43 @@ def test_extend_bpe_adds_merges_that_fire_and_keeps_the_source_segmentation(fami
     if not set(extended.tokenize(english)) & set(new_tokens):
         assert extended.tokenize(english) == source.tokenize(english)
     assert np.isfinite(model.get_input_embeddings().weight.detach().numpy()).all()
+
+
+@pytest.mark.slow
+def test_extend_real_smollm2_with_swahili_keeps_english_segmentation(shared_data, tmp_path) -> None:
+    """SmolLM2 (byte-level BPE) + 1000 Swahili pieces: Swahili gets shorter, English SIB-200 text barely moves."""
+    from transformers import AutoTokenizer
+
+    from focusflow.config import TokenizerSpec
+    from focusflow.corpus.io import read_texts, write_texts
+    from focusflow.embeddings.modes import extend_tokenizer, frequency_order
+    from focusflow.tokenizer import load_tokenizer, train_tokenizer
+    from focusflow.tokenizer.canonical import canonical_vocab
+    from focusflow.tokenizer.gguf_wheels import GgufSourceError
+
+    try:
+        source = load_tokenizer("smollm2:135m")
+    except GgufSourceError as exc:
+        pytest.skip(str(exc))
+    lines = [line for line in (shared_data / "text" / "sw.txt").read_text(encoding="utf-8").splitlines() if line]
+    write_texts(tmp_path / "train.jsonl", ["\n".join(lines[i:i + 20]) for i in range(0, 20_000, 20)])
+    train_tokenizer(tmp_path / "train.jsonl", TokenizerSpec(vocab_size="auto"), tmp_path / "tok", source)
+    language = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    forms = canonical_vocab(language)
+    known = {form.key for form in canonical_vocab(source)}
+    order = frequency_order(language, read_texts(tmp_path / "train.jsonl"))
+    new = [forms[i] for i in order.tolist() if forms[i].kind != "special" and forms[i].key not in known]
+    extended, added = extend_tokenizer(source, new, limit=1000)
+    assert len(added) == 1000
+
+    english = [row.split("\t", 2)[2] for row in
+               (shared_data / "cls" / "sib200" / "eng_Latn" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    changed = [text for text in english if extended.tokenize(text) != source.tokenize(text)]
+    assert len(changed) <= 0.03 * len(english), changed[:5]
+    for text in changed:  # where a shared word (e.g. "safari") now is one piece, the source's pieces are still there
+        assert _expand(extended.tokenize(text), source, extended) == source.tokenize(text)
+    heldout = lines[-500:]
+    words = sum(len(text.split()) for text in heldout)
+    before = sum(len(source.tokenize(text)) for text in heldout) / words
+    after = sum(len(extended.tokenize(text)) for text in heldout) / words
+    assert after < 0.92 * before, (before, after)
