@@ -320,7 +320,7 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         algorithm = "wordpiece"
     elif pipeline.model_type == "BPE" and (pipeline.byte_level() or pipeline.byte_fallback) and algorithm != "bpe":
         # Decoder LLM tokenizers (byte-level BPE, SentencePiece BPE with byte fallback): keep the source's family.
-        log.warning("source tokenizer is %s BPE: training a BPE vocabulary instead of %s",
+        log.info("source tokenizer is %s BPE: training a BPE vocabulary instead of %s",
                     "byte-level" if pipeline.byte_level() else "byte-fallback", algorithm)
         algorithm = "bpe"
     out = Path(out_dir)
