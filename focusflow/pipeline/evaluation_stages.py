@@ -20,8 +20,10 @@ from focusflow.storage import Artifact, sha256_file
 
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 1
 REPORT_STAGE, REPORT_VERSION = "report", 3
-_EVALUATION_OPTIONS = ("lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
-                       "split_seed", "precision")
+# settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
+# the same (threads changes the speed, not the result: never in the key)
+_KEY_WHEN_SET = ("max_length",)
+_NOT_IN_KEY = ("data_root", "heldout_sentences", "threads")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
 
@@ -42,23 +44,20 @@ def data_fingerprint(data_root: Path | None) -> str | None:
 def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
     """The key-relevant evaluation settings: the data path is replaced by its content fingerprint."""
     evaluation = params["evaluation"]
-    settings = {k: v for k, v in evaluation.items() if k not in ("data_root", "heldout_sentences")}
+    settings = {k: v for k, v in evaluation.items()
+                if k not in _NOT_IN_KEY and not (k in _KEY_WHEN_SET and v is None)}
     root = evaluation.get("data_root")
     return {"evaluation": settings, "data": data_fingerprint(Path(root)) if root else None,
             "name": params.get("name", "model")}
 
 
 def _downstream(run: StageRun) -> dict[str, Any]:
-    """Fine-tune and test the model on every task of ``evaluation['tasks']`` over its seeds."""
+    """Fine-tune and test the model on every task of ``evaluation['tasks']`` (any task kind) over its seeds."""
+    from focusflow.config import EvalSpec
     from focusflow.evaluation.downstream import evaluate_models
 
-    evaluation, name = run.params["evaluation"], run.params.get("name", "model")
-    options = {k: evaluation[k] for k in _EVALUATION_OPTIONS if evaluation.get(k) is not None}
-    frame = evaluate_models({name: run.inputs["model"]}, list(evaluation["tasks"]), run.out,
-                            seeds=evaluation.get("seeds", 5), epochs=evaluation.get("epochs"),
-                            max_train_samples=evaluation.get("max_train_samples"),
-                            data_root=Path(evaluation["data_root"]) if evaluation.get("data_root") else None,
-                            **options)
+    evaluation, name = EvalSpec.model_validate(run.params["evaluation"]), run.params.get("name", "model")
+    frame = evaluate_models({name: run.inputs["model"]}, list(evaluation.tasks), run.out, evaluation.downstream())
     return {"results": json.loads(frame.to_json(orient="records"))}
 
 
@@ -123,7 +122,7 @@ _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss"
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
-                            "fine-tune and test on NER/NLI/QA tasks over seeds", key_params=_downstream_key,
+                            "fine-tune and test on NER/NLI/QA/classification tasks over seeds", key_params=_downstream_key,
                             uses_model=True))
 REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,
                         "the run report: method comparison, chart, downstream table"))
