@@ -89,7 +89,6 @@ class HubDataset:
     splits: tuple[tuple[str, str], ...] = (("train", "train"), ("dev", "validation"), ("test", "test"))
     local_dirs: tuple[str, ...] = ()  # folder names of a local copy under <data_root>/<kind>/
     code: Callable[[str, Path | None], str] | None = None  # the dataset's own language code ({code}), if it has one
-    local_label_file: bool = False  # a local copy carries labels.txt (read by the kind's label set)
 
 
 # --------------------------------------------------------------------------- the Hub's layouts
