@@ -65,13 +65,15 @@ def models_from_store(store_path: str, language: str, report_uri: str | None) ->
 
 
 def separation(scores: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pair: the difference of means and whether it exceeds the sum of the two seed stds."""
+    """Every pair: the difference of means and whether it exceeds the sum of the two seed stds (``None`` when a
+    model has a single run: one seed says nothing about the spread)."""
     pairs = []
     for a, b in itertools.combinations(scores, 2):
         difference = scores[a]["mean"] - scores[b]["mean"]
         spread = scores[a]["std"] + scores[b]["std"]
+        judged = min(len(scores[a]["runs"]), len(scores[b]["runs"])) >= 2
         pairs.append({"pair": f"{a} - {b}", "difference": round(difference, 4), "std_sum": round(spread, 4),
-                      "separated": abs(difference) > spread})
+                      "separated": abs(difference) > spread if judged else None})
     return pairs
 
 
@@ -126,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * f1.loc[name, 'mean']:5.1f} ± {100 * f1.loc[name, 'std']:4.1f}     {score['seconds_per_run']:6.1f}")
     pairs = separation(scores)
     for pair in pairs:
+        verdict = {True: "separated", False: "within the seed spread", None: "one seed: spread unknown"}
         print(f"{pair['pair']:>24}: Δ {100 * pair['difference']:+5.1f}, std sum {100 * pair['std_sum']:4.1f} → "
-              f"{'separated' if pair['separated'] else 'within the seed spread'}")
+              f"{verdict[pair['separated']]}")
     print(json.dumps({"language": args.language, "task": task, "metric": main_metric,
                       "protocol": protocol.model_dump(mode="json", exclude={"seeds", "data_root"}),
                       "seeds": args.seeds, "models": scores, "pairs": pairs,
