@@ -9,7 +9,7 @@ stage runs because ``evaluation.tasks`` names the task), the tokenizer, fastText
 through the stage registry into one artifact store per language, so a re-run with another ``--layer``
 or ``--steps`` recomputes only the align stage and its evaluation. Then fine-tunes the original source
 model, the FOCUS model and the FOCUS+align model on MasakhaNER with the CPU protocol of
-``ner_protocol.MASAKHANER_PROTOCOL`` (mean of ``--seeds`` runs; hours on 2 cores: ``--skip-ner`` skips it).
+``downstream_protocol.MASAKHANER_PROTOCOL`` (mean of ``--seeds`` runs; hours on 2 cores: ``--skip-ner`` skips it).
 
 Last line: {"focus_top1", "align_top1", "focus_fidelity", "align_fidelity", "focus_mlm_loss",
 "align_mlm_loss", "align_seconds", "original_ner_f1", "focus_ner_f1", "align_ner_f1", ...}.
@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ner_protocol import (  # noqa: E402
+from downstream_protocol import (  # noqa: E402
     MASAKHANER_PROTOCOL,
     add_protocol_arguments,
-    evaluate_ner,
+    evaluate_protocol,
     masakhaner_task,
     protocol_from_args,
 )
@@ -81,8 +81,10 @@ def ner_scores(models: dict[str, Path], task: str, out: Path, args: argparse.Nam
     """Mean and std of the task's main metric over the seeds, per model."""
     from focusflow.evaluation.downstream.runner import parse_seeds
 
-    protocol = protocol_from_args(args) | (QUICK_NER if args.quick else {})
-    results = evaluate_ner(models, [task], out, parse_seeds(args.seeds), args.data_root, protocol)
+    protocol = protocol_from_args(args)
+    if args.quick:
+        protocol = protocol.model_copy(update=QUICK_NER)
+    results = evaluate_protocol(models, [task], out, parse_seeds(args.seeds), args.data_root, protocol)
     main = results[results["main"]]
     return {row.model: {"mean": float(row.mean), "std": float(row.std), "seconds_per_run": float(row.seconds_per_run)}
             for row in main.itertuples()}

@@ -71,8 +71,9 @@ def lapt(folder: Path, precision: str, args) -> tuple[float, float]:
 
 def ner_setup(model_dir: Path, train_samples: int, seed: int = 1):
     """(task model, adapter, tokenizer) for WikiANN Swahili, the way ``evaluate_task`` builds them."""
+    from focusflow.config import DownstreamSettings
+    from focusflow.evaluation.downstream.kinds import task_kind
     from focusflow.evaluation.downstream.runner import (
-        _KwargsProbe,
         load_task_model,
         load_tokenizer,
         make_adapter,
@@ -82,10 +83,11 @@ def ner_setup(model_dir: Path, train_samples: int, seed: int = 1):
     from focusflow.evaluation.downstream.sources import parse_task
 
     spec = parse_task(NER_TASK)
-    data = prepare_data(spec, None, 0, train_samples, 16, 16)
+    data = prepare_data(spec, DownstreamSettings(max_train_samples=train_samples, max_eval_samples=16,
+                                                 max_test_samples=16))
     tokenizer = load_tokenizer(model_dir)
     torch.manual_seed(seed)
-    network = load_task_model(model_dir, "ner", tokenizer, **_KwargsProbe("ner", data).model_kwargs())
+    network = load_task_model(model_dir, "ner", tokenizer, **task_kind("ner").model_kwargs(data.labels))
     adapter = make_adapter(data, tokenizer, network.config, task_defaults(spec))
     return network, adapter, tokenizer
 

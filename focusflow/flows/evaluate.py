@@ -28,6 +28,14 @@ def latest_checkpoint_uri(store: ArtifactStore, language: str) -> str:
     return max(candidates, key=lambda a: a.manifest.get("created", "")).uri
 
 
+def checkpoint_label(checkpoint: Artifact) -> str:
+    """``step-<n>`` for a LAPT checkpoint, ``final`` for the final LAPT model (its row name in the tables)."""
+    step = checkpoint.metadata.get("step")
+    if checkpoint.stage == LAPT_STAGE or step is None:
+        return "final"
+    return f"step-{step}"
+
+
 def _lineage(store: ArtifactStore, checkpoint: Artifact) -> dict[str, str]:
     lineage = dict(checkpoint.metadata.get("lineage") or {})
     missing = {"source", "split"} - set(lineage)
@@ -40,9 +48,11 @@ def _lineage(store: ArtifactStore, checkpoint: Artifact) -> dict[str, str]:
 @flow(name="evaluate-checkpoint", log_prints=True)
 def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | None = None,
                         store: str | None = None, evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Held-out intrinsic metrics (suite ``intrinsic``) and downstream tasks (``ner:…``, ``nli:…``, ``qa:…``).
+    """Held-out intrinsic metrics (suite ``intrinsic``) and downstream tasks (``ner:…``, ``nli:…``, ``qa:…``,
+    ``cls:…``).
 
-    ``checkpoint_uri`` may be ``latest``: the newest checkpoint stored for the language.
+    ``checkpoint_uri`` may be ``latest``: the newest checkpoint stored for the language. ``evaluation``
+    overrides the run configuration's ``evaluation`` section (``data_root``, ``seeds``, ``epochs``, …).
     """
     configure_output()
     if store is None and "://" in checkpoint_uri:
@@ -56,7 +66,8 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
     # and masks as the flow's own intrinsic evaluation, so checkpoints compare with initializations
     settings = load_run_config(language, {"evaluation": evaluation} if evaluation else None)
     tasks = tasks_for(artifact_store.uri)
-    results: dict[str, Any] = {"checkpoint": uri, "step": checkpoint.metadata.get("step")}
+    label = checkpoint_label(checkpoint)
+    results: dict[str, Any] = {"checkpoint": uri, "step": checkpoint.metadata.get("step"), "label": label}
     with tags(f"language:{language}", "evaluate-checkpoint"):
         if "intrinsic" in suites:
             # the run's reference for its tokenizer (a cache hit); older checkpoints: the checkpoint's own tokenizer
@@ -68,7 +79,7 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
             results["intrinsic"] = dict(artifact_store.resolve(intrinsic_uri).metadata)
         downstream_suites = [s for s in suites if s != "intrinsic"]
         if downstream_suites:
-            name = f"step-{results['step']}"
+            name = label
             downstream_uri = tasks["downstream"](artifact_store.uri, downstream_params(settings, name, downstream_suites),
                                                  {"model": uri}, language=language, label=name)
             results["downstream"] = artifact_store.resolve(downstream_uri).metadata.get("results", [])
@@ -76,5 +87,5 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
             if isinstance(v, (int, float, str))]
     rows.insert(0, {"metric": "checkpoint", "value": redact_uri(uri)})
     create_table_artifact(table=rows, key=artifact_key_name(language, "checkpoint-eval"),
-                          description=f"Evaluation of checkpoint step {results['step']} ({language})")
+                          description=f"Evaluation of the {label.replace('-', ' ')} LAPT model ({language})")
     return results

@@ -24,8 +24,10 @@ from focusflow.storage.fingerprint import folder_fingerprint
 # every data file under data_root, hashed differently), for downstream and decontaminate alike
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 2
 REPORT_STAGE, REPORT_VERSION = "report", 3
-_EVALUATION_OPTIONS = ("lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
-                       "split_seed", "precision")
+# settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
+# the same (threads changes the speed, not the result: never in the key)
+_KEY_WHEN_SET = ("max_length",)
+_NOT_IN_KEY = ("data_root", "heldout_sentences", "threads")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
 
@@ -52,22 +54,18 @@ class DownstreamSettings(StageSettings):
 def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
     """The key-relevant evaluation settings: the data path is replaced by its content fingerprint."""
     evaluation = params["evaluation"]
-    settings = {k: v for k, v in evaluation.items() if k not in ("data_root", "heldout_sentences")}
+    settings = {k: v for k, v in evaluation.items()
+                if k not in _NOT_IN_KEY and not (k in _KEY_WHEN_SET and v is None)}
     return {"evaluation": settings, "data": data_fingerprint(evaluation.get("tasks") or [], evaluation.get("data_root")),
             "name": params.get("name", "model")}
 
 
 def _downstream(run: StageRun) -> dict[str, Any]:
-    """Fine-tune and test the model on every task of ``evaluation.tasks`` over its seeds."""
+    """Fine-tune and test the model on every task of ``evaluation.tasks`` (any task kind) over its seeds."""
     from focusflow.evaluation.downstream import evaluate_models
 
     s: DownstreamSettings = run.settings
-    evaluation = s.evaluation
-    options = {k: getattr(evaluation, k) for k in _EVALUATION_OPTIONS if getattr(evaluation, k) is not None}
-    frame = evaluate_models({s.name: run.inputs["model"]}, list(evaluation.tasks), run.out,
-                            seeds=evaluation.seeds, epochs=evaluation.epochs,
-                            max_train_samples=evaluation.max_train_samples,
-                            data_root=Path(evaluation.data_root) if evaluation.data_root else None, **options)
+    frame = evaluate_models({s.name: run.inputs["model"]}, list(s.evaluation.tasks), run.out, s.evaluation.downstream())
     return {"results": json.loads(frame.to_json(orient="records"))}
 
 
@@ -134,8 +132,8 @@ class ReportSettings(StageSettings):
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
-                            "fine-tune and test on NER/NLI/QA tasks over seeds", key_params=_downstream_key,
-                            uses_model=True, settings=DownstreamSettings,
+                            "fine-tune and test on NER/NLI/QA/classification tasks over seeds",
+                            key_params=_downstream_key, uses_model=True, settings=DownstreamSettings,
                             hints=RunHints(timeout_s=48 * 3600, gpu=True)))
 REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,
                         "the run report: method comparison, chart, downstream table", settings=ReportSettings))

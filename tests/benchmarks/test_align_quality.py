@@ -15,7 +15,7 @@ from tests.conftest import SHARED_DATA
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import align_quality  # noqa: E402
-from ner_protocol import MASAKHANER_PROTOCOL, add_protocol_arguments, masakhaner_task, protocol_from_args  # noqa: E402
+from downstream_protocol import MASAKHANER_PROTOCOL, add_protocol_arguments, masakhaner_task, protocol_from_args  # noqa: E402
 
 
 class RecordingStage:
@@ -50,7 +50,7 @@ def test_protocol_options_default_to_the_protocol_and_lr_zero_means_the_task_def
     parser = argparse.ArgumentParser()
     add_protocol_arguments(parser, MASAKHANER_PROTOCOL)
     assert protocol_from_args(parser.parse_args([])) == MASAKHANER_PROTOCOL
-    assert protocol_from_args(parser.parse_args(["--lr", "0"]))["lr"] is None
+    assert protocol_from_args(parser.parse_args(["--lr", "0"])).lr is None
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "ner" / "masakhaner2" / "swa").is_dir(), reason="no shared MasakhaNER copy")

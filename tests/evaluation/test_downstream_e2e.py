@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from focusflow.cli import app
+from focusflow.config import DownstreamSettings
 from focusflow.evaluation.downstream import evaluate_models
 from tests.tiny_models import sample_texts, save_tiny
 
@@ -25,16 +26,18 @@ def tiny_sw_model(tmp_path_factory) -> Path:
 
 
 def test_every_task_runs_end_to_end_on_shared_data(shared_data, tiny_sw_model, tmp_path, monkeypatch):
-    tasks = ["ner:masakhaner2:swa", "nli:xnli:sw", "qa:tydiqa:sw"]
+    tasks = ["ner:masakhaner2:swa", "nli:xnli:sw", "qa:tydiqa:sw", "cls:sib200:sw"]
     out = tmp_path / "eval"
-    results = evaluate_models({"tiny": tiny_sw_model}, tasks, out, seeds=1, data_root=shared_data, **QUICK)
+    results = evaluate_models({"tiny": tiny_sw_model}, tasks, out,
+                              DownstreamSettings(seeds=1, data_root=shared_data, **QUICK))
 
     table = pd.read_csv(out / "results.csv")
     assert {"model", "task", "metric", "mean", "std", "n_seeds"} <= set(table.columns)
     main = table[table["main"]].set_index("task")
     assert list(main.index) == tasks
-    assert list(main["metric"]) == ["f1", "accuracy", "f1"]
+    assert list(main["metric"]) == ["f1", "accuracy", "f1", "accuracy"]
     assert set(table[table["task"] == "qa:tydiqa:sw"]["metric"]) == {"f1", "exact_match"}
+    assert set(table[table["task"] == "cls:sib200:sw"]["metric"]) == {"accuracy", "macro_f1"}
     assert ((table["mean"] >= 0) & (table["mean"] <= 1)).all()
     assert (table["n_seeds"] == 1).all() and (table["std"] == 0).all()
     assert (table["n_train"] == 32).all() and (table["n_test"] == 24).all()
@@ -52,7 +55,8 @@ def test_every_task_runs_end_to_end_on_shared_data(shared_data, tiny_sw_model, t
 
     original = runner.evaluate_task
     monkeypatch.setattr(runner, "evaluate_task", lambda *a, **k: calls.append(a[1].id) or original(*a, **k))
-    again = evaluate_models({"tiny": tiny_sw_model}, tasks, out, seeds=1, data_root=shared_data, **QUICK)
+    again = evaluate_models({"tiny": tiny_sw_model}, tasks, out,
+                              DownstreamSettings(seeds=1, data_root=shared_data, **QUICK))
     assert calls == ["nli:xnli:sw"]
     after = json.loads(run_file.read_text())
     assert after["test"] == before["test"] and after["dev_curve"] == before["dev_curve"]
@@ -85,7 +89,9 @@ def test_cli_runs_seeds_on_a_local_folder_and_reports_mean_std(tiny_sw_model, tm
     assert row["model"] == "mine" and row["n_seeds"] == 2 and row["seeds"] == "1 2"
     assert row["mean"] == pytest.approx(f1s.mean()) and row["std"] == pytest.approx(f1s.std(ddof=1))
     assert (row["n_train"], row["n_dev"], row["n_test"]) == (54, 6, 30)
-    assert "mine" in result.output and "f1" in result.output
+    assert "mine" in result.output and "f1" in result.output and "×100" in result.output
+    shown = next(line for line in result.output.splitlines() if line.strip().startswith("mine"))
+    assert shown.split()[-4:-1] == [f"{100 * row['mean']:.2f}", "±", f"{100 * row['std']:.2f}"]  # the ×100 scale
 
 
 def test_seeds_split_across_processes_merge_into_one_table(tiny_sw_model, tmp_path, monkeypatch):
@@ -145,8 +151,8 @@ def test_fine_tuning_learns_a_learnable_tagging_task(tiny_sw_model, tmp_path):
             lines += [f"{w} {'B-PER' if w[0].isupper() else 'B-LOC' if w[0].isdigit() else 'O'}"
                       for w in words] + [""]
         (folder / f"{name}.txt").write_text("\n".join(lines), encoding="utf-8")
-    run = evaluate_task(tiny_sw_model, f"ner:{folder}", seed=1, epochs=3, lr=5e-3, batch_size=16,
-                        eval_every_fraction=0.2)
+    run = evaluate_task(tiny_sw_model, f"ner:{folder}", 1,
+                        DownstreamSettings(epochs=3, lr=5e-3, batch_size=16, eval_every_fraction=0.2))
     assert run["test"]["f1"] > 0.8, run["test"]
     assert run["best_step"] == max(run["dev_curve"], key=lambda point: point[1])[0]
 

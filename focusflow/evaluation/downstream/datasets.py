@@ -1,12 +1,16 @@
 """Downstream datasets: readers for the published file formats, Hub loaders, split completion.
 
-Three kinds of task, each with one example type:
+Four kinds of task, each with one example type (the kinds themselves: ``kinds.py``):
 
 - ``ner``: :class:`NerExample` (words + BIO/IOB2 tags), CoNLL files ``word TAG`` per line,
   a blank line between sentences; the label set is read from the data.
 - ``nli``: :class:`NliExample` (premise, hypothesis, label), XNLI-style TSV
   ``premise<TAB>hypothesis<TAB>label``; labels entailment / neutral / contradiction.
 - ``qa``: :class:`QaExample` (question, context, gold answers), SQuAD 1.1 JSON.
+- ``cls``: :class:`ClsExample` (text, label), ``label<TAB>text`` lines or a headed TSV/CSV/JSONL
+  whose columns name the label (``label``, ``category``, ...) and the text (``text``, ``sentence``, ...;
+  a ``headline``/``title`` column goes before it, as MasakhaNEWS's headline + text); a ``labels.txt``
+  beside the files (SIB-200) fixes the label set and its order.
 
 Splits are completed deterministically (``split_seed``, independent of the fine-tuning seed,
 so every model and seed sees the same train/dev/test):
@@ -21,6 +25,7 @@ so every model and seed sees the same train/dev/test):
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import random
@@ -28,14 +33,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from focusflow.errors import FocusflowError
 
 log = logging.getLogger(__name__)
 
-TaskKind = Literal["ner", "nli", "qa"]
-KINDS: tuple[str, ...] = ("ner", "nli", "qa")
 NLI_LABELS: tuple[str, ...] = ("entailment", "neutral", "contradiction")
 NLI_LABEL_ALIASES = {"contradictory": "contradiction"}  # the XNLI-MT translate-train files' spelling
 DEV_FRACTION = 0.1
@@ -67,7 +70,13 @@ class QaExample:
     answers: tuple[tuple[str, int], ...]  # (text, character start), at least one, non-empty text
 
 
-Example = NerExample | NliExample | QaExample
+@dataclass(frozen=True)
+class ClsExample:
+    text: str
+    label: str
+
+
+Example = NerExample | NliExample | QaExample | ClsExample
 
 
 @dataclass
@@ -277,6 +286,102 @@ def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:
         raise DataFormatError(f"{path} holds no questions")
     stats = QaReadStats()
     return qa_examples_from_records(records, str(path), stats), stats
+
+
+CLS_LABEL_COLUMNS = ("label", "category", "labels", "class", "topic", "sentiment", "gold_label")
+CLS_TEXT_COLUMNS = ("text", "sentence", "content", "body", "tweet", "document")
+CLS_TITLE_COLUMNS = ("headline", "title")  # joined before the text (MasakhaNEWS: headline + text)
+
+
+def _pick(columns: Sequence[str], candidates: Sequence[str]) -> str | None:
+    lowered = {column.strip().lower(): column for column in columns}
+    return next((lowered[name] for name in candidates if name in lowered), None)
+
+
+def _cls_records(path: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
+    """(line, record) pairs and the header's columns; ``None`` columns for headerless ``label<TAB>text``."""
+    if path.suffix.lower() == ".jsonl":
+        records = []
+        for number, line in enumerate(_lines(text), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(f"{path}:{number}: not a JSON object per line ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise DataFormatError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            records.append((number, record))
+        return records, sorted({key for _, record in records for key in record})
+    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
+    # csv quoting as the datasets' own loaders (pandas read_csv) read the published files: "a ""b"" c"
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    rows = [(reader.line_num, row) for row in reader if row and any(cell.strip() for cell in row)]
+    if not rows:
+        return [], None
+    header = [cell.strip() for cell in rows[0][1]]
+    if _pick(header, CLS_LABEL_COLUMNS) is None and _pick(header, CLS_TEXT_COLUMNS) is None and \
+            all(len(row) == 2 for _, row in rows):
+        return [(number, {"label": row[0], "text": row[1]}) for number, row in rows], None
+    records = []
+    for number, row in rows[1:]:
+        if len(row) != len(header):
+            raise DataFormatError(f"{path}:{number}: {len(row)} columns where the header names {len(header)} "
+                                  f"({', '.join(header)})")
+        records.append((number, dict(zip(header, row, strict=True))))
+    return records, header
+
+
+def read_cls_file(path: Path) -> list[ClsExample]:
+    """Sentence classification examples from ``label<TAB>text`` lines or a headed TSV/CSV/JSONL file
+    (column names in the module docstring; the error lists the columns found)."""
+    path = Path(path)
+    records, columns = _cls_records(path, _read_text(path))
+    label_column: str | None = "label"
+    text_column: str | None = "text"
+    title_column = None
+    if columns is not None:
+        label_column, text_column = _pick(columns, CLS_LABEL_COLUMNS), _pick(columns, CLS_TEXT_COLUMNS)
+        title_column = _pick(columns, CLS_TITLE_COLUMNS)
+        if text_column is None and title_column is not None:
+            text_column, title_column = title_column, None
+        if label_column is None or text_column is None:
+            raise DataFormatError(f"{path}: no {'label' if label_column is None else 'text'} column among "
+                                  f"{', '.join(columns)}; name the label column one of {', '.join(CLS_LABEL_COLUMNS)} "
+                                  f"and the text column one of {', '.join(CLS_TEXT_COLUMNS)} (or write label<TAB>text "
+                                  "lines without a header)")
+    examples = []
+    for number, record in records:
+        label = str(record.get(label_column) if record.get(label_column) is not None else "").strip()
+        parts = [record.get(title_column) if title_column else None, record.get(text_column)]
+        body = "\n".join(str(part).strip() for part in parts if part is not None and str(part).strip())
+        if not label:
+            raise DataFormatError(f"{path}:{number}: empty label")
+        if not body:
+            raise DataFormatError(f"{path}:{number}: empty text")
+        examples.append(ClsExample(body, label))
+    if not examples:
+        raise DataFormatError(f"{path} holds no examples (a header alone?)")
+    return examples
+
+
+def read_labels_file(path: Path) -> list[str]:
+    """``labels.txt``: one label per line, in the order the task publishes them."""
+    labels = [line.strip() for line in _lines(_read_text(path)) if line.strip()]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise DataFormatError(f"{path}: labels listed twice: {duplicates}")
+    return labels
+
+
+def check_labels(examples: dict[str, Sequence[ClsExample]], labels: Sequence[str], where: str) -> None:
+    """Every example's label is one of ``labels``; the error names the split, the example and the label set."""
+    known = set(labels)
+    for split, split_examples in examples.items():
+        for number, example in enumerate(split_examples, start=1):
+            if example.label not in known:
+                raise DataFormatError(f"{split} example {number}: label {example.label!r} is not in {where} "
+                                      f"({', '.join(labels)})")
 
 
 # --------------------------------------------------------------------------- splits

@@ -1,4 +1,5 @@
-"""Task metrics: seqeval entity F1 (NER), accuracy (NLI), SQuAD v1.1 F1/EM (QA).
+"""Task metrics: seqeval entity F1 (NER), accuracy (NLI), accuracy and macro-F1 (classification),
+SQuAD v1.1 F1/EM (QA).
 
 All scores are fractions in [0, 1] (reports multiply by 100 for display).
 
@@ -42,6 +43,19 @@ def accuracy(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, float]:
     if not gold:
         raise ValueError("accuracy of an empty set is undefined")
     return {"accuracy": sum(g == p for g, p in zip(gold, predicted, strict=True)) / len(gold)}
+
+
+def classification_scores(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, float]:
+    """Accuracy and macro-F1: the unweighted mean of per-class F1 over the classes in gold or predicted
+    (``sklearn.metrics.f1_score(average="macro")``; a class never predicted scores 0)."""
+    scores = accuracy(gold, predicted)
+    f1s = []
+    for label in sorted(set(gold) | set(predicted)):
+        true_positive = sum(g == p == label for g, p in zip(gold, predicted, strict=True))
+        gold_count, predicted_count = sum(g == label for g in gold), sum(p == label for p in predicted)
+        denominator = gold_count + predicted_count
+        f1s.append(2 * true_positive / denominator if denominator else 0.0)
+    return scores | {"macro_f1": sum(f1s) / len(f1s)}
 
 
 def normalize_answer(text: str) -> str:

@@ -1,11 +1,8 @@
 """The protocol: for every model × task × seed, fine-tune with the task's defaults, keep the
 best dev checkpoint, score it on test; then mean ± std over seeds in one table.
 
-Defaults (``TASK_DEFAULTS``) follow the FOCUS paper's Table 6 (DESIGN.md §5): XNLI lr 2e-5,
-2 epochs; QA lr 5e-5, sequence length 384; WikiANN lr 5e-5; MasakhaNER lr 2e-5; linear
-schedule, 10% warmup, dev evaluation every 5% of the steps. Epoch counts the design does not
-state (NER 10, QA 3) and the batch size 32 are this module's choice; every value can be
-overridden per call.
+The defaults of every task kind live in its entry of ``kinds.KINDS``; the caller's
+:class:`~focusflow.config.DownstreamSettings` (seeds, overrides, data limits) applies to every task.
 """
 
 from __future__ import annotations
@@ -14,19 +11,17 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from focusflow.config import DownstreamSettings, downstream_settings
 from focusflow.errors import InputError
 from focusflow.evaluation.downstream.datasets import TaskData, subsample
 from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
-from focusflow.evaluation.downstream.ner import NerTask
-from focusflow.evaluation.downstream.nli import NliTask
-from focusflow.evaluation.downstream.qa import QaTask
+from focusflow.evaluation.downstream.kinds import task_kind
 from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
 from focusflow.logs import quiet_transformers_progress
@@ -37,19 +32,19 @@ from focusflow.storage.atomic import atomic_write
 log = logging.getLogger(__name__)
 
 HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
-TASK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ner": {"lr": 5e-5, "epochs": 10.0, "max_length": 256},
-    "ner:wikiann": {"lr": 5e-5},
-    "ner:masakhaner2": {"lr": 2e-5},
-    "ner:germeval14": {"lr": 5e-5},
-    "nli": {"lr": 2e-5, "epochs": 2.0, "max_length": 256},
-    "qa": {"lr": 5e-5, "epochs": 3.0, "max_length": 384, "stride": 128},
-}
 RUN_VERSION = 1
+OVERRIDES = ("lr", "epochs", "max_length")  # settings that replace a task kind's default when given
 
 
 def task_defaults(spec: TaskSpec) -> dict[str, Any]:
-    return TASK_DEFAULTS[spec.kind] | TASK_DEFAULTS.get(f"{spec.kind}:{spec.dataset}", {})
+    """The task kind's defaults for the spec's dataset (``kinds.KINDS``)."""
+    return task_kind(spec.kind).settings(spec.dataset)
+
+
+def task_settings(spec: TaskSpec, settings: DownstreamSettings) -> dict[str, Any]:
+    """The task's defaults with the caller's overrides: what the adapter and the optimizer use."""
+    return task_defaults(spec) | {name: getattr(settings, name) for name in OVERRIDES
+                                  if getattr(settings, name) is not None}
 
 
 def load_tokenizer(model: Path | str) -> Any:
@@ -72,14 +67,9 @@ def load_tokenizer(model: Path | str) -> Any:
 
 def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any) -> torch.nn.Module:
     """The task model with the encoder's pretrained weights; an error when they did not load."""
-    from transformers import (
-        AutoModelForQuestionAnswering,
-        AutoModelForSequenceClassification,
-        AutoModelForTokenClassification,
-    )
+    import transformers
 
-    model_class = {"ner": AutoModelForTokenClassification, "nli": AutoModelForSequenceClassification,
-                   "qa": AutoModelForQuestionAnswering}[kind]
+    model_class = getattr(transformers, task_kind(kind).model_class)
     quiet_transformers_progress()
     # the new head is always "missing": focusflow.logs drops that load report unless verbose
     require_weights(model)
@@ -90,6 +80,7 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
                          f"{sorted(missing)[:3]}); the task model would start from random weights")
     require_vocabulary_fits(loaded, tokenizer, model)
     if getattr(loaded.config, "pad_token_id", None) is None:
+        # decoders: sequence classification reads the last token that is not padding
         loaded.config.pad_token_id = tokenizer.pad_token_id
     return loaded.to(task_device())
 
@@ -110,31 +101,29 @@ def model_max_tokens(config: Any, tokenizer: Any) -> int | None:
     return min(limits) if limits else None
 
 
-def make_adapter(data: TaskData, tokenizer: Any, config: Any, settings: dict[str, Any]) -> Any:
-    """The task's adapter; the window shrinks to what the model's position table allows."""
+def make_adapter(data: TaskData, tokenizer: Any, config: Any, settings: dict[str, Any],
+                 main_metric: str | None = None) -> Any:
+    """The task kind's adapter; the window shrinks to what the model's position table allows."""
     max_length = settings["max_length"]
     limit = model_max_tokens(config, tokenizer)
     if limit is not None and limit < max_length:
         log.warning("%s: the model accepts at most %d tokens; using max_length %d instead of %d",
                     data.name, limit, limit, max_length)
         max_length = limit
-    if data.kind == "ner":
-        return NerTask(data, tokenizer, max_length=max_length)
-    if data.kind == "nli":
-        return NliTask(data, tokenizer, max_length=max_length, config=config)
-    stride = min(settings.get("stride", 128), max_length // 3)
-    return QaTask(data, tokenizer, max_length=max_length, stride=stride, config=config)
+    kind = task_kind(data.kind)
+    return kind.make_adapter(data, tokenizer, config, settings | {"max_length": max_length},
+                             main_metric or kind.main_metric_of(data.name))
 
 
-def prepare_data(spec: TaskSpec, data_root: Path | None, split_seed: int, max_train_samples: int | None,
-                 max_eval_samples: int | None, max_test_samples: int | None = None) -> TaskData:
+def prepare_data(spec: TaskSpec, settings: DownstreamSettings) -> TaskData:
     """Resolve the task and apply the sample limits (seeded: the same subset for every model).
 
     ``max_eval_samples`` caps the dev set used for checkpoint selection; ``max_test_samples``
     caps the test set (for smoke runs only: the report names the subset in its provenance)."""
-    data = resolve_task(spec, data_root, split_seed)
-    for split, limit, offset in (("train", max_train_samples, 0), ("dev", max_eval_samples, 1),
-                                 ("test", max_test_samples, 2)):
+    split_seed = settings.split_seed
+    data = resolve_task(spec, settings.data_root, split_seed)
+    for split, limit, offset in (("train", settings.max_train_samples, 0), ("dev", settings.max_eval_samples, 1),
+                                 ("test", settings.max_test_samples, 2)):
         examples = getattr(data, split)
         if limit is not None and len(examples) > limit:
             setattr(data, split, subsample(examples, limit, split_seed + offset))
@@ -164,34 +153,35 @@ def _fingerprint(model: Path | str, spec: TaskSpec, seed: int, finetune_spec: Fi
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, *, epochs: float | None = None,
-                  max_train_samples: int | None = None, data_root: Path | None = None,
-                  lr: float | None = None, batch_size: int = 32, eval_every_fraction: float = 0.05,
-                  max_eval_samples: int | None = None, max_test_samples: int | None = None,
-                  split_seed: int = 0, max_length: int | None = None,
+def _finetune_spec(settings: DownstreamSettings, task: dict[str, Any], seed: int) -> FinetuneSpec:
+    return FinetuneSpec(lr=task["lr"], epochs=task["epochs"], batch_size=settings.batch_size,
+                        eval_every_fraction=settings.eval_every_fraction, seed=seed, precision=settings.precision)
+
+
+def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: DownstreamSettings | None = None, *,
                   model_name: str | None = None, data: TaskData | None = None, adapter: Any = None,
-                  tokenizer: Any = None, precision: str = "auto") -> dict[str, Any]:
+                  tokenizer: Any = None) -> dict[str, Any]:
     """Fine-tune ``model`` on ``task`` with one seed; returns test scores of the best dev checkpoint,
     the dev curve, sizes, cost (seconds, training tokens/s) and preprocessing counts.
 
-    ``precision`` (auto, bf16, fp16, fp32) applies to training, dev and test alike."""
+    ``settings.precision`` (auto, bf16, fp16, fp32) applies to training, dev and test alike; ``data``,
+    ``adapter`` and ``tokenizer`` are what :func:`evaluate_models` prepared once for every seed."""
+    settings = settings or DownstreamSettings()
     spec = parse_task(task) if isinstance(task, str) else task
     started = time.perf_counter()
-    settings = task_defaults(spec) | {k: v for k, v in {"lr": lr, "epochs": epochs, "max_length": max_length}.items()
-                                      if v is not None}
+    task_values = task_settings(spec, settings)
     if data is None:
-        data = prepare_data(spec, data_root, split_seed, max_train_samples, max_eval_samples, max_test_samples)
+        data = prepare_data(spec, settings)
     tokenizer = tokenizer or load_tokenizer(model)
     torch.manual_seed(seed)  # the head's initialization depends on the seed
-    network = load_task_model(model, spec.kind, tokenizer, **(adapter or _KwargsProbe(spec.kind, data)).model_kwargs())
-    adapter = adapter or make_adapter(data, tokenizer, network.config, settings)
-    finetune_spec = FinetuneSpec(lr=settings["lr"], epochs=settings["epochs"], batch_size=batch_size,
-                                 eval_every_fraction=eval_every_fraction, seed=seed, precision=precision)
-    eval_batch = max(batch_size, 64)
+    network = load_task_model(model, spec.kind, tokenizer, **task_kind(spec.kind).model_kwargs(data.labels))
+    adapter = adapter or make_adapter(data, tokenizer, network.config, task_values)
+    finetune_spec = _finetune_spec(settings, task_values, seed)
+    eval_batch = max(settings.batch_size, 64)
     result = finetune(network, adapter.train_features(),
                       lambda: adapter.evaluate(network, "dev", eval_batch)[adapter.main_metric],
                       finetune_spec, network.config.pad_token_id if network.config.pad_token_id is not None else 0)
-    with resolve_precision(precision, task_device()).autocast():
+    with resolve_precision(settings.precision, task_device()).autocast():
         test = adapter.evaluate(network, "test", eval_batch)
     return {
         "model": model_name or _model_name(model), "model_path": str(model), "task": spec.id, "kind": spec.kind,
@@ -202,21 +192,8 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, *, epochs:
         "eval_seconds": result.eval_seconds, "train_tokens": result.train_tokens,
         "train_tokens_per_s": result.tokens_per_second, "precision": result.precision, "sizes": data.sizes(),
         "stats": dict(adapter.stats),
-        "provenance": data.provenance, "hparams": asdict(finetune_spec) | settings,
+        "provenance": data.provenance, "hparams": asdict(finetune_spec) | task_values,
     }
-
-
-class _KwargsProbe:
-    """Label kwargs for the model constructor before the tokenizer-specific adapter exists."""
-
-    def __init__(self, kind: str, data: TaskData) -> None:
-        self.kind, self.data = kind, data
-
-    def model_kwargs(self) -> dict[str, Any]:
-        if self.kind == "qa":
-            return {}
-        return {"num_labels": len(self.data.labels), "id2label": dict(enumerate(self.data.labels)),
-                "label2id": {label: i for i, label in enumerate(self.data.labels)}}
 
 
 def _model_name(model: Path | str) -> str:
@@ -229,7 +206,7 @@ def _slug(text: str) -> str:
 
 
 def parse_seeds(text: str) -> int | list[int]:
-    """``"5"`` -> 5 (seeds 1..5); ``"2,3"`` -> [2, 3] (just those seeds); ``evaluate_models`` checks the values."""
+    """``"5"`` -> 5 (seeds 1..5); ``"2,3"`` -> [2, 3] (just those seeds); :class:`DownstreamSettings` checks them."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -237,53 +214,41 @@ def parse_seeds(text: str) -> int | list[int]:
     return values if "," in text else (values[0] if values else 0)
 
 
-def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Path, seeds: int | Sequence[int] = 5,
-                    epochs: float | None = None, max_train_samples: int | None = None,
-                    data_root: Path | None = None, **opts: Any):
+def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Path,
+                    settings: DownstreamSettings | None = None):
     """The same protocol for every model on every task, seeds 1..N (or the listed seeds); writes ``results.csv``,
     ``results.md``, ``runs.csv`` and one JSON per run (``runs/<model>/<task>/seed<k>.json``;
     a finished run with the same settings is reused, so an interrupted comparison resumes).
 
-    ``opts``: lr, batch_size, eval_every_fraction, max_eval_samples, max_test_samples, split_seed,
-    max_length, precision (auto, bf16, fp16, fp32), threads (torch CPU threads; 1 is much faster than
-    oversubscribing a busy machine).
+    ``settings``: :class:`~focusflow.config.DownstreamSettings` (seeds, data root, overrides of the task
+    defaults, sample limits, precision, threads: 1 is much faster than oversubscribing a busy machine).
     A list of seeds splits one comparison across machines or processes; copying their ``runs/`` into one
     folder and calling again with every seed writes the whole table from the saved runs.
     Returns the ``results.csv`` table as a DataFrame.
     """
+    settings = settings if settings is not None else DownstreamSettings()
+    if not isinstance(settings, DownstreamSettings):  # a mapping of fields: validated like the run configuration
+        settings = downstream_settings(**dict(settings))
     if not models:
         raise InputError("no models to evaluate")
     if not tasks:
         raise InputError("no tasks to evaluate")
-    seed_list = list(range(1, seeds + 1)) if isinstance(seeds, int) else list(seeds)
-    if not seed_list or min(seed_list) < 1 or len(set(seed_list)) != len(seed_list):
-        raise InputError(f"seeds must be a count of at least 1 or distinct seeds >= 1, got {seeds!r}")
-    unknown = set(opts) - {"lr", "batch_size", "eval_every_fraction", "max_eval_samples", "max_test_samples",
-                           "split_seed", "max_length", "threads", "precision"}
-    if unknown:
-        raise TypeError(f"unknown options {sorted(unknown)}")
-    if opts.get("threads"):
-        torch.set_num_threads(int(opts["threads"]))
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
     out_dir = Path(out_dir)  # created by the first run written: a run that fails on its inputs leaves no folder
     specs = [parse_task(task) for task in tasks]  # fail on a bad spec before any training
-    split_seed = opts.get("split_seed", 0)
     runs: list[dict[str, Any]] = []
     notes: dict[str, list[str]] = {}
     for spec in specs:
-        data = prepare_data(spec, data_root, split_seed, max_train_samples, opts.get("max_eval_samples"),
-                            opts.get("max_test_samples"))
+        data = prepare_data(spec, settings)
         notes[spec.id] = [f"{split}: {origin}" for split, origin in data.provenance.items()]
-        settings = task_defaults(spec) | {k: opts[k] for k in ("lr", "max_length") if opts.get(k) is not None} | (
-            {"epochs": epochs} if epochs is not None else {})
+        task_values = task_settings(spec, settings)
         for name, model in models.items():
             tokenizer = load_tokenizer(model)
             adapter = None
-            for seed in seed_list:
-                finetune_spec = FinetuneSpec(lr=settings["lr"], epochs=settings["epochs"],
-                                             batch_size=opts.get("batch_size", 32),
-                                             eval_every_fraction=opts.get("eval_every_fraction", 0.05), seed=seed,
-                                             precision=opts.get("precision", "auto"))
-                key = _fingerprint(model, spec, seed, finetune_spec, settings, data)
+            for seed in settings.seed_list:
+                finetune_spec = _finetune_spec(settings, task_values, seed)
+                key = _fingerprint(model, spec, seed, finetune_spec, task_values, data)
                 run_file = out_dir / "runs" / _slug(name) / _slug(spec.id) / f"seed{seed}.json"
                 if run_file.is_file():
                     previous = json.loads(run_file.read_text(encoding="utf-8"))
@@ -294,13 +259,10 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
                 if adapter is None:
                     from transformers import AutoConfig
 
-                    adapter = make_adapter(data, tokenizer, AutoConfig.from_pretrained(str(model)), settings)
+                    adapter = make_adapter(data, tokenizer, AutoConfig.from_pretrained(str(model)), task_values)
                 log.info("%s · %s · seed %d", name, spec.id, seed)
-                run = evaluate_task(model, spec, seed, epochs=settings["epochs"], lr=settings["lr"],
-                                    max_length=settings["max_length"], batch_size=finetune_spec.batch_size,
-                                    eval_every_fraction=finetune_spec.eval_every_fraction, model_name=name,
-                                    data=data, adapter=adapter, tokenizer=tokenizer,
-                                    precision=finetune_spec.precision)
+                run = evaluate_task(model, spec, seed, settings, model_name=name, data=data, adapter=adapter,
+                                    tokenizer=tokenizer)
                 run["fingerprint"] = key
                 atomic_write(run_file, json.dumps(run, indent=1, default=float))
                 runs.append(run)

@@ -1,10 +1,12 @@
 """Task specs → :class:`TaskData`: known datasets on the Hugging Face Hub, local copies, local folders.
 
-A task spec is ``kind:dataset:lang`` (``ner:masakhaner2:swa``, ``nli:xnli:sw``, ``qa:tydiqa:sw``)
-or ``kind:PATH`` (a folder holding ``train``/``dev``/``test`` files in the published format).
+A task spec is ``kind:dataset:lang`` (``ner:masakhaner2:swa``, ``nli:xnli:sw``, ``qa:tydiqa:sw``,
+``cls:sib200:sw``, ``cls:masakhanews:hau``) or ``kind:PATH`` (a folder holding ``train``/``dev``/``test``
+files in the published format, or one labelled file that is split 70/10/20).
 
 For ``kind:dataset:lang`` with a ``data_root``, a local copy laid out like ``../shared/data``
-(``<root>/<kind>/<dataset>/<lang>/{train,dev,test}.<ext>``) is used when present; otherwise
+(``<root>/<kind>/<dataset>/<lang>/{train,dev,test}.<ext>``; SIB-200 folders are FLORES-200 codes,
+``<root>/cls/sib200/swh_Latn/``) is used when present; otherwise
 the dataset is loaded from the Hub. Hub ids were chosen so that ``datasets`` >= 4 (which no
 longer runs loading scripts) can read them: native Parquet repositories where they exist,
 the Hub's automatic Parquet conversion (``refs/convert/parquet``) for script-based ones.
@@ -13,25 +15,24 @@ the Hub's automatic Parquet conversion (``refs/convert/parquet``) for script-bas
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from focusflow.errors import InputError, UnavailableError
 from focusflow.evaluation.downstream.datasets import (
-    KINDS,
     NLI_LABELS,
+    ClsExample,
     DataFormatError,
     NerExample,
     NliExample,
+    QaExample,
     TaskData,
     complete_splits,
-    ner_label_set,
     qa_examples_from_records,
-    read_conll,
-    read_nli_tsv,
-    read_squad_json,
 )
+from focusflow.evaluation.downstream.kinds import KIND_NAMES, KINDS, task_kind
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,13 @@ ISO3 = {
     "sn": "sna", "xh": "xho", "zu": "zul", "wo": "wol", "tn": "tsn", "ee": "ewe", "tw": "twi", "de": "deu",
     "en": "eng", "fr": "fra", "ar": "ara", "bg": "bul", "el": "ell", "es": "spa", "hi": "hin", "ru": "rus",
     "th": "tha", "tr": "tur", "ur": "urd", "vi": "vie", "zh": "zho", "bn": "ben", "fi": "fin", "id": "ind",
-    "ja": "jpn", "ko": "kor", "te": "tel",
+    "ja": "jpn", "ko": "kor", "te": "tel", "so": "som", "om": "orm", "ti": "tir", "rn": "run", "ln": "lin",
+    "fa": "fas", "ms": "msa", "uz": "uzb", "az": "aze", "ne": "nep", "mg": "mlg", "ps": "pus", "qu": "que",
 }
+# FLORES-200 (SIB-200) names individual languages where ISO 639-3 has the macrolanguage
+FLORES_LANGUAGE = {"swa": "swh", "ara": "arb", "fas": "pes", "msa": "zsm", "lav": "lvs", "orm": "gaz", "aze": "azj",
+                   "uzb": "uzn", "mon": "khk", "nep": "npi", "sqi": "als", "yid": "ydd", "kur": "kmr", "pus": "pbt",
+                   "grn": "gug", "mlg": "plt", "que": "quy", "est": "est", "zho": "zho"}
 ISO1 = {three: one for one, three in ISO3.items()}
 TYDIQA_NAMES = {"ar": "arabic", "bn": "bengali", "en": "english", "fi": "finnish", "id": "indonesian",
                 "ja": "japanese", "ko": "korean", "ru": "russian", "sw": "swahili", "te": "telugu", "th": "thai"}
@@ -55,45 +61,6 @@ def language_forms(language: str) -> list[str]:
     code = language.strip().lower()
     forms = [code, ISO1.get(code, code), ISO3.get(code, code)]
     return list(dict.fromkeys(forms))
-
-
-@dataclass(frozen=True)
-class HubDataset:
-    """Where a known dataset lives on the Hub and how its splits are named."""
-
-    repo: str
-    kind: str
-    config: str | None = None  # format string with {iso1}/{iso3}
-    data_dir: str | None = None  # format string, for Parquet-converted repositories
-    revision: str | None = None
-    splits: tuple[tuple[str, str], ...] = (("train", "train"), ("dev", "validation"), ("test", "test"))
-    local_dirs: tuple[str, ...] = ()  # folder names of a local copy under <data_root>/<kind>/
-
-
-KNOWN: dict[str, HubDataset] = {
-    # Rahimi et al. (2019) balanced train/dev/test splits, native Parquet, one config per ISO 639-1 code.
-    "wikiann": HubDataset("unimelb-nlp/wikiann", "ner", config="{iso1}", local_dirs=("wikiann", "panx")),
-    # MasakhaNER 2.0 is script-based: read the Hub's Parquet conversion, one folder per ISO 639-3 code.
-    "masakhaner2": HubDataset("masakhane/masakhaner2", "ner", data_dir="{iso3}", revision=PARQUET_BRANCH,
-                              local_dirs=("masakhaner2", "masakhaner")),
-    # GermEval 2014 (outer entity layer, BIO), script-based: Parquet conversion.
-    "germeval14": HubDataset("GermanEval/germeval_14", "ner", revision=PARQUET_BRANCH,
-                             local_dirs=("germeval14", "germeval_14", "germeval2014")),
-    # XNLI with the machine-translated training set (translate-train): native Parquet, config per language.
-    "xnli": HubDataset("facebook/xnli", "nli", config="{iso1}", local_dirs=("xnli",)),
-    # TyDiQA GoldP = the "secondary_task" config; its validation split is the benchmark's test set.
-    "tydiqa": HubDataset("google-research-datasets/tydiqa", "qa", config="secondary_task",
-                         splits=(("train", "train"), ("test", "validation")),
-                         local_dirs=("tydiqa-goldp", "tydiqa", "tydiqa_goldp")),
-    # GermanQuAD: train + test, script-based: Parquet conversion.
-    "germanquad": HubDataset("deepset/germanquad", "qa", revision=PARQUET_BRANCH,
-                             splits=(("train", "train"), ("test", "test")), local_dirs=("germanquad",)),
-}
-ALIASES = {"masakhaner": "masakhaner2", "masakhaner-2": "masakhaner2", "panx": "wikiann", "pan-x": "wikiann",
-           "germeval": "germeval14", "germeval_14": "germeval14", "germeval2014": "germeval14",
-           "tydiqa-goldp": "tydiqa", "tydiqa_goldp": "tydiqa", "tydi": "tydiqa"}
-FILE_EXTENSIONS = {"ner": (".txt", ".conll", ".iob2", ".bio", ".tsv"), "nli": (".tsv", ".txt"), "qa": (".json",)}
-SPLIT_NAMES = {"train": ("train",), "dev": ("dev", "validation", "valid", "val"), "test": ("test",)}
 
 
 @dataclass(frozen=True)
@@ -109,17 +76,171 @@ class TaskSpec:
         return self.text or f"{self.kind}:{self.dataset}:{self.language}"
 
 
+@dataclass(frozen=True)
+class HubDataset:
+    """Where a known dataset lives on the Hub and how its splits are named."""
+
+    repo: str
+    kind: str
+    rows: Callable[[Any, TaskSpec], list[Any]]  # one split of the Hub's layout → our examples
+    config: str | None = None  # format string with {iso1}/{iso3}/{code}
+    data_dir: str | None = None  # format string, for Parquet-converted repositories
+    revision: str | None = None
+    splits: tuple[tuple[str, str], ...] = (("train", "train"), ("dev", "validation"), ("test", "test"))
+    local_dirs: tuple[str, ...] = ()  # folder names of a local copy under <data_root>/<kind>/
+    code: Callable[[str, Path | None], str] | None = None  # the dataset's own language code ({code}), if it has one
+
+
+# --------------------------------------------------------------------------- the Hub's layouts
+
+
+def _label_names(dataset: Any, column: str) -> list[str] | None:
+    feature = dataset.features.get(column)
+    inner = getattr(feature, "feature", feature)  # Sequence(ClassLabel) or List(ClassLabel) or ClassLabel
+    return list(inner.names) if hasattr(inner, "names") else None
+
+
+def _ner_from_hub(dataset: Any, spec: TaskSpec) -> list[NerExample]:
+    names = _label_names(dataset, "ner_tags")
+    examples = []
+    for row in dataset:
+        tags = [names[t] if names is not None else str(t) for t in row["ner_tags"]]
+        if row["tokens"]:
+            examples.append(NerExample(tuple(row["tokens"]), tuple(tags)))
+    return examples
+
+
+def _nli_from_hub(dataset: Any, spec: TaskSpec) -> list[NliExample]:
+    names = _label_names(dataset, "label") or list(NLI_LABELS)
+    return [NliExample(row["premise"], row["hypothesis"], names[row["label"]])
+            for row in dataset if row["label"] is not None and 0 <= row["label"] < len(names)]
+
+
+def _qa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
+    return qa_examples_from_records(dataset, f"{spec.dataset}:{spec.language}")
+
+
+def _tydiqa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
+    """TyDiQA GoldP mixes its languages in one config: keep the questions whose id names the language."""
+    language = spec.language
+    prefix = TYDIQA_NAMES.get(ISO1.get(language, language), language) + "-"
+    dataset = dataset.filter(lambda row, prefix=prefix: row["id"].startswith(prefix))
+    if len(dataset) == 0:
+        raise InputError(f"TyDiQA GoldP has no {language!r} questions; languages: {sorted(TYDIQA_NAMES)}")
+    return _qa_from_hub(dataset, spec)
+
+
+def _cls_from_hub(dataset: Any, label_column: str, text_columns: tuple[str, ...]) -> list[ClsExample]:
+    """Rows → (text, label); a ClassLabel column gives its names, a string column its values; the text columns
+    are joined with a newline as the local reader joins them (MasakhaNEWS: headline, then text)."""
+    names = _label_names(dataset, label_column)
+    examples = []
+    for row in dataset:
+        label = row[label_column]
+        if label is None or (names is not None and not 0 <= label < len(names)):
+            continue
+        text = "\n".join(str(row[c]).strip() for c in text_columns if row.get(c) and str(row[c]).strip())
+        if text:
+            examples.append(ClsExample(text, names[label] if names is not None else str(label).strip()))
+    return examples
+
+
+def _sib200_from_hub(dataset: Any, spec: TaskSpec) -> list[ClsExample]:
+    return _cls_from_hub(dataset, "category", ("text",))
+
+
+def _masakhanews_from_hub(dataset: Any, spec: TaskSpec) -> list[ClsExample]:
+    return _cls_from_hub(dataset, "label", ("headline", "text"))
+
+
+def flores_code(language: str, data_root: Path | None = None) -> str:
+    """A FLORES-200 code (``swh_Latn``) from ISO 639-1/3 (``sw``, ``swa``, ``sn``, ``sna``) or the code itself.
+
+    The script comes from the local copy's folder names under ``data_root`` when one is given, else from
+    the Hub's list of SIB-200 configs; a language written in several scripts needs its script (``ace_Latn``)."""
+    if "_" in language:
+        return language
+    code = language.lower()
+    code = ISO3.get(code, code)
+    code = FLORES_LANGUAGE.get(code, code)
+    candidates: list[str] = []
+    if data_root is not None:
+        for folder_name in KNOWN["sib200"].local_dirs:
+            candidates += sorted(p.name for p in (Path(data_root) / "cls" / folder_name).glob(f"{code}_*") if p.is_dir())
+    else:
+        candidates = [name for name in _hub_configs(KNOWN["sib200"]) if name.startswith(f"{code}_")]
+    candidates = list(dict.fromkeys(candidates))
+    if len(candidates) > 1:
+        raise InputError(f"SIB-200 has {language!r} in several scripts ({', '.join(candidates)}); name one, "
+                         f"e.g. cls:sib200:{candidates[0]}")
+    if not candidates:
+        where = f" under {data_root}" if data_root is not None else ""
+        raise InputError(f"SIB-200 has no language {language!r}{where} (looked for {code}_<Script>); give its "
+                         "FLORES-200 code, e.g. cls:sib200:swh_Latn")
+    return candidates[0]
+
+
+def _hub_configs(info: HubDataset) -> list[str]:
+    """The configurations of a Parquet-converted Hub dataset: the folders of its conversion branch."""
+    try:
+        from huggingface_hub import HfApi
+
+        entries = HfApi().list_repo_tree(info.repo, repo_type="dataset", revision=info.revision or None)
+        return sorted(entry.path for entry in entries if not getattr(entry, "size", None) and "/" not in entry.path)
+    except Exception as exc:  # network, offline mode: the same advice as a failed download
+        raise UnavailableError(f"could not list the languages of {info.repo} on the Hugging Face Hub "
+                               f"({type(exc).__name__}: {exc}). Offline? Pass --data-root with a local copy "
+                               f"(<root>/{info.kind}/<dataset>/<code>_<Script>/...) or a folder task "
+                               f"{info.kind}:PATH.") from exc
+
+
+KNOWN: dict[str, HubDataset] = {
+    # Rahimi et al. (2019) balanced train/dev/test splits, native Parquet, one config per ISO 639-1 code.
+    "wikiann": HubDataset("unimelb-nlp/wikiann", "ner", _ner_from_hub, config="{iso1}", local_dirs=("wikiann", "panx")),
+    # MasakhaNER 2.0 is script-based: read the Hub's Parquet conversion, one folder per ISO 639-3 code.
+    "masakhaner2": HubDataset("masakhane/masakhaner2", "ner", _ner_from_hub, data_dir="{iso3}", revision=PARQUET_BRANCH,
+                              local_dirs=("masakhaner2", "masakhaner")),
+    # GermEval 2014 (outer entity layer, BIO), script-based: Parquet conversion.
+    "germeval14": HubDataset("GermanEval/germeval_14", "ner", _ner_from_hub, revision=PARQUET_BRANCH,
+                             local_dirs=("germeval14", "germeval_14", "germeval2014")),
+    # XNLI with the machine-translated training set (translate-train): native Parquet, config per language.
+    "xnli": HubDataset("facebook/xnli", "nli", _nli_from_hub, config="{iso1}", local_dirs=("xnli",)),
+    # TyDiQA GoldP = the "secondary_task" config; its validation split is the benchmark's test set.
+    "tydiqa": HubDataset("google-research-datasets/tydiqa", "qa", _tydiqa_from_hub, config="secondary_task",
+                         splits=(("train", "train"), ("test", "validation")),
+                         local_dirs=("tydiqa-goldp", "tydiqa", "tydiqa_goldp")),
+    # GermanQuAD: train + test, script-based: Parquet conversion.
+    "germanquad": HubDataset("deepset/germanquad", "qa", _qa_from_hub, revision=PARQUET_BRANCH,
+                             splits=(("train", "train"), ("test", "test")), local_dirs=("germanquad",)),
+    # SIB-200 (Adelani et al. 2024): 7 topics over FLORES-200 sentences, one config per FLORES code (swh_Latn);
+    # script-based on the Hub: its Parquet conversion. Local copies: the published TSVs + labels.txt.
+    "sib200": HubDataset("Davlan/sib200", "cls", _sib200_from_hub, data_dir="{code}", revision=PARQUET_BRANCH,
+                         local_dirs=("sib200", "sib-200"), code=lambda language, root: flores_code(language, root)),
+    # MasakhaNEWS (Adelani et al. 2023): news topics, headline + text, one folder per ISO 639-3 code.
+    "masakhanews": HubDataset("masakhane/masakhanews", "cls", _masakhanews_from_hub, data_dir="{iso3}",
+                              revision=PARQUET_BRANCH, local_dirs=("masakhanews", "masakhane-news")),
+}
+ALIASES = {"sib-200": "sib200", "sib": "sib200", "masakhane-news": "masakhanews",
+           "masakhaner": "masakhaner2", "masakhaner-2": "masakhaner2", "panx": "wikiann", "pan-x": "wikiann",
+           "germeval": "germeval14", "germeval_14": "germeval14", "germeval2014": "germeval14",
+           "tydiqa-goldp": "tydiqa", "tydiqa_goldp": "tydiqa", "tydi": "tydiqa"}
+SPLIT_NAMES = {"train": ("train",), "dev": ("dev", "validation", "valid", "val"), "test": ("test",)}
+
+
 def parse_task(text: str) -> TaskSpec:
     """``kind:dataset:lang`` or ``kind:PATH`` → :class:`TaskSpec` (raises ValueError saying what is wrong)."""
     kind, sep, rest = text.strip().partition(":")
     kind = kind.lower()
     if not sep or kind not in KINDS or not rest:
-        raise InputError(f"task {text!r} must look like kind:dataset:lang or kind:PATH with kind in {KINDS}")
+        raise InputError(f"task {text!r} must look like kind:dataset:lang or kind:PATH with kind in {KIND_NAMES}")
     candidate = Path(rest).expanduser()
     looks_like_path = candidate.exists() or "/" in rest or "\\" in rest or rest.startswith((".", "~"))
     if looks_like_path:
+        if candidate.is_file():
+            return TaskSpec(kind, candidate.stem, "", candidate.resolve(), text.strip())
         if not candidate.is_dir():
-            raise FileNotFoundError(f"task {text!r}: {candidate} is not a folder with train/dev/test files")
+            raise FileNotFoundError(f"task {text!r}: {candidate} is not a folder with train/dev/test files "
+                                    "(or one labelled file)")
         return TaskSpec(kind, candidate.resolve().name, "", candidate.resolve(), text.strip())
     dataset, sep, language = rest.partition(":")
     dataset = ALIASES.get(dataset.lower(), dataset.lower())
@@ -131,7 +252,8 @@ def parse_task(text: str) -> TaskSpec:
                          f"(or give a folder: {kind}:PATH)")
     if KNOWN[dataset].kind != kind:
         raise InputError(f"task {text!r}: {dataset} is a {KNOWN[dataset].kind} dataset, not {kind}")
-    return TaskSpec(kind, dataset, language.lower(), None, text.strip())
+    language = language.strip()
+    return TaskSpec(kind, dataset, language if "_" in language else language.lower(), None, text.strip())
 
 
 # --------------------------------------------------------------------------- local folders
@@ -139,7 +261,7 @@ def parse_task(text: str) -> TaskSpec:
 
 def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
     for stem in SPLIT_NAMES[split]:
-        for extension in FILE_EXTENSIONS[kind]:
+        for extension in KINDS[kind].file_extensions:
             path = folder / f"{stem}{extension}"
             if path.is_file():
                 return path
@@ -147,56 +269,49 @@ def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
 
 
 def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: int = 0) -> TaskData:
-    """Read ``train``/``dev``/``test`` files of one task from a folder and complete the splits."""
-    files = {split: _find_split_file(folder, kind, split) for split in ("train", "dev", "test")}
+    """Read ``train``/``dev``/``test`` files of one task from a folder (or one labelled file to split) and
+    complete the splits; the kind's table entry says how to read a file and where the labels come from."""
+    info = task_kind(kind)
+    if folder.is_file():
+        files: dict[str, Path | None] = {"train": folder, "dev": None, "test": None}
+        folder = folder.parent
+    else:
+        files = {split: _find_split_file(folder, kind, split) for split in ("train", "dev", "test")}
     if not any(files.values()):
-        wanted = ", ".join(f"{s}{{{','.join(FILE_EXTENSIONS[kind])}}}" for s in ("train", "dev", "test"))
+        wanted = ", ".join(f"{s}{{{','.join(info.file_extensions)}}}" for s in ("train", "dev", "test"))
         raise FileNotFoundError(f"{folder} holds no {kind} files; expected {wanted}")
     splits: dict[str, list[Any] | None] = {}
     notes: dict[str, str] = {}
     for split, path in files.items():
-        if path is None:
-            splits[split] = None
-        elif kind == "ner":
-            splits[split] = read_conll(path)
-        elif kind == "nli":
-            splits[split] = read_nli_tsv(path)
-        else:
-            examples, stats = read_squad_json(path)
-            if not examples:
-                log.warning("%s: none of its %d questions has a gold answer; ignoring it as unlabelled",
-                            path, stats.questions)
-                notes[split] = f"{path.name} ignored: 0 of {stats.questions} questions have a gold answer"
-                splits[split] = None
-                continue
-            if stats.unanswered:
-                log.warning("%s: %d of %d questions have no gold answer and are skipped", path,
-                            stats.unanswered, stats.questions)
-            splits[split] = examples
+        splits[split], note = info.read_split(path) if path is not None else (None, None)
+        if note:
+            notes[split] = note
     if not any(splits.values()):
         raise DataFormatError(f"{folder}: no labelled {kind} data ({'; '.join(notes.values())})")
     train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed)
     provenance = {split: f"{origin} [{folder}]" for split, origin in provenance.items()} | {
         f"note_{split}": note for split, note in notes.items()}
-    return _task_data(kind, name, language, train, dev, test, provenance)
+    return _task_data(kind, name, language, train, dev, test, provenance, folder)
 
 
 def _task_data(kind: str, name: str, language: str, train: list[Any], dev: list[Any], test: list[Any],
-               provenance: dict[str, str]) -> TaskData:
-    if kind == "ner":
-        labels = ner_label_set(train, dev, test)
-    elif kind == "nli":
-        labels = list(NLI_LABELS)
-    else:
-        labels = []
+               provenance: dict[str, str], folder: Path | None = None) -> TaskData:
+    labels = KINDS[kind].label_set({"train": train, "dev": dev, "test": test}, folder)
     return TaskData(kind, name, language, train, dev, test, labels, provenance)
 
 
 def local_copy(spec: TaskSpec, data_root: Path) -> Path | None:
-    """``<data_root>/<kind>/<dataset>/<lang>`` if such a folder exists (any known folder/ISO spelling)."""
+    """``<data_root>/<kind>/<dataset>/<lang>`` if such a folder exists (any known folder/ISO spelling; the
+    dataset's own code, such as SIB-200's ``swh_Latn``)."""
     info = KNOWN[spec.dataset]
+    codes = language_forms(spec.language)
+    if info.code is not None:
+        try:
+            codes.append(info.code(spec.language, Path(data_root)))
+        except InputError:
+            pass  # no local folder under the dataset's code either: the caller tries the Hub
     for folder_name in info.local_dirs or (spec.dataset,):
-        for code in language_forms(spec.language):
+        for code in codes:
             folder = Path(data_root) / spec.kind / folder_name / code
             if folder.is_dir():
                 return folder
@@ -210,6 +325,8 @@ def _hub_split(info: HubDataset, language: str, split_name: str) -> Any:
     import datasets
 
     forms = {"iso1": ISO1.get(language, language), "iso3": ISO3.get(language, language)}
+    if info.code is not None:
+        forms["code"] = info.code(language, None)
     kwargs: dict[str, Any] = {"split": split_name}
     if info.revision:
         kwargs["revision"] = info.revision
@@ -224,46 +341,11 @@ def _hub_split(info: HubDataset, language: str, split_name: str) -> Any:
                            f"(<root>/{info.kind}/<dataset>/<lang>/...) or a folder task {info.kind}:PATH.") from exc
 
 
-def _label_names(dataset: Any, column: str) -> list[str] | None:
-    feature = dataset.features.get(column)
-    inner = getattr(feature, "feature", feature)  # Sequence(ClassLabel) or List(ClassLabel) or ClassLabel
-    return list(inner.names) if hasattr(inner, "names") else None
-
-
-def _ner_from_hub(dataset: Any) -> list[NerExample]:
-    names = _label_names(dataset, "ner_tags")
-    examples = []
-    for row in dataset:
-        tags = [names[t] if names is not None else str(t) for t in row["ner_tags"]]
-        if row["tokens"]:
-            examples.append(NerExample(tuple(row["tokens"]), tuple(tags)))
-    return examples
-
-
-def _nli_from_hub(dataset: Any) -> list[NliExample]:
-    names = _label_names(dataset, "label") or list(NLI_LABELS)
-    return [NliExample(row["premise"], row["hypothesis"], names[row["label"]])
-            for row in dataset if row["label"] is not None and 0 <= row["label"] < len(names)]
-
-
 def load_hub(spec: TaskSpec, split_seed: int = 0) -> TaskData:
     info = KNOWN[spec.dataset]
     splits: dict[str, list[Any] | None] = {"train": None, "dev": None, "test": None}
-    language = spec.language
     for ours, theirs in info.splits:
-        dataset = _hub_split(info, language, theirs)
-        if spec.kind == "ner":
-            splits[ours] = _ner_from_hub(dataset)
-        elif spec.kind == "nli":
-            splits[ours] = _nli_from_hub(dataset)
-        else:
-            if spec.dataset == "tydiqa":
-                prefix = TYDIQA_NAMES.get(ISO1.get(language, language), language) + "-"
-                dataset = dataset.filter(lambda row, prefix=prefix: row["id"].startswith(prefix))
-                if len(dataset) == 0:
-                    raise InputError(f"TyDiQA GoldP has no {language!r} questions; languages: "
-                                     f"{sorted(TYDIQA_NAMES)}")
-            splits[ours] = qa_examples_from_records(dataset, f"{info.repo}:{theirs}")
+        splits[ours] = info.rows(_hub_split(info, spec.language, theirs), spec)
     train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed)
     provenance = {split: f"{origin} [{info.repo}{'@' + info.revision if info.revision else ''}]"
                   for split, origin in provenance.items()}

@@ -5,19 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from focusflow.evaluation.downstream.datasets import Example, NerExample, NliExample, QaExample
+from focusflow.evaluation.downstream.kinds import example_texts
 from focusflow.evaluation.downstream.sources import resolve_task
 
-
-def example_texts(example: Example) -> list[str]:
-    """A sentence (NER), premise and hypothesis (NLI), context and question (QA)."""
-    if isinstance(example, NerExample):
-        return [" ".join(example.words)]
-    if isinstance(example, NliExample):
-        return [example.premise, example.hypothesis]
-    if isinstance(example, QaExample):
-        return [example.context, example.question]
-    raise TypeError(f"not an evaluation example: {type(example).__name__}")
+__all__ = ["evaluation_texts", "example_texts"]
 
 
 def evaluation_texts(tasks: Iterable[str], data_root: Path | None = None, split_seed: int = 0,

@@ -1,0 +1,52 @@
+"""The downstream stage: any task kind from ``evaluation.tasks``, the same settings object as the CLI,
+artifact keys of existing configurations unchanged, classification rows in the report's table."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from focusflow.config import build_config
+from focusflow.evaluation.downstream.report import summary_markdown
+from focusflow.pipeline import run_stage, stage_key
+from focusflow.pipeline.evaluation_stages import _downstream_key
+from focusflow.pipeline.params import downstream_params
+from focusflow.storage import ArtifactStore
+from tests.tiny_models import sample_texts, save_tiny
+
+# EvalSpec as version 1 of the stage dumped it, before max_length and threads existed
+VERSION_1_EVALUATION = {"tasks": ["ner:masakhaner2:swa"], "seeds": 5, "epochs": None, "max_train_samples": None,
+                        "heldout_sentences": 500, "data_root": None, "lr": None, "batch_size": 32,
+                        "eval_every_fraction": 0.05, "max_eval_samples": None, "max_test_samples": None,
+                        "split_seed": 0, "precision": "auto"}
+
+
+def test_existing_configurations_keep_their_downstream_keys(tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    config = build_config({"language": "sw", "evaluation": {"tasks": ["ner:masakhaner2:swa"]}})
+    params = downstream_params(config, "focus+lapt")
+    before = {"evaluation": VERSION_1_EVALUATION, "name": "focus+lapt"}
+    inputs = {"model": store.put_bytes("import", "b" * 64, "config.json", b"{}").uri}
+    assert _downstream_key(params) == _downstream_key(before)
+    assert stage_key(store, "downstream", params, inputs) == stage_key(store, "downstream", before, inputs)
+    # threads changes the speed only; a max_length override changes the result, hence the key
+    threaded = downstream_params(build_config({"language": "sw", "evaluation": {
+        "tasks": ["ner:masakhaner2:swa"], "threads": 2}}), "focus+lapt")
+    assert stage_key(store, "downstream", threaded, inputs) == stage_key(store, "downstream", before, inputs)
+    shorter = downstream_params(build_config({"language": "sw", "evaluation": {
+        "tasks": ["ner:masakhaner2:swa"], "max_length": 64}}), "focus+lapt")
+    assert stage_key(store, "downstream", shorter, inputs) != stage_key(store, "downstream", before, inputs)
+
+
+def test_the_stage_runs_a_cls_task_and_the_report_table_shows_it(shared_data, tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    model = store.put_dir("import", "a" * 64, save_tiny("xlmr", tmp_path / "tiny", texts=sample_texts(300)))
+    config = build_config({"language": "sn", "evaluation": {
+        "tasks": ["cls:sib200:sn"], "seeds": 2, "epochs": 1, "max_train_samples": 32, "max_eval_samples": 16,
+        "max_test_samples": 24, "batch_size": 16, "eval_every_fraction": 0.5, "data_root": str(shared_data)}})
+    artifact = run_stage(store, "downstream", downstream_params(config, "focus"), {"model": model})
+    results = pd.DataFrame(artifact.metadata["results"])
+    main = results[results["main"]].iloc[0]
+    assert (main["task"], main["metric"], main["n_seeds"]) == ("cls:sib200:sn", "accuracy", 2)
+    assert set(results["metric"]) == {"accuracy", "macro_f1"}
+    row = f"| focus | cls:sib200:sn | sn | accuracy | {100 * main['mean']:.1f} ± {100 * main['std']:.1f} | 2 |"
+    assert row in summary_markdown(results, "sn")
