@@ -4,7 +4,8 @@ contract an objective fulfils to use it (:class:`Trainable`).
 
 LAPT (``focusflow.training.lapt``) and embedding alignment (``focusflow.training.align``) are its two users. One
 loop serves one CPU, one GPU or ``torchrun`` (DDP, rank 0 writes). Checkpoints are atomic, carry a manifest of
-their files' hashes and are verified before a run resumes from them (see ``focusflow.training.checkpoint``).
+their files' hashes and are verified before a run resumes from them (see ``focusflow.training.checkpoint``); the
+optimizer, schedule and scaler move together as one ``focusflow.training.optimization.Optimization``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.flops import mfu, peak_flops
 from focusflow.training.monitor import LossWindow, ProgressBar, plot_loss_curve, write_metrics_csv
+from focusflow.training.optimization import Optimization
 
 log = logging.getLogger(__name__)
 
@@ -169,14 +171,18 @@ class TrainingRun:
 
         torch.manual_seed(spec.seed)
         self.precision = resolve_precision(spec.precision, self.dist.device)
-        self.scaler = torch.amp.GradScaler(self.dist.device.type) if self.precision.needs_scaler else None
         self.peak = peak_flops(self.dist.device)
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
         self.trainable = self._build_model()
-        self._build_optimizer()
+        self.optimization = Optimization(self.trainable.param_groups, spec, self.total_steps, self.dist.device,
+                                         self.precision.needs_scaler)
         if self.checkpoint is not None:
-            self._restore_training_state()
+            self._restore_checkpoint_extras(self.checkpoint)
+            self.optimization.restore(self.checkpoint)
+            rank_rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}")
+            if (rng := rank_rng or ckpt.load_tensors(self.checkpoint, "rng")) is not None:
+                ckpt.set_rng_state(rng)
 
     # ---------------------------------------------------------------- the objective (subclasses)
     def _build_model(self) -> Trainable:
@@ -222,28 +228,6 @@ class TrainingRun:
         if self.spec.total_steps != type(self.spec).model_validate(saved).total_steps:
             log.warning("the budget changed since the checkpoint: the learning-rate schedule changes with it")
 
-    def _build_optimizer(self) -> None:
-        from transformers import get_scheduler
-
-        spec = self.spec
-        fused = self.dist.device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
-        self.optimizer = torch.optim.AdamW(self.trainable.param_groups, lr=spec.lr,
-                                           betas=(spec.adam_beta1, spec.adam_beta2), eps=spec.adam_epsilon,
-                                           fused=fused or None)
-        name = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}[spec.schedule]
-        self.scheduler = get_scheduler(name, self.optimizer, num_warmup_steps=round(spec.warmup_fraction * self.total_steps),
-                                       num_training_steps=self.total_steps)
-
-    def _restore_training_state(self) -> None:
-        self._restore_checkpoint_extras(self.checkpoint)
-        self.optimizer.load_state_dict(ckpt.load_tensors(self.checkpoint, "optimizer"))
-        self.scheduler.load_state_dict(ckpt.load_tensors(self.checkpoint, "scheduler"))
-        if self.scaler is not None and (scaler := ckpt.load_tensors(self.checkpoint, "scaler")) is not None:
-            self.scaler.load_state_dict(scaler)
-        rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}") or ckpt.load_tensors(self.checkpoint, "rng")
-        if rng is not None:
-            ckpt.set_rng_state(rng)
-
     def _set_stage(self, step: int) -> None:
         stage = self.trainable.stage_at(step)
         if stage.name == self.stage:
@@ -264,10 +248,7 @@ class TrainingRun:
         rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
         folder = None
         if self.dist.main:
-            tensors: dict[str, dict[str, Any]] = {"optimizer": self.optimizer.state_dict(),
-                                                  "scheduler": self.scheduler.state_dict(), **rng}
-            if self.scaler is not None:
-                tensors["scaler"] = self.scaler.state_dict()
+            tensors = {**self.optimization.state_tensors(), **rng}
 
             def write_model(target: Path) -> None:
                 self._write_hf_folder(target)
@@ -332,7 +313,7 @@ class TrainingRun:
         """Close the loss window into a metric-history row (with the held-out loss when ``evaluate``)."""
         train_loss, speed = window.close(self.dist.sum)
         row: dict[str, Any] = {"step": done, "samples": self.state["samples"], "tokens": self.state["tokens"],
-                               "train_loss": train_loss, "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": speed,
+                               "train_loss": train_loss, "lr": self.optimization.lr, "tokens_per_s": speed,
                                "mfu": mfu(speed, self.trainable.flops_per_token, self.peak),
                                "elapsed_s": round(train_time, 3)}
         if evaluate:
@@ -361,19 +342,9 @@ class TrainingRun:
                     loss_sum = self._micro_loss(module, mb)
                 # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
                 scaled = loss_sum * (world / max(total, 1.0))
-                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+                self.optimization.backward(scaled)
             loss_total += loss_sum.detach()
-        trainable = [p for p in self.trainable.parameters if p.requires_grad]
-        if self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(trainable, self.spec.grad_clip)
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimization.step(self.trainable.parameters)
         return float(loss_total), local
 
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_
 
     def grads_after_backward(step: int) -> set[str]:
         run._set_stage(step)
-        run.optimizer.zero_grad(set_to_none=True)
+        run.optimization.optimizer.zero_grad(set_to_none=True)
         for micro in batch:
             loss, _ = run.loss_model(micro.input_ids, micro.labels)
             loss.backward()

@@ -1,0 +1,67 @@
+"""``Optimization``: AdamW, its learning-rate schedule and the fp16 loss scaler, built, stepped, saved and
+restored as one, so the training loop (``focusflow.training.loop``) holds one object instead of three that
+must always move together (a checkpoint without the scheduler's state would resume on the wrong learning rate).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from focusflow.training import checkpoint as ckpt
+
+SCHEDULES = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}
+
+
+class Optimization:
+    """The optimizer state of one run: AdamW over the trainable's groups, the warmup schedule, the scaler."""
+
+    def __init__(self, param_groups: list[dict[str, Any]], spec: Any, total_steps: int, device: torch.device,
+                 needs_scaler: bool):
+        from transformers import get_scheduler
+
+        fused = device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
+        self.optimizer = torch.optim.AdamW(param_groups, lr=spec.lr, betas=(spec.adam_beta1, spec.adam_beta2),
+                                           eps=spec.adam_epsilon, fused=fused or None)
+        self.scheduler = get_scheduler(SCHEDULES[spec.schedule], self.optimizer,
+                                       num_warmup_steps=round(spec.warmup_fraction * total_steps),
+                                       num_training_steps=total_steps)
+        self.scaler = torch.amp.GradScaler(device.type) if needs_scaler else None
+        self.grad_clip = spec.grad_clip
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def step(self, parameters: list[nn.Parameter]) -> None:
+        """Clip the trainable ``parameters`` together, step optimizer and schedule, clear the gradients."""
+        trainable = [p for p in parameters if p.requires_grad]
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(trainable, self.grad_clip)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def state_tensors(self) -> dict[str, dict[str, Any]]:
+        """What a checkpoint stores of this state, by checkpoint file name."""
+        tensors = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        if self.scaler is not None:
+            tensors["scaler"] = self.scaler.state_dict()
+        return tensors
+
+    def restore(self, checkpoint: Path) -> None:
+        self.optimizer.load_state_dict(ckpt.load_tensors(checkpoint, "optimizer"))
+        self.scheduler.load_state_dict(ckpt.load_tensors(checkpoint, "scheduler"))
+        if self.scaler is not None and (scaler := ckpt.load_tensors(checkpoint, "scaler")) is not None:
+            self.scaler.load_state_dict(scaler)
