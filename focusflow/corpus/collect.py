@@ -65,7 +65,11 @@ def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_
         "seconds": round(time.perf_counter() - started, 3),
     }
     if count == 0:
-        raise InputError(f"no document of {spec.source} survived cleaning ({cleaner.stats()['removed']}); "
+        removed = cleaner.stats()["removed"]
+        if not removed:  # nothing was read at all: cleaning is not the cause
+            where = f" ({', '.join(spec.paths)})" if spec.paths else ""
+            raise InputError(f"the {spec.source} corpus{where} has no documents: check the files and the text field")
+        raise InputError(f"no document of {spec.source} survived cleaning ({removed}); "
                          "check the language, the text field, or relax cleaning.min_chars/min_words")
     write_stats(out / STATS, stats)
     log.info("corpus: wrote %d documents (%.1f MB) to %s", count, stats["bytes"] / 1e6, out / DOCUMENTS)

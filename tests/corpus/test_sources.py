@@ -107,6 +107,19 @@ def test_collect_local_with_budget_and_cleaning_counts(tmp_path: Path):
     assert by_bytes["bytes"] <= 300 and by_bytes["stopped_by"] == "max_bytes" and by_bytes["documents"] >= 4
 
 
+def test_an_empty_corpus_and_one_that_cleaning_empties_are_told_apart(tmp_path: Path):
+    from focusflow.errors import InputError
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(InputError, match=r"corpus \(.*empty\.txt\) has no documents"):
+        collect_corpus(CorpusSpec(source="local", paths=[str(empty)]), CleaningSpec(), "sw", tmp_path / "a")
+    short = tmp_path / "short.txt"
+    short.write_text("fupi\nneno\n", encoding="utf-8")
+    with pytest.raises(InputError, match="survived cleaning.*too_short"):
+        collect_corpus(CorpusSpec(source="local", paths=[str(short)]), CleaningSpec(), "sw", tmp_path / "b")
+
+
 def test_cleaning_primitives():
     assert normalize_text("e\u0301 \u00a0x\r\ny\n\n\nz\ufeff") == "\u00e9 x\ny\nz"  # NFC, NBSP, CRLF, blank lines, BOM
     assert normalize_text("ﬁ", "NFKC") == "fi" and normalize_text("ﬁ", "none") == "ﬁ"
