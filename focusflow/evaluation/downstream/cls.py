@@ -11,54 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from focusflow.evaluation.downstream.base import features_from, pad_id_of, uses_token_types
 from focusflow.evaluation.downstream.datasets import ClsExample, TaskData, check_labels
-from focusflow.evaluation.downstream.finetune import Feature, predict_logits
 from focusflow.evaluation.downstream.metrics import classification_scores
+from focusflow.evaluation.downstream.sequence import SequenceClassification
 
 
-class ClsTask:
+class ClsTask(SequenceClassification):
     kind = "cls"
+    truncation_stat = "truncated_texts"
+    scores = staticmethod(classification_scores)
 
     def __init__(self, data: TaskData, tokenizer: Any, max_length: int = 128, config: Any = None,
                  main_metric: str = "accuracy") -> None:
         check_labels({split: getattr(data, split) for split in ("train", "dev", "test")}, data.labels,
                      f"the label set of {data.name}")
-        self.data = data
-        self.tokenizer = tokenizer
-        self.max_length = max_length
+        super().__init__(data, tokenizer, max_length, config)
         self.main_metric = main_metric
-        self.with_types = uses_token_types(tokenizer, config)
-        self.label_to_id = {label: i for i, label in enumerate(data.labels)}
-        self.stats = {"truncated_texts": 0}
-        self._encoded: dict[str, list[Feature]] = {}
 
-    def model_kwargs(self) -> dict[str, Any]:
-        return {"num_labels": len(self.data.labels), "id2label": dict(enumerate(self.data.labels)),
-                "label2id": dict(self.label_to_id)}
-
-    def _encode(self, split: str) -> list[Feature]:
-        if split not in self._encoded:
-            examples: list[ClsExample] = getattr(self.data, split)
-            encoding = self.tokenizer([e.text for e in examples], truncation=True, max_length=self.max_length)
-            features = features_from(encoding, self.with_types)
-            for feature, example in zip(features, examples, strict=True):
-                feature["labels"] = self.label_to_id[example.label]
-            if split == "test":
-                self.stats["truncated_texts"] = sum(len(f["input_ids"]) >= self.max_length for f in features)
-            self._encoded[split] = features
-        return self._encoded[split]
-
-    def train_features(self) -> list[Feature]:
-        return self._encode("train")
-
-    def predict(self, model: Any, split: str, batch_size: int) -> list[str]:
-        logits = predict_logits(model, self._encode(split), batch_size, pad_id_of(self.tokenizer))
-        best = np.stack(logits).argmax(-1)
-        return [self.data.labels[i] for i in best]
-
-    def evaluate(self, model: Any, split: str, batch_size: int) -> dict[str, float]:
-        gold = [e.label for e in getattr(self.data, split)]
-        return classification_scores(gold, self.predict(model, split, batch_size))
+    def _tokenize(self, examples: list[ClsExample]) -> Any:
+        return self.tokenizer([e.text for e in examples], truncation=True, max_length=self.max_length)
