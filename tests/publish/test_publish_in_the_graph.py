@@ -61,7 +61,8 @@ def test_the_graph_publishes_the_lapt_model_with_its_downstream_results(tiny_run
                                       "--out", str(tiny_run["root"] / "cli-out"), "--store", store.uri])
     assert result.exit_code == 0, result.output
     assert {a.uri for a in store.list()} == before
-    assert json.loads(result.output[:result.output.rindex("}") + 1])["artifact"] == published.uri
+    stdout = result.stdout  # stderr carries the stage lines; the JSON is followed by the folder line
+    assert json.loads(stdout[:stdout.rindex("}") + 1])["artifact"] == published.uri
 
 
 @pytest.mark.slow
