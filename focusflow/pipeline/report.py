@@ -1,4 +1,5 @@
-"""The run report: one Markdown page, a comparison CSV and a bar chart from the stages' metrics.
+"""The run report: one Markdown page, a comparison CSV and a bar chart from the stages' metrics (and, for
+decoders, their greedy continuations of held-out prompts).
 
 It reads only artifact manifests (the metrics each stage recorded), so it is cheap and can be
 rebuilt for any set of stored artifacts.
@@ -140,10 +141,40 @@ def _stage_time_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _cell_text(text: str) -> str:
+    """Generated text as one Markdown table cell: pipes escaped, line breaks shown as ⏎, other control characters
+    as escapes (the report is printed to terminals), nothing said so."""
+    lines = ("".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in line)
+             for line in str(text).replace("|", "\\|").splitlines())
+    shown = " ⏎ ".join(lines)
+    return shown if shown.strip() else "(nothing)"
+
+
+def continuations_markdown(continuations: Mapping[str, list[Mapping[str, str]]]) -> str:
+    """Per held-out prompt, what the text says next and each model's greedy continuation (models in the order
+    given; a model whose reference drew other prompts shows under its own prompts)."""
+    by_prompt: dict[str, dict[str, Any]] = {}
+    for model, items in continuations.items():
+        for item in items:
+            entry = by_prompt.setdefault(item["prompt"], {"heldout": item.get("heldout", ""), "models": {}})
+            entry["models"][model] = item["continuation"]
+    lines = []
+    for number, (prompt, entry) in enumerate(by_prompt.items(), start=1):
+        lines += [f"**Prompt {number}:** {_cell_text(prompt)}", "", "| model | continuation |", "| --- | --- |",
+                  f"| *held-out text* | {_cell_text(entry['heldout'])} |"]
+        lines += [f"| {model} | {_cell_text(text)} |" for model, text in entry["models"].items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str, Any]],
                  sections: Mapping[str, Mapping[str, Any]], downstream: pd.DataFrame | None = None,
-                 timings: pd.DataFrame | None = None) -> dict[str, Any]:
+                 timings: pd.DataFrame | None = None,
+                 continuations: Mapping[str, list[Mapping[str, str]]] | None = None) -> dict[str, Any]:
     """Write ``report.md``, ``comparison.csv`` and ``comparison.png`` (and ``stage_times.csv``); return the headline.
+
+    ``continuations`` (model label → its intrinsic evaluation's greedy continuations; decoders only) become a
+    section a person reads: each prompt, then every model's text.
 
     The report is a view of manifests, timings included: the one artifact whose files are not
     deterministic, and no stage takes it as an input.
@@ -156,6 +187,10 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
     if not frame.empty:
         parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "",
                   *_unigram_warnings(frame), "![comparison](comparison.png)", ""]
+    if continuations:
+        parts += ["## Greedy continuations (held-out prompts)", "",
+                  "The first words of held-out sentences, continued greedily by each decoder: read them for "
+                  "whether the text is the language.", "", continuations_markdown(continuations)]
     if downstream is not None and not downstream.empty:
         from focusflow.evaluation.downstream.report import summary_markdown
 

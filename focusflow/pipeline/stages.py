@@ -237,6 +237,8 @@ REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,
                            "held-out sentences for one tokenizer and the source model's embeddings of them",
                            optional=("tokenizer",), uses_model=True, work=("n_sentences", "sentences"),
                            settings=HeldoutSettings))
-INTRINSIC = register(Stage("intrinsic", 2, ("model", "reference"), _intrinsic,
-                           "held-out MLM loss and fidelity against a reference", uses_model=True,
+# version 3: a decoder's metrics add greedy continuations of held-out prompts (an encoder's are unchanged)
+INTRINSIC = register(Stage("intrinsic", 3, ("model", "reference"), _intrinsic,
+                           "held-out LM loss and fidelity against a reference; a decoder's continuations",
+                           uses_model=True,
                            work=("n_sentences", "sentences"), settings=HeldoutSettings))

@@ -82,6 +82,28 @@ def _distribution(name: str, wheel: GgufWheel) -> metadata.Distribution:
                               f"(or {LLM_EXTRA})") from None
 
 
+def require_installed(spec: str) -> None:
+    """Fail at once, in one line, when ``spec``'s wheels or the ``gguf`` reader are missing: before a run starts,
+    not minutes in at its source stage. Looks the packages up only (nothing is read, joined or converted)."""
+    from importlib.util import find_spec
+
+    wheel = _wheel(spec)
+    missing = [name for name in (wheel.distribution, *wheel.parts) if not _installed(name)]
+    if find_spec("gguf") is None:
+        missing.append("gguf")
+    if missing:
+        raise GgufSourceError(f"{spec} needs {', '.join(missing)} (not installed): {wheel.install} "
+                              f"(or {LLM_EXTRA})")
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def _files_named(dist: metadata.Distribution, predicate) -> list[Path]:
     found = [Path(dist.locate_file(file)) for file in dist.files or [] if predicate(file.name)]
     return sorted(path for path in found if path.is_file())

@@ -1,0 +1,81 @@
+"""The run report shows a person each decoder's greedy continuations of the held-out prompts; encoders add none."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from focusflow.corpus.io import write_texts
+from focusflow.pipeline import run_stage
+from focusflow.pipeline.report import write_report
+from focusflow.storage import Artifact, ArtifactStore
+from tests.tiny_decoders import save_tiny_gemma
+from tests.tiny_models import sample_texts, save_tiny
+
+ROWS = [{"method": "original", "stage": "init", "mlm_loss": 5.0}, {"method": "focus", "stage": "init", "mlm_loss": 4.0}]
+SECTION = "## Greedy continuations (held-out prompts)"
+
+
+def _section(report: str) -> str:
+    start = report.index(SECTION)
+    end = report.find("\n## ", start + 1)
+    return report[start:] if end < 0 else report[start:end]
+
+
+def test_continuations_appear_under_their_prompt_one_row_per_model(tmp_path: Path):
+    continuations = {
+        "original": [{"prompt": "Pachiyambi Mulungu", "heldout": "analenga kumwamba", "continuation": " anati"}],
+        "focus": [{"prompt": "Pachiyambi Mulungu", "heldout": "analenga kumwamba", "continuation": " a|b\nc\x1b"}],
+    }
+    write_report(tmp_path, "ny", ROWS, {}, continuations=continuations)
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    section = _section(report)
+    assert "**Prompt 1:** Pachiyambi Mulungu" in section
+    assert "| *held-out text* | analenga kumwamba |" in section
+    assert "| original |  anati |" in section
+    # one table row whatever the model wrote: pipes escaped, line breaks and control characters made visible
+    assert "| focus |  a\\|b ⏎ c\\x1b |" in section
+
+
+def test_a_report_without_continuations_has_no_such_section(tmp_path: Path):
+    write_report(tmp_path, "sw", ROWS, {})
+    assert SECTION not in (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+def _imported(store: ArtifactStore, folder: Path) -> Artifact:
+    return store.put_dir("import", hashlib.sha256(str(folder).encode()).hexdigest(), folder)
+
+
+def _report_of(store: ArtifactStore, models: dict[str, Path], source: Path, heldout: Path) -> str:
+    """reference → intrinsic per model → report through the registry, as the graph runs them."""
+    split = store.put_bytes("import", "h" * 64, "heldout.jsonl", heldout.read_bytes())
+    source_artifact = _imported(store, source)
+    params = {"max_sentences": 30, "seed": 0, "precision": "fp32"}
+    inputs = {}
+    for label, folder in models.items():
+        model = _imported(store, folder)
+        given = {"source": source_artifact, "split": split}
+        if folder != source:
+            given["tokenizer"] = model
+        reference = run_stage(store, "reference", params, given)
+        inputs[f"intrinsic:{label}"] = run_stage(store, "intrinsic", params, {"model": model, "reference": reference})
+    report = run_stage(store, "report", {"language": "sw"}, inputs)
+    return (store.fetch(report) / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_decoder_run_report_shows_every_models_continuations(tmp_path: Path):
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
+    source = save_tiny_gemma(tmp_path / "source", sample_texts(300, seed=1))
+    target = save_tiny_gemma(tmp_path / "target", sample_texts(300, seed=5), vocab_size=400, seed=1)
+    report = _report_of(ArtifactStore(tmp_path / "store"), {"original": source, "focus": target}, source,
+                        tmp_path / "heldout.jsonl")
+    section = _section(report)
+    assert section.count("**Prompt ") == 3  # the same three prompts for both models
+    assert section.count("| original | ") == 3 and section.count("| focus | ") == 3
+
+
+def test_an_encoder_run_report_has_no_continuations(tmp_path: Path):
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
+    source = save_tiny("xlmr", tmp_path / "source")
+    report = _report_of(ArtifactStore(tmp_path / "store"), {"original": source}, source, tmp_path / "heldout.jsonl")
+    assert "## Method comparison" in report and SECTION not in report
