@@ -172,6 +172,17 @@ def test_model_without_encoder_weights_is_an_error(tmp_path, tiny_xlmr, tokenize
         load_task_model(broken, "ner", tokenizer, num_labels=3)
 
 
+def test_an_architecture_without_the_kinds_head_is_one_clear_line(tmp_path):
+    from focusflow.errors import InputError
+    from tests.tiny_decoders import save_tiny_gemma
+
+    gemma = save_tiny_gemma(tmp_path / "gemma", sample_texts(200))
+    tokenizer = load_tokenizer(gemma)
+    with pytest.raises(InputError, match="no AutoModelForTokenClassification head for gemma3_text models"):
+        load_task_model(gemma, "ner", tokenizer, num_labels=3)
+    assert load_task_model(gemma, "cls", tokenizer, num_labels=2).config.pad_token_id == tokenizer.pad_token_id
+
+
 def test_model_without_a_fast_tokenizer_is_an_error(monkeypatch, tiny_xlmr):
     import transformers
 
