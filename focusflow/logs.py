@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable
 
 from focusflow.errors import FocusflowError
@@ -54,7 +55,33 @@ class UserErrorTraceback(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and isinstance(record.exc_info[1], FocusflowError):
             record.exc_info, record.exc_text = None, None
+            record.focusflow_user_error = True
+        elif (found := _FAILED_STATE.search(str(record.msg))) and found.group(1) in _user_error_names():
+            record.focusflow_user_error = True  # the task's closing "Finished in state Failed(...)" line
         return True
+
+
+#: How Prefect's closing line of a failed task run names the exception (the message is preformatted).
+_FAILED_STATE = re.compile(r"Task run encountered an exception (\w+):")
+
+
+def _user_error_names() -> set[str]:
+    """The names of ``FocusflowError`` and every subclass defined so far."""
+    names, pending = set(), [FocusflowError]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return names
+
+
+class UserErrorConsole(logging.Filter):
+    """For the CLI's console handler: drops a failed run's record of a ``FocusflowError`` (marked by
+    :class:`UserErrorTraceback`), which the command prints anyway as its one ``error: ...`` line; the Prefect
+    UI, whose handler sits on the run loggers themselves, still receives it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "focusflow_user_error", False)
 
 
 #: transformers' progress bars over local, sub-second work (one per model load or save): hidden unless

@@ -138,3 +138,24 @@ def test_a_failed_run_of_a_user_error_logs_one_line_without_its_traceback_unless
 
     configure_output(verbose=True)
     assert "Traceback" in _console_text(_failed_run_record(InputError("corpus is empty")))
+
+
+def test_the_cli_console_drops_a_user_errors_run_records_which_its_error_line_repeats():
+    from focusflow.errors import InputError
+    from focusflow.logs import UserErrorConsole
+
+    configure_output(verbose=False)
+    console = UserErrorConsole()
+    user_error = _failed_run_record(InputError("corpus is empty"))
+    _console_text(user_error)
+    assert not console.filter(user_error)
+    closing = logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "Finished in state Failed('Task run "
+                                "encountered an exception InputError: corpus is empty')", (), None)
+    _console_text(closing)
+    assert not console.filter(closing)
+    bug = _failed_run_record(RuntimeError("a bug"))
+    closing_bug = logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "Finished in state Failed('Task "
+                                    "run encountered an exception RuntimeError: a bug')", (), None)
+    for record in (bug, closing_bug):
+        _console_text(record)
+        assert console.filter(record)  # a bug keeps its lines (and traceback)

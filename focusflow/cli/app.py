@@ -18,7 +18,7 @@ import typer
 
 from focusflow import __version__
 from focusflow.errors import FocusflowError
-from focusflow.logs import RunFormatter, configure_output, show_stage_lines
+from focusflow.logs import RunFormatter, UserErrorConsole, configure_output, show_stage_lines
 
 USER_ERROR_EXIT = 2
 USER_ERRORS: tuple[type[BaseException], ...] = (FocusflowError, FileNotFoundError, NotADirectoryError,
@@ -108,4 +108,6 @@ def _root(
     handler = logging.StreamHandler()
     handler.setLevel(logging.INFO if verbose else logging.WARNING)
     handler.setFormatter(RunFormatter("%(levelname)s %(name)s: %(message)s"))
+    if not verbose:  # an input error is the command's one `error:` line, not also a run's ERROR records
+        handler.addFilter(UserErrorConsole())
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
