@@ -291,6 +291,8 @@ class DownstreamSettings(_Section):
     split_seed: int = Field(default=0, description="seed of derived dev/test splits and subsets")
     precision: PrecisionName = Field(default="auto", description="fine-tuning and intrinsic evaluation")
     threads: int | None = Field(default=None, ge=1, description="torch CPU threads (1 helps on a busy machine)")
+    embedding_lr_scale: float | None = Field(default=None, gt=0, description="multiply the learning rate of the "
+                                             "input embedding matrix (a new tokenizer's rows) by this; None: 1")
 
     @field_validator("seeds")
     @classmethod

@@ -35,6 +35,9 @@ def test_existing_configurations_keep_their_downstream_keys(tmp_path):
     shorter = downstream_params(build_config({"language": "sw", "evaluation": {
         "tasks": ["ner:masakhaner2:swa"], "max_length": 64}}), "focus+lapt")
     assert stage_key(store, "downstream", shorter, inputs) != stage_key(store, "downstream", before, inputs)
+    faster_rows = downstream_params(build_config({"language": "sw", "evaluation": {
+        "tasks": ["ner:masakhaner2:swa"], "embedding_lr_scale": 10}}), "focus+lapt")
+    assert stage_key(store, "downstream", faster_rows, inputs) != stage_key(store, "downstream", before, inputs)
 
 
 def test_the_stage_runs_a_cls_task_and_the_report_table_shows_it(shared_data, tmp_path):

@@ -235,6 +235,28 @@ def test_finetune_ends_with_the_weights_of_the_best_dev_evaluation():
     assert torch.equal(model.weight.detach(), seen[2])
 
 
+def test_embedding_lr_scale_gives_the_input_embeddings_their_own_scheduled_learning_rate(tiny_xlmr, tokenizer):
+    from focusflow.evaluation.downstream.finetune import FinetuneSpec, _optimizer
+
+    model = load_task_model(tiny_xlmr, "ner", tokenizer, num_labels=3)
+    embeddings = model.get_input_embeddings().weight
+    plain = _optimizer(model, FinetuneSpec(lr=1e-4))
+    assert len(plain.param_groups) == 2 and {group["lr"] for group in plain.param_groups} == {1e-4}
+    scaled = _optimizer(model, FinetuneSpec(lr=1e-4, embedding_lr_scale=10.0))
+    fast = [group for group in scaled.param_groups if group["lr"] == pytest.approx(1e-3)]
+    assert len(fast) == 1 and [id(p) for p in fast[0]["params"]] == [id(embeddings)]
+    assert sum(len(group["params"]) for group in scaled.param_groups) == sum(
+        len(group["params"]) for group in plain.param_groups)  # every parameter once
+    from transformers import get_linear_schedule_with_warmup
+
+    schedule = get_linear_schedule_with_warmup(scaled, 2, 10)
+    for _ in range(5):
+        scaled.step()
+        schedule.step()
+    lrs = sorted(group["lr"] for group in scaled.param_groups)
+    assert lrs[-1] == pytest.approx(10 * lrs[0])  # the schedule keeps the ratio
+
+
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
 def test_finetune_runs_forward_passes_in_the_chosen_precision_with_float32_weights(tiny_xlmr, tokenizer, precision):
     """Training and dev evaluation compute in bf16 under bf16 autocast; the weights stay float32."""

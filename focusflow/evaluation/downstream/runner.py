@@ -152,14 +152,24 @@ def _fingerprint(model: Path | str, spec: TaskSpec, seed: int, finetune_spec: Fi
     # "auto" may mean bf16 on one machine and fp32 on another: the key holds what it resolves to here
     resolved = resolve_precision(finetune_spec.precision, task_device()).name
     payload = json.dumps({"model": str(model), "files": model_signature(model), "task": spec.id, "seed": seed,
-                          "finetune": asdict(finetune_spec) | {"precision": resolved}, "settings": settings,
+                          "finetune": _finetune_fields(finetune_spec) | {"precision": resolved}, "settings": settings,
                           "sizes": data.sizes(), "version": RUN_VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def _finetune_fields(spec: FinetuneSpec) -> dict[str, Any]:
+    """The spec as the run fingerprint holds it: a setting at its neutral value is left out, so runs saved
+    before the setting existed are still reused."""
+    fields = asdict(spec)
+    if fields["embedding_lr_scale"] == 1.0:
+        del fields["embedding_lr_scale"]
+    return fields
+
+
 def _finetune_spec(settings: DownstreamSettings, task: dict[str, Any], seed: int) -> FinetuneSpec:
     return FinetuneSpec(lr=task["lr"], epochs=task["epochs"], batch_size=settings.batch_size,
-                        eval_every_fraction=settings.eval_every_fraction, seed=seed, precision=settings.precision)
+                        eval_every_fraction=settings.eval_every_fraction, seed=seed, precision=settings.precision,
+                        embedding_lr_scale=settings.embedding_lr_scale or 1.0)
 
 
 def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: DownstreamSettings | None = None, *,
