@@ -1,4 +1,4 @@
-"""Tiny decoders shaped like real ones: a Gemma-3-like tokenizer (and model), a SmolLM2/Llama-3-like byte-level BPE."""
+"""Tiny decoders shaped like real ones: Gemma-3-like and SmolLM2/Llama-3-like (byte-level BPE) tokenizers and models."""
 
 from __future__ import annotations
 
@@ -63,5 +63,22 @@ def save_tiny_gemma(folder: Path, texts: list[str], vocab_size: int = 500, seed:
                               num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=256,
                               sliding_window=32, pad_token_id=0, eos_token_id=1, bos_token_id=2)
     Gemma3ForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def save_tiny_smollm(folder: Path, texts: list[str], vocab_size: int = 500, seed: int = 0) -> Path:
+    """A tiny SmolLM2-shaped decoder: ``LlamaForCausalLM`` with tied embeddings and a byte-level BPE, saved to
+    ``folder``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = byte_level_tokenizer(texts, vocab_size)
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
