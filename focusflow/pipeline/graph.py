@@ -68,9 +68,16 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
         base, refinements = split_method(method)
         models[method] = (run.submit("align", label=method, model=initialized[base], source=source, split=split)
                           if "align" in refinements else initialized[base])
-    # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models
-    references = {"target": run.submit("reference", label="target", source=source, split=split, tokenizer=tokenizer)}
-    evaluated = {name: (model, "target") for name, model in models.items()}
+    # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models. In replace
+    # mode every model has the language tokenizer; extend and prune give each initialization the tokenizer it wrote.
+    if cfg.init.mode == "replace":
+        references = {"target": run.submit("reference", label="target", source=source, split=split, tokenizer=tokenizer)}
+        reference_of = {name: "target" for name in models}
+    else:
+        references = {f"target:{base}": run.submit("reference", label=f"target:{base}", source=source, split=split,
+                                                   tokenizer=model) for base, model in initialized.items()}
+        reference_of = {name: f"target:{split_method(name)[0]}" for name in models}
+    evaluated = {name: (model, reference_of[name]) for name, model in models.items()}
     if cfg.orchestration.evaluate_original:
         references["source"] = run.submit("reference", label="source", source=source, split=split)
         evaluated = {"original": (source, "source"), **evaluated}
@@ -78,7 +85,7 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
                  for name, (model, reference) in evaluated.items()}
     return {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "source": source,
             "tokenizer": tokenizer, "fasttext": fasttext, "models": models, "references": references,
-            "intrinsic": intrinsic}
+            "reference_of": {name: references[label] for name, label in reference_of.items()}, "intrinsic": intrinsic}
 
 
 def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
@@ -98,13 +105,15 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     run = _Run(cfg, store_uri, tasks)
     publishing = {model: P.publish_params(cfg, model) for model in cfg.publish.models} if cfg.publish.repo_id else {}
     branches = prepare_branches(cfg, store_uri, tasks)
-    models, split, target = branches["models"], branches["split"], branches["references"]["target"]
-    lineage = {"source": branches["source"], "tokenizer": branches["tokenizer"]}  # travels with every checkpoint
+    models, split, reference_of = branches["models"], branches["split"], branches["reference_of"]
+    lineage = {"source": branches["source"]}  # travels with every checkpoint
+    if cfg.init.mode == "replace":  # the models' tokenizer; extend and prune models carry their own
+        lineage["tokenizer"] = branches["tokenizer"]
     lapt = ({method: run.submit("lapt", P.lapt_params(cfg, lineage), label=method, model=models[method], split=split)
              for method in cfg.orchestration.lapt_methods if method in models}
             if cfg.lapt.total_steps > 0 else {})
-    lapt_intrinsic = {f"{method}+lapt": run.submit("intrinsic", label=f"{method}+lapt", model=model, reference=target)
-                      for method, model in lapt.items()}
+    lapt_intrinsic = {f"{method}+lapt": run.submit("intrinsic", label=f"{method}+lapt", model=model,
+                                                   reference=reference_of[method]) for method, model in lapt.items()}
     downstream = {}
     if cfg.evaluation.tasks:
         candidates = {f"{m}+lapt": f for m, f in lapt.items()} or dict(models)

@@ -11,26 +11,12 @@ import pytest
 
 from focusflow.pipeline.graph import prepare_branches
 from tests.conftest import SHARED_DATA
+from tests.pipeline.recording import RecordingStage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import align_quality  # noqa: E402
 from downstream_protocol import MASAKHANER_PROTOCOL, add_protocol_arguments, masakhaner_task, protocol_from_args  # noqa: E402
-
-
-class RecordingStage:
-    """A stage caller with the task signature that records its calls and returns ``<stage>:<label>``."""
-
-    def __init__(self, stage: str, calls: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> None:
-        self.stage, self.calls = stage, calls
-
-    def __call__(self, store_uri: str, params: dict[str, Any], inputs: dict[str, Any] | None = None,
-                 language: str | None = None, label: str | None = None) -> str:
-        self.calls.append((self.stage, params, dict(inputs or {})))
-        return f"{self.stage}:{label or ''}"
-
-    def submit(self, *args: Any, **kwargs: Any) -> str:
-        return self(*args, **kwargs)
 
 
 def benchmark_args(**given: Any) -> argparse.Namespace:

@@ -1,0 +1,72 @@
+"""The graph's wiring: in extend and prune mode every initialization brings its own tokenizer, so its models are
+evaluated against a reference built with that tokenizer (in replace mode they share the language tokenizer's)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from focusflow.config import load_config
+from focusflow.pipeline.graph import local_tasks, prepare_branches, specialize
+from focusflow.storage import ArtifactStore
+from tests.pipeline.recording import RecordingStage
+from tests.tiny_models import sample_texts, save_tiny
+
+STAGES = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align", "reference",
+          "intrinsic", "lapt", "downstream", "report", "publish")
+
+
+def _config(root: Path, mode: str, source: str = "unused", **more: Any):
+    corpus = root / "corpus.txt"
+    if not corpus.exists():
+        corpus.write_text("\n".join(sample_texts(2500, seed=2)), encoding="utf-8")
+    return load_config(language="sw", source_model=source, store=(root / "store").as_uri(),
+                       corpus={"source": "local", "paths": [str(corpus)]}, cleaning={"min_chars": 10},
+                       split={"min_heldout_documents": 60}, tokenizer={"vocab_size": 300, "threads": 1},
+                       fasttext={"dim": 16, "epochs": 2, "min_count": 2, "threads": 1},
+                       init={"methods": ["focus", "mean", "focus+align"], "mode": mode, "refine": {"steps": 2}},
+                       evaluation={"heldout_sentences": 20}, **more)
+
+
+def _wiring(cfg) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any], dict[str, Any]]]]:
+    calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    branches = specialize(cfg, cfg.store, {name: RecordingStage(name, calls) for name in STAGES})
+    return branches, calls
+
+
+@pytest.mark.parametrize("mode", ["extend", "prune"])
+def test_each_initialization_of_a_mode_that_keeps_its_own_tokenizer_gets_its_reference(mode, tmp_path):
+    cfg = _config(tmp_path, mode, lapt={"steps": 2}, orchestration={"lapt_methods": ["focus", "mean"]})
+    _, calls = _wiring(cfg)
+    tokenizers = [inputs.get("tokenizer") for stage, _, inputs in calls if stage == "reference"]
+    assert tokenizers == ["init:focus", "init:mean", None]  # one per initialization, and the source's
+    evaluated = {inputs["model"]: inputs["reference"] for stage, _, inputs in calls if stage == "intrinsic"}
+    assert evaluated["init:focus"] == evaluated["align:focus+align"] == evaluated["lapt:focus"] == "reference:target:focus"
+    assert evaluated["init:mean"] == evaluated["lapt:mean"] == "reference:target:mean"
+    assert evaluated["source:"] == "reference:source"
+    lapt_lineages = [params["_lineage"] for stage, params, _ in calls if stage == "lapt"]
+    assert lapt_lineages and all("tokenizer" not in lineage for lineage in lapt_lineages)  # the model carries its own
+
+
+def test_replace_mode_shares_the_language_tokenizers_reference(tmp_path):
+    cfg = _config(tmp_path, "replace", lapt={"steps": 2})
+    _, calls = _wiring(cfg)
+    evaluated = {inputs["model"]: inputs["reference"] for stage, _, inputs in calls if stage == "intrinsic"}
+    assert {evaluated[m] for m in ("init:focus", "init:mean", "align:focus+align", "lapt:focus")} == {"reference:target"}
+    assert [params["_lineage"]["tokenizer"] for stage, params, _ in calls if stage == "lapt"] == ["tokenizer:"]
+
+
+def test_extend_mode_runs_end_to_end_on_a_tiny_model(tmp_path):
+    """Before the fix the intrinsic stage refused every extended model: the reference had the language tokenizer."""
+    os.environ.setdefault("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
+    source = save_tiny("xlmr", tmp_path / "source", texts=sample_texts(600, seed=1), vocab_size=400)
+    cfg = _config(tmp_path, "extend", source=str(source))
+    cfg.init.methods = ["focus", "mean"]
+    branches = prepare_branches(cfg, cfg.store, local_tasks())
+    store = ArtifactStore(cfg.store)
+    for name in ("focus", "mean"):
+        metrics = store.resolve(branches["intrinsic"][name].result()).metadata
+        assert metrics["n_sentences"] > 0 and metrics["mlm_loss"] > 0
