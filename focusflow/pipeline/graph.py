@@ -72,20 +72,20 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
     # mode every model has the language tokenizer; extend and prune give each initialization the tokenizer it wrote.
     if cfg.init.mode == "replace":
         references = {"target": run.submit("reference", label="target", source=source, split=split, tokenizer=tokenizer)}
-        reference_of = {name: "target" for name in models}
+        reference_of = {name: references["target"] for name in models}
     else:
         references = {f"target:{base}": run.submit("reference", label=f"target:{base}", source=source, split=split,
                                                    tokenizer=model) for base, model in initialized.items()}
-        reference_of = {name: f"target:{split_method(name)[0]}" for name in models}
+        reference_of = {name: references[f"target:{split_method(name)[0]}"] for name in models}
     evaluated = {name: (model, reference_of[name]) for name, model in models.items()}
     if cfg.orchestration.evaluate_original:
         references["source"] = run.submit("reference", label="source", source=source, split=split)
-        evaluated = {"original": (source, "source"), **evaluated}
-    intrinsic = {name: run.submit("intrinsic", label=name, model=model, reference=references[reference])
+        evaluated = {"original": (source, references["source"]), **evaluated}
+    intrinsic = {name: run.submit("intrinsic", label=name, model=model, reference=reference)
                  for name, (model, reference) in evaluated.items()}
     return {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "source": source,
             "tokenizer": tokenizer, "fasttext": fasttext, "models": models, "references": references,
-            "reference_of": {name: references[label] for name, label in reference_of.items()}, "intrinsic": intrinsic}
+            "reference_of": reference_of, "intrinsic": intrinsic}
 
 
 def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
