@@ -3,11 +3,12 @@
     python benchmarks/extend_retention.py --source smollm2:135m --corpus ../shared/data/text/sw.txt --language sw \\
         --english ../shared/data/cls/sib200/eng_Latn/test.tsv --add 1000 --work-dir /tmp/extend-sw
 
-Builds the extended model through the stage registry into one artifact store (``<work-dir>/store``):
-corpus → dedup → split → source → language tokenizer → fastText → ``init`` with ``mode=extend`` and
-method ``focus`` (the source vocabulary kept as is, the ``--add`` most frequent new pieces of the language
-tokenizer appended, their rows FOCUS-combined from the source rows of the overlapping tokens). A rerun
-with the same settings is all cache hits; only the two measurements below run again.
+Builds the extended model with the pipeline's graph (``prepare_branches``) into one artifact store
+(``<work-dir>/store``): corpus → dedup → split → source → language tokenizer → fastText → ``init`` with
+``mode=extend`` and method ``focus`` (the source vocabulary kept as is, the ``--add`` most frequent new pieces
+of the language tokenizer appended, their rows FOCUS-combined from the source rows of the overlapping tokens),
+and its intrinsic evaluation on the target's held-out text as a run would. A rerun with the same settings is
+all cache hits; only the two measurements below run again.
 
 Measures, on the same texts for both models:
 
@@ -45,12 +46,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 ENGLISH_MAX_LENGTH = 128  # the intrinsic evaluation's sequence limit
-#: the stages that build the extended model, in order, with the inputs each reads (as ``prepare_branches`` wires them)
-EXTEND_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("corpus", ()), ("dedup", ("corpus",)), ("split", ("dedup",)), ("source", ("split",)),
-    ("tokenizer", ("split", "source")), ("fasttext", ("tokenizer", "split")),
-    ("init", ("source", "tokenizer", "fasttext", "split")),
-)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -87,26 +82,19 @@ def build_pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
         "tokenizer": {"vocab_size": vocab_size, "seed": args.seed},
         "fasttext": {"seed": args.seed},
         "init": {"methods": ["focus"], "mode": "extend", "extend_top_n": args.add, "seed": args.seed},
+        "orchestration": {"evaluate_original": False},  # the source is measured on English below
     }
     return load_config(None, args.overrides, layers=[layer])
 
 
-def stage_params(cfg: Any, stage: str) -> dict[str, Any]:
-    """A stage's parameters as the flows build them (so the keys agree with ``focusflow run``/``compare``)."""
-    from focusflow.pipeline import params as P
-
-    return P.init_params(cfg, "focus") if stage == "init" else P.FROM_CONFIG[stage](cfg)
-
-
 def build_extended(cfg: Any, store: Any) -> dict[str, Any]:
-    """Every stage up to the extended model, through ``run_stage`` (cached in ``store``): artifacts by stage."""
-    from focusflow.pipeline.registry import run_stage
+    """The pipeline's own graph up to the extended model (``prepare_branches`` in this process, cached in
+    ``store``): the split, source and ``focus`` init artifacts."""
+    from focusflow.pipeline.graph import local_tasks, prepare_branches
 
-    built: dict[str, Any] = {}
-    for stage, inputs in EXTEND_STAGES:
-        built[stage] = run_stage(store, stage, stage_params(cfg, stage), {name: built[name] for name in inputs},
-                                 language=cfg.language, label="focus" if stage == "init" else None)
-    return built
+    branches = prepare_branches(cfg, store.uri, local_tasks())
+    done = {"split": branches["split"], "source": branches["source"], "init": branches["models"]["focus"]}
+    return {name: store.resolve(value.result() if hasattr(value, "result") else value) for name, value in done.items()}
 
 
 def read_sentences(path: Path, column: str = "text") -> list[str]:
