@@ -3,7 +3,6 @@ evaluated against a reference built with that tokenizer (in replace mode they sh
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +58,9 @@ def test_replace_mode_shares_the_language_tokenizers_reference(tmp_path):
     assert [params["_lineage"]["tokenizer"] for stage, params, _ in calls if stage == "lapt"] == ["tokenizer:"]
 
 
-def test_extend_mode_runs_end_to_end_on_a_tiny_model(tmp_path):
+def test_extend_mode_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatch):
     """Before the fix the intrinsic stage refused every extended model: the reference had the language tokenizer."""
-    os.environ.setdefault("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
     source = save_tiny("xlmr", tmp_path / "source", texts=sample_texts(600, seed=1), vocab_size=400)
     cfg = _config(tmp_path, "extend", source=str(source))
     cfg.init.methods = ["focus", "mean"]
