@@ -48,7 +48,7 @@ def evaluate(
     eval_every: float = typer.Option(0.05, "--eval-every", min=0.001, max=1.0,
                                      help="Dev evaluation every this fraction of the steps."),
     threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (1 helps on a busy machine)."),
-    embedding_lr_scale: float = typer.Option(None, "--embedding-lr-scale", min=0.0,
+    embedding_lr_scale: float = typer.Option(None, "--embedding-lr-scale",
                                              help="Multiply the input embeddings' learning rate (new rows adapt faster)."),
 ) -> None:
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
@@ -61,7 +61,7 @@ def evaluate(
                                    data_root=data_root, lr=lr or None, max_length=max_length, batch_size=batch_size,
                                    eval_every_fraction=eval_every, max_eval_samples=max_eval_samples,
                                    max_test_samples=max_test_samples, threads=threads,
-                                   embedding_lr_scale=embedding_lr_scale or None)
+                                   embedding_lr_scale=embedding_lr_scale)
     resolved = {name: resolve_model(reference) for name, reference in parse_models(models).items()}
     results = evaluate_models(resolved, task, out, settings)
     typer.echo(console_table(results))

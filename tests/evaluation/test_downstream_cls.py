@@ -199,6 +199,10 @@ def test_bad_settings_are_one_clear_line(tiny_encoder, tmp_path):
     result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_encoder), "--task", "cls:sib200:sw",
                                       "--out", str(tmp_path / "out"), "--seeds", "2,2"])
     assert result.exit_code == 2 and "error: invalid evaluation settings: seeds:" in result.output
+    result = CliRunner().invoke(app, ["evaluate", "--models", str(tiny_encoder), "--task", "cls:sib200:sw",
+                                      "--out", str(tmp_path / "out"), "--embedding-lr-scale", "0"])
+    assert result.exit_code == 2 and "error: invalid evaluation settings: embedding_lr_scale:" in result.output
+    assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="max_length"):
         evaluate_models({"m": tiny_encoder}, ["cls:sib200:sw"], tmp_path / "o", {"max_length": 2})
 
