@@ -13,6 +13,7 @@ from focusflow.cli.stage_io import (
     ConfigOption,
     SetOption,
     StoreOption,
+    check_out,
     documents_layout,
     echo_result,
     export,
@@ -46,6 +47,8 @@ def _stage(stage: str, params: dict, inputs: dict, out: Path | None, store: str 
     from focusflow.pipeline import run_stage
 
     artifact_store = ArtifactStore(store)
+
+    check_out(artifact_store, out)
     artifact = run_stage(artifact_store, stage, params, {k: v(artifact_store) for k, v in inputs.items()},
                          language=language)
     export(artifact_store, artifact, out)

@@ -12,6 +12,7 @@ from focusflow.cli.stage_io import (
     ConfigOption,
     SetOption,
     StoreOption,
+    check_out,
     echo_result,
     export,
     local_input,
@@ -45,6 +46,8 @@ def source_command(
     from focusflow.pipeline.params import source_params
 
     artifact_store = ArtifactStore(store)
+
+    check_out(artifact_store, out)
     params = source_params(str(local_input(source, "model")),  # an artifact URI counts as its folder, by content
                            **({"head_spec": {"steps": head_steps}} if head_steps else {}))
     if cache_dir is not None:
@@ -98,6 +101,7 @@ def compare_command(
     if source is not None:
         cfg = cfg.model_copy(update={"source_model": str(local_input(source, "model"))})
     artifact_store = ArtifactStore(store or cfg.store)
+    check_out(artifact_store, out)
     report = artifact_store.resolve(compare(cfg, artifact_store.uri, local_tasks(progress=progress)))
     export(artifact_store, report, out)
     typer.echo(artifact_store.read_bytes(report, "report.md").decode("utf-8"))

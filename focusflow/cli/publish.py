@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from focusflow.cli.app import app
-from focusflow.cli.stage_io import StoreOption, echo_result, export, stage_input
+from focusflow.cli.stage_io import StoreOption, check_out, echo_result, export, stage_input
 from focusflow.storage import ArtifactStore
 
 
@@ -34,6 +34,7 @@ def publish_command(
     params = publish_params(repo_id, private=private, revision=revision, commit_message=commit_message,
                             push=out is None)
     artifact_store = ArtifactStore(store)
+    check_out(artifact_store, out)
     inputs = publish_inputs(artifact_store, stage_input(artifact_store, model, "model"))
     artifact = run_stage(artifact_store, "publish", params, inputs)
     export(artifact_store, artifact, out)

@@ -19,7 +19,7 @@ import typer
 
 from focusflow.config import ConfigError, PipelineConfig, load_config
 from focusflow.storage import Artifact, ArtifactStore, locate
-from focusflow.storage.atomic import atomic_folder
+from focusflow.storage.export import check_export_target, export_files
 from focusflow.storage.fingerprint import folder_fingerprint
 from focusflow.storage.keys import artifact_key
 
@@ -200,16 +200,24 @@ def split_layout(heldout: Path | None = None) -> Callable[[Path, Path], None]:
     return arrange
 
 
+def check_out(store: ArtifactStore, out: Path | None) -> None:
+    """Refuse an ``--out`` that is not free for an export, before any stage runs (``storage.export``'s rule)."""
+    if out is not None:
+        check_export_target(out, _local_roots(store))
+
+
 def export(store: ArtifactStore, artifact: Artifact, out: Path | None) -> None:
-    """Write the artifact's files to ``out`` as one atomic unit (all of them or none)."""
+    """Write the artifact's files to ``out`` as one atomic unit (all of them or none), never over a user's files."""
     if out is None:
         return
     folder = store.fetch(artifact)
-    with atomic_folder(out) as staging:
-        for name in artifact.files:
-            target = staging / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(folder / name, target)
+    export_files(out, {name: folder / name for name in artifact.files}, artifact=artifact.uri,
+                 stores=_local_roots(store))
+
+
+def _local_roots(store: ArtifactStore) -> list[Path]:
+    """The local folders an export must stay out of: the store's root (when local) and its fetch cache."""
+    return ([Path(store.root)] if store.is_local else []) + [store.cache_dir]
 
 
 def echo_result(artifact: Artifact, extra: dict[str, Any] | None = None) -> None:
@@ -218,6 +226,6 @@ def echo_result(artifact: Artifact, extra: dict[str, Any] | None = None) -> None
     typer.echo(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
-__all__ = ["ConfigError", "ConfigOption", "SetOption", "StoreOption", "artifact_at", "documents_layout", "echo_result",
-           "export", "import_folder", "local_input", "resolve_model", "resolve_texts", "resolve_tokenizer", "run_config",
-           "split_layout", "stage_input"]
+__all__ = ["ConfigError", "ConfigOption", "SetOption", "StoreOption", "artifact_at", "check_out", "documents_layout",
+           "echo_result", "export", "import_folder", "local_input", "resolve_model", "resolve_texts", "resolve_tokenizer",
+           "run_config", "split_layout", "stage_input"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from focusflow.cli.app import app
-from focusflow.cli.stage_io import StoreOption, echo_result, export, run_config, split_layout, stage_input
+from focusflow.cli.stage_io import StoreOption, check_out, echo_result, export, run_config, split_layout, stage_input
 from focusflow.config import InitMethod
 from focusflow.errors import InputError
 from focusflow.methods import init_method, methods_help, refinements_help, split_method
@@ -47,6 +47,7 @@ def init(
 
     cfg = run_config(None, set_, {"init": {"mode": mode, "seed": seed, "extend_top_n": extend_top_n}})
     artifact_store = ArtifactStore(store)
+    check_out(artifact_store, out)
     inputs = {"source": stage_input(artifact_store, source, "model")}
     if target_tokenizer is not None:
         inputs["tokenizer"] = stage_input(artifact_store, target_tokenizer, "tokenizer")

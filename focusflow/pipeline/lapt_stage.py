@@ -68,7 +68,7 @@ def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path |
             log.warning("stored LAPT checkpoint %s is damaged (%s); trying an older one", stored.uri, exc)
             continue
         name = step_name(step)
-        with atomic_folder(work / CHECKPOINTS / name) as staging:
+        with atomic_folder(work / CHECKPOINTS / name, replace=True) as staging:
             shutil.copytree(source, staging, dirs_exist_ok=True)
             if not (staging / MANIFEST).is_file():  # stored before checkpoints had one: the store verified it
                 write_manifest(staging)

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from focusflow.errors import InputError
+
 _HASH_CHUNK = 8 << 20
 
 
@@ -58,21 +60,56 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, encoding: str 
         temporary.write_bytes(payload)
 
 
-@contextlib.contextmanager
-def atomic_folder(out: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary sibling of ``out`` to fill; on success it replaces ``out`` by rename.
+class FolderInUseError(InputError):
+    """A folder to write already holds files that focusflow was not told it may replace."""
 
-    A crash or exception leaves ``out`` as it was (absent or the previous version), never half written.
+
+@contextlib.contextmanager
+def atomic_folder(out: str | os.PathLike[str], *, replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling of ``out`` to fill; on success it becomes ``out`` by rename.
+
+    ``out`` must be absent or an empty folder, unless ``replace`` (a folder focusflow itself owns: a
+    checkpoint, a conversion cache, an export checked by :mod:`focusflow.storage.export`), so a caller's
+    folder of their own is never deleted. A crash or exception leaves ``out`` as it was, never half written.
     """
     target = Path(out)
+    if not replace:
+        _require_new_or_empty(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     staging.chmod(0o755)  # mkdtemp's 0o700 would make shared caches unreadable to other users
     try:
         yield staging
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        if not replace:
+            _require_new_or_empty(target)  # checked again: something may have appeared while we wrote
+        _swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _require_new_or_empty(target: Path) -> None:
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise FolderInUseError(f"{target} exists and is not a folder; give a new or empty folder")
+    if target.is_dir() and any(target.iterdir()):
+        raise FolderInUseError(f"{target} already holds files; give a new or empty folder (focusflow never "
+                               "replaces a folder it did not write)")
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    """Rename ``staging`` onto ``target``; an old ``target`` is moved aside first and removed only after."""
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    if target.is_dir() and not any(target.iterdir()):
+        target.rmdir()
+        os.replace(staging, target)
+        return
+    aside = target.with_name(f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.replace(target, aside)
+    try:
+        os.replace(staging, target)
+    except BaseException:
+        os.replace(aside, target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)

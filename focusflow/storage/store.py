@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 from platformdirs import user_cache_dir
 
@@ -57,14 +58,30 @@ def on_delete(hook: DeleteHook) -> DeleteHook:
     return hook
 
 
+def normalize_store_uri(raw: str) -> str:
+    """An absolute store URI; a ``.``/``..`` in a URI (``file://``, ``s3://``) is refused, never resolved, and a
+    local path's ``..`` only steps out of a folder that exists (as the shell would), so a store command never
+    acts on a store other than the one it was given."""
+    if "://" in raw:
+        segments = urlsplit(raw).path.split("/")
+        if any(segment in (".", "..") for segment in segments):
+            raise StoreError(f"store {redact_uri(raw)} contains '.' or '..': give the store's own URI")
+        return raw
+    path = Path(raw).expanduser()
+    parts = path.parts
+    for index, part in enumerate(parts):
+        if part == ".." and not Path(*parts[:index]).is_dir():
+            raise StoreError(f"store {raw}: {Path(*parts[:index])} is not a folder, so its '..' names nothing; "
+                             "give the store's own path")
+    return path.resolve().as_uri()
+
+
 class ArtifactStore:
     """Put, find and read artifacts addressed by ``(stage, key)`` under one root URI."""
 
     def __init__(self, uri: str | os.PathLike[str] | None = None, *, retries: int | None = None,
                  backoff_s: float = 0.5, cache_dir: str | os.PathLike[str] | None = None) -> None:
-        raw = str(uri) if uri is not None else default_store_uri()
-        if "://" not in raw:
-            raw = Path(raw).expanduser().resolve().as_uri()
+        raw = normalize_store_uri(str(uri) if uri is not None else default_store_uri())
         self.uri = raw.rstrip("/")
         self.transport = Transport(self.uri, retries=retries, backoff_s=backoff_s)
         self.cache_dir = Path(cache_dir or user_cache_dir("focusflow")) / "fetched"

@@ -92,7 +92,7 @@ def save_checkpoint(out_dir: Path, step: int, write_model: Callable[[Path], None
     root = Path(out_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_name(step)
-    with atomic_folder(final) as staging:
+    with atomic_folder(final, replace=True) as staging:
         write_model(staging)
         (staging / TRAINER_DIR).mkdir(exist_ok=True)
         for stem, state in tensors.items():

@@ -351,7 +351,7 @@ class TrainingRun:
         summary = self._summary(train_time, start_step, resumed_from)
         history = self.state["history"]
         if self.dist.main:
-            with atomic_folder(self.out_dir / "final") as staging:
+            with atomic_folder(self.out_dir / "final", replace=True) as staging:
                 self._write_hf_folder(staging)
             write_metrics_csv(history, self.out_dir / "metrics.csv")
             plot_loss_curve(history, self.out_dir / "loss_curve.png",

@@ -375,3 +375,56 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(where, inputs, fresh_store, 
     assert committed(str(fresh_store), "split") == []
     assert [p for p in fresh_store.glob("split/**/*") if p.is_file()] == [], "no half-written file in the store"
     assert list((tmp_path / "tmp").iterdir()) == [], "no staging folder left"
+
+
+# --out never deletes what focusflow did not write (issue 28): each of these used to replace the folder whole.
+def _users_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "k"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "thesis.txt").write_text("years of work")
+    (folder / "sub" / "notes.md").write_text("notes")
+    return folder
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("target", ["users folder", "current directory", "store root", "above the store"])
+def test_out_never_replaces_a_folder_focusflow_did_not_write(target, inputs, fresh_store, tmp_path, monkeypatch,
+                                                             capsys):
+    users = _users_folder(tmp_path)
+    from focusflow.storage import ArtifactStore
+
+    ArtifactStore(str(fresh_store)).put_bytes("other", "k0", "a.txt", b"x")  # a store with an artifact in it
+    monkeypatch.chdir(users if target == "current directory" else inputs)
+    out = {"users folder": str(users), "current directory": ".", "store root": str(fresh_store),
+           "above the store": str(tmp_path)}[target]
+    before_users, before_store = _snapshot(users), _snapshot(fresh_store)
+    code, stdout, err = run_cli(monkeypatch, capsys, "split", str(inputs / "docs.jsonl"), "--out", out)
+    says = {"users folder": "did not write", "current directory": "current directory",
+            "store root": "artifact store", "above the store": "artifact store"}[target]
+    assert_one_clear_line(code, stdout, err, (says,))
+    assert _snapshot(users) == before_users and _snapshot(fresh_store) == before_store
+    assert committed(str(fresh_store), "split") == [], "refused before the stage ran"
+
+
+def test_out_writes_a_new_folder_and_replaces_its_own_earlier_export(inputs, fresh_store, tmp_path, monkeypatch,
+                                                                     capsys):
+    out = tmp_path / "export"
+    for _ in range(2):
+        code, stdout, err = run_cli(monkeypatch, capsys, "split", str(inputs / "docs.jsonl"), "--out", str(out))
+        assert code == 0, err[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == [".focusflow-export.json", "heldout.jsonl", "stats.json", "train.jsonl"]
+
+
+@pytest.mark.parametrize("store", ["file://{tmp}/x/../store", "file://{tmp}/./store", "{tmp}/missing/../store"])
+def test_a_dot_dot_in_the_store_uri_is_refused_not_resolved(store, fresh_store, tmp_path, monkeypatch, capsys):
+    from focusflow.storage import ArtifactStore
+
+    real = ArtifactStore(str(tmp_path / "store"))
+    real.put_bytes("corpus", "k1", "a.txt", b"x")
+    code, stdout, err = run_cli(monkeypatch, capsys, "store", "rm", "corpus/k1", "--store",
+                                store.format(tmp=tmp_path))
+    assert_one_clear_line(code, stdout, err, ("'..'",) if "missing" in store else ("'.' or '..'",))
+    assert real.exists("corpus", "k1")

@@ -1,0 +1,121 @@
+"""``--out`` exports: a new, empty or earlier-export folder is written; anything else is refused, nothing touched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from focusflow.storage.atomic import FolderInUseError, atomic_folder
+from focusflow.storage.export import EXPORT_MARKER, check_export_target, export_files
+
+
+def artifact_files(tmp_path: Path, names: dict[str, str]) -> dict[str, Path]:
+    source = tmp_path / "artifact"
+    files = {}
+    for name, text in names.items():
+        path = source / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        files[name] = path
+    return files
+
+
+def tree(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_export_fills_a_new_folder_and_marks_what_it_wrote(tmp_path):
+    out = tmp_path / "out"
+    export_files(out, artifact_files(tmp_path, {"a.txt": "A", "sub/b.txt": "B"}), artifact="file:///s/lapt/k1")
+    assert tree(out) == {EXPORT_MARKER: (out / EXPORT_MARKER).read_text(), "a.txt": "A", "sub/b.txt": "B"}
+    assert json.loads((out / EXPORT_MARKER).read_text()) == {"artifact": "file:///s/lapt/k1",
+                                                              "files": ["a.txt", "sub/b.txt"]}
+
+
+def test_an_empty_folder_is_filled(tmp_path):
+    out = tmp_path / "empty"
+    out.mkdir()
+    export_files(out, artifact_files(tmp_path, {"a.txt": "A"}), artifact="k")
+    assert (out / "a.txt").read_text() == "A"
+
+
+def test_an_earlier_export_is_replaced_whole(tmp_path):
+    out = tmp_path / "out"
+    export_files(out, artifact_files(tmp_path, {"old.txt": "old", "sub/x.txt": "x"}), artifact="k1")
+    export_files(out, artifact_files(tmp_path / "2", {"new.txt": "new"}), artifact="k2")
+    assert sorted(tree(out)) == [EXPORT_MARKER, "new.txt"]
+
+
+def test_a_folder_with_the_users_files_is_refused_and_untouched(tmp_path):
+    out = tmp_path / "k"
+    (out / "sub").mkdir(parents=True)
+    (out / "thesis.txt").write_text("years of work")
+    (out / "sub" / "notes.md").write_text("notes")
+    with pytest.raises(FolderInUseError, match="thesis.txt"):
+        export_files(out, artifact_files(tmp_path, {"a.txt": "A"}), artifact="k")
+    assert tree(out) == {"sub/notes.md": "notes", "thesis.txt": "years of work"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["artifact", "k"], "no staging folder left behind"
+
+
+def test_a_file_the_user_added_to_an_earlier_export_is_kept(tmp_path):
+    out = tmp_path / "out"
+    export_files(out, artifact_files(tmp_path, {"a.txt": "A"}), artifact="k1")
+    (out / "my-eval.csv").write_text("mine")
+    with pytest.raises(FolderInUseError, match="my-eval.csv"):
+        export_files(out, artifact_files(tmp_path / "2", {"b.txt": "B"}), artifact="k2")
+    assert (out / "my-eval.csv").read_text() == "mine" and (out / "a.txt").read_text() == "A"
+
+
+def test_a_broken_marker_protects_like_no_marker(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / EXPORT_MARKER).write_text("{not json")
+    (out / "mine.txt").write_text("x")
+    with pytest.raises(FolderInUseError):
+        check_export_target(out)
+
+
+def test_the_current_directory_and_the_folders_above_it_are_refused(tmp_path, monkeypatch):
+    here = tmp_path / "work" / "here"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    for out in (".", "..", str(tmp_path)):
+        with pytest.raises(FolderInUseError, match="current directory"):
+            check_export_target(out)
+
+
+def test_an_empty_current_directory_is_refused_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FolderInUseError, match="current directory"):
+        export_files(".", artifact_files(tmp_path / "elsewhere", {"a.txt": "A"}), artifact="k")
+
+
+@pytest.mark.parametrize("where", ["root", "inside", "above"])
+def test_a_store_is_never_an_export_target(tmp_path, monkeypatch, where):
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "stores" / "store"
+    store.mkdir(parents=True)
+    out = {"root": store, "inside": store / "lapt" / "new", "above": tmp_path / "stores"}[where]
+    with pytest.raises(FolderInUseError, match="artifact store"):
+        check_export_target(out, [store])
+
+
+def test_a_file_in_the_way_is_refused(tmp_path):
+    (tmp_path / "out").write_text("x")
+    with pytest.raises(FolderInUseError, match="not a folder"):
+        check_export_target(tmp_path / "out")
+
+
+def test_atomic_folder_refuses_to_replace_a_folder_it_was_not_told_it_owns(tmp_path):
+    out = tmp_path / "tok"
+    out.mkdir()
+    (out / "mine.txt").write_text("x")
+    with pytest.raises(FolderInUseError, match="already holds files"):
+        with atomic_folder(out) as staging:
+            (staging / "tokenizer.json").write_text("{}")
+    assert tree(out) == {"mine.txt": "x"}
+    with atomic_folder(out, replace=True) as staging:  # a folder focusflow owns (a checkpoint, a cache)
+        (staging / "tokenizer.json").write_text("{}")
+    assert tree(out) == {"tokenizer.json": "{}"}
