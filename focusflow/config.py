@@ -221,12 +221,23 @@ class InitSpec(_Section):
 class LaptSpec(_AdamWSchedule):
     """Language-adaptive pretraining: FOCUS paper Table 5 defaults (AdamW, lr 5e-5, 10% warmup, batch 128, seq 256).
 
-    The budget is ``steps`` optimizer steps, or ``samples`` sequences, or ``tokens``; set one.
+    The budget is ``steps`` optimizer steps, or ``samples`` sequences, or ``tokens``, or ``minutes`` of training
+    time on the machine that runs it; set one. A minutes budget is turned into a step count once, by timing a few
+    steps (the ``lapt-budget`` stage, keyed by the machine): the count is stored and keyed, so a rerun trains
+    exactly as many steps whatever the machine's load, and the manifest says how the count was reached.
     """
 
-    steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless samples/tokens is set)")
+    steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless another budget is set)")
     samples: int | None = Field(default=None, gt=0, description="budget in sequences (rounded up to whole steps)")
     tokens: int | None = Field(default=None, gt=0, description="budget in tokens (rounded up to whole steps)")
+    minutes: float | None = Field(default=None, gt=0, description="budget in minutes of training (optimizer steps) on "
+                                  "the machine that runs it, fixed as a step count by timing the first steps")
+    checkpoint_minutes: list[float] = Field(default_factory=list, description="with minutes: also checkpoint at these "
+                                            "minutes of training; these checkpoints are kept (never pruned)")
+    checkpoint_steps: list[int] = Field(default_factory=list, description="also checkpoint at these steps; these "
+                                        "checkpoints are kept in the store (never pruned by keep_last)")
+    budget_probe_steps: int = Field(default=3, ge=1, description="steps timed (after one warm-up step) to turn "
+                                    "minutes into steps")
     batch_size: int = Field(default=128, ge=1, description="effective batch (sequences per optimizer step)")
     micro_batch_size: int = Field(default=16, ge=1)
     seq_len: int = Field(default=256, ge=8)
@@ -257,10 +268,26 @@ class LaptSpec(_AdamWSchedule):
     @model_validator(mode="after")
     def _one_budget(self) -> LaptSpec:
         given = [name for name, value in (("steps", self.steps or None), ("samples", self.samples),
-                                          ("tokens", self.tokens)) if value]
+                                          ("tokens", self.tokens), ("minutes", self.minutes)) if value]
         if len(given) > 1:
-            raise ValueError(f"set only one LAPT budget (steps, samples or tokens), got {', '.join(given)}")
+            raise ValueError(f"set only one LAPT budget (steps, samples, tokens or minutes), got {', '.join(given)}")
+        if self.checkpoint_minutes and not self.minutes:
+            raise ValueError("checkpoint_minutes needs a minutes budget (lapt.minutes)")
+        if any(not 0 < m <= (self.minutes or 0) for m in self.checkpoint_minutes):
+            raise ValueError(f"checkpoint_minutes must lie in (0, minutes={self.minutes}], got {self.checkpoint_minutes}")
+        if any(step < 1 for step in self.checkpoint_steps):
+            raise ValueError(f"checkpoint_steps must be positive steps, got {self.checkpoint_steps}")
         return self
+
+    @property
+    def has_budget(self) -> bool:
+        """Whether LAPT runs at all (a minutes budget counts before it is turned into steps)."""
+        return self.total_steps > 0 or bool(self.minutes)
+
+    def with_steps(self, steps: int, checkpoint_steps: list[int]) -> LaptSpec:
+        """This spec with a minutes budget replaced by the step count it was fixed at (``lapt-budget``)."""
+        return self.model_copy(update={"minutes": None, "checkpoint_minutes": [], "steps": steps,
+                                       "checkpoint_steps": sorted(set(self.checkpoint_steps) | set(checkpoint_steps))})
 
     @property
     def total_steps(self) -> int:

@@ -7,6 +7,7 @@ machine that shares the store; the final model is the ``lapt`` artifact (``--out
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -16,6 +17,7 @@ from focusflow.cli.stage_io import (
     ConfigOption,
     SetOption,
     StoreOption,
+    check_out,
     echo_result,
     export,
     run_config,
@@ -45,6 +47,9 @@ def lapt_command(
     out: Path = typer.Option(None, "--out", "-o", help="Also export the final model (+ metrics.csv, loss_curve.png)."),
     heldout: Path = typer.Option(None, "--heldout", help="Held-out .jsonl (default: heldout.jsonl in --corpus)."),
     steps: int = typer.Option(None, "--steps", help="Optimizer steps (or use --set lapt.samples=/lapt.tokens=)."),
+    minutes: float = typer.Option(None, "--lapt-minutes", "--minutes",
+                                  help="Budget in minutes of training on this machine, fixed as a step count by "
+                                       "timing the first steps (stored; a rerun trains the same steps)."),
     config: Path = ConfigOption,
     set_: list[str] = SetOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),
@@ -53,15 +58,19 @@ def lapt_command(
     """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON."""
     from focusflow.pipeline import run_stage
     from focusflow.pipeline.lapt_stage import NotMainRank
-    from focusflow.pipeline.params import lapt_params
+    from focusflow.pipeline.params import lapt_budget_params, lapt_params
 
-    cfg = run_config(config, set_, {"lapt": {"steps": steps}})
-    if cfg.lapt.total_steps <= 0:
-        raise ConfigError("LAPT needs a budget: --steps N (or --set lapt.samples=/lapt.tokens=)")
+    cfg = run_config(config, set_, {"lapt": {"steps": steps, "minutes": minutes}})
+    if not cfg.lapt.has_budget:
+        raise ConfigError("LAPT needs a budget: --steps N or --lapt-minutes M (or --set lapt.samples=/lapt.tokens=)")
+    if cfg.lapt.minutes and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("--lapt-minutes is planned by one process; under torchrun give --steps (the plan's "
+                          "steps: focusflow lapt --lapt-minutes M once without torchrun prints them)")
     local = Path(corpus).expanduser()
     if local.exists():
         _split_source(local, heldout)
     artifact_store = ArtifactStore(store)
+    check_out(artifact_store, out)
     inputs = {"model": stage_input(artifact_store, model, "model"),
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
     if "heldout.jsonl" not in inputs["split"].files:
@@ -70,6 +79,9 @@ def lapt_command(
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+    if cfg.lapt.minutes:
+        inputs["budget"] = run_stage(artifact_store, "lapt-budget", lapt_budget_params(cfg),
+                                     {"model": inputs["model"], "split": inputs["split"]})
     try:
         artifact = run_stage(artifact_store, "lapt", lapt_params(cfg), inputs, progress=progress)
     except NotMainRank:

@@ -109,9 +109,13 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     lineage = {"source": branches["source"]}  # travels with every checkpoint
     if cfg.init.mode == "replace":  # the models' tokenizer; extend and prune models carry their own
         lineage["tokenizer"] = branches["tokenizer"]
-    lapt = ({method: run.submit("lapt", P.lapt_params(cfg, lineage), label=method, model=models[method], split=split)
-             for method in cfg.orchestration.lapt_methods if method in models}
-            if cfg.lapt.total_steps > 0 else {})
+    lapt = {}
+    for method in (cfg.orchestration.lapt_methods if cfg.lapt.has_budget else []):
+        if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
+            budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split)}
+                      if cfg.lapt.minutes else {})
+            lapt[method] = run.submit("lapt", P.lapt_params(cfg, lineage), label=method, model=models[method],
+                                      split=split, **budget)
     lapt_intrinsic = {f"{method}+lapt": run.submit("intrinsic", label=f"{method}+lapt", model=model,
                                                    reference=reference_of[method]) for method, model in lapt.items()}
     downstream = {}

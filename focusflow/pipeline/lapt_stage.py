@@ -10,6 +10,7 @@ loss curve, metrics CSV and summary beside it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -21,13 +22,15 @@ from platformdirs import user_cache_dir
 from pydantic import Field
 
 from focusflow.config import LaptSpec
-from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
+from focusflow.errors import InputError
+from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.atomic import atomic_folder, atomic_write
 
 log = logging.getLogger(__name__)
 
 LAPT_STAGE, CHECKPOINT_STAGE, LAPT_VERSION = "lapt", "lapt-checkpoint", 1
+BUDGET_STAGE, BUDGET_FILE = "lapt-budget", "budget.json"
 
 
 def default_work_root() -> Path:
@@ -109,17 +112,23 @@ def _lapt(run: StageRun) -> dict[str, Any]:
         restore_checkpoint(store, run_key, work)
 
     def checkpoint_committed(folder: Path, step: int, metrics: Mapping[str, Any]) -> None:
+        kept = step in spec.checkpoint_steps
+        marks = {"milestone": True, **({"lapt_minutes": minutes_at[step]} if step in minutes_at else {})} if kept else {}
         artifact = store.put_dir(CHECKPOINT_STAGE, checkpoint_key(run_key, step), folder,
                                  params={"run_key": run_key, "step": step},
                                  metadata={"run_key": run_key, "step": step, "language": run.language,
                                            "lineage": lineage, "total_steps": spec.total_steps,
-                                           "metrics": dict(metrics)})
+                                           "metrics": dict(metrics), **marks})
         for old in stored_checkpoints(store, run_key)[:-spec.keep_last]:
-            store.delete(CHECKPOINT_STAGE, old.key)
+            if not old.metadata.get("milestone"):
+                store.delete(CHECKPOINT_STAGE, old.key)
         if run.on_checkpoint is not None:
             run.on_checkpoint(artifact.uri, step, metrics)
 
     split_dir = run.inputs["split"]
+    budget = _planned(run, spec)
+    spec = spec.with_steps(budget["steps"], budget["checkpoint_steps"]) if budget else spec
+    minutes_at = dict(zip(budget.get("checkpoint_steps", []), budget.get("checkpoint_minutes", []), strict=True))
     summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
                        resume=True, on_checkpoint=checkpoint_committed, progress=run.progress)
     if int(os.environ.get("RANK", "0")) != 0:
@@ -130,10 +139,63 @@ def _lapt(run: StageRun) -> dict[str, Any]:
             shutil.copy2(work / extra, run.out / extra)
     # committed: the store keeps the last K checkpoints
     run.after_commit.append(lambda: shutil.rmtree(work / "checkpoints", ignore_errors=True))
-    return {**summary, "language": run.language, "lineage": lineage}
+    planned = {"budget": {**budget, "train_seconds": summary.get("train_seconds_this_session")}} if budget else {}
+    return {**summary, "language": run.language, "lineage": lineage, **planned}
 
 
-LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt,
-                      "language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
+def _planned(run: StageRun, spec: LaptSpec) -> dict[str, Any]:
+    """The step plan of a minutes budget (the ``budget`` input, a ``lapt-budget`` artifact); {} for other budgets."""
+    if not spec.minutes:
+        if "budget" in run.artifacts:
+            raise InputError("a lapt-budget input was given but lapt.minutes is not set")
+        return {}
+    if "budget" not in run.artifacts:
+        raise InputError("lapt.minutes needs its step plan: run the lapt-budget stage on the same model and split "
+                         "and pass it as the 'budget' input (focusflow lapt --minutes and the flows do)")
+    plan = json.loads((run.inputs["budget"] / BUDGET_FILE).read_text(encoding="utf-8"))
+    if plan.get("minutes") != spec.minutes or plan.get("checkpoint_minutes") != sorted(set(spec.checkpoint_minutes)):
+        raise InputError(f"the lapt-budget input plans {plan.get('minutes')} minutes (checkpoints at "
+                         f"{plan.get('checkpoint_minutes')}), but lapt.minutes is {spec.minutes} "
+                         f"({sorted(set(spec.checkpoint_minutes))}); plan the budget with the same settings")
+    return plan
+
+
+class LaptBudgetSettings(StageSettings):
+    lapt: LaptSpec
+    work_root: str | None = Field(None, alias="_work_root")
+
+
+def budget_key_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A plan depends on the machine that measured it: the key names it (computed where the stage runs)."""
+    from focusflow.training.lapt_budget import machine_fingerprint
+
+    return {**default_key_params(params), "machine": machine_fingerprint()}
+
+
+def _lapt_budget(run: StageRun) -> dict[str, Any]:
+    """Time the first steps of the LAPT run and fix its minutes budget as steps (``budget.json``)."""
+    from focusflow.training.lapt_budget import machine_fingerprint, plan_lapt_budget
+
+    split_dir = run.inputs["split"]
+    work = Path(run.settings.work_root or default_work_root()) / "lapt-budget"
+    work.mkdir(parents=True, exist_ok=True)
+    plan = plan_lapt_budget(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl",
+                            run.settings.lapt, work_dir=work)
+    kept = {name: value for name, value in plan.to_dict().items()
+            if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps")}
+    atomic_write(run.out / BUDGET_FILE, json.dumps(kept, indent=2))
+    log.info("LAPT budget: %.1f minutes = %d steps at %.2f s/step", plan.minutes, plan.steps, plan.seconds_per_step)
+    return {**plan.to_dict(), "machine": machine_fingerprint(), "language": run.language,
+            "note": "steps = minutes / the median time of the timed steps; evaluation and checkpoints come on top"}
+
+
+LAPT_BUDGET = register(Stage(BUDGET_STAGE, 1, ("model", "split"), _lapt_budget,
+                             "a LAPT minutes budget fixed as a step count, timed on the machine that trains",
+                             key_params=budget_key_params, uses_model=True, settings=LaptBudgetSettings,
+                             hints=RunHints(timeout_s=3600, gpu=True)))
+
+
+LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget",),
+                      description="language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
                       work=("tokens", "tokens"), settings=LaptSettings,
                       hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True)))

@@ -86,6 +86,11 @@ def lapt_params(cfg: PipelineConfig, lineage: dict[str, Any] | None = None) -> d
     return {"lapt": _dump(cfg.lapt), "_lineage": dict(lineage or {})}
 
 
+def lapt_budget_params(cfg: PipelineConfig) -> dict[str, Any]:
+    """A minutes budget's step plan: the LAPT settings it is timed with (the machine joins the key at run time)."""
+    return {"lapt": _dump(cfg.lapt)}
+
+
 def downstream_params(cfg: PipelineConfig, name: str, tasks: list[str] | None = None) -> dict[str, Any]:
     """The evaluation settings; ``name`` is the model's row label in the results."""
     evaluation = _dump(cfg.evaluation)
@@ -101,7 +106,7 @@ def report_params(cfg: PipelineConfig) -> dict[str, Any]:
 def publishable_models(cfg: PipelineConfig) -> list[str]:
     """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt`` …): what ``publish.models`` lists."""
     names = list(cfg.init.methods)
-    if cfg.lapt.total_steps > 0:
+    if cfg.lapt.has_budget:
         names += [f"{method}+lapt" for method in cfg.orchestration.lapt_methods if method in cfg.init.methods]
     return names
 
@@ -129,4 +134,4 @@ def publish_params(cfg: PipelineConfig, model: str) -> dict[str, Any]:
 FROM_CONFIG = {"corpus": corpus_params, "dedup": dedup_params, "decontaminate": decontamination_params,
                "split": split_params, "source": source_params_for, "tokenizer": tokenizer_params,
                "fasttext": fasttext_params, "align": align_params, "reference": intrinsic_params,
-               "intrinsic": intrinsic_params, "report": report_params}
+               "intrinsic": intrinsic_params, "report": report_params, "lapt-budget": lapt_budget_params}

@@ -64,8 +64,9 @@ class LaptRun(TrainingRun):
     """One LAPT run: packed pre-tokenized sequences, MLM or CLM, two-stage and LoRA."""
 
     name = "LAPT"
-    resumable_changes = frozenset({"steps", "samples", "tokens", "checkpoint_every", "keep_last", "eval_every",
-                                   "log_every", "prefetch", "eval_sequences", "compile"})
+    resumable_changes = frozenset({"steps", "samples", "tokens", "minutes", "checkpoint_every", "checkpoint_steps",
+                                   "checkpoint_minutes", "budget_probe_steps", "keep_last", "eval_every", "log_every",
+                                   "prefetch", "eval_sequences", "compile"})
 
     def __init__(self, model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
                  on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
@@ -74,8 +75,11 @@ class LaptRun(TrainingRun):
         super().__init__(spec, out_dir, on_checkpoint, progress)
         self.model_dir = Path(model_dir)
         self.total_steps = spec.total_steps
+        if spec.minutes:
+            raise InputError("a minutes budget is fixed as steps first (training.lapt_budget.plan_lapt_budget, the "
+                             "lapt-budget stage); pass spec.with_steps(...) of its plan")
         if self.total_steps <= 0:
-            raise InputError("the LAPT budget is zero: set lapt.steps, lapt.samples or lapt.tokens")
+            raise InputError("the LAPT budget is zero: set lapt.steps, lapt.samples, lapt.tokens or lapt.minutes")
         per_step = self.dist.world_size * spec.micro_batch_size
         if spec.batch_size % per_step:
             raise InputError(f"lapt.batch_size={spec.batch_size} must be a multiple of world_size × micro_batch_size "

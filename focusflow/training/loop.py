@@ -137,6 +137,8 @@ class TrainingRun:
     def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
                  progress: bool):
         self.spec, self.out_dir, self.on_checkpoint, self.progress = spec, Path(out_dir), on_checkpoint, progress
+        # steps that are checkpointed (and evaluated) besides every ``checkpoint_every``: a curve's points
+        self.milestones = frozenset(getattr(spec, "checkpoint_steps", None) or ())
         self.dist = setup_distributed()
 
     @property
@@ -295,11 +297,13 @@ class TrainingRun:
                 state["seconds"] = spent_before + train_time
                 done = step + 1
                 last = done == self.total_steps or self._out_of_time()
-                if done % spec.log_every == 0 or done % spec.eval_every == 0 or done % spec.checkpoint_every == 0 or last:
-                    last_metrics = self._log_row(done, window, train_time, evaluate=done % spec.eval_every == 0 or last)
+                checkpoint = done % spec.checkpoint_every == 0 or done in self.milestones or last
+                evaluate = done % spec.eval_every == 0 or done in self.milestones or last
+                if done % spec.log_every == 0 or evaluate or checkpoint:
+                    last_metrics = self._log_row(done, window, train_time, evaluate=evaluate)
                 if bar is not None:
                     bar.update(done, last_metrics.get("train_loss", float("nan")))
-                if done % spec.checkpoint_every == 0 or last:
+                if checkpoint:
                     self._save_checkpoint(done, last_metrics)
                 if last:
                     break

