@@ -102,7 +102,8 @@ class SplitSpec(_Section):
 class TokenizerSpec(_Section):
     algorithm: Literal["unigram", "bpe", "wordpiece"] = "unigram"
     vocab_size: int | Literal["auto"] = Field(
-        default=50_000, description="target vocabulary size incl. special tokens, or 'auto' (what the corpus supports)")
+        default="auto", description="target vocabulary size incl. special tokens, or 'auto': what the corpus "
+                                    "supports (training characters / chars_per_vocab_entry), at most 50,000")
     character_coverage: float = Field(default=0.9995, gt=0.9, le=1.0)
     max_sentences: int = Field(default=2_000_000, ge=1000, description="sampled for very large corpora")
     chars_per_vocab_entry: int = Field(

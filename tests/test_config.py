@@ -9,7 +9,7 @@ from focusflow.config import ConfigError, load_config
 
 def test_defaults_follow_the_paper():
     config = load_config(language="sw")
-    assert config.tokenizer.vocab_size == 50_000
+    assert config.tokenizer.vocab_size == "auto"  # one vocabulary policy for every entry point
     assert config.lapt.batch_size == 128 and config.lapt.seq_len == 256
     assert config.lapt.lr == pytest.approx(5e-5) and config.lapt.grad_clip == 1.0
 
