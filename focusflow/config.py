@@ -139,7 +139,8 @@ class FastTextSpec(_Section):
     minn: int = Field(default=3, ge=0, description="shortest character n-gram (0 disables subwords)")
     maxn: int = Field(default=6, ge=0)
     lr: float = Field(default=0.05, gt=0)
-    threads: int = Field(default=2, ge=1)
+    threads: int = Field(default=1, ge=1, description="1: the same bytes for the same key (the store's promise); "
+                         "more threads train faster but give other vectors on every run (Hogwild updates)")
     seed: int = Field(default=0, description="kept for the artifact key; fastText seeds its own generator "
                       "(its Python API takes no seed): runs are reproducible with threads=1")
     keep_binary: bool = Field(default=False, description="also store fastText's own fasttext.bin (hundreds of MB; "

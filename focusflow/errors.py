@@ -21,4 +21,9 @@ class UnavailableError(FocusflowError, RuntimeError):
     """Something the run needs cannot be reached (an offline hub, a missing download); the message says what to pass."""
 
 
-__all__ = ["FocusflowError", "InputError", "UnavailableError"]
+class TrainingDivergedError(FocusflowError, FloatingPointError):
+    """A training run's loss or weights stopped being finite numbers (a learning rate too high, an fp16
+    overflow): the run stops at that step and nothing of it is committed."""
+
+
+__all__ = ["FocusflowError", "InputError", "TrainingDivergedError", "UnavailableError"]

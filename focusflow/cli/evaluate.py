@@ -42,7 +42,7 @@ def evaluate(
     max_test_samples: int = typer.Option(None, "--max-test-samples", min=1,
                                          help="Seeded test subset (smoke runs; named in the report)."),
     data_root: Path = typer.Option(None, "--data-root", help="Local copies: <root>/<kind>/<dataset>/<lang>/."),
-    lr: float = typer.Option(None, "--lr", min=0.0, help="Override the task's learning rate."),
+    lr: float = typer.Option(None, "--lr", help="Override the task's learning rate (a positive number)."),
     max_length: int = typer.Option(None, "--max-length", min=8, help="Override the task's sub-tokens per input."),
     batch_size: int = typer.Option(32, "--batch-size", min=1),
     eval_every: float = typer.Option(0.05, "--eval-every", min=0.001, max=1.0,
@@ -58,7 +58,7 @@ def evaluate(
     from focusflow.evaluation.downstream.runner import parse_seeds
 
     settings = downstream_settings(seeds=parse_seeds(seeds), epochs=epochs, max_train_samples=max_train_samples,
-                                   data_root=data_root, lr=lr or None, max_length=max_length, batch_size=batch_size,
+                                   data_root=data_root, lr=lr, max_length=max_length, batch_size=batch_size,
                                    eval_every_fraction=eval_every, max_eval_samples=max_eval_samples,
                                    max_test_samples=max_test_samples, threads=threads,
                                    embedding_lr_scale=embedding_lr_scale)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -25,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from focusflow.errors import InputError
+from focusflow.errors import InputError, TrainingDivergedError
 from focusflow.precision import resolve_precision
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
@@ -245,8 +246,24 @@ class TrainingRun:
         log.info("%s stage %r from step %d: %d trainable tensors", self.name, stage.name, step,
                  sum(p.requires_grad for p in self.hf_model.parameters()))
 
+    # ---------------------------------------------------------------- divergence
+    def _require_finite(self, step: int, loss_sum: float | None = None) -> None:
+        """Stop at ``step`` when the loss (or, without one, any weight) is not finite: a diverged run is never
+        checkpointed or committed."""
+        if loss_sum is not None:
+            bad = self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0
+            what = f"the training loss became {loss_sum}"
+        else:
+            bad = not all(bool(torch.isfinite(p).all()) for p in self.hf_model.parameters())
+            what = "the weights hold non-finite values"
+        if bad:
+            raise TrainingDivergedError(f"{self.name} diverged at step {step}: {what} (learning rate "
+                                        f"{self.spec.lr:g}); lower the learning rate. Nothing of this run was "
+                                        "committed after its last good checkpoint")
+
     # ---------------------------------------------------------------- saving
     def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
+        self._require_finite(step)
         rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
         folder = None
         if self.dist.main:
@@ -288,6 +305,7 @@ class TrainingRun:
                 began = time.perf_counter()
                 step_batches = next(batches)
                 loss_sum, predicted = self._optimizer_step(step_batches)
+                self._require_finite(step + 1, loss_sum)
                 elapsed = time.perf_counter() - began
                 samples, tokens = self._step_size(step_batches)
                 train_time += elapsed
@@ -352,6 +370,7 @@ class TrainingRun:
         return float(loss_total), local
 
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        self._require_finite(self.state["step"])
         summary = self._summary(train_time, start_step, resumed_from)
         history = self.state["history"]
         if self.dist.main:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from focusflow.config import PrecisionName
-from focusflow.errors import InputError
+from focusflow.errors import InputError, TrainingDivergedError
 from focusflow.precision import resolve_precision
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,8 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
         with precision.autocast():
             loss = model(**batch).loss
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"training loss became {loss.item()} at step {step}; lower the learning rate")
+            raise TrainingDivergedError(f"fine-tuning diverged at step {step}/{total_steps}: the training loss became "
+                                        f"{loss.item()} (learning rate {spec.lr:g}); lower the learning rate")
         if scaler is None:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
@@ -210,6 +211,9 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             model.train()
     result.train_seconds = train_clock
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise TrainingDivergedError(f"fine-tuning diverged: the weights hold non-finite values after {total_steps} "
+                                    f"steps (learning rate {spec.lr:g}); lower the learning rate")
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
