@@ -70,9 +70,11 @@ def evaluate(
 
 def console_table(results) -> str:
     """The main metric of every model and task, ×100 as in ``results.md`` (labelled: 0.0098 F1 prints 0.98)."""
+    from focusflow.evaluation.downstream.report import score_text
+
     main = results[results["main"]]
     lines = [f"{'model':>20}  {'task':<28} {'metric':<9} {'score ×100 (mean ± std)':>24}"]
     for row in main.itertuples():
-        lines.append(f"{row.model:>20}  {row.task:<28} {row.metric:<9} {100 * row.mean:13.2f} ± {100 * row.std:5.2f}"
-                     f"  (n={row.n_seeds})")
+        lines.append(f"{row.model:>20}  {row.task:<28} {row.metric:<9} "
+                     f"{score_text(row.mean, row.std, row.n_seeds, digits=2):>24}  (n={row.n_seeds})")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from focusflow.evaluation.downstream.report import score_text
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
 
@@ -126,10 +127,9 @@ def _downstream_table(facts: CardFacts) -> list[str]:
     lines = ["| task | metric | this model | source model | seeds |", "|---|---|---|---|---|"]
     for row in mine:
         other = theirs.get((row["task"], row["metric"]))
-        source = (f"{100 * float(other['mean']):.1f} ± {100 * float(other['std']):.1f} ({int(other['n_seeds'])})"
-                  if other else "not measured")
-        lines.append(f"| {row['task']} | {row['metric']} | {100 * float(row['mean']):.1f} ± "
-                     f"{100 * float(row['std']):.1f} | {source} | {row['seeds']} |")
+        source = (score_text(other["mean"], other["std"], other["n_seeds"]) if other else "not measured")
+        lines.append(f"| {row['task']} | {row['metric']} | {score_text(row['mean'], row['std'], row['n_seeds'])} | "
+                     f"{source} | {row['seeds']} |")
     return [*lines, "",
             "Scores ×100, mean ± sample standard deviation over fine-tuning seeds (test split, best dev checkpoint).",
             ""]

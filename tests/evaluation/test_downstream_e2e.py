@@ -92,6 +92,10 @@ def test_cli_runs_seeds_on_a_local_folder_and_reports_mean_std(tiny_sw_model, tm
     assert "mine" in result.output and "f1" in result.output and "×100" in result.output
     shown = next(line for line in result.output.splitlines() if line.strip().startswith("mine"))
     assert shown.split()[-4:-1] == [f"{100 * row['mean']:.2f}", "±", f"{100 * row['std']:.2f}"]  # the ×100 scale
+    progress = [line for line in result.output.splitlines() if " evaluate mine · " in line and ": step " not in line]
+    assert "seed 1 (1/2): started (run 1 of 2)" in progress[0]
+    assert "seed 1 (1/2): test f1 " in progress[1] and "1 run(s) left, ETA" in progress[1]
+    assert "seed 2 (2/2): test f1 " in progress[-1] and "left" not in progress[-1]
 
 
 def test_seeds_split_across_processes_merge_into_one_table(tiny_sw_model, tmp_path, monkeypatch):

@@ -93,7 +93,7 @@ def test_the_results_table_puts_the_source_row_beside_the_model(exported, light_
     text = (exported / "README.md").read_text()
     source = light_run["downstream"]["source"].metadata["results"]
     f1 = next(r for r in source if r["metric"] == "f1")
-    assert f"{100 * f1['mean']:.1f} ± {100 * f1['std']:.1f} (3)" in text  # NER: source column
+    assert f"| {100 * f1['mean']:.1f} ± {100 * f1['std']:.1f} | 1 2 3 |" in text  # NER: source column, seeds
     assert re.search(r"\| source: local folder .* \| [0-9.]+ \|", text)  # held-out text: a source row
     assert "tokens per word" in text and "Made with focusflow" in text and "dobler-de-melo-2023-focus" in text
 

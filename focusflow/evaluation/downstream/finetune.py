@@ -144,10 +144,12 @@ def _optimizer(model: torch.nn.Module, spec: FinetuneSpec) -> torch.optim.Optimi
 
 
 def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate_dev: Callable[[], float],
-             spec: FinetuneSpec, pad_id: int) -> FinetuneResult:
+             spec: FinetuneSpec, pad_id: int,
+             on_progress: Callable[[int, int, float | None], None] | None = None) -> FinetuneResult:
     """Train ``model`` in place; on return it holds the weights of the best dev evaluation.
 
-    ``evaluate_dev`` runs under the same precision as training."""
+    ``evaluate_dev`` runs under the same precision as training; ``on_progress(step, total_steps, last_dev)``
+    is called after every step (a caller that shows progress throttles it)."""
     if not train_features:
         raise InputError("no training features: the training split is empty after preprocessing")
     torch.manual_seed(spec.seed)
@@ -210,6 +212,8 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
                 result.best_dev, result.best_step = score, step
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             model.train()
+        if on_progress is not None:
+            on_progress(step, total_steps, result.history[-1][1] if result.history else None)
     result.train_seconds = train_clock
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         raise TrainingDivergedError(f"fine-tuning diverged: the weights hold non-finite values after {total_steps} "

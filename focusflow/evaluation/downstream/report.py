@@ -19,6 +19,13 @@ RESULT_COLUMNS = ["model", "task", "kind", "dataset", "language", "metric", "mai
                   "seeds", "dev_mean", "seconds_per_run", "train_tokens_per_s", "n_train", "n_dev", "n_test"]
 
 
+def score_text(mean: float, std: float, seeds: int, digits: int = 1) -> str:
+    """A score ×100 as ``mean ± std``; one seed has no spread to show: ``mean (1 seed)``, never ``± 0.0``."""
+    if int(seeds) < 2:
+        return f"{100 * float(mean):.{digits}f} (1 seed)"
+    return f"{100 * float(mean):.{digits}f} ± {100 * float(std):.{digits}f}"
+
+
 def runs_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per (run, metric) from the dicts :func:`evaluate_task` returns."""
     rows = []
@@ -64,7 +71,7 @@ def summary_markdown(results: pd.DataFrame, language: str | None = None) -> str:
         shown_language = row.get("language") if isinstance(row.get("language"), str) and row.get("language") else None
         lines.append("| " + " | ".join([
             str(row["model"]), str(row["task"]), shown_language or language or "-", str(row["metric"]),
-            f"{100 * row['mean']:.1f} ± {100 * row['std']:.1f}", str(int(row["n_seeds"]))]) + " |")
+            score_text(row["mean"], row["std"], row["n_seeds"]), str(int(row["n_seeds"]))]) + " |")
     return "\n".join(lines)
 
 
@@ -89,7 +96,7 @@ def markdown(results: pd.DataFrame, notes: dict[str, list[str]] | None = None) -
             for metric in metrics:
                 if metric in by_metric.index:
                     row = by_metric.loc[metric]
-                    cells.append(f"{100 * row['mean']:.1f} ± {100 * row['std']:.1f}")
+                    cells.append(score_text(row["mean"], row["std"], row["n_seeds"]))
                 else:
                     cells.append("-")
             any_row = rows.iloc[0]

@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from focusflow.errors import InputError
 from focusflow.evaluation.downstream.datasets import TaskData, subsample
 from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 from focusflow.evaluation.downstream.kinds import task_kind
+from focusflow.evaluation.downstream.progress import RunProgress
 from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
 from focusflow.logs import quiet_transformers_progress
@@ -174,7 +176,8 @@ def _finetune_spec(settings: DownstreamSettings, task: dict[str, Any], seed: int
 
 def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: DownstreamSettings | None = None, *,
                   model_name: str | None = None, data: TaskData | None = None, adapter: Any = None,
-                  tokenizer: Any = None) -> dict[str, Any]:
+                  tokenizer: Any = None, on_progress: Callable[[int, int, float | None], None] | None = None
+                  ) -> dict[str, Any]:
     """Fine-tune ``model`` on ``task`` with one seed; returns test scores of the best dev checkpoint,
     the dev curve, sizes, cost (seconds, training tokens/s) and preprocessing counts.
 
@@ -194,7 +197,8 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
     eval_batch = max(settings.batch_size, 64)
     result = finetune(network, adapter.train_features(),
                       lambda: adapter.evaluate(network, "dev", eval_batch)[adapter.main_metric],
-                      finetune_spec, network.config.pad_token_id if network.config.pad_token_id is not None else 0)
+                      finetune_spec, network.config.pad_token_id if network.config.pad_token_id is not None else 0,
+                      on_progress=on_progress)
     with resolve_precision(settings.precision, task_device()).autocast():
         test = adapter.evaluate(network, "test", eval_batch)
     return {
@@ -253,6 +257,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     specs = [parse_task(task) for task in tasks]  # fail on a bad spec before any training
     runs: list[dict[str, Any]] = []
     notes: dict[str, list[str]] = {}
+    progress = RunProgress(len(specs) * len(models) * len(settings.seed_list), len(settings.seed_list))
     for spec in specs:
         data = prepare_data(spec, settings)
         notes[spec.id] = [f"{split}: {origin}" for split, origin in data.provenance.items()]
@@ -269,14 +274,17 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
                     if previous.get("fingerprint") == key:
                         log.info("reusing %s", run_file)
                         runs.append(previous)
+                        progress.reused()
                         continue
                 if adapter is None:
                     from transformers import AutoConfig
 
                     adapter = make_adapter(data, tokenizer, AutoConfig.from_pretrained(str(model)), task_values)
                 log.info("%s · %s · seed %d", name, spec.id, seed)
+                label = progress.start(name, spec.id, seed, settings.seed_list.index(seed) + 1)
                 run = evaluate_task(model, spec, seed, settings, model_name=name, data=data, adapter=adapter,
-                                    tokenizer=tokenizer)
+                                    tokenizer=tokenizer, on_progress=label.step)
+                progress.finish(label, run)
                 run["fingerprint"] = key
                 atomic_write(run_file, json.dumps(run, indent=1, default=float))
                 runs.append(run)
