@@ -557,6 +557,10 @@ def _read_config_file(path: str | Path) -> dict[str, Any]:
         loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {file} is not valid YAML{_yaml_problem(exc)}; fix the file") from None
+    except UnicodeDecodeError as exc:  # Latin-1, UTF-16 or a binary file
+        raise ConfigError(f"config file {file} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                          f"{exc.start}); save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8), or pass a YAML "
+                          "config file") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"config file {file} must hold a mapping at the top level")
     return loaded

@@ -160,6 +160,8 @@ def tokenizer_stats_command(
     from focusflow.tokenizer import compare_tokenizers, tokenizer_metrics
     from focusflow.tokenizer.metrics import metrics_table
 
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be a number of documents, 1 or more, got {limit}; leave it out to use all")
     documents = list(read_texts(_corpus_file(texts, ("heldout.jsonl", "documents.jsonl")), limit=limit))
     target = resolve_tokenizer(tokenizer)
     result = (compare_tokenizers(resolve_tokenizer(source), target, documents) if source

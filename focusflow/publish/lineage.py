@@ -193,6 +193,47 @@ def _first(artifacts: list[Artifact]) -> Artifact | None:
     return artifacts[0] if artifacts else None
 
 
+def recorded_language(lineage: Lineage) -> str | None:
+    """The language the store records for the model: its corpus's (or run report's) ``language`` parameter, else the
+    ``language`` metadata of the model or of an ancestor (a run's artifacts and LAPT checkpoints carry it); None for a
+    model built by stage commands that were given no language."""
+    for artifact in (lineage.ancestors.get("corpus"), lineage.report):
+        if artifact is not None and artifact.params.get("language"):
+            return str(artifact.params["language"])
+    for artifact in (lineage.model, *lineage.ancestors.values()):
+        if artifact.metadata.get("language"):
+            return str(artifact.metadata["language"])
+    return None
+
+
+def model_language(lineage: Lineage, given: str | None = None) -> str:
+    """The language the model is published for: the recorded one (``given`` must agree with it), else ``given``.
+
+    Neither is an error naming the fix (``--language``); a language is never guessed or filled with a placeholder.
+    """
+    recorded = recorded_language(lineage)
+    address = f"{lineage.model.stage}/{lineage.model.key[:12]}"
+    if recorded is None:
+        if not given:
+            raise LineageError(f"model {address} records no language (models built by the stage commands record "
+                               "none): pass --language CODE, its ISO 639 code, e.g. --language sw")
+        return given
+    if given and _language_key(given) != _language_key(recorded):
+        raise LineageError(f"--language {given} contradicts the language {recorded!r} that model {address} records: "
+                           f"drop --language (or pass --language {recorded})")
+    return recorded
+
+
+def _language_key(code: str) -> str:
+    """A code's standard form (``swa`` and ``sw`` are one language); an unknown code stands for itself."""
+    from focusflow.languages import LanguageError, normalize_language
+
+    try:
+        return normalize_language(code)
+    except LanguageError:
+        return code.strip().lower()
+
+
 def lineage_record(lineage: Lineage) -> dict[str, Any]:
     """What ``lineage.json`` holds: every artifact's stage, key, content hash and parameters, by role."""
     return {"label": lineage.label,

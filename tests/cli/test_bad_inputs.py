@@ -80,6 +80,16 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (latin1_ner / "train.txt").write_bytes("Juma B-PER\nnd\u00e9 O\n".encode("latin-1"))
     (root / "registry.yaml").write_text("defaults: {}\nlanguages:\n  - code: sw\n    methods: [magic]\n",
                                         encoding="utf-8")
+    # issue 28: inputs a third-party reader used to fail on with a traceback
+    import gzip
+
+    (root / "not-a-model").mkdir()
+    (root / "not-a-model" / "notes.txt").write_text("not a tokenizer\n", encoding="utf-8")
+    (root / "latin1.yaml").write_bytes("lapt:\n  steps: 2  # d\u00e9j\u00e0\n".encode("latin-1"))
+    (root / "text.parquet").write_text("\n".join(texts), encoding="utf-8")
+    (root / "not-zstd.jsonl.zst").write_text(json.dumps({"text": texts[0]}) + "\n", encoding="utf-8")
+    packed = gzip.compress("\n".join(texts).encode("utf-8"))
+    (root / "cut.txt.gz").write_bytes(packed[: len(packed) // 2])
     return root
 
 
@@ -222,6 +232,27 @@ CASES: dict[str, Case] = {
                                                              str(d / "registry.yaml")], ("languages.0.methods.0",)),
     "deploy missing registry": Case(lambda d: ["deploy", "--dry-run", "--registry", str(d / "nope.yaml")],
                                     ("nope.yaml does not exist",)),
+    # tracebacks found by issue 28
+    "tokenizer source folder not a model": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"), "--source",
+                                                           str(d / "not-a-model"), "--out", "{out}"],
+                                                ("not-a-model cannot be loaded", "save_pretrained"),
+                                                stage="tokenizer"),
+    "config file in latin-1": Case(lambda d: ["config", str(d / "latin1.yaml"), "-l", "sw"],
+                                   ("latin1.yaml is not UTF-8 text", "save it as UTF-8")),
+    "corpus parquet file that is text": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p",
+                                                        str(d / "text.parquet"), "--out", "{out}"],
+                                             ("text.parquet is not a readable parquet file", "write it again"),
+                                             stage="corpus"),
+    "corpus zst file that is not zstd": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p",
+                                                        str(d / "not-zstd.jsonl.zst"), "--out", "{out}"],
+                                             ("not-zstd.jsonl.zst is corrupt or not zstd data", "compress it again"),
+                                             stage="corpus"),
+    "corpus truncated gz file": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p", str(d / "cut.txt.gz"),
+                                                "--out", "{out}"], ("cut.txt.gz is truncated", "compress it again"),
+                                     stage="corpus"),
+    "tokenizer-stats negative limit": Case(lambda d: ["tokenizer-stats", "--tokenizer", str(d / "model"), "--texts",
+                                                      str(d / "docs.jsonl"), "--limit", "-1"],
+                                           ("--limit", "1 or more")),
     # the store, local
     "store with an unsupported scheme": Case(lambda d: ["split", str(d / "docs.jsonl"), "--store", "ftp://example.invalid/x",
                                                     "--out", "{out}"], ("unsupported scheme 'ftp'", "s3://")),

@@ -127,3 +127,25 @@ def light_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     downstream = {"model": store_downstream(store, model, "focus", {1: 0.61, 2: 0.0, 3: 0.58}, task),
                   "source": store_downstream(store, source, "original", {1: 0.55, 2: 0.52, 3: 0.57}, task)}
     return {**run, "downstream": downstream}
+
+
+@pytest.fixture(scope="session")
+def tiny_model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny BERT folder (weights and tokenizer), saved once: what the stage commands' model artifacts hold."""
+    return save_tiny("bert", tmp_path_factory.mktemp("tiny-model") / "model", sample_texts(60))
+
+
+def store_stage_model(store: Any, stage: str, folder: Path, metadata: dict[str, Any], marker: str = "",
+                      key: str | None = None) -> Any:
+    """A model artifact as ``focusflow transfer``/``lapt`` commit it: no run around it, so no corpus in its lineage
+    and only the ``language`` its metadata names (``None`` from a stage command). ``marker`` makes the content (and
+    so the publish key) differ between artifacts of the same folder; ``key`` picks the key (default: from params)."""
+    import shutil
+    import tempfile
+
+    params = {"stage_command": stage, "marker": marker}
+    with tempfile.TemporaryDirectory() as staging:
+        copy = Path(staging) / "model"
+        shutil.copytree(folder, copy)
+        (copy / "marker.bin").write_text(marker, encoding="utf-8")  # not a published file
+        return store.put_dir(stage, key or store.key(stage, params, {}, 1), copy, params=params, metadata=metadata)
