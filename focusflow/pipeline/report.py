@@ -78,17 +78,14 @@ def _key_values(title: str, values: Mapping[str, Any]) -> str:
 
 
 def _unigram_warnings(frame: pd.DataFrame) -> list[str]:
-    """A model whose held-out LM loss is not below its own tokenizer's unigram loss has learned no context."""
-    if not {"mlm_loss", "unigram_loss"} <= set(frame.columns):
-        return []
+    """Every model (encoder or decoder) that has learned no context: not below its tokenizer's unigram level."""
+    from focusflow.evaluation.intrinsic import above_unigram
+
     lines = []
     for row in frame.to_dict("records"):
-        loss, unigram = row.get("mlm_loss"), row.get("unigram_loss")
-        if loss is None or unigram is None or pd.isna(loss) or pd.isna(unigram) or loss < unigram:
-            continue
-        label = f"{row['method']} ({row.get('stage', 'init')})"
-        lines.append(f"- **{label}**: held-out LM loss {loss:.4g} is not below the unigram loss of its tokenizer "
-                     f"({unigram:.4g}): it predicts no better than token frequencies.")
+        why = above_unigram({k: v for k, v in row.items() if not (isinstance(v, float) and pd.isna(v))})
+        if why:
+            lines.append(f"- **{row['method']} ({row.get('stage', 'init')})**: {why}.")
     return [*lines, ""] if lines else []
 
 

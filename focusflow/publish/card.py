@@ -13,6 +13,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from focusflow.evaluation.downstream.report import score_text
+from focusflow.evaluation.intrinsic import above_unigram
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
 
@@ -190,13 +191,10 @@ def _usage(facts: CardFacts, repo_id: str) -> list[str]:
 
 def _limitations(facts: CardFacts) -> list[str]:
     lines: list[str] = []
-    lm = "mlm" if facts.objective == "mlm" else "clm"
     for m in (facts.model, facts.original):
-        loss, unigram = m.intrinsic.get(f"{lm}_loss"), m.intrinsic.get("unigram_loss")
-        if isinstance(loss, (int, float)) and isinstance(unigram, (int, float)) and loss >= unigram:
-            lines.append(f"- **Warning**: the held-out {lm.upper()} loss of {_row_name(facts, m)} ({loss:.4g}) is not "
-                         f"below its tokenizer's unigram loss ({unigram:.4g}): it predicts no better than token "
-                         "frequencies.")
+        why = above_unigram(m.intrinsic)
+        if why:
+            lines.append(f"- **Warning**: {_row_name(facts, m)}: {why}.")
     for m in (facts.model, facts.original):
         for task, seeds in _plateau_seeds(m).items():
             lines.append(f"- **Warning**: on {task}, seed(s) {', '.join(map(str, seeds))} of {_row_name(facts, m)} "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pandas as pd
+
 from focusflow.corpus.io import write_texts
 from focusflow.pipeline import run_stage
 from focusflow.pipeline.report import write_report
@@ -79,3 +81,17 @@ def test_an_encoder_run_report_has_no_continuations(tmp_path: Path):
     source = save_tiny("xlmr", tmp_path / "source")
     report = _report_of(ArtifactStore(tmp_path / "store"), {"original": source}, source, tmp_path / "heldout.jsonl")
     assert "## Method comparison" in report and SECTION not in report
+
+
+def test_a_decoder_above_its_unigram_level_is_flagged_in_bits_per_byte():
+    """The flag read only the masked-LM loss: a causal LM at 2.502 bits per byte against a unigram 2.44 passed."""
+    from focusflow.evaluation.intrinsic import above_unigram
+    from focusflow.pipeline.report import _unigram_warnings
+
+    decoder = {"method": "focus+lapt", "stage": "lapt", "clm_loss": 5.9, "unigram_loss": 5.75,
+               "bits_per_byte": 2.502, "unigram_bits_per_byte": 2.44}
+    assert "2.502 bits per byte is not below its tokenizer's unigram level (2.44" in above_unigram(decoder)
+    assert above_unigram({**decoder, "clm_loss": 5.0, "bits_per_byte": 2.1}) is None
+    assert above_unigram({"mlm_loss": 7.0, "unigram_loss": 6.7}).startswith("held-out LM loss 7 is not below")
+    warnings = _unigram_warnings(pd.DataFrame([decoder]))
+    assert warnings[0].startswith("- **focus+lapt (lapt)**: held-out 2.502 bits per byte")
