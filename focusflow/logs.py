@@ -11,8 +11,11 @@ where whole documents are tokenized on purpose, for statistics or packing).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+import sys
+import time
 from collections.abc import Iterable
 
 from focusflow.errors import FocusflowError
@@ -109,6 +112,16 @@ def is_verbose() -> bool:
     return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def clock(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
 #: The logger of the stage lines (started / cache hit / done in N s) that ``focusflow.pipeline.run_stage`` writes.
 STAGE_LOGGER = "focusflow.stages"
 
@@ -179,3 +192,58 @@ def configure_output(verbose: bool | None = None) -> bool:
         if not verbose:
             logger.addFilter(UserErrorTraceback())
     return verbose
+
+
+PROGRESS_LINE_S = 30.0  # seconds between progress lines when stderr is not a terminal
+progress_lines = logging.getLogger(f"{STAGE_LOGGER}.progress")
+
+
+class ProgressBar:
+    """One rich bar of optimizer steps with the last train loss on a terminal; elsewhere (a log file, a CI job, a
+    worker) one progress line every ~30 s on the stage lines, so a long stage is never silent."""
+
+    def __init__(self, name: str, total: int, completed: int = 0, show_loss: bool = True):
+        self.name, self.total = name, total
+        self._started = self._last_line = time.perf_counter()
+        self._first = completed
+        self._progress = None
+        if not sys.stderr.isatty():
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(TextColumn(name), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("loss {task.fields[loss]:.3f}" if show_loss else ""),
+                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        self._task = self._progress.add_task(name, total=total, completed=completed, loss=float("nan"))
+        self._progress.start()
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def update(self, completed: int, loss: float = float("nan")) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=completed, loss=loss)
+            return
+        now = time.perf_counter()
+        if now - self._last_line < PROGRESS_LINE_S or completed >= self.total or completed <= self._first:
+            return
+        self._last_line = now
+        elapsed = now - self._started
+        eta = elapsed / (completed - self._first) * (self.total - completed)
+        shown = f", loss {loss:.3f}" if math.isfinite(loss) else ""
+        progress_lines.info("%s: %d/%d%s, %s, ETA %s", self.name, completed, self.total, shown, clock(elapsed),
+                            clock(eta))
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()

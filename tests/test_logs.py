@@ -159,3 +159,22 @@ def test_the_cli_console_drops_a_user_errors_run_records_which_its_error_line_re
     for record in (bug, closing_bug):
         _console_text(record)
         assert console.filter(record)  # a bug keeps its lines (and traceback)
+
+
+def test_a_long_stage_off_a_terminal_prints_a_progress_line_every_30_seconds(monkeypatch, caplog):
+    """The demo's source, align and LAPT stages ran minutes with no output when stderr was a file."""
+    import logging
+
+    from focusflow import logs
+
+    now = [0.0]
+    monkeypatch.setattr(logs.time, "perf_counter", lambda: now[0])
+    caplog.set_level(logging.INFO, logger=logs.progress_lines.name)
+    with logs.ProgressBar("LAPT", total=100) as bar:  # pytest's captured stderr is not a terminal
+        for step in range(1, 101):
+            now[0] += 2.0
+            bar.update(step, 5.0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "LAPT: 15/100, loss 5.000, 30 s, ETA 2 min 50 s", "LAPT: 30/100, loss 5.000, 1 min 00 s, ETA 2 min 20 s",
+        "LAPT: 45/100, loss 5.000, 1 min 30 s, ETA 1 min 50 s", "LAPT: 60/100, loss 5.000, 2 min 00 s, ETA 1 min 20 s",
+        "LAPT: 75/100, loss 5.000, 2 min 30 s, ETA 50 s", "LAPT: 90/100, loss 5.000, 3 min 00 s, ETA 20 s"]

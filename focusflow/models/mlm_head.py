@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import Progress
 
 from focusflow.config import MlmHeadSpec
 from focusflow.errors import InputError
+from focusflow.logs import ProgressBar
 from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
 from focusflow.models.loading import load_source
 from focusflow.precision import Precision, resolve_precision
@@ -63,8 +63,7 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
     masker = Masker.for_tokenizer(tokenizer, spec.mlm_probability, random_from_any_token=True)
     features, labels = [], []
     batch_size = 16
-    with Progress(transient=True) as progress:
-        task = progress.add_task("encoding masked sequences (frozen encoder)", total=len(sequences))
+    with ProgressBar("source: encoding masked sequences (frozen encoder)", len(sequences), show_loss=False) as bar:
         for start in range(0, len(sequences), batch_size):
             rows = sequences[start:start + batch_size]
             inputs, chosen = [], []
@@ -87,7 +86,7 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
                 hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
             features.append(hidden[selected_mask].float())
             labels.append(targets[selected_mask])
-            progress.advance(task, len(rows))
+            bar.update(start + len(rows))
     return torch.cat(features), torch.cat(labels)
 
 
@@ -200,8 +199,7 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
     history = [(0, initial)]
     started = time.perf_counter()
     transform.train()
-    with Progress(transient=True) as progress:
-        task = progress.add_task("training the MLM head", total=spec.steps)
+    with ProgressBar("source: training the MLM head", spec.steps) as bar:
         for step in range(1, spec.steps + 1):
             index = train[torch.randint(0, len(train), (spec.positions_per_step,), generator=generator)]
             loss = loss_on(index)
@@ -214,8 +212,7 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
                 history.append((step, current))
                 if current < best:
                     best, best_step, best_state = current, step, snapshot()
-                progress.update(task, description=f"training the MLM head (held-out {current:.3f}, best {best:.3f})")
-            progress.advance(task)
+            bar.update(step, float(loss))
     transform.eval()
     with torch.no_grad():
         candidate_bias.copy_(best_state.pop("__bias__"))

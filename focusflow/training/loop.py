@@ -27,11 +27,12 @@ import torch.distributed as dist
 from torch import nn
 
 from focusflow.errors import InputError, TrainingDivergedError
+from focusflow.logs import ProgressBar
 from focusflow.precision import resolve_precision
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.flops import mfu, peak_flops
-from focusflow.training.monitor import LossWindow, ProgressBar, plot_loss_curve, write_metrics_csv
+from focusflow.training.monitor import LossWindow, plot_loss_curve, write_metrics_csv
 from focusflow.training.optimization import Optimization
 
 log = logging.getLogger(__name__)

@@ -81,29 +81,3 @@ class LossWindow:
         result = loss / max(predicted, 1.0), self.tokens / max(self.seconds, 1e-9)
         self.seconds, self.loss, self.predicted, self.tokens = 0.0, 0.0, 0.0, 0
         return result
-
-
-class ProgressBar:
-    """One rich bar of optimizer steps with the last train loss."""
-
-    def __init__(self, name: str, total: int, completed: int):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress = Progress(TextColumn(name), BarColumn(), MofNCompleteColumn(),
-                                  TextColumn("loss {task.fields[loss]:.3f}"),
-                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-        self._task = self._progress.add_task(name, total=total, completed=completed, loss=float("nan"))
-        self._progress.start()
-
-    def update(self, completed: int, loss: float) -> None:
-        self._progress.update(self._task, completed=completed, loss=loss)
-
-    def stop(self) -> None:
-        self._progress.stop()

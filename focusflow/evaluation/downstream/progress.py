@@ -9,21 +9,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from focusflow.logs import STAGE_LOGGER
+from focusflow.logs import STAGE_LOGGER, clock
 
 lines = logging.getLogger(f"{STAGE_LOGGER}.evaluate")
 
 HEARTBEAT_S = 30.0
-
-
-def clock(seconds: float) -> str:
-    """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 @dataclass
