@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="store and fine-tuning runs; default /tmp/focusflow-lapt-parity-<language>[-quick]")
     parser.add_argument("--quick", action="store_true", help="tiny budgets everywhere: a smoke run, not a measure")
-    add_protocol_arguments(parser, SIB200_PROTOCOL.model_copy(update={"embedding_lr_scale": 10.0}))
+    add_protocol_arguments(parser, SIB200_PROTOCOL)
     args = parser.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]

@@ -16,7 +16,9 @@ JSON {language, task, protocol, seeds, models: {name: {mean, std, runs, seconds_
 
 The protocol (3 epochs over the 701 training sentences in batches of 16 = 132 steps, lr 1e-4, 64
 sub-tokens, dev every 20%, whole test set) was chosen with e5-small on a shared 2-core machine; the
-measurement behind it is in benchmarks/RESULTS-sib200.md.
+measurement behind it is in benchmarks/RESULTS-sib200.md. It is the library's ``cpu`` preset, which since
+RESULTS-finetune-recipe.md also trains the input embeddings at 10x the learning rate (every model gained);
+``--embedding-lr-scale 1`` gives the protocol of RESULTS-sib200.md.
 """
 
 from __future__ import annotations

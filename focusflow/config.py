@@ -322,6 +322,9 @@ class DownstreamSettings(_Section):
     threads: int | None = Field(default=None, ge=1, description="torch CPU threads (1 helps on a busy machine)")
     embedding_lr_scale: float | None = Field(default=None, gt=0, description="multiply the learning rate of the "
                                              "input embedding matrix (a new tokenizer's rows) by this; None: 1")
+    protocol: Literal["paper", "cpu"] | None = Field(default=None, description="a named preset for what is not set "
+                                                     "here: paper (None; the task defaults, for a GPU) or cpu (the "
+                                                     "benchmarks' protocol: minutes a run on 2 cores)")
 
     @field_validator("seeds")
     @classmethod

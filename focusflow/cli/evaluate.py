@@ -48,6 +48,8 @@ def evaluate(
     eval_every: float = typer.Option(0.05, "--eval-every", min=0.001, max=1.0,
                                      help="Dev evaluation every this fraction of the steps."),
     threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (1 helps on a busy machine)."),
+    protocol: str = typer.Option(None, "--protocol", help="A named preset for what is not given: 'cpu' (minutes a "
+                                 "run on 2 cores: the benchmarks' protocol) or 'paper' (the task defaults, for a GPU)."),
     embedding_lr_scale: float = typer.Option(None, "--embedding-lr-scale",
                                              help="Multiply the input embeddings' learning rate (new rows adapt faster)."),
 ) -> None:
@@ -61,7 +63,7 @@ def evaluate(
                                    data_root=data_root, lr=lr, max_length=max_length, batch_size=batch_size,
                                    eval_every_fraction=eval_every, max_eval_samples=max_eval_samples,
                                    max_test_samples=max_test_samples, threads=threads,
-                                   embedding_lr_scale=embedding_lr_scale)
+                                   embedding_lr_scale=embedding_lr_scale, protocol=protocol)
     resolved = {name: resolve_model(reference) for name, reference in parse_models(models).items()}
     results = evaluate_models(resolved, task, out, settings)
     typer.echo(console_table(results))

@@ -26,7 +26,7 @@ DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 2
 REPORT_STAGE, REPORT_VERSION = "report", 3
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
-_KEY_WHEN_SET = ("max_length", "embedding_lr_scale")
+_KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol")
 _NOT_IN_KEY = ("data_root", "heldout_sentences", "threads")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 

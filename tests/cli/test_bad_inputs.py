@@ -90,6 +90,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "not-zstd.jsonl.zst").write_text(json.dumps({"text": texts[0]}) + "\n", encoding="utf-8")
     packed = gzip.compress("\n".join(texts).encode("utf-8"))
     (root / "cut.txt.gz").write_bytes(packed[: len(packed) // 2])
+    sib = root / "sib-root" / "cls" / "sib200" / "swh_Latn"
+    sib.mkdir(parents=True)
+    for name in ("train", "dev", "test"):
+        (sib / f"{name}.tsv").write_text("index_id\tcategory\ttext\n1\tsports\tJuma alicheza mpira\n", encoding="utf-8")
     return root
 
 
@@ -232,6 +236,13 @@ CASES: dict[str, Case] = {
                                                              str(d / "registry.yaml")], ("languages.0.methods.0",)),
     "deploy missing registry": Case(lambda d: ["deploy", "--dry-run", "--registry", str(d / "nope.yaml")],
                                     ("nope.yaml does not exist",)),
+    # a task the local copy does not hold: said at once, naming what the copy holds (it tried the Hub for 27 s)
+    "evaluate task language missing from the local copy": Case(
+        lambda d: ["evaluate", "--models", str(d / "model"), "--task", "cls:sib200:yo", "--data-root",
+                   str(d / "sib-root"), "--out", "{out}"], ("no local copy of cls:sib200:yo", "it holds swh_Latn")),
+    "evaluate task language not a language": Case(
+        lambda d: ["evaluate", "--models", str(d / "model"), "--task", "cls:sib200:xx", "--data-root",
+                   str(d / "sib-root"), "--out", "{out}"], ("cls:sib200:xx", "not a known ISO 639")),
     # tracebacks found by issue 28
     "tokenizer source folder not a model": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"), "--source",
                                                            str(d / "not-a-model"), "--out", "{out}"],

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from focusflow.errors import InputError
 from focusflow.evaluation.downstream.datasets import (
     DataFormatError,
     complete_splits,
@@ -156,7 +157,24 @@ def test_hub_failure_says_what_to_do(tmp_path, monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(RuntimeError, match="--data-root"):
-        resolve_task("ner:wikiann:sw", data_root=tmp_path)
+        resolve_task("ner:wikiann:sw")
+    (tmp_path / "ner" / "wikiann" / "swa").mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    with pytest.raises(RuntimeError, match="no local copy of ner:wikiann:yo .*it holds swa.*did not give it") as told:
+        resolve_task("ner:wikiann:yo", data_root=tmp_path)
+    assert "Pass --data-root" not in str(told.value), "a --data-root was given: the advice would mislead"
+
+
+def test_a_task_missing_from_the_local_copy_is_said_at_once_when_the_hub_is_off(tmp_path, monkeypatch):
+    import datasets
+
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("the Hub is off: never tried"))
+    (tmp_path / "cls" / "sib200" / "swh_Latn").mkdir(parents=True)
+    with pytest.raises(InputError, match="no local copy of cls:sib200:yo .*it holds swh_Latn.*switched off"):
+        resolve_task("cls:sib200:yo", data_root=tmp_path)
+    with pytest.raises(InputError, match="'xx' is not a known ISO 639"):
+        resolve_task("cls:sib200:xx", data_root=tmp_path)
 
 
 def test_hub_loaders_convert_the_hub_layouts(monkeypatch):

@@ -23,6 +23,7 @@ from focusflow.errors import InputError
 from focusflow.evaluation.downstream.datasets import TaskData, subsample
 from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 from focusflow.evaluation.downstream.kinds import task_kind
+from focusflow.evaluation.downstream.presets import with_protocol
 from focusflow.evaluation.downstream.progress import RunProgress
 from focusflow.evaluation.downstream.report import write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
@@ -258,7 +259,9 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
     runs: list[dict[str, Any]] = []
     notes: dict[str, list[str]] = {}
     progress = RunProgress(len(specs) * len(models) * len(settings.seed_list), len(settings.seed_list))
+    common = settings
     for spec in specs:
+        settings = with_protocol(common, spec.kind, spec.dataset)  # a named preset fills what was left unset
         data = prepare_data(spec, settings)
         notes[spec.id] = [f"{split}: {origin}" for split, origin in data.provenance.items()]
         task_values = task_settings(spec, settings)

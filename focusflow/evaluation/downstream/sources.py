@@ -15,6 +15,7 @@ the Hub's automatic Parquet conversion (``refs/convert/parquet``) for script-bas
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -357,9 +358,40 @@ def resolve_task(spec: TaskSpec | str, data_root: Path | None = None, split_seed
     spec = parse_task(spec) if isinstance(spec, str) else spec
     if spec.path is not None:
         return load_folder(spec.kind, spec.path, spec.dataset, spec.language, split_seed)
-    if data_root is not None:
-        folder = local_copy(spec, Path(data_root))
-        if folder is not None:
-            return load_folder(spec.kind, folder, spec.dataset, spec.language, split_seed)
-        log.warning("no local copy of %s under %s; trying the Hugging Face Hub", spec.id, data_root)
-    return load_hub(spec, split_seed)
+    if data_root is None:
+        return load_hub(spec, split_seed)
+    folder = local_copy(spec, Path(data_root))
+    if folder is not None:
+        return load_folder(spec.kind, folder, spec.dataset, spec.language, split_seed)
+    missing = _no_local_copy(spec, Path(data_root))
+    if "_" not in spec.language:  # a dataset's own code (swh_Latn) is the dataset's to check; an ISO code here
+        from focusflow.languages import LanguageError, normalize_language
+
+        try:
+            normalize_language(spec.language)
+        except LanguageError as exc:
+            raise InputError(f"task {spec.id!r}: {exc} ({missing})") from None
+    if _hub_offline():
+        raise InputError(f"{missing}; the Hugging Face Hub is switched off here (HF_HUB_OFFLINE / "
+                         "HF_DATASETS_OFFLINE): add the folder, or name a task the copy holds")
+    log.warning("%s; trying the Hugging Face Hub", missing)
+    try:
+        return load_hub(spec, split_seed)
+    except (UnavailableError, InputError) as exc:
+        raise UnavailableError(f"{missing}, and the Hugging Face Hub did not give it either: "
+                               f"{str(exc).split(' Offline?')[0]}") from None
+
+
+def _no_local_copy(spec: TaskSpec, data_root: Path) -> str:
+    """What a local copy lacks, naming the languages it does hold (so a typo or a missing language is plain)."""
+    info = KNOWN[spec.dataset]
+    folders = [data_root / spec.kind / name for name in info.local_dirs or (spec.dataset,)]
+    held = sorted({p.name for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_dir()})
+    shown = ", ".join(held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
+    return (f"no local copy of {spec.id} under {data_root} (looked in {folders[0]}/<language>/"
+            + (f"; it holds {shown})" if held else "; there is no such folder)"))
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
