@@ -23,7 +23,7 @@ from focusflow.storage.fingerprint import folder_fingerprint
 # version 2: the key's ``data`` is the one folder fingerprint of the task folders the run reads (it was
 # every data file under data_root, hashed differently), for downstream and decontaminate alike
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 2
-REPORT_STAGE, REPORT_VERSION = "report", 3
+REPORT_STAGE, REPORT_VERSION = "report", 4  # 4: the LAPT behind each +lapt row, the protocol
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol")
@@ -115,18 +115,42 @@ def _report(run: StageRun) -> dict[str, Any]:
     downstream = [pd.DataFrame(a.metadata.get("results", [])) for a in by_kind.get("downstream", {}).values()]
     downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
     sections = {f"{label} stage": dict(a.metadata) for label, a in by_kind.get("stage", {}).items()}
-    sections.update({f"LAPT of {label}": {k: v for k, v in a.metadata.items() if k in _LAPT_SUMMARY}
-                     for label, a in by_kind.get("lapt", {}).items()})
+    sections.update({f"LAPT of {label}": _lapt_summary(a) for label, a in by_kind.get("lapt", {}).items()})
+    notes = [_downstream_note(label, a) for label, a in by_kind.get("lapt", {}).items()]
+    protocols = sorted({str(a.params.get("evaluation", {}).get("protocol") or "paper")
+                        for a in by_kind.get("downstream", {}).values()})
+    if protocols:
+        notes.append(f"Fine-tuning protocol: {', '.join(protocols)} (the same for every row, the source's included).")
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
     continuations = {label: a.metadata["continuations"] for label, a in by_kind.get("intrinsic", {}).items()
                      if a.metadata.get("continuations")}
     headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
-                            stage_times(_timing_rows(run.artifacts)), continuations)
+                            stage_times(_timing_rows(run.artifacts)), continuations, downstream_notes=notes)
     return {**headline, "artifacts": sections["artifacts"]}
 
 
 _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss", "final_train_loss", "tokens_per_s",
-                 "mfu", "precision", "device", "world_size", "resumed_from", "trainable_parameters")
+                 "mfu", "precision", "device", "world_size", "resumed_from", "trainable_parameters",
+                 "train_seconds_this_session")
+
+
+def _lapt_summary(lapt: Artifact) -> dict[str, Any]:
+    """What the report shows of a LAPT run; a minutes budget adds its plan (minutes, seconds per step)."""
+    summary = {k: v for k, v in lapt.metadata.items() if k in _LAPT_SUMMARY}
+    budget = lapt.metadata.get("budget") or {}
+    if budget:
+        summary.update(budget_minutes=budget.get("minutes"), planned_seconds_per_step=budget.get("seconds_per_step"))
+    return summary
+
+
+def _downstream_note(label: str, lapt: Artifact) -> str:
+    """The LAPT behind a ``+lapt`` row: its budget, steps and tokens, so a score is read with its cost."""
+    meta, budget = lapt.metadata, lapt.metadata.get("budget") or {}
+    planned = f"{budget['minutes']:g} minutes planned on this machine, " if budget.get("minutes") else ""
+    trained = meta.get("train_seconds_this_session")
+    spent = f"; {trained / 60:.1f} minutes of training measured" if isinstance(trained, (int, float)) else ""
+    return (f"{label}+lapt: {planned}{meta.get('steps', '?')} steps, {int(meta.get('tokens') or 0):,} tokens seen"
+            f"{spent}.")
 
 
 class ReportSettings(StageSettings):

@@ -167,7 +167,8 @@ def continuations_markdown(continuations: Mapping[str, list[Mapping[str, str]]])
 def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str, Any]],
                  sections: Mapping[str, Mapping[str, Any]], downstream: pd.DataFrame | None = None,
                  timings: pd.DataFrame | None = None,
-                 continuations: Mapping[str, list[Mapping[str, str]]] | None = None) -> dict[str, Any]:
+                 continuations: Mapping[str, list[Mapping[str, str]]] | None = None,
+                 downstream_notes: list[str] | None = None) -> dict[str, Any]:
     """Write ``report.md``, ``comparison.csv`` and ``comparison.png`` (and ``stage_times.csv``); return the headline.
 
     ``continuations`` (model label → its intrinsic evaluation's greedy continuations; decoders only) become a
@@ -194,7 +195,7 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
         downstream.to_csv(out_dir / "downstream.csv", index=False)
         parts += ["## Downstream tasks", "", "Scores ×100, mean ± sample std over seeds (test split, best dev "
                   "checkpoint); every metric per run in `downstream.csv`.", "", summary_markdown(downstream, language),
-                  ""]
+                  "", *[f"- {note}" for note in downstream_notes or []], ""]
     if timings is not None and not timings.empty:
         timings.to_csv(out_dir / "stage_times.csv", index=False)
         parts += ["## Where the time went", "", "Wall seconds of each stage's build (a cached stage shows the run that "

@@ -188,6 +188,9 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
                            if lapt.params.get("lapt", {}).get(k) is not None})
         if lapt.stage == "lapt-checkpoint":
             lapt_facts["checkpoint_of_total_steps"] = lapt.metadata.get("total_steps")
+        minutes = (lapt.metadata.get("budget") or {}).get("minutes") or lapt.metadata.get("lapt_minutes")
+        if minutes:  # a minutes budget: the cost behind the scores, as planned on the machine that trained
+            lapt_facts["minutes_planned"] = minutes
     align_summary = (align.metadata.get("align") or {}) if align is not None else {}
     align_facts = {k: align_summary.get(k) for k in ("steps", "tokens", "layer") if align_summary.get(k) is not None}
     evaluation = dict((lineage.downstream.params.get("evaluation") or {}) if lineage.downstream else {})

@@ -95,3 +95,21 @@ def test_a_decoder_above_its_unigram_level_is_flagged_in_bits_per_byte():
     assert above_unigram({"mlm_loss": 7.0, "unigram_loss": 6.7}).startswith("held-out LM loss 7 is not below")
     warnings = _unigram_warnings(pd.DataFrame([decoder]))
     assert warnings[0].startswith("- **focus+lapt (lapt)**: held-out 2.502 bits per byte")
+
+
+def test_a_lapt_row_is_read_with_the_lapt_behind_it(tmp_path):
+    """The report names each +lapt model's budget, steps and tokens beside its downstream score."""
+    from focusflow.pipeline.evaluation_stages import _downstream_note, _lapt_summary
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    store = ArtifactStore(tmp_path / "store")
+    lapt = store.put_dir("lapt", "l" * 64, folder, metadata={
+        "steps": 516, "tokens": 2113536, "train_seconds_this_session": 2108.3,
+        "budget": {"minutes": 30.0, "steps": 516, "seconds_per_step": 3.49}})
+    assert _downstream_note("focus", lapt) == ("focus+lapt: 30 minutes planned on this machine, 516 steps, "
+                                               "2,113,536 tokens seen; 35.1 minutes of training measured.")
+    assert _lapt_summary(lapt)["budget_minutes"] == 30.0
+    plain = store.put_dir("lapt", "m" * 64, folder, metadata={"steps": 40, "tokens": 81920})
+    assert _downstream_note("focus", plain) == "focus+lapt: 40 steps, 81,920 tokens seen."
