@@ -58,6 +58,7 @@ def add_protocol_arguments(parser: argparse.ArgumentParser, defaults: Downstream
                         help="sub-tokens per input (NER: words past it are predicted O)")
     parser.add_argument("--lr", type=float, default=defaults.lr, help="0 = each task's default")
     parser.add_argument("--threads", type=int, default=defaults.threads, help="torch CPU threads")
+    parser.set_defaults(protocol=defaults.protocol)  # the preset's name travels with its values (the report names it)
     parser.add_argument("--embedding-lr-scale", type=float, default=defaults.embedding_lr_scale,
                         help="multiply the input embeddings' learning rate (default 1)")
 
@@ -70,7 +71,7 @@ def protocol_from_args(args: argparse.Namespace) -> DownstreamSettings:
                                max_eval_samples=args.max_eval_samples, max_test_samples=args.max_test_samples,
                                eval_every_fraction=args.eval_every, batch_size=args.batch_size,
                                max_length=args.max_length, lr=args.lr or None, threads=args.threads,
-                               embedding_lr_scale=args.embedding_lr_scale)
+                               embedding_lr_scale=args.embedding_lr_scale, protocol=getattr(args, "protocol", None))
 
 
 def with_run(protocol: DownstreamSettings, seeds: int | list[int], data_root: Path | None) -> DownstreamSettings:
