@@ -100,7 +100,8 @@ def test_other_families_and_algorithms(family, algorithm, pseudo_corpus: Path, t
 # --------------------------------------------------------------------------- vocabulary size guard
 
 def test_vocab_size_guard_refuses_and_auto_picks_a_supported_size(pseudo_corpus: Path, tmp_path: Path):
-    spec = TokenizerSpec()
+    spec = TokenizerSpec(vocab_size=50_000)
+    assert TokenizerSpec().vocab_size == "auto"  # the one default vocabulary policy of every entry point
     assert supported_vocab_size(4_000_000, spec) == 13_000  # 4M chars / 300 per entry, rounded down
     assert supported_vocab_size(2_500_000, spec) == 8_300
     assert resolve_vocab_size(TokenizerSpec(vocab_size="auto"), 4_000_000, 100) == 13_000
@@ -122,10 +123,10 @@ def test_sentencepiece_limit_becomes_a_clear_error(tmp_path: Path):
         train_tokenizer(tmp_path / "small.jsonl", spec, tmp_path / "tok")
 
 
-def test_demo_corpus_refuses_the_default_50k(tmp_path: Path):
+def test_demo_corpus_refuses_a_50k_vocabulary(tmp_path: Path):
     collect_corpus(CorpusSpec(), CleaningSpec(), "ny", tmp_path / "corpus")
     with pytest.raises(VocabularySizeError, match=r"this corpus has 3\.\d+M: use tokenizer.vocab_size=1[0-3]000"):
-        train_tokenizer(tmp_path / "corpus" / "documents.jsonl", TokenizerSpec(), tmp_path / "tok")
+        train_tokenizer(tmp_path / "corpus" / "documents.jsonl", TokenizerSpec(vocab_size=50_000), tmp_path / "tok")
 
 
 # --------------------------------------------------------------------------- metrics
