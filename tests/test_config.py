@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from focusflow.config import ConfigError, load_config
+from focusflow.config import DEFAULT_LAPT_MINUTES, ConfigError, load_config
 
 
-def test_defaults_follow_the_paper():
+def test_defaults_are_the_measured_cpu_recipe_with_a_lapt_that_reaches_the_source():
     config = load_config(language="sw")
     assert config.tokenizer.vocab_size == "auto"  # one vocabulary policy for every entry point
-    assert config.lapt.batch_size == 128 and config.lapt.seq_len == 256
-    assert config.lapt.lr == pytest.approx(5e-5) and config.lapt.grad_clip == 1.0
+    assert config.lapt.minutes == DEFAULT_LAPT_MINUTES == 20.0 and config.lapt.has_budget
+    assert config.lapt.batch_size == 32 and config.lapt.seq_len == 128  # benchmarks/RESULTS-lapt-parity.md
+    assert config.lapt.lr == pytest.approx(1e-4) and config.lapt.grad_clip == 1.0
+
+
+def test_a_lapt_budget_given_replaces_the_default_and_steps_0_turns_lapt_off():
+    assert load_config(language="sw", lapt={"lr": 2e-4}).lapt.minutes == 20.0  # a recipe change keeps the budget
+    assert load_config(language="sw", lapt={"steps": 50}).lapt.minutes is None
+    off = load_config(language="sw", lapt={"steps": 0}).lapt
+    assert off.minutes is None and not off.has_budget
+    assert load_config(None, ["lapt.tokens=100000"], language="sw").lapt.minutes is None
 
 
 def test_yaml_and_overrides(tmp_path):

@@ -15,7 +15,7 @@ from tests.pipeline.recording import RecordingStage
 from tests.tiny_models import sample_texts, save_tiny
 
 STAGES = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align", "reference",
-          "intrinsic", "lapt", "downstream", "report", "publish")
+          "intrinsic", "lapt-budget", "lapt", "downstream", "report", "publish")
 
 
 def _config(root: Path, mode: str, source: str = "unused", **more: Any):
