@@ -14,7 +14,9 @@ from focusflow.cli.app import app
 
 @app.command("deploy")
 def deploy_command(
-    registry: Path = typer.Option(Path("deployments/languages.yaml"), "--registry", "-r", help="Language registry YAML."),
+    registry: Path = typer.Option(None, "--registry", "-r", show_default=False,
+                                  help="Language registry YAML (default: deployments/languages.yaml of the focusflow "
+                                       "checkout, from any directory; else of the current directory)."),
     work_pool_cpu: str = typer.Option(None, "--work-pool-cpu", help="CPU work pool (default: the registry's)."),
     work_pool_gpu: str = typer.Option(None, "--work-pool-gpu", help="GPU work pool (default: the registry's)."),
     language: list[str] = typer.Option([], "--language", "-l", help="Deploy only these languages (repeatable)."),
@@ -29,9 +31,10 @@ def deploy_command(
     """One specialize_language and one evaluate_checkpoint deployment per registered language."""
     from focusflow.orchestration.apply import apply_plans, check_prune, serve_plans
     from focusflow.orchestration.plans import plan_deployments, render_prefect_yaml
-    from focusflow.orchestration.registry import load_registry
+    from focusflow.orchestration.registry import default_registry, load_registry
 
     loaded = load_registry(registry)
+    registry = registry if registry is not None else default_registry()
     plans = plan_deployments(loaded, cpu_pool=work_pool_cpu, gpu_pool=work_pool_gpu, languages=language or None)
     if write_prefect_yaml is not None:
         from focusflow.storage.atomic import atomic_write

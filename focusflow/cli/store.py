@@ -33,23 +33,31 @@ def list_artifacts(
 ) -> None:
     """List artifacts: stage, key, files, size, created; an unreadable manifest is one row marked BAD.
 
-    Keys are shown by their shortest unique prefix in the stage (at least 16 characters): what ``show``
-    and ``rm`` accept."""
+    Keys are shown by their shortest unique prefix in the stage (at least 16 characters), a checkpoint's with
+    its step whole (``<prefix>…-step-00000040``): what ``show`` and ``rm`` accept. Stage names and keys are
+    never cut (at 80 columns too): the other columns wrap instead."""
     artifact_store = ArtifactStore(store)
-    table = Table(title=f"artifacts in {redact_uri(artifact_store.uri)}")
-    for column in ("stage", "key", "files", "bytes", "created"):
-        table.add_column(column, no_wrap=column == "key")
     entries = artifact_store.scan(stage)
     short: dict[str, dict[str, str]] = {}
     for name in {entry.stage for entry in entries}:
         short[name] = unique_prefixes(artifact_store.keys(name))
+    rows = []
     for entry in entries:
         key = short[entry.stage].get(entry.key, entry.key)
         if isinstance(entry, BrokenArtifact):
-            table.add_row(entry.stage, key, "BAD", "", entry.error, style="red")
+            rows.append(((entry.stage, key, "BAD", "", entry.error), "red"))
         else:
-            table.add_row(entry.stage, key, str(len(entry.files)),
-                          str(entry.manifest.get("total_bytes", "")), entry.manifest.get("created", ""))
+            size = entry.manifest.get("total_bytes")
+            created = str(entry.manifest.get("created", ""))[:19].replace("T", " ")  # to the second, as stored (UTC)
+            rows.append(((entry.stage, key, str(len(entry.files)), _size(size) if isinstance(size, int) else "",
+                          created), None))
+    table = Table(title=f"artifacts in {redact_uri(artifact_store.uri)}")
+    for index, column in enumerate(("stage", "key")):  # what `show` and `rm` take: whole, however narrow the terminal
+        table.add_column(column, no_wrap=True, min_width=max((len(row[index]) for row, _ in rows), default=None))
+    for column in ("files", "size", "created"):
+        table.add_column(column, overflow="fold", justify="left" if column == "created" else "right")
+    for row, style in rows:
+        table.add_row(*row, style=style)
     Console().print(table)
 
 
@@ -81,13 +89,14 @@ def usage(
     console.print(table)
     if found.largest:
         keys = {stage: unique_prefixes(artifact_store.keys(stage)) for stage in {a.stage for a in found.largest}}
+        addresses = [f"{artifact.stage}/{keys[artifact.stage][artifact.key]}" for artifact in found.largest]
         largest = Table(title="largest artifacts")
-        for column in ("artifact", "size", "largest files"):
-            largest.add_column(column, justify="right" if column == "size" else "left")
-        for artifact in found.largest:
+        largest.add_column("artifact", no_wrap=True, min_width=max(len(address) for address in addresses))  # never cut
+        largest.add_column("size", justify="right", overflow="fold")
+        largest.add_column("largest files", overflow="fold")
+        for address, artifact in zip(addresses, found.largest, strict=True):
             files = sorted(artifact.files.items(), key=lambda item: -item[1]["size"])[:2]
-            largest.add_row(f"{artifact.stage}/{keys[artifact.stage][artifact.key]}",
-                            _size(sum(info["size"] for info in artifact.files.values())),
+            largest.add_row(address, _size(sum(info["size"] for info in artifact.files.values())),
                             ", ".join(f"{name} {_size(info['size'])}" for name, info in files))
         console.print(largest)
     if found.broken:

@@ -14,7 +14,7 @@ from typing import Any
 
 from focusflow.config import ConfigError
 from focusflow.orchestration.plans import MANAGED_TAG, DeploymentPlan, plan_deployments
-from focusflow.orchestration.registry import DEFAULT_REGISTRY, LanguageRegistry, WorkPoolSpec, load_registry
+from focusflow.orchestration.registry import LanguageRegistry, WorkPoolSpec, default_registry, load_registry
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +168,12 @@ def serve_plans(plans: Sequence[DeploymentPlan]) -> None:
     serve(*[_runner_deployment(plan, served=True) for plan in plans], print_starting_message=True)
 
 
-def deploy(registry_path: str | Path = DEFAULT_REGISTRY, *, cpu_pool: str | None = None, gpu_pool: str | None = None,
+def deploy(registry_path: str | Path | None = None, *, cpu_pool: str | None = None, gpu_pool: str | None = None,
            languages: Sequence[str] | None = None, prune: bool = False) -> DeployResult:
-    """Load the registry and deploy every enabled language to the Prefect API in PREFECT_API_URL."""
+    """Load the registry (default: :func:`~focusflow.orchestration.registry.default_registry`) and deploy every
+    enabled language to the Prefect API in PREFECT_API_URL."""
     check_prune(prune, languages)
+    path = Path(registry_path) if registry_path is not None else default_registry()
     registry = load_registry(registry_path)
     plans = plan_deployments(registry, cpu_pool=cpu_pool, gpu_pool=gpu_pool, languages=languages)
-    return apply_plans(registry, plans, base_dir=Path(registry_path).parent, prune=prune)
+    return apply_plans(registry, plans, base_dir=path.parent, prune=prune)

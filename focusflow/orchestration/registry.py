@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from focusflow.config import ConfigError, InitMethod, PipelineConfig, format_errors, merge_layers
 
-DEFAULT_REGISTRY = Path("deployments/languages.yaml")
+REGISTRY_FILE = Path("deployments") / "languages.yaml"  # in the focusflow checkout (the image: /app/deployments)
+# The checkout the package is installed from (an editable install, or the source tree it runs from).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})*$")
 _SUITE = re.compile(r"^[a-z][a-z0-9_-]*(:\S+)?$")
@@ -206,8 +208,20 @@ def parse_registry(data: Any, source: str = "registry") -> LanguageRegistry:
     return registry
 
 
-def load_registry(path: str | Path = DEFAULT_REGISTRY) -> LanguageRegistry:
-    file = Path(path)
+def default_registry() -> Path:
+    """The registry read without ``--registry``, wherever the command runs: ``deployments/languages.yaml`` of the
+    focusflow checkout the package is installed from, else (a wheel installed apart from it, as in the image) the
+    one in the current directory."""
+    beside_package = PROJECT_ROOT / REGISTRY_FILE
+    return beside_package if beside_package.is_file() else Path.cwd() / REGISTRY_FILE
+
+
+def load_registry(path: str | Path | None = None) -> LanguageRegistry:
+    """The registry at ``path`` (relative to the current directory), by default :func:`default_registry`."""
+    file = Path(path) if path is not None else default_registry()
+    if not file.is_file() and path is None:
+        raise ConfigError(f"no language registry: neither {PROJECT_ROOT / REGISTRY_FILE} nor {file} exists; pass "
+                          "--registry FILE (see deployments/languages.yaml in the focusflow repository for the format)")
     if not file.is_file():
         raise ConfigError(f"language registry {file} does not exist (see deployments/languages.yaml for the format)")
     try:

@@ -18,7 +18,8 @@ from focusflow.storage import Artifact, ArtifactStore
 if TYPE_CHECKING:
     from focusflow.publish.lineage import Lineage
 
-PUBLISH_STAGE, PUBLISH_VERSION = "publish", 1
+# version 2: cards name a source licence's terms (NOTICE for Gemma), one seed shows no spread, LAPT minutes
+PUBLISH_STAGE, PUBLISH_VERSION = "publish", 2
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
 

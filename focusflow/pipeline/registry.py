@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from focusflow.errors import FocusflowError
 from focusflow.logs import STAGE_LOGGER
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage import Artifact, ArtifactStore, shorten_key
 
 log = logging.getLogger(__name__)
 stage_lines = logging.getLogger(STAGE_LOGGER)  # started / cache hit / done in N s: the CLI prints them
@@ -214,9 +214,10 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
     artifact = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
                                   version=spec.version)
     if started:
-        stage_lines.info("%s: done in %.1f s (%s/%s)", name, time.perf_counter() - started[0], spec.name, key[:12])
+        stage_lines.info("%s: done in %.1f s (%s/%s)", name, time.perf_counter() - started[0], spec.name,
+                         shorten_key(key))
     else:
-        stage_lines.info("%s: cache hit (%s/%s)", name, spec.name, key[:12])
+        stage_lines.info("%s: cache hit (%s/%s)", name, spec.name, shorten_key(key))
     for action in after_commit:
         action()
     return artifact

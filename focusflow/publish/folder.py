@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from focusflow.publish.card import build_card
+from focusflow.publish.card import NOTICE_FILE, build_card
 from focusflow.publish.facts import gather_facts
 from focusflow.publish.lineage import TRANSFER_REPORT, TRANSFER_TOTALS, Lineage, lineage_record, model_language
 from focusflow.storage import ArtifactStore
@@ -123,6 +123,9 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
                                                ensure_ascii=False) + "\n", encoding="utf-8")
     card = build_card(facts, repo_id, focusflow_version)
     card.save(out / CARD_FILE)
+    terms = facts.source.terms
+    if terms is not None and terms.notice:  # the notice the source's licence requires with every copy (Gemma's)
+        (out / NOTICE_FILE).write_text(terms.notice + "\n", encoding="utf-8")
     return {"repo_id": repo_id, "label": lineage.label, "language": facts.language, "license": facts.source.license,
             "base_model": facts.source.hub_id, "n_eval_results": len(card.data.eval_results or []),
             "files": sorted(p.name for p in out.iterdir())}

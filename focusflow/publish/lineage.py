@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from focusflow.errors import InputError
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage import Artifact, ArtifactStore, shorten_key
 
 MODEL_STAGES = ("init", "align", "lapt", "lapt-checkpoint", "import")
 REPORT_STAGE = "report"
@@ -212,7 +212,7 @@ def model_language(lineage: Lineage, given: str | None = None) -> str:
     Neither is an error naming the fix (``--language``); a language is never guessed or filled with a placeholder.
     """
     recorded = recorded_language(lineage)
-    address = f"{lineage.model.stage}/{lineage.model.key[:12]}"
+    address = f"{lineage.model.stage}/{shorten_key(lineage.model.key)}"
     if recorded is None:
         if not given:
             raise LineageError(f"model {address} records no language (models built by the stage commands record "

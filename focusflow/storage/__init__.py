@@ -10,7 +10,7 @@ from focusflow.storage.addresses import locate
 from focusflow.storage.artifact import Artifact, BrokenArtifact
 from focusflow.storage.atomic import sha256_file
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
-from focusflow.storage.keys import UnsafeNameError, artifact_key, canonical_json, redact_uri
+from focusflow.storage.keys import UnsafeNameError, artifact_key, canonical_json, redact_uri, shorten_key
 from focusflow.storage.listing import Usage, disk_usage, unique_prefixes
 from focusflow.storage.store import ArtifactStore, on_delete
 from focusflow.storage.transport import default_store_uri
@@ -32,5 +32,6 @@ __all__ = [
     "on_delete",
     "redact_uri",
     "sha256_file",
+    "shorten_key",
     "unique_prefixes",
 ]

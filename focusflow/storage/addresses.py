@@ -22,6 +22,7 @@ def locate(address: str, store: str | os.PathLike[str] | None = None) -> tuple[A
     """The store, stage and key an address names: ``<stage>/<key-prefix>`` in ``store`` (default: the configured
     one), or an artifact's URI or local folder ``<store>/<stage>/<key-prefix>``, in ``store`` when it lies
     inside it, else in the store it names, which must hold artifacts (:meth:`ArtifactStore.require_store`).
+    A key prefix may be a key as ``store ls`` prints it, a checkpoint's as ``<head>…-step-00000040``.
 
     A ``..`` or ``.`` anywhere is refused, never resolved; a key prefix must match exactly one key.
     """
@@ -45,7 +46,7 @@ def locate(address: str, store: str | os.PathLike[str] | None = None) -> tuple[A
         if len(parts) != 3 or "://" not in parts[0] or parts[0].endswith(":/"):
             raise StoreError(f"{redact_uri(address)} is not an artifact URI (<store>/<stage>/<key>)")
         artifact_store, rest = ArtifactStore(parts[0]), "/".join(parts[1:])
-    stage_key = rest.split("/")
+    stage_key = [unquote(part) for part in rest.split("/")]  # a folder path's URI quotes a shortened key's "…"
     if len(stage_key) != 2:
         raise StoreError(f"{redact_uri(address)} is not an artifact of store {redact_uri(artifact_store.uri)} "
                          "(<store>/<stage>/<key>)")

@@ -44,6 +44,49 @@ def validate_segment(name: str, what: str = "name") -> str:
     return name
 
 
+# A LAPT checkpoint's key ends with its step (``<run key[:40]>-step-00000040``): a shortened key keeps it whole,
+# as ``<head>…-step-00000040``, which :func:`key_matches` resolves (``...`` typed for ``…`` too).
+ELISION = "…"
+_STEP_SUFFIX = re.compile(r"-step-\d+$")
+_SHORTENED = re.compile(r"^(?P<head>.+?)(?:…|\.\.\.)(?P<suffix>-step-\d+)$")
+
+
+def step_suffix(key: str) -> str:
+    """What a shortened key keeps whole: a checkpoint key's ``-step-NNNNNNNN``; ``""`` for any other key."""
+    match = _STEP_SUFFIX.search(key)
+    return match.group() if match else ""
+
+
+def shorten_key(key: str, length: int = 12) -> str:
+    """A key in a log or message line: its first ``length`` characters, followed by a checkpoint key's step
+    suffix whole (``0123456789ab…-step-00000040``); :func:`key_matches` accepts both forms."""
+    suffix = step_suffix(key)
+    if not suffix:
+        return key[:length]
+    head = key[:-len(suffix)]
+    return key if len(head) <= length else head[:length] + ELISION + suffix
+
+
+def key_matches(key: str, shown: str) -> bool:
+    """Whether ``shown`` names ``key``: a prefix of it, or a shortened checkpoint key ``<head>…-step-N`` whose
+    head starts the key and whose step suffix is the key's."""
+    shortened = _SHORTENED.match(shown)
+    if shortened is None:
+        return key.startswith(shown)
+    head, suffix = shortened["head"], shortened["suffix"]
+    return key.startswith(head) and step_suffix(key) == suffix and len(key) >= len(head) + len(suffix)
+
+
+def validate_shown_key(shown: str) -> str:
+    """Accept a key as a user gives it (a prefix, or a shortened checkpoint key): safe once its ``…`` is left out."""
+    try:
+        validate_segment(shown.replace(ELISION, "", 1), "key")
+    except UnsafeNameError:
+        validate_segment(shown, "key")  # raises, naming the key as it was given
+        raise
+    return shown
+
+
 def validate_relative_path(path: str) -> str:
     """Accept a relative POSIX path whose every segment is safe (files inside an artifact)."""
     if not isinstance(path, str) or not path or path.startswith("/") or "\\" in path:

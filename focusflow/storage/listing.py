@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 from focusflow.storage.artifact import MANIFEST, RESULTS_FOLDER, Artifact, BrokenArtifact
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
-from focusflow.storage.keys import UnsafeNameError, redact_uri, validate_segment
+from focusflow.storage.keys import (
+    ELISION,
+    UnsafeNameError,
+    key_matches,
+    redact_uri,
+    step_suffix,
+    validate_segment,
+    validate_shown_key,
+)
 from focusflow.storage.reads import Reader
 from focusflow.storage.transport import Transport
 
@@ -76,12 +84,13 @@ class Catalog:
                              f"(no <stage>/<key>/{MANIFEST} under it)")
 
     def match_key(self, stage: str, prefix: str) -> str:
-        """The one key of ``stage`` that starts with ``prefix`` (a key printed by ``store ls``, or any unique prefix)."""
-        validate_segment(prefix, "key")
+        """The one key of ``stage`` that ``prefix`` names: a key as ``store ls`` prints it, any unique prefix, or a
+        shortened checkpoint key ``<head>…-step-00000040`` (see :func:`~focusflow.storage.keys.key_matches`)."""
+        validate_shown_key(prefix)
         keys = self.keys(stage)
         if prefix in keys:
             return prefix
-        candidates = [key for key in keys if key.startswith(prefix)]
+        candidates = [key for key in keys if key_matches(key, prefix)]
         if not candidates:
             raise ArtifactNotFound(f"no artifact {stage}/{prefix} in {redact_uri(self.transport.uri)}")
         if len(candidates) > 1:
@@ -90,14 +99,32 @@ class Catalog:
         return candidates[0]
 
 
-def unique_prefixes(keys: list[str], minimum: int = 16) -> dict[str, str]:
-    """Each key's shortest prefix (at least ``minimum`` characters) that no other of ``keys`` starts with."""
-    ordered = sorted(set(keys))
+def _shortest_prefixes(names: list[str], minimum: int) -> dict[str, str]:
+    """Each name's shortest prefix (at least ``minimum`` characters) that no other of ``names`` starts with."""
+    ordered = sorted(set(names))
     shortest: dict[str, str] = {}
-    for index, key in enumerate(ordered):
+    for index, name in enumerate(ordered):
         neighbours = ordered[max(0, index - 1):index] + ordered[index + 1:index + 2]
-        shared = max((len(os.path.commonprefix([key, other])) for other in neighbours), default=0)
-        shortest[key] = key[:max(minimum, shared + 1)]
+        shared = max((len(os.path.commonprefix([name, other])) for other in neighbours), default=0)
+        shortest[name] = name[:max(minimum, shared + 1)]
+    return shortest
+
+
+def unique_prefixes(keys: list[str], minimum: int = 16) -> dict[str, str]:
+    """Each key's shortest form that names it alone among ``keys`` (what ``match_key`` resolves): its shortest
+    prefix of at least ``minimum`` characters that no other key starts with; a checkpoint key keeps its step whole,
+    ``<shortest unique head>…-step-00000040`` (the whole key where that is no shorter)."""
+    shortest = _shortest_prefixes(keys, minimum)
+    heads: dict[str, list[str]] = {}  # step suffix -> the heads of the checkpoint keys that end with it
+    for key in set(keys):
+        suffix = step_suffix(key)
+        if suffix:
+            heads.setdefault(suffix, []).append(key[:-len(suffix)])
+    for suffix, same_step in heads.items():
+        for head, prefix in _shortest_prefixes(same_step, minimum).items():
+            key = head + suffix
+            shortened = prefix + ELISION + suffix
+            shortest[key] = shortened if len(shortened) < len(key) else key
     return shortest
 
 

@@ -36,7 +36,7 @@ from focusflow.storage import housekeeping
 from focusflow.storage.artifact import MANIFEST, RESULTS_FOLDER, Artifact, BrokenArtifact, input_hashes
 from focusflow.storage.commit import commit_folder
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
-from focusflow.storage.keys import artifact_key, redact_uri, validate_relative_path, validate_segment
+from focusflow.storage.keys import artifact_key, redact_uri, shorten_key, validate_relative_path, validate_segment
 from focusflow.storage.listing import Catalog
 from focusflow.storage.reads import Reader
 from focusflow.storage.transport import Transport, default_store_uri
@@ -196,7 +196,7 @@ class ArtifactStore:
         found = self.find(stage, key)
         if found is not None:
             self.verify(found)
-            log.info("cache hit %s/%s", stage, key[:12])
+            log.info("cache hit %s/%s", stage, shorten_key(key))
             return found
         metadata: dict[str, Any] = {"host": socket.gethostname()}  # volatile facts live here, outside the content
         started = time.perf_counter()

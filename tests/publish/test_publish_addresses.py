@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from focusflow.storage import ArtifactStore
+from focusflow.storage import ArtifactStore, unique_prefixes
 from tests.cli_runner import error_lines, run_cli
 from tests.publish.conftest import store_stage_model
 
@@ -88,6 +88,25 @@ def test_a_prefix_of_two_keys_is_one_error_line_naming_them(monkeypatch, capsys,
     [line] = error_lines(err)
     assert f"lapt/{PRINTED} is ambiguous" in line and all(t.key in line for t in stored["twins"])
     assert not out.exists()
+
+
+@pytest.mark.parametrize("form", ["stage", "path"])
+def test_a_checkpoint_is_published_by_its_key_as_store_ls_prints_it(monkeypatch, capsys, tmp_path, tiny_model_folder,
+                                                                    form):
+    """Two checkpoints of one run share all but their step: ``store ls`` shows ``<prefix>…-step-00000040``."""
+    from focusflow.pipeline.lapt_stage import checkpoint_key
+
+    store = ArtifactStore((tmp_path / "store").as_uri())
+    metadata = {"language": None, "lineage": {}, "total_steps": 50, "metrics": {}}
+    step_40, _ = [store_stage_model(store, "lapt-checkpoint", tiny_model_folder, {**metadata, "step": step},
+                                    marker=str(step), key=checkpoint_key("c" * 64, step)) for step in (40, 50)]
+    shown = unique_prefixes(store.keys("lapt-checkpoint"))[step_40.key]
+    assert shown.endswith("…-step-00000040")
+    address = f"lapt-checkpoint/{shown}" if form == "stage" else f"{tmp_path / 'store'}/lapt-checkpoint/{shown}"
+    out = tmp_path / "repo"
+    code, _, err = publish(monkeypatch, capsys, address, out, "--store", store.uri)
+    assert code == 0, err
+    assert published_model_key(out) == step_40.key
 
 
 def test_a_stage_address_that_names_nothing_is_an_error_not_a_hub_id(monkeypatch, capsys, tmp_path, stored):

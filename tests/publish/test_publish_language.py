@@ -8,6 +8,7 @@ records none, so ``publish`` takes ``--language`` for it, and without one says s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,25 @@ def test_a_model_without_a_recorded_language_needs_the_language_option(monkeypat
     assert error_lines(err) == [f"error: model lapt/{lapt.key[:12]} records no language (models built by the stage "
                                 "commands record none): pass --language CODE, its ISO 639 code, e.g. --language sw"]
     assert not out.exists() and store.list("publish") == []  # nothing started, nothing committed
+
+
+def test_the_error_names_a_checkpoint_with_its_step_whole_and_that_address_publishes_it(monkeypatch, capsys, store,
+                                                                                        tmp_path, tiny_model_folder):
+    from focusflow.pipeline.lapt_stage import checkpoint_key
+
+    metadata = {"language": None, "lineage": {}, "total_steps": 50, "metrics": {}}
+    step_40, _ = [store_stage_model(store, "lapt-checkpoint", tiny_model_folder, {**metadata, "step": step},
+                                    marker=str(step), key=checkpoint_key("c" * 64, step)) for step in (40, 50)]
+    code, _, err = publish(monkeypatch, capsys, store, step_40.uri, tmp_path / "repo")
+    assert code == 2
+    printed = f"lapt-checkpoint/{'c' * 12}…-step-00000040"  # not a 12-character prefix that names both steps
+    assert error_lines(err) == [f"error: model {printed} records no language (models built by the stage commands "
+                                "record none): pass --language CODE, its ISO 639 code, e.g. --language sw"]
+    out = tmp_path / "repo"
+    code, _, err = publish(monkeypatch, capsys, store, printed, out, "--language", "sw")
+    assert code == 0, err
+    lineage = json.loads((out / "lineage.json").read_text(encoding="utf-8"))
+    assert lineage["artifacts"]["model"]["key"] == step_40.key
 
 
 def test_the_language_option_is_the_language_of_a_model_that_records_none(monkeypatch, capsys, store, tmp_path,
