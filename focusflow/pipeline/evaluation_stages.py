@@ -22,7 +22,8 @@ from focusflow.storage.fingerprint import folder_fingerprint
 
 # version 2: the key's ``data`` is the one folder fingerprint of the task folders the run reads (it was
 # every data file under data_root, hashed differently), for downstream and decontaminate alike
-DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 2
+# version 3: results.md shows one seed as "(1 seed)" and notes a run that never learned (its record says so)
+DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 3
 REPORT_STAGE, REPORT_VERSION = "report", 4  # 4: the LAPT behind each +lapt row, the protocol
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)

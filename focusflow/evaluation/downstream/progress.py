@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from focusflow.evaluation.downstream.report import never_learned, never_learned_advice
 from focusflow.logs import STAGE_LOGGER, clock
 
 lines = logging.getLogger(f"{STAGE_LOGGER}.evaluate")
@@ -57,3 +58,10 @@ class RunProgress:
         score = run["test"].get(run["main_metric"])
         lines.info("%s: test %s %.3f (best dev %.3f at step %d/%d) in %s%s", label.text, run["main_metric"], score,
                    run["best_dev"], run["best_step"], run["total_steps"], clock(seconds), eta)
+        warn_if_never_learned(run)
+
+
+def warn_if_never_learned(run: dict[str, Any]) -> None:
+    """A warning line for a run whose dev score never rose above 0 (``report.never_learned``)."""
+    if never_learned(run):
+        lines.warning("%s", never_learned_advice(run))

@@ -1,5 +1,6 @@
 """Seeds → statistics → tables: ``runs.csv`` (one row per run and metric), ``results.csv``
-(mean ± std per model × task × metric) and ``results.md`` (one Markdown table per task).
+(mean ± std per model × task × metric) and ``results.md`` (one Markdown table per task; a model whose runs
+never learned a task, dev score 0, gets a note under that task's table: :func:`never_learned`).
 
 ``results.csv`` is the contract other tools read: at least the columns
 ``model, task, metric, mean, std, n_seeds``. ``std`` is the sample standard deviation over
@@ -24,6 +25,49 @@ def score_text(mean: float, std: float, seeds: int, digits: int = 1) -> str:
     if int(seeds) < 2:
         return f"{100 * float(mean):.{digits}f} (1 seed)"
     return f"{100 * float(mean):.{digits}f} ± {100 * float(std):.{digits}f}"
+
+
+def never_learned(run: dict[str, Any]) -> bool:
+    """True for a run whose dev score never rose above 0: the model never learned the task (NER: the all-O
+    plateau, where it tags nothing and F1 is 0), so its test score measures the fine-tuning budget, not the model.
+
+    The run record's ``never_learned`` when it has one; else (a run saved before it existed) from its dev curve."""
+    if "never_learned" in run:
+        return bool(run["never_learned"])
+    scores = [float(score) for _, score in run.get("dev_curve") or []]
+    if not scores and run.get("best_dev") is not None:
+        scores = [float(run["best_dev"])]
+    return bool(scores) and max(scores) <= 0.0
+
+
+def never_learned_advice(run: dict[str, Any]) -> str:
+    """What a run that never learned should tell the user: which run, what happened, what to do."""
+    lr = (run.get("hparams") or {}).get("lr")
+    budget = f"{run.get('total_steps', '?')} steps" + (f" at lr {float(lr):g}" if lr is not None else "")
+    return (f"{run['model']} · {run['task']} · seed {run['seed']} never learned the task: dev "
+            f"{run.get('main_metric', 'score')} stayed 0 over {budget} (NER: the all-O plateau, nothing tagged), so "
+            f"its test score is not a measurement of the model. Train more steps or with a higher learning rate "
+            f"(--epochs, --lr), e.g. --protocol cpu (MasakhaNER leaves the plateau after ~300 steps at lr 2e-4).")
+
+
+def never_learned_notes(runs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """One note per task and model with runs that never learned (``never_learned``), for ``results.md``."""
+    seeds: dict[tuple[str, str], list[int]] = {}
+    examples: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in runs:
+        if never_learned(run):
+            key = (run["task"], run["model"])
+            seeds.setdefault(key, []).append(int(run["seed"]))
+            examples.setdefault(key, run)
+    notes: dict[str, list[str]] = {}
+    for (task, model), found in seeds.items():
+        run = examples[(task, model)]
+        listed = ", ".join(str(seed) for seed in sorted(found))
+        notes.setdefault(task, []).append(
+            f"**{model} never learned this task** (seed {listed}: best dev {run.get('main_metric', 'score')} 0, "
+            f"e.g. NER's all-O plateau): its score above is not a measurement of the model. Rerun with more steps "
+            f"or a higher learning rate (--epochs, --lr), e.g. --protocol cpu for MasakhaNER.")
+    return notes
 
 
 def runs_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
@@ -115,6 +159,9 @@ def write_reports(out_dir: Path, runs: list[dict[str, Any]], notes: dict[str, li
     out_dir = Path(out_dir)
     per_run = runs_frame(runs)
     results = aggregate(per_run)
+    flagged = never_learned_notes(runs)
+    notes = {task: [*(flagged.get(task) or []), *((notes or {}).get(task) or [])]
+             for task in dict.fromkeys([*(notes or {}), *flagged])}
     atomic_write(out_dir / "runs.csv", per_run.to_csv(index=False))
     atomic_write(out_dir / "results.csv", results.to_csv(index=False))
     atomic_write(out_dir / "results.md", markdown(results, notes))

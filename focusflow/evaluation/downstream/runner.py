@@ -24,8 +24,8 @@ from focusflow.evaluation.downstream.datasets import TaskData, subsample
 from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 from focusflow.evaluation.downstream.kinds import task_kind
 from focusflow.evaluation.downstream.presets import with_protocol
-from focusflow.evaluation.downstream.progress import RunProgress
-from focusflow.evaluation.downstream.report import write_reports
+from focusflow.evaluation.downstream.progress import RunProgress, warn_if_never_learned
+from focusflow.evaluation.downstream.report import never_learned, write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
 from focusflow.logs import quiet_transformers_progress
 from focusflow.models.loading import require_vocabulary_fits, require_weights, usable_positions
@@ -180,7 +180,8 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
                   tokenizer: Any = None, on_progress: Callable[[int, int, float | None], None] | None = None
                   ) -> dict[str, Any]:
     """Fine-tune ``model`` on ``task`` with one seed; returns test scores of the best dev checkpoint,
-    the dev curve, sizes, cost (seconds, training tokens/s) and preprocessing counts.
+    the dev curve, sizes, cost (seconds, training tokens/s) and preprocessing counts; ``never_learned`` is true
+    when the dev score never rose above 0 (NER's all-O plateau: the test score then measures nothing).
 
     ``settings.precision`` (auto, bf16, fp16, fp32) applies to training, dev and test alike; ``data``,
     ``adapter`` and ``tokenizer`` are what :func:`evaluate_models` prepared once for every seed."""
@@ -207,6 +208,7 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
         "dataset": spec.dataset, "language": spec.language, "seed": seed, "main_metric": adapter.main_metric,
         "test": test, "best_dev": result.best_dev, "best_step": result.best_step,
         "total_steps": result.total_steps, "dev_curve": result.history,
+        "never_learned": never_learned({"dev_curve": result.history, "best_dev": result.best_dev}),
         "seconds": time.perf_counter() - started, "train_seconds": result.train_seconds,
         "eval_seconds": result.eval_seconds, "train_tokens": result.train_tokens,
         "train_tokens_per_s": result.tokens_per_second, "precision": result.precision, "sizes": data.sizes(),
@@ -278,6 +280,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
                         log.info("reusing %s", run_file)
                         runs.append(previous)
                         progress.reused()
+                        warn_if_never_learned(previous)
                         continue
                 if adapter is None:
                     from transformers import AutoConfig
