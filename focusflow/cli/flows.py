@@ -49,17 +49,22 @@ def run_flow(
     set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set lapt.steps=100 (repeatable)."),
     store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),
 ) -> None:
-    """Run specialize_language (a Prefect flow; ephemeral API unless PREFECT_API_URL is set)."""
+    """Run specialize_language (a Prefect flow; a local API server for the run unless PREFECT_API_URL is set)."""
     _prefect_environment()
     from focusflow.storage import ArtifactStore
 
     # loaded once, here: a bad configuration fails at once, as in every command, and the flow gets it whole;
     # a store URI that cannot be opened fails too, both before Prefect is even imported
     cfg = run_config(config, set_, {"store": store}, language=language)
-    ArtifactStore(cfg.store)
-    from focusflow.flows.specialize import run_specialize
+    from focusflow.pipeline.plan import check_plan
 
-    _print_result(run_specialize(cfg))
+    check_plan(cfg, ArtifactStore(cfg.store))  # what can fail from the inputs fails now, not after the source stage
+    from focusflow.flows.specialize import run_specialize
+    from focusflow.orchestration.server import local_api
+
+    with local_api():  # not Prefect's ephemeral server: this one dies with this process, even on kill -9
+        result = run_specialize(cfg)
+    _print_result(result)
 
 
 @app.command("demo")
@@ -100,5 +105,8 @@ def evaluate_checkpoint_command(
     overrides = {"data_root": str(data_root.resolve()) if data_root else None,
                  "seeds": parse_seeds(seeds) if seeds is not None else None, "epochs": epochs}
     evaluation = {name: value for name, value in overrides.items() if value is not None} or None
-    typer.echo(json.dumps(evaluate_checkpoint(checkpoint, language, suite, store=store, evaluation=evaluation),
-                          indent=2, default=str))
+    from focusflow.orchestration.server import local_api
+
+    with local_api():  # not Prefect's ephemeral server: this one dies with this process, even on kill -9
+        result = evaluate_checkpoint(checkpoint, language, suite, store=store, evaluation=evaluation)
+    typer.echo(json.dumps(result, indent=2, default=str))

@@ -89,6 +89,7 @@ def compare_command(
     The same graph and cache as the compare_methods flow, run in this process without Prefect.
     """
     from focusflow.pipeline.graph import compare, local_tasks
+    from focusflow.pipeline.plan import check_plan
 
     size = int(vocab_size) if vocab_size and vocab_size.isdigit() else vocab_size
     chosen = [check_flow_method(m.strip()) for m in methods.split(",") if m.strip()] if methods else None
@@ -102,6 +103,7 @@ def compare_command(
         cfg = cfg.model_copy(update={"source_model": str(local_input(source, "model"))})
     artifact_store = ArtifactStore(store or cfg.store)
     check_out(artifact_store, out)
+    check_plan(cfg, artifact_store)
     report = artifact_store.resolve(compare(cfg, artifact_store.uri, local_tasks(progress=progress)))
     export(artifact_store, report, out)
     typer.echo(artifact_store.read_bytes(report, "report.md").decode("utf-8"))

@@ -23,7 +23,7 @@ from focusflow.config import ConfigError, PipelineConfig, load_config
 from focusflow.storage import Artifact, ArtifactStore, locate
 from focusflow.storage.export import check_export_target, export_files
 from focusflow.storage.fingerprint import folder_fingerprint
-from focusflow.storage.keys import artifact_key
+from focusflow.storage.keys import artifact_key, key_matches
 
 IMPORT_STAGE = "import"
 IMPORT_VERSION = 1
@@ -98,10 +98,10 @@ def _stage_address(text: str) -> bool:
 
 def _key_prefix_path(path: Path) -> bool:
     """Whether a path that does not exist is ``<store folder>/<stage>/<key-prefix>``: its folder holds an artifact
-    whose key starts with its name (anything else stays a missing file or folder)."""
+    whose key its name names, a prefix or a shortened checkpoint key (anything else stays a missing file or folder)."""
     folder = path.parent
     return bool(path.name) and folder.is_dir() and any(
-        child.name.startswith(path.name) and (child / "_manifest.json").is_file() for child in folder.iterdir())
+        key_matches(child.name, path.name) and (child / "_manifest.json").is_file() for child in folder.iterdir())
 
 
 def local_input(value: str | Path, kind: str, store: str | None = None) -> Path | str:

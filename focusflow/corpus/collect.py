@@ -19,6 +19,19 @@ DOCUMENTS = "documents.jsonl"
 STATS = "stats.json"
 
 
+# what to do about the most common reason documents were dropped: the setting that reason names
+_ADVICE = {"too_short": "relax cleaning.min_chars", "too_long": "raise cleaning.max_chars or split the text into "
+           "lines (one document per line)", "too_few_words": "relax cleaning.min_words",
+           "mostly_non_letters": "raise cleaning.max_non_letter_fraction", "wrong_language": "check the language "
+           "code against the text (or lower cleaning.langid_threshold)", "empty": "check the text field"}
+
+
+def cleaning_advice(removed: dict[str, int]) -> str:
+    """The fix for the reason that dropped the most documents (a huge single line is too long, not too short)."""
+    reason = max(removed, key=removed.get)
+    return _ADVICE.get(reason, "check the language, the text field and the cleaning settings")
+
+
 def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_dir: Path) -> dict:
     """Write the cleaned documents of ``spec``'s source for ``language`` to ``out_dir/documents.jsonl``.
 
@@ -69,8 +82,7 @@ def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_
         if not removed:  # nothing was read at all: cleaning is not the cause
             where = f" ({', '.join(spec.paths)})" if spec.paths else ""
             raise InputError(f"the {spec.source} corpus{where} has no documents: check the files and the text field")
-        raise InputError(f"no document of {spec.source} survived cleaning ({removed}); "
-                         "check the language, the text field, or relax cleaning.min_chars/min_words")
+        raise InputError(f"no document of {spec.source} survived cleaning ({removed}); {cleaning_advice(removed)}")
     write_stats(out / STATS, stats)
     log.info("corpus: wrote %d documents (%.1f MB) to %s", count, stats["bytes"] / 1e6, out / DOCUMENTS)
     return stats

@@ -90,6 +90,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "not-zstd.jsonl.zst").write_text(json.dumps({"text": texts[0]}) + "\n", encoding="utf-8")
     packed = gzip.compress("\n".join(texts).encode("utf-8"))
     (root / "cut.txt.gz").write_bytes(packed[: len(packed) // 2])
+    (root / "huge.txt").write_text("neno " * 30_000, encoding="utf-8")  # one 150,000-character line
     sib = root / "sib-root" / "cls" / "sib200" / "swh_Latn"
     sib.mkdir(parents=True)
     for name in ("train", "dev", "test"):
@@ -243,6 +244,17 @@ CASES: dict[str, Case] = {
     "evaluate task language not a language": Case(
         lambda d: ["evaluate", "--models", str(d / "model"), "--task", "cls:sib200:xx", "--data-root",
                    str(d / "sib-root"), "--out", "{out}"], ("cls:sib200:xx", "not a known ISO 639")),
+    # the plan check: before the source stage (it used to fail at the tokenizer after a 12-minute source stage)
+    "run with a vocabulary the corpus cannot hold": Case(
+        lambda d: ["run", "-l", "sw", "--set", "corpus.source=local", "--set", f"corpus.paths=[{d / 'docs.jsonl'}]",
+                   "--set", "tokenizer.vocab_size=50000"], ("tokenizer.vocab_size=50,000", "vocab_size=auto"),
+        stage="source"),
+    "run with a task the local copy lacks": Case(
+        lambda d: ["run", "-l", "sw", "--set", "corpus.source=local", "--set", f"corpus.paths=[{d / 'docs.jsonl'}]",
+                   "--set", "evaluation.tasks=[cls:sib200:yo]", "--set", f"evaluation.data_root={d / 'sib-root'}"],
+        ("no local copy of cls:sib200:yo", "it holds swh_Latn"), stage="source"),
+    "corpus one huge line": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p", str(d / "huge.txt"),
+                                            "--out", "{out}"], ("too_long", "raise cleaning.max_chars"), stage="corpus"),
     # tracebacks found by issue 28
     "tokenizer source folder not a model": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"), "--source",
                                                            str(d / "not-a-model"), "--out", "{out}"],

@@ -363,7 +363,21 @@ def resolve_task(spec: TaskSpec | str, data_root: Path | None = None, split_seed
     folder = local_copy(spec, Path(data_root))
     if folder is not None:
         return load_folder(spec.kind, folder, spec.dataset, spec.language, split_seed)
-    missing = _no_local_copy(spec, Path(data_root))
+    missing = missing_local_copy(spec, Path(data_root))
+    log.warning("%s; trying the Hugging Face Hub", missing)
+    try:
+        return load_hub(spec, split_seed)
+    except (UnavailableError, InputError) as exc:
+        raise UnavailableError(f"{missing}, and the Hugging Face Hub did not give it either: "
+                               f"{str(exc).split(' Offline?')[0]}") from None
+
+
+def missing_local_copy(spec: TaskSpec, data_root: Path) -> str | None:
+    """None when ``data_root`` holds the task; else what is missing, or an InputError when nothing can serve it
+    (an unknown language code, or the Hub switched off): the check a run's plan makes before any stage."""
+    if local_copy(spec, data_root) is not None:
+        return None
+    missing = _no_local_copy(spec, data_root)
     if "_" not in spec.language:  # a dataset's own code (swh_Latn) is the dataset's to check; an ISO code here
         from focusflow.languages import LanguageError, normalize_language
 
@@ -374,12 +388,7 @@ def resolve_task(spec: TaskSpec | str, data_root: Path | None = None, split_seed
     if _hub_offline():
         raise InputError(f"{missing}; the Hugging Face Hub is switched off here (HF_HUB_OFFLINE / "
                          "HF_DATASETS_OFFLINE): add the folder, or name a task the copy holds")
-    log.warning("%s; trying the Hugging Face Hub", missing)
-    try:
-        return load_hub(spec, split_seed)
-    except (UnavailableError, InputError) as exc:
-        raise UnavailableError(f"{missing}, and the Hugging Face Hub did not give it either: "
-                               f"{str(exc).split(' Offline?')[0]}") from None
+    return missing
 
 
 def _no_local_copy(spec: TaskSpec, data_root: Path) -> str:

@@ -1,0 +1,74 @@
+"""What can be known to fail from a run's inputs, checked in seconds before any stage runs.
+
+``run``, ``compare`` and ``demo`` call :func:`check_plan` first, so a wrong setting fails at once with one line
+instead of after a 12-minute source stage: the store is reachable and writable, local corpus files exist and
+hold enough text for an explicit vocabulary size, and every evaluation task's data is where the run will look.
+"""
+
+from __future__ import annotations
+
+import glob
+import uuid
+from pathlib import Path
+
+from focusflow.config import ConfigError, PipelineConfig
+from focusflow.storage import ArtifactStore
+
+
+def check_plan(cfg: PipelineConfig, store: ArtifactStore) -> None:
+    """One :class:`~focusflow.errors.FocusflowError` line for the first problem found; None when the plan holds."""
+    _check_store(store)
+    files = _corpus_files(cfg)
+    _check_vocabulary(cfg, files)
+    _check_tasks(cfg)
+
+
+def _check_store(store: ArtifactStore) -> None:
+    """Write and remove one small hidden object (not a stage: listings skip dot names): an unwritable or
+    unreachable store fails now, with the store's own one-line error, not at the first commit."""
+    transport = store.transport
+    probe = transport.path(f".plan-check-{uuid.uuid4().hex}")
+    transport.retry("the plan check's probe write", lambda: transport.write_atomic(probe, b"focusflow"))
+    transport.retry("the plan check's probe removal", lambda: transport.fs.rm(probe))
+
+
+def _corpus_files(cfg: PipelineConfig) -> list[Path]:
+    if cfg.corpus.source != "local":
+        return []
+    found: list[Path] = []
+    for pattern in cfg.corpus.paths:
+        path = Path(pattern).expanduser()
+        matches = [Path(m) for m in glob.glob(str(path))] if any(c in pattern for c in "*?[") else [path]
+        if not matches or not all(m.exists() for m in matches):
+            raise ConfigError(f"corpus.paths: {pattern} matches no file or folder; give existing text files, globs or "
+                              "folders")
+        for match in matches:
+            found += [f for f in match.rglob("*") if f.is_file()] if match.is_dir() else [match]
+    return found
+
+
+def _check_vocabulary(cfg: PipelineConfig, files: list[Path]) -> None:
+    """An explicit vocabulary the corpus cannot support fails now (its bytes bound its characters from above)."""
+    size, spec = cfg.tokenizer.vocab_size, cfg.tokenizer
+    if size == "auto" or not files or spec.chars_per_vocab_entry <= 1:
+        return
+    if any(f.suffix in (".gz", ".zst", ".zstd", ".xz", ".bz2", ".parquet") for f in files):
+        return  # compressed: the size on disk says little about the text
+    at_most = sum(f.stat().st_size for f in files)
+    if int(size) * spec.chars_per_vocab_entry > at_most:
+        raise ConfigError(f"tokenizer.vocab_size={size:,} needs about {int(size) * spec.chars_per_vocab_entry / 1e6:.1f}M "
+                          f"characters of training text; corpus.paths hold at most {at_most / 1e6:.1f}M: use "
+                          "tokenizer.vocab_size=auto (the default), or add text")
+
+
+def _check_tasks(cfg: PipelineConfig) -> None:
+    """Every downstream task parses, and a local copy the run will read is there (or the Hub may serve it)."""
+    from focusflow.evaluation.downstream.sources import missing_local_copy, parse_task
+
+    for task in cfg.evaluation.tasks:
+        spec = parse_task(task)
+        if spec.path is None and cfg.evaluation.data_root is not None:
+            missing_local_copy(spec, Path(cfg.evaluation.data_root))
+
+
+__all__ = ["check_plan"]

@@ -1,0 +1,58 @@
+"""A run's plan is checked in seconds before any stage: what can be known to fail from the inputs fails first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from focusflow.config import ConfigError, load_config
+from focusflow.errors import FocusflowError, InputError
+from focusflow.pipeline.plan import check_plan
+from focusflow.storage import ArtifactStore, StoreError
+
+
+def _config(tmp_path: Path, **more):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Juma alikwenda sokoni.\n" * 200, encoding="utf-8")
+    settings = {"corpus": {"source": "local", "paths": [str(corpus)]}, **more}
+    return load_config(language="sw", **settings)
+
+
+def test_a_sound_plan_passes_and_leaves_nothing_in_the_store(tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    check_plan(_config(tmp_path), store)
+    assert [p.name for p in (tmp_path / "store").iterdir()] == []
+
+
+def test_a_store_that_cannot_be_written_fails_first(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    store = ArtifactStore(tmp_path / "a-file" / "store", backoff_s=0.01)
+    with pytest.raises(StoreError, match="plan check"):
+        check_plan(_config(tmp_path), store)
+
+
+def test_a_missing_corpus_file_fails_first(tmp_path):
+    cfg = _config(tmp_path, corpus={"source": "local", "paths": [str(tmp_path / "nope.txt")]})
+    with pytest.raises(ConfigError, match="nope.txt matches no file"):
+        check_plan(cfg, ArtifactStore(tmp_path / "store"))
+
+
+def test_a_vocabulary_the_corpus_cannot_hold_fails_before_the_source_stage(tmp_path):
+    with pytest.raises(ConfigError, match=r"vocab_size=50,000 needs about 15.0M characters.*at most 0.0M"):
+        check_plan(_config(tmp_path, tokenizer={"vocab_size": 50_000}), ArtifactStore(tmp_path / "store"))
+    check_plan(_config(tmp_path), ArtifactStore(tmp_path / "store"))  # auto (the default) fits any corpus
+
+
+def test_a_task_the_local_copy_lacks_fails_first(tmp_path):
+    root = tmp_path / "data"
+    (root / "cls" / "sib200" / "swh_Latn").mkdir(parents=True)
+    cfg = _config(tmp_path, evaluation={"tasks": ["cls:sib200:yo"], "data_root": str(root)})
+    with pytest.raises(InputError, match="no local copy of cls:sib200:yo .*it holds swh_Latn"):
+        check_plan(cfg, ArtifactStore(tmp_path / "store"))
+    check_plan(_config(tmp_path, evaluation={"tasks": ["cls:sib200:sw"], "data_root": str(root)}),
+               ArtifactStore(tmp_path / "store"))
+
+
+def test_errors_are_one_line_errors():
+    assert issubclass(ConfigError, FocusflowError) and issubclass(StoreError, FocusflowError)
