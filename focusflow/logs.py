@@ -32,6 +32,10 @@ NOISE: dict[str, tuple[str, ...]] = {
     # task runner) that the timeout cannot interrupt blocking calls: our timeouts are day-long
     # backstops, the warning says nothing about the run.
     "prefect.task_runs": ("configured for this task, but the task is running in a worker thread",),
+    # Prefect's background senders report their queue while they drain at exit ("Still processing items: 1 items
+    # remaining..."): the items are still sent, and the line came after a command's own error line.
+    "EventsWorker": ("Still processing items",),
+    "APILogWorker": ("Still processing items",),
 }
 
 

@@ -178,3 +178,22 @@ def test_a_long_stage_off_a_terminal_prints_a_progress_line_every_30_seconds(mon
         "LAPT: 15/100, loss 5.000, 30 s, ETA 2 min 50 s", "LAPT: 30/100, loss 5.000, 1 min 00 s, ETA 2 min 20 s",
         "LAPT: 45/100, loss 5.000, 1 min 30 s, ETA 1 min 50 s", "LAPT: 60/100, loss 5.000, 2 min 00 s, ETA 1 min 20 s",
         "LAPT: 75/100, loss 5.000, 2 min 30 s, ETA 50 s", "LAPT: 90/100, loss 5.000, 3 min 00 s, ETA 20 s"]
+
+
+def test_prefects_exit_drain_report_is_dropped_unless_verbose(caplog, monkeypatch):
+    """evaluate-checkpoint's error line was followed by "EventsWorker: Still processing items: 1 items remaining"."""
+    import logging
+
+    from focusflow.logs import VERBOSE_ENV, configure_output
+
+    monkeypatch.setenv(VERBOSE_ENV, "")  # configure_output(True) sets it: restored after the test
+    configure_output(False)
+    caplog.set_level(logging.WARNING)
+    for name in ("EventsWorker", "APILogWorker"):
+        logging.getLogger(name).warning("Still processing items: 1 items remaining...")
+    logging.getLogger("EventsWorker").warning("another warning stays")
+    assert [r.getMessage() for r in caplog.records] == ["another warning stays"]
+    configure_output(True)
+    logging.getLogger("EventsWorker").warning("Still processing items: 2 items remaining...")
+    assert caplog.records[-1].getMessage() == "Still processing items: 2 items remaining..."
+    configure_output(False)

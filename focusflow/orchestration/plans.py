@@ -63,7 +63,9 @@ class DeploymentPlan:
 def _specialize_pool(entry: LanguageEntry, config: PipelineConfig) -> str:
     if entry.specialize_pool != "auto":
         return entry.specialize_pool
-    return "gpu" if config.lapt.steps > 0 else "cpu"
+    # a budget in steps, samples or tokens is work to finish (a GPU's); a minutes budget is time-boxed on whatever
+    # machine trains, the default run's 20 CPU-minutes included
+    return "gpu" if config.lapt.total_steps > 0 else "cpu"
 
 
 def plan_deployments(registry: LanguageRegistry, *, cpu_pool: str | None = None, gpu_pool: str | None = None,
