@@ -118,12 +118,18 @@ def _open_hub_stream(corpus: str, layout: HubLayout, data_files: str, spec: Corp
     return chained()
 
 
+def hub_offline() -> bool:
+    """Whether Hugging Face's offline mode is on (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE set to a true value)."""
+    return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
 def _unreachable_message(corpus: str, layout: HubLayout, data_files: str, exc: Exception) -> str:
     hints = [f"check the network, or point corpus.dataset_root at a local copy with the same layout ({layout.pattern})"]
     if layout.gated:
         hints.insert(0, f"{corpus} is gated: accept its terms at {layout.homepage} and log in "
                         "(`hf auth login`) or set HF_TOKEN")
-    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+    if hub_offline():
         hints.insert(0, "Hugging Face offline mode is on (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE)")
     return f"cannot read {corpus} from {data_files}: {type(exc).__name__}: {exc}. " + "; ".join(hints)
 

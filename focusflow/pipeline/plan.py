@@ -7,7 +7,6 @@ hold enough text for an explicit vocabulary size, and every evaluation task's da
 
 from __future__ import annotations
 
-import glob
 import uuid
 from pathlib import Path
 
@@ -33,17 +32,19 @@ def _check_store(store: ArtifactStore) -> None:
 
 
 def _corpus_files(cfg: PipelineConfig) -> list[Path]:
+    """The local corpus files, found as the corpus stage finds them (``corpus.sources.resolve_paths``)."""
+    from focusflow.corpus.sources import resolve_paths
+
     if cfg.corpus.source != "local":
         return []
     found: list[Path] = []
     for pattern in cfg.corpus.paths:
-        path = Path(pattern).expanduser()
-        matches = [Path(m) for m in glob.glob(str(path))] if any(c in pattern for c in "*?[") else [path]
-        if not matches or not all(m.exists() for m in matches):
+        try:
+            files = resolve_paths([pattern])
+        except FileNotFoundError:
             raise ConfigError(f"corpus.paths: {pattern} matches no file or folder; give existing text files, globs or "
-                              "folders")
-        for match in matches:
-            found += [f for f in match.rglob("*") if f.is_file()] if match.is_dir() else [match]
+                              "folders") from None
+        found += [Path(f) for f in files if "://" not in f]  # a remote file's size is not checked here
     return found
 
 

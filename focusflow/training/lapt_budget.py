@@ -65,7 +65,7 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
     if not spec.minutes:
         raise InputError("plan_lapt_budget needs a minutes budget (lapt.minutes)")
     probe = spec.model_copy(update={"minutes": None, "checkpoint_minutes": [], "checkpoint_steps": [],
-                                    "steps": PROBE_STEPS_CEILING, "compile": spec.compile})
+                                    "steps": PROBE_STEPS_CEILING})
     with tempfile.TemporaryDirectory(prefix="focusflow-lapt-budget-", dir=work_dir) as folder:
         run = LaptRun(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
                       progress=False)

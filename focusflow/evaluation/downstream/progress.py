@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from focusflow.evaluation.downstream.report import never_learned, never_learned_advice
-from focusflow.logs import STAGE_LOGGER, clock
+from focusflow.logs import PROGRESS_LINE_S, STAGE_LOGGER, clock
 
 lines = logging.getLogger(f"{STAGE_LOGGER}.evaluate")
-
-HEARTBEAT_S = 30.0
 
 
 @dataclass
@@ -27,7 +25,7 @@ class RunLabel:
 
     def step(self, step: int, total: int, dev: float | None) -> None:
         now = time.perf_counter()
-        if now - self.last_line < HEARTBEAT_S or step == total:
+        if now - self.last_line < PROGRESS_LINE_S or step == total:
             return
         self.last_line = now
         elapsed = now - self.started

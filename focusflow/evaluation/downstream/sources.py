@@ -15,12 +15,12 @@ the Hub's automatic Parquet conversion (``refs/convert/parquet``) for script-bas
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from focusflow.corpus.sources import hub_offline
 from focusflow.errors import InputError, UnavailableError
 from focusflow.evaluation.downstream.datasets import (
     NLI_LABELS,
@@ -385,7 +385,7 @@ def missing_local_copy(spec: TaskSpec, data_root: Path) -> str | None:
             normalize_language(spec.language)
         except LanguageError as exc:
             raise InputError(f"task {spec.id!r}: {exc} ({missing})") from None
-    if _hub_offline():
+    if hub_offline():
         raise InputError(f"{missing}; the Hugging Face Hub is switched off here (HF_HUB_OFFLINE / "
                          "HF_DATASETS_OFFLINE): add the folder, or name a task the copy holds")
     return missing
@@ -399,8 +399,3 @@ def _no_local_copy(spec: TaskSpec, data_root: Path) -> str:
     shown = ", ".join(held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
     return (f"no local copy of {spec.id} under {data_root} (looked in {folders[0]}/<language>/"
             + (f"; it holds {shown})" if held else "; there is no such folder)"))
-
-
-def _hub_offline() -> bool:
-    return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
