@@ -363,11 +363,17 @@ class EvalSpec(DownstreamSettings):
         return DownstreamSettings.model_validate(self.model_dump(include=set(DownstreamSettings.model_fields)))
 
 
+DASK_ADDRESS_ENV = "FOCUSFLOW_DASK_ADDRESS"
+
+
 class OrchestrationSpec(_Section):
     """How the flow runs: which task runner fans out independent branches, and which branches exist."""
 
     task_runner: Literal["threads", "processes", "dask"] = "threads"
     max_workers: int = Field(default=2, ge=1)
+    dask_address: str | None = Field(
+        default=None, description="scheduler of an existing Dask cluster (tcp://host:8786) for task_runner: dask; "
+        f"unset: ${DASK_ADDRESS_ENV}, else a local cluster of max_workers processes")
     lapt_methods: list[FlowMethod] = Field(default_factory=lambda: ["focus"],
                                            description="initializations that get LAPT (and downstream evaluation)")
     evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")

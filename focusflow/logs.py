@@ -94,8 +94,9 @@ class UserErrorConsole(logging.Filter):
 #: transformers' progress bars over local, sub-second work (one per model load or save): hidden unless
 #: verbose. Download bars and our own stage bars stay.
 LOCAL_PROGRESS_BARS = frozenset({"Loading weights", "Writing model shards"})
-#: Prefect's console shows warnings and errors unless verbose; the Prefect UI still receives every log.
-QUIET_ENVIRONMENT = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING"}
+#: Prefect's console and Dask's (every worker process's too) show warnings and errors unless verbose; the Prefect
+#: UI still receives every log. Both read these variables when they configure their logging.
+QUIET_ENVIRONMENT = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING", "DASK_LOGGING__DISTRIBUTED": "warning"}
 
 
 def _progress_hook(factory, args, kwargs):  # transformers.utils.logging.set_tqdm_hook's signature

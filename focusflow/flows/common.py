@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
-from focusflow.config import PipelineConfig, load_config
+from focusflow.config import DASK_ADDRESS_ENV, PipelineConfig, load_config
 
 
 def load_run_config(language: str, config: dict[str, Any] | None = None, config_path: str | None = None,
@@ -18,7 +19,10 @@ def load_run_config(language: str, config: dict[str, Any] | None = None, config_
 
 
 def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:
-    """Threads (default), processes, or a Dask cluster (needs ``prefect-dask``) for independent branches."""
+    """Threads (default), processes, or a Dask cluster (needs ``prefect-dask``) for independent branches.
+
+    Dask: the cluster at ``orchestration.dask_address`` (or ``$FOCUSFLOW_DASK_ADDRESS``) when one is given,
+    else a local cluster of ``max_workers`` single-threaded worker processes started for the run."""
     workers = cfg.orchestration.max_workers
     if cfg.orchestration.task_runner == "processes":
         return ProcessPoolTaskRunner(max_workers=workers)
@@ -26,6 +30,11 @@ def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:
         try:
             from prefect_dask import DaskTaskRunner
         except ImportError as exc:
-            raise RuntimeError("orchestration.task_runner=dask needs `pip install prefect-dask`") from exc
-        return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1})
+            raise RuntimeError("orchestration.task_runner=dask needs the dask extra: "
+                               "pip install 'focusflow[dask]'") from exc
+        address = cfg.orchestration.dask_address or os.environ.get(DASK_ADDRESS_ENV) or None
+        if address:
+            return DaskTaskRunner(address=address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
+                                              "dashboard_address": None})
     return ThreadPoolTaskRunner(max_workers=workers)

@@ -10,6 +10,7 @@ loss curve, metrics CSV and summary beside it.
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -81,6 +82,24 @@ def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path |
     return local
 
 
+def store_training_record(work: Path, out: Path) -> dict[str, Any]:
+    """Put a finished training run's record into the artifact folder ``out``: the loss curve and the metric
+    history without its measured columns (the artifact's content must not depend on how fast the machine was).
+    Returns what goes into the manifest instead: the measured columns per logged step. The summary is the
+    manifest's metadata already."""
+    from focusflow.training.monitor import TIMING_COLUMNS, write_metrics_csv
+
+    if (work / "loss_curve.png").exists():
+        shutil.copy2(work / "loss_curve.png", out / "loss_curve.png")
+    if not (work / "metrics.csv").exists():
+        return {}
+    with (work / "metrics.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    write_metrics_csv(rows, out / "metrics.csv", timings=False)
+    return {"timings": [{"step": int(row["step"]), **{name: float(row[name]) for name in TIMING_COLUMNS if row.get(name)}}
+                        for row in rows]}
+
+
 class LaptSettings(StageSettings):
     lapt: LaptSpec
     lineage: dict[str, Any] = Field(default_factory=dict, alias="_lineage")  # artifact URIs, outside the key
@@ -134,13 +153,11 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     if int(os.environ.get("RANK", "0")) != 0:
         raise NotMainRank()
     shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
-    for extra in ("metrics.csv", "loss_curve.png", "summary.json"):
-        if (work / extra).exists():
-            shutil.copy2(work / extra, run.out / extra)
+    record = store_training_record(work, run.out)
     # committed: the store keeps the last K checkpoints
     run.after_commit.append(lambda: shutil.rmtree(work / "checkpoints", ignore_errors=True))
     planned = {"budget": {**budget, "train_seconds": summary.get("train_seconds_this_session")}} if budget else {}
-    return {**summary, "language": run.language, "lineage": lineage, **planned}
+    return {**summary, "language": run.language, "lineage": lineage, **planned, **record}
 
 
 def _planned(run: StageRun, spec: LaptSpec) -> dict[str, Any]:

@@ -171,7 +171,7 @@ def _align(run: StageRun) -> Mapping[str, Any]:
     import shutil
 
     from focusflow.embeddings.api import TOTALS_FILE
-    from focusflow.pipeline.lapt_stage import default_work_root
+    from focusflow.pipeline.lapt_stage import default_work_root, store_training_record
     from focusflow.training import align_embeddings
 
     s: AlignSettings = run.settings
@@ -179,14 +179,12 @@ def _align(run: StageRun) -> Mapping[str, Any]:
     summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "train.jsonl", work,
                                s.align, resume=True, progress=run.progress)
     shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
-    for extra in ("metrics.csv", "loss_curve.png", "summary.json"):
-        if (work / extra).exists():
-            shutil.copy2(work / extra, run.out / extra)
+    record = store_training_record(work, run.out)
     run.after_commit.append(lambda: shutil.rmtree(work, ignore_errors=True))
     totals_file = run.inputs["model"] / TOTALS_FILE
     totals = json.loads(totals_file.read_text(encoding="utf-8")) if totals_file.is_file() else {}
     # the row fates of the initialization it refined stay visible in comparisons
-    return {**{k: v for k, v in totals.items() if not isinstance(v, (dict, list))}, "align": summary}
+    return {**{k: v for k, v in totals.items() if not isinstance(v, (dict, list))}, "align": {**summary, **record}}
 
 
 def _reference(run: StageRun) -> Mapping[str, Any]:

@@ -14,14 +14,19 @@ from typing import Any
 from focusflow.storage.atomic import atomic_path, atomic_write
 
 COLUMNS = ("step", "samples", "tokens", "train_loss", "heldout_loss", "lr", "tokens_per_s", "mfu", "elapsed_s")
+# Measured, not computed: they differ between two runs of the same training, so a stored artifact keeps them in
+# its manifest and its files only the columns before them.
+TIMING_COLUMNS = ("tokens_per_s", "mfu", "elapsed_s")
 
 
-def write_metrics_csv(history: list[dict[str, Any]], path: Path) -> None:
+def write_metrics_csv(history: list[dict[str, Any]], path: Path, timings: bool = True) -> None:
+    """The metric history as CSV; ``timings=False`` leaves out the measured columns (for a stored artifact)."""
+    columns = COLUMNS if timings else tuple(c for c in COLUMNS if c not in TIMING_COLUMNS)
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in history:
-        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in COLUMNS})
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
     atomic_write(path, buffer.getvalue())
 
 
