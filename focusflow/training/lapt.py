@@ -242,6 +242,8 @@ class LaptRun(TrainingRun):
             "trainable_parameters": sum(p.numel() for p in trainable.parameters), "lora": spec.lora,
             "two_stage_embedding_steps": self.stage1_steps, "resumed_from": resumed_from,
             "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final"),
+            "peak_gpu_memory_bytes": (torch.cuda.max_memory_allocated(self.dist.device)
+                                      if self.dist.device.type == "cuda" else None),
         }
 
 
