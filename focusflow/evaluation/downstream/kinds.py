@@ -192,3 +192,16 @@ def example_texts(example: Example) -> list[str]:
         if isinstance(example, kind.example_type):
             return kind.texts(example)
     raise TypeError(f"not an evaluation example: {type(example).__name__}")
+
+
+def require_task_head(model_type: str, kind: str, name: str) -> None:
+    """An error when transformers has no head of ``kind``'s task model for ``model_type`` models (Gemma 3 has no
+    token-classification head, say): checked before a run (the plan) and again where a task model is loaded."""
+    import transformers
+
+    model_class = getattr(transformers, task_kind(kind).model_class)
+    if model_type not in transformers.CONFIG_MAPPING:  # a model type this transformers does not know: loading says
+        return
+    if transformers.CONFIG_MAPPING[model_type] not in model_class._model_mapping:
+        raise InputError(f"{name}: transformers has no {model_class.__name__} head for {model_type} models, "
+                         f"so {kind} tasks cannot fine-tune it (cls tasks run on every model family)")

@@ -22,7 +22,7 @@ from focusflow.config import DownstreamSettings, downstream_settings
 from focusflow.errors import InputError
 from focusflow.evaluation.downstream.datasets import TaskData, subsample
 from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
-from focusflow.evaluation.downstream.kinds import task_kind
+from focusflow.evaluation.downstream.kinds import require_task_head, task_kind
 from focusflow.evaluation.downstream.presets import with_protocol
 from focusflow.evaluation.downstream.progress import RunProgress, warn_if_never_learned
 from focusflow.evaluation.downstream.report import never_learned, write_reports
@@ -76,10 +76,7 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
     quiet_transformers_progress()
     # the new head is always "missing": focusflow.logs drops that load report unless verbose
     require_weights(model)
-    config = transformers.AutoConfig.from_pretrained(str(model))
-    if type(config) not in model_class._model_mapping:  # e.g. Gemma 3 has no token-classification head
-        raise InputError(f"{model}: transformers has no {model_class.__name__} head for {config.model_type} models, "
-                         f"so {kind} tasks cannot fine-tune it (cls tasks run on every model family)")
+    require_task_head(transformers.AutoConfig.from_pretrained(str(model)).model_type, kind, str(model))
     loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
     missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
     if missing:
