@@ -159,7 +159,7 @@ def test_validating_a_config_does_not_load_torch():
 LAYERS = (
     ("errors", "config", "methods", "logs", "storage", "precision", "languages"),
     ("corpus",), ("tokenizer",), ("models",), ("embeddings",), ("training",), ("evaluation",), ("publish",),
-    ("pipeline",), ("orchestration",), ("tasks",), ("flows",), ("cli",),
+    ("pipeline",), ("orchestration",), ("tasks",), ("flows",), ("cli", "__main__"),
 )
 # orchestration (language registry, deployment plans, the checkpoint event, the server) reads only the
 # configuration and the store and names flows by entrypoint strings: it sits below the tasks, which emit

