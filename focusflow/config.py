@@ -164,10 +164,17 @@ class _AdamWSchedule(_Section):
 
 class AlignSpec(_AdamWSchedule):
     """The align refinement (methods named ``<method>+align``): train the rows an initialization did not copy
-    exactly so that the model's word-pooled hidden states at ``layer`` match the source model's (body frozen)."""
+    exactly so that the model's word-pooled hidden states at ``layer`` match the source model's (body frozen).
+    On a decoder the defaults distill the source's own reading of each word: its last layer's state at the word's
+    last token, where both tokenizations have read the same text."""
 
     layer: int | None = Field(default=None, ge=1, description="layer whose word-pooled hidden states are matched; "
-                              "None: a third of the depth, rounded up")
+                              "None: by family, a third of the depth (rounded up) for an encoder, the last layer "
+                              "for a decoder")
+    pool: Literal["auto", "mean", "last"] = Field(
+        default="auto", description="a word's vector: the mean of its tokens' states, or the state at its last token "
+        "(a decoder's reading of the whole word, which predicts what follows: the Token Distillation target); auto: "
+        "mean for an encoder, last for a decoder")
     trainable: Literal["non-exact", "all"] = Field(default="non-exact", description="embedding rows trained: those "
                                                    "the initialization did not copy exactly, or all")
     loss: Literal["cosine", "mse"] = Field(default="cosine", description="per word: 1 - cosine, or mean squared error")

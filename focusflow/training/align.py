@@ -32,7 +32,7 @@ from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import pad_rows
-from focusflow.models.loading import load_source, usable_positions
+from focusflow.models.loading import describe_config, load_source, usable_positions
 from focusflow.training.data import SampleOrder
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
@@ -161,11 +161,11 @@ def first_layers(body: nn.Module, layer: int) -> Iterator[None]:
         setattr(parent, attribute, layers)
 
 
-def word_states(body: nn.Module, layer: int, side: SideBatch, n_words: int) -> torch.Tensor:
-    """``[n_words, hidden]``: the body's states after ``layer`` layers, averaged over each word's tokens."""
+def word_states(body: nn.Module, layer: int, side: SideBatch, n_words: int, pool: str = "mean") -> torch.Tensor:
+    """``[n_words, hidden]``: the body's states after ``layer`` layers, pooled per word (mean or last token)."""
     with first_layers(body, layer):
         hidden = body(input_ids=side.ids, attention_mask=side.mask, use_cache=False).last_hidden_state
-    return pool_words(hidden, side.positions, side.segments, n_words)
+    return pool_words(hidden, side.positions, side.segments, n_words, pool)
 
 
 def _distance(student: torch.Tensor, teacher: torch.Tensor, kind: str) -> torch.Tensor:
@@ -189,12 +189,12 @@ def alignment_loss(student: torch.Tensor, teacher: torch.Tensor, word_sentence: 
 class AlignLoss(nn.Module):
     """The student's side: ``forward(inputs, word_sentence, n_texts, teacher_vectors) -> summed alignment loss``."""
 
-    def __init__(self, body: nn.Module, layer: int, kind: str, sentence_weight: float):
+    def __init__(self, body: nn.Module, layer: int, kind: str, sentence_weight: float, pool: str = "mean"):
         super().__init__()
-        self.body, self.layer, self.kind, self.sentence_weight = body, layer, kind, sentence_weight
+        self.body, self.layer, self.kind, self.sentence_weight, self.pool = body, layer, kind, sentence_weight, pool
 
     def forward(self, inputs: SideBatch, word_sentence: torch.Tensor, n_texts: int, teacher: torch.Tensor) -> torch.Tensor:
-        student = word_states(self.body, self.layer, inputs, len(teacher))
+        student = word_states(self.body, self.layer, inputs, len(teacher), self.pool)
         return alignment_loss(student, teacher, word_sentence, n_texts, self.kind, self.sentence_weight)
 
 
@@ -272,7 +272,9 @@ class AlignRun(TrainingRun):
         if layer_count(teacher.config) != depth:
             raise InputError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
                              "align needs the model initialized from this source")
-        self.layer = spec.layer or math.ceil(depth / 3)
+        decoder = not describe_config(model.config).is_encoder
+        self.layer = spec.layer or (depth if decoder else math.ceil(depth / 3))
+        self.pool = spec.pool if spec.pool != "auto" else ("last" if decoder else "mean")
         if self.layer > depth:
             raise InputError(f"align layer {self.layer} exceeds the model's {depth} layers")
         for config in (model.config, teacher.config):
@@ -288,7 +290,7 @@ class AlignRun(TrainingRun):
             mask = torch.from_numpy(self.trainable_rows).to(device=device, dtype=embeddings.dtype)[:, None]
             embeddings.register_hook(lambda grad: grad * mask)
         model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
-        loss_model = AlignLoss(model.base_model, self.layer, spec.loss, spec.sentence_weight)
+        loss_model = AlignLoss(model.base_model, self.layer, spec.loss, spec.sentence_weight, self.pool)
         # no weight decay: it would move the frozen rows too
         return Trainable(model, self.tokenizer, loss_model, [embeddings], [{"params": [embeddings], "weight_decay": 0.0}],
                          (TrainingStage("full", 0, frozenset({id(embeddings)})),), "align")
@@ -311,7 +313,8 @@ class AlignRun(TrainingRun):
         """The source model's word vectors for a batch: computed on first use, then kept."""
         if batch.key not in self.teacher_cache:
             with torch.no_grad():
-                vectors = word_states(self.teacher_body, self.layer, batch.source.to(self.dist.device), batch.predicted)
+                vectors = word_states(self.teacher_body, self.layer, batch.source.to(self.dist.device), batch.predicted,
+                                      self.pool)
             self.teacher_cache[batch.key] = vectors.to(getattr(torch, self.spec.cache_dtype))
         return self.teacher_cache[batch.key]
 
@@ -350,7 +353,7 @@ class AlignRun(TrainingRun):
     def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         state = self.state
         return {
-            "objective": "align", "layer": self.layer, "depth": layer_count(self.hf_model.config),
+            "objective": "align", "layer": self.layer, "pool": self.pool, "depth": layer_count(self.hf_model.config),
             "loss": self.spec.loss, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
             "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),
             "batches_per_epoch": len(self.batches), "heldout_words": sum(b.predicted for b in self.heldout_batches),

@@ -85,7 +85,13 @@ def segment_mean(rows: torch.Tensor, segments: torch.Tensor, n_segments: int) ->
     return sums / counts[:, None]
 
 
-def pool_words(hidden: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor, n_words: int) -> torch.Tensor:
-    """``[n_words, hidden]``: the mean hidden state over each word's tokens (``hidden``: ``[batch, length, H]``)."""
-    flat = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
-    return segment_mean(flat, segments, n_words)
+def pool_words(hidden: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor, n_words: int,
+               pool: str = "mean") -> torch.Tensor:
+    """``[n_words, hidden]``: per word, the mean hidden state over its tokens (``pool="mean"``) or the state at its
+    last token (``"last"``) (``hidden``: ``[batch, length, H]``)."""
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    if pool == "last":
+        last = torch.full((n_words,), -1, dtype=positions.dtype, device=positions.device)
+        last = last.scatter_reduce(0, segments, positions, reduce="amax")
+        return flat.index_select(0, last).float()
+    return segment_mean(flat.index_select(0, positions), segments, n_words)

@@ -82,16 +82,19 @@ def test_word_index_of_real_tokenizers_matches_a_per_word_reference(families):
         assert words.n_words == len(set(expected_source) - {-1}) == len(set(expected_target) - {-1})
 
 
-def test_pooling_is_the_mean_over_each_words_tokens():
+def test_pooling_is_the_mean_over_each_words_tokens_or_its_last_token():
     rows = [np.array([-1, 0, 0, 1, -1]), np.array([0, 1, 1, 1, 2, 2, -1])]
     counts = np.array([2, 3])
     positions, segments, sentence = flat_word_index(rows, counts, length=7)
     assert sentence.tolist() == [0, 0, 1, 1, 1]
     hidden = torch.randn(2, 7, 4)
-    pooled = pool_words(hidden, torch.from_numpy(positions), torch.from_numpy(segments), 5)
+    index = torch.from_numpy(positions), torch.from_numpy(segments)
+    pooled = pool_words(hidden, *index, 5)
     expected = torch.stack([hidden[0, 1:3].mean(0), hidden[0, 3], hidden[1, 0], hidden[1, 1:4].mean(0),
                             hidden[1, 4:6].mean(0)])
     torch.testing.assert_close(pooled, expected)
+    last = pool_words(hidden, *index, 5, pool="last")  # what a decoder has read once the word is complete
+    torch.testing.assert_close(last, torch.stack([hidden[0, 2], hidden[0, 3], hidden[1, 0], hidden[1, 3], hidden[1, 5]]))
 
 
 def test_length_batches_cover_every_text_once_within_the_token_budget():
@@ -160,10 +163,12 @@ def last_layer_cosine(model_dir: Path, source_dir: Path, texts: list[str]) -> fl
 @pytest.mark.parametrize("family", ["xlmr", "llama"])
 def test_align_recovers_the_source_states_of_scrambled_rows(aligned, family):
     source, init, _, run, summary = aligned(family)
-    assert summary["layer"] == 1 and summary["depth"] == 2  # a third of the depth, rounded up
+    # an encoder: a third of the depth (rounded up), word means; a decoder: its last layer at each word's last token
+    expected = {"xlmr": (1, "mean"), "llama": (2, "last")}[family]
+    assert (summary["layer"], summary["pool"]) == expected and summary["depth"] == 2
     assert summary["trainable_from"] == "rows not copied exactly (transfer_report.parquet)"
     assert summary["initial_heldout_loss"] > 0.05 and summary["final_heldout_loss"] < 0.01, summary
-    texts = sample_texts(40, seed=11)  # unseen sentences; fidelity at the last layer, which was not aligned
+    texts = sample_texts(40, seed=11)  # unseen sentences; fidelity at the last layer (not aligned on the encoder)
     before, after = last_layer_cosine(init, source, texts), last_layer_cosine(run / "final", source, texts)
     assert after > 0.98 and after > before + 0.05, (before, after)
     rows = list(csv.DictReader((run / "metrics.csv").open()))
