@@ -18,9 +18,15 @@ import pandas as pd
 # the initialization's fates as shares of the target vocabulary (transfer_totals.json has the counts).
 SHARE_COLUMNS = ["copied_share", "combined_share", "combined_subword_share", "fvt_share", "mean_share", "random_share"]
 COMPARISON_COLUMNS = [
-    "method", "stage", "fidelity", "retrieval_top1", "mlm_loss", "mlm_accuracy", "bits_per_byte",
+    "method", "stage", "fidelity", "fidelity_chance", "fidelity_centered", "retrieval_top1", "retrieval_top1_centered",
+    "mlm_loss", "mlm_accuracy", "bits_per_byte",
     "unigram_loss", "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", *SHARE_COLUMNS,
 ]
+RANKING_NOTE = ("Bits per byte (and the LM loss, per token of each model's own tokenizer) rank the methods. Fidelity "
+                "and retrieval only measure how close a model's sentence embeddings stay to the source's: "
+                "`fidelity_chance` is the mean cosine of mismatched sentence pairs (a decoder's embeddings all point "
+                "nearly one way, so a raw fidelity near it says nothing) and the `_centered` scores remove the mean "
+                "direction first; retrieval's chance level is 1 / the number of sentences.")
 _CHART_METRICS = ["retrieval_top1", "fidelity", "mlm_loss", "bits_per_byte"]
 
 
@@ -183,7 +189,7 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
     comparison_chart(frame, out_dir / "comparison.png")
     parts = [f"# focusflow report — {language}", ""]
     if not frame.empty:
-        parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "",
+        parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "", RANKING_NOTE, "",
                   *_unigram_warnings(frame), "![comparison](comparison.png)", ""]
     if continuations:
         parts += ["## Greedy continuations (held-out prompts)", "",

@@ -236,7 +236,8 @@ REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,
                            optional=("tokenizer",), uses_model=True, work=("n_sentences", "sentences"),
                            settings=HeldoutSettings))
 # version 3: a decoder's metrics add greedy continuations of held-out prompts (an encoder's are unchanged)
-INTRINSIC = register(Stage("intrinsic", 3, ("model", "reference"), _intrinsic,
+# version 4: fidelity and retrieval beside their chance level and after removing the mean direction
+INTRINSIC = register(Stage("intrinsic", 4, ("model", "reference"), _intrinsic,
                            "held-out LM loss and fidelity against a reference; a decoder's continuations",
                            uses_model=True,
                            work=("n_sentences", "sentences"), settings=HeldoutSettings))

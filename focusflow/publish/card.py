@@ -99,7 +99,8 @@ def _intrinsic_table(facts: CardFacts) -> list[str]:
     lm = "mlm" if facts.objective == "mlm" else "clm"
     columns = [(f"{lm}_loss", f"held-out {lm.upper()} loss ↓"), ("bits_per_byte", "bits per byte ↓"),
                ("unigram_loss", "its tokenizer's unigram loss"), (f"{lm}_accuracy", "accuracy ↑"),
-               ("fidelity", "fidelity ↑"), ("retrieval_top1", "retrieval top-1 ↑")]
+               ("fidelity", "fidelity ↑"), ("fidelity_chance", "fidelity of mismatched pairs"),
+               ("fidelity_centered", "fidelity, mean removed ↑"), ("retrieval_top1", "retrieval top-1 ↑")]
     rows = [m for m in (facts.model, facts.original) if m.intrinsic]
     if not rows:
         return ["No intrinsic evaluation of this model is stored.", ""]
@@ -111,7 +112,9 @@ def _intrinsic_table(facts: CardFacts) -> list[str]:
                      + " |")
     lines += ["", "Each model is scored with its own tokenizer on the same held-out sentences: the loss is per token of "
               "that tokenizer, so compare bits per byte across tokenizers; a loss is meaningful below its "
-              "tokenizer's unigram loss (token frequencies alone)."]
+              "tokenizer's unigram loss (token frequencies alone). Bits per byte rank models; fidelity and retrieval "
+              "only measure closeness to the source's sentence embeddings, and mean little near their chance level "
+              "(the mismatched pairs' cosine)."]
     if not facts.original.intrinsic:
         lines += ["", "The source model's intrinsic row is not stored (run with `orchestration.evaluate_original`)."]
     return [*lines, ""]

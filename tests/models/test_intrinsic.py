@@ -156,6 +156,28 @@ def test_fidelity_and_retrieval_by_hand():
         representation_fidelity(source, source[:3])
 
 
+def test_an_anisotropic_space_reports_its_chance_level_and_the_centered_scores():
+    """Sentence vectors that share one big direction (a decoder's): a high raw fidelity is near its chance level,
+    and only the centered scores tell a model that keeps each sentence's own direction from one that does not."""
+    rng = np.random.default_rng(0)
+    common = np.ones(64, dtype=np.float32) * 3.0
+    own = rng.normal(size=(50, 64)).astype(np.float32)
+
+    def normalize(x: np.ndarray) -> np.ndarray:
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    source = normalize(common + own)
+    faithful = normalize(common + own + 0.3 * rng.normal(size=own.shape).astype(np.float32))
+    unrelated = normalize(common + rng.normal(size=own.shape).astype(np.float32))
+    good, bad = representation_fidelity(faithful, source), representation_fidelity(unrelated, source)
+    assert bad["fidelity"] > 0.8 and bad["fidelity"] - bad["fidelity_chance"] < 0.02  # high, and at chance
+    assert abs(bad["fidelity_centered"]) < 0.1 and good["fidelity_centered"] > 0.9
+    assert good["retrieval_top1_centered"] == 1.0 and bad["retrieval_chance"] == pytest.approx(1 / 50)
+    pairs = faithful @ source.T
+    mismatched = pairs[~np.eye(50, dtype=bool)].mean()
+    assert good["fidelity_chance"] == pytest.approx(float(mismatched), abs=1e-5)
+
+
 def test_heldout_selection_fits_every_tokenizer_and_is_distinct(xlmr, gpt2):
     texts = ["a b c", "a b c"] + sample_texts(200, seed=2) + [" ".join(sample_texts(30))]
     chosen = select_heldout_sentences(texts, [xlmr[1], gpt2[1]], max_sentences=50, max_length=24, seed=1)

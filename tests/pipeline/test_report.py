@@ -113,3 +113,16 @@ def test_a_lapt_row_is_read_with_the_lapt_behind_it(tmp_path):
     assert _lapt_summary(lapt)["budget_minutes"] == 30.0
     plain = store.put_dir("lapt", "m" * 64, folder, metadata={"steps": 40, "tokens": 81920})
     assert _downstream_note("focus", plain) == "focus+lapt: 40 steps, 81,920 tokens seen."
+
+
+def test_the_comparison_says_what_ranks_methods_and_shows_fidelity_beside_its_chance_level(tmp_path: Path):
+    rows = [{"method": "fvt", "stage": "init", "fidelity": 0.97, "fidelity_chance": 0.94, "fidelity_centered": 0.41,
+             "retrieval_top1": 0.72, "retrieval_top1_centered": 0.55, "bits_per_byte": 3.29},
+            {"method": "focus", "stage": "init", "fidelity": 0.96, "fidelity_chance": 0.94, "fidelity_centered": 0.12,
+             "retrieval_top1": 0.22, "retrieval_top1_centered": 0.08, "bits_per_byte": 3.18}]
+    write_report(tmp_path, "sw", rows, {})
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "Bits per byte (and the LM loss, per token of each model's own tokenizer) rank the methods" in text
+    header = next(line for line in text.splitlines() if line.startswith("| method"))
+    assert header.index("fidelity_chance") < header.index("retrieval_top1") < header.index("bits_per_byte")
+    assert "fidelity_centered" in header and "retrieval_top1_centered" in header
