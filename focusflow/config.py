@@ -184,7 +184,9 @@ class AlignSpec(_AdamWSchedule):
     tokens: int | None = Field(default=None, gt=0, description="budget in tokens: tokens / batch_tokens steps, "
                                "rounded up")
     seconds: float | None = Field(default=None, gt=0, description="stop once this much training time is spent; the "
-                                  "step budget still caps the run and sets the learning-rate schedule")
+                                  "step budget still caps the run and sets the learning-rate schedule. The steps "
+                                  "reached depend on the machine's speed, which the key cannot know: for a "
+                                  "reproducible artifact give steps or tokens")
     batch_tokens: int = Field(default=1024, ge=8, description="padded student tokens per batch (similar lengths together)")
     max_length: int = Field(default=128, ge=4, description="tokens per text on either side; words cut off are dropped")
     max_texts: int | None = Field(default=None, gt=0, description="training texts read from the corpus (None: all)")
