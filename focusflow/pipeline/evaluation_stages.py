@@ -8,6 +8,7 @@ appearing beside them changes nothing.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,21 @@ from focusflow.config import EvalSpec
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
 from focusflow.storage import Artifact
+from focusflow.storage.atomic import atomic_write
 from focusflow.storage.fingerprint import folder_fingerprint
 
 # version 2: the key's ``data`` is the one folder fingerprint of the task folders the run reads (it was
 # every data file under data_root, hashed differently), for downstream and decontaminate alike
 # version 3: results.md shows one seed as "(1 seed)" and notes a run that never learned (its record says so)
-DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 3
+# version 4: the files hold what was computed, never what was measured (see MEASURED_*): runs.csv, results.csv and
+# runs.jsonl; results.md and the per-run JSON files of evaluate_models stay out (timings and local paths)
+DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 4
+# What a fine-tuning run measures or finds on the machine that ran it (wall time, speed, local paths and the resume
+# fingerprint built from them): kept in the manifest, never in the artifact's files, so the same key gives the same
+# bytes on every machine that computes the same numbers.
+MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "seconds_per_run")
+MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", "eval_seconds", "train_tokens_per_s",
+                       "provenance")
 REPORT_STAGE, REPORT_VERSION = "report", 4  # 4: the LAPT behind each +lapt row, the protocol
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
@@ -66,8 +76,21 @@ def _downstream(run: StageRun) -> dict[str, Any]:
     from focusflow.evaluation.downstream import evaluate_models
 
     s: DownstreamSettings = run.settings
-    frame = evaluate_models({s.name: run.inputs["model"]}, list(s.evaluation.tasks), run.out, s.evaluation.downstream())
-    return {"results": json.loads(frame.to_json(orient="records"))}
+    with tempfile.TemporaryDirectory(prefix="focusflow-downstream-") as scratch:
+        work = Path(scratch)
+        frame = evaluate_models({s.name: run.inputs["model"]}, list(s.evaluation.tasks), work,
+                                s.evaluation.downstream())
+        records = [json.loads(f.read_text(encoding="utf-8")) for f in sorted((work / "runs").rglob("seed*.json"))]
+        for name in ("runs.csv", "results.csv"):
+            table = pd.read_csv(work / name, float_precision="round_trip")
+            atomic_write(run.out / name, table.drop(columns=[c for c in MEASURED_COLUMNS if c in table.columns])
+                         .to_csv(index=False))
+    computed = [{k: v for k, v in record.items() if k not in MEASURED_RUN_FIELDS} for record in records]
+    atomic_write(run.out / "runs.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in computed))
+    measured = [{"model": r["model"], "task": r["task"], "seed": r["seed"],
+                 **{k: r.get(k) for k in MEASURED_RUN_FIELDS if k not in ("model_path", "fingerprint")}}
+                for r in records]
+    return {"results": json.loads(frame.to_json(orient="records")), "measured": measured}
 
 
 def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,

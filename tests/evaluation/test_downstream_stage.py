@@ -53,3 +53,25 @@ def test_the_stage_runs_a_cls_task_and_the_report_table_shows_it(shared_data, tm
     assert set(results["metric"]) == {"accuracy", "macro_f1"}
     row = f"| focus | cls:sib200:sn | sn | accuracy | {100 * main['mean']:.1f} ± {100 * main['std']:.1f} | 2 |"
     assert row in summary_markdown(results, "sn")
+
+
+def test_the_same_evaluation_computed_twice_stores_the_same_bytes_and_its_timings_in_the_manifest(shared_data,
+                                                                                                  tmp_path):
+    """Same key, same bytes: wall times, speeds and local paths (the data's, the fetched model's) are the manifest's."""
+    from focusflow.pipeline.evaluation_stages import MEASURED_COLUMNS
+
+    config = build_config({"language": "sn", "evaluation": {
+        "tasks": ["cls:sib200:sn"], "seeds": 1, "epochs": 1, "max_train_samples": 16, "max_eval_samples": 8,
+        "max_test_samples": 8, "batch_size": 8, "eval_every_fraction": 0.5, "data_root": str(shared_data)}})
+    tiny = save_tiny("xlmr", tmp_path / "tiny", texts=sample_texts(300))
+    built = []
+    for name in ("one", "two"):
+        store = ArtifactStore(tmp_path / name, cache_dir=tmp_path / f"cache-{name}")
+        model = store.put_dir("import", "a" * 64, tiny)
+        built.append((store, run_stage(store, "downstream", downstream_params(config, "focus"), {"model": model})))
+    (store, first), (_, second) = built
+    assert first.key == second.key and first.content_hash == second.content_hash
+    assert set(first.files) == {"runs.csv", "results.csv", "runs.jsonl"}
+    assert not set(MEASURED_COLUMNS) & set(pd.read_csv(store.fetch(first) / "runs.csv").columns)
+    measured = first.metadata["measured"]
+    assert len(measured) == 1 and measured[0]["seconds"] > 0 and str(shared_data) in str(measured[0]["provenance"])
