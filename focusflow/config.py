@@ -177,7 +177,9 @@ class AlignSpec(_AdamWSchedule):
         "mean for an encoder, last for a decoder")
     trainable: Literal["non-exact", "all"] = Field(default="non-exact", description="embedding rows trained: those "
                                                    "the initialization did not copy exactly, or all")
-    loss: Literal["cosine", "mse"] = Field(default="cosine", description="per word: 1 - cosine, or mean squared error")
+    loss: Literal["auto", "cosine", "mse"] = Field(
+        default="auto", description="per word: 1 - cosine, or mean squared error; auto: cosine for an encoder, mse "
+        "for a decoder (whose states all point nearly one way, so their cosines differ little)")
     sentence_weight: float = Field(default=0.0, ge=0, description="weight of the same loss between sentence vectors "
                                    "(mean of the sentence's word vectors)")
     steps: int = Field(default=300, ge=0, description="optimizer steps (replaced by tokens when that is set)")

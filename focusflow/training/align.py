@@ -275,6 +275,7 @@ class AlignRun(TrainingRun):
         decoder = not describe_config(model.config).is_encoder
         self.layer = spec.layer or (depth if decoder else math.ceil(depth / 3))
         self.pool = spec.pool if spec.pool != "auto" else ("last" if decoder else "mean")
+        self.loss = spec.loss if spec.loss != "auto" else ("mse" if decoder else "cosine")
         if self.layer > depth:
             raise InputError(f"align layer {self.layer} exceeds the model's {depth} layers")
         for config in (model.config, teacher.config):
@@ -290,7 +291,7 @@ class AlignRun(TrainingRun):
             mask = torch.from_numpy(self.trainable_rows).to(device=device, dtype=embeddings.dtype)[:, None]
             embeddings.register_hook(lambda grad: grad * mask)
         model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
-        loss_model = AlignLoss(model.base_model, self.layer, spec.loss, spec.sentence_weight, self.pool)
+        loss_model = AlignLoss(model.base_model, self.layer, self.loss, spec.sentence_weight, self.pool)
         # no weight decay: it would move the frozen rows too
         return Trainable(model, self.tokenizer, loss_model, [embeddings], [{"params": [embeddings], "weight_decay": 0.0}],
                          (TrainingStage("full", 0, frozenset({id(embeddings)})),), "align")
@@ -354,7 +355,7 @@ class AlignRun(TrainingRun):
         state = self.state
         return {
             "objective": "align", "layer": self.layer, "pool": self.pool, "depth": layer_count(self.hf_model.config),
-            "loss": self.spec.loss, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
+            "loss": self.loss, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
             "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),
             "batches_per_epoch": len(self.batches), "heldout_words": sum(b.predicted for b in self.heldout_batches),
             "trainable_rows": int(self.trainable_rows.sum()), "rows": len(self.trainable_rows),

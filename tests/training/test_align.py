@@ -164,10 +164,12 @@ def last_layer_cosine(model_dir: Path, source_dir: Path, texts: list[str]) -> fl
 def test_align_recovers_the_source_states_of_scrambled_rows(aligned, family):
     source, init, _, run, summary = aligned(family)
     # an encoder: a third of the depth (rounded up), word means; a decoder: its last layer at each word's last token
-    expected = {"xlmr": (1, "mean"), "llama": (2, "last")}[family]
-    assert (summary["layer"], summary["pool"]) == expected and summary["depth"] == 2
+    expected = {"xlmr": (1, "mean", "cosine"), "llama": (2, "last", "mse")}[family]
+    assert (summary["layer"], summary["pool"], summary["loss"]) == expected and summary["depth"] == 2
     assert summary["trainable_from"] == "rows not copied exactly (transfer_report.parquet)"
-    assert summary["initial_heldout_loss"] > 0.05 and summary["final_heldout_loss"] < 0.01, summary
+    assert summary["initial_heldout_loss"] > 0.05, summary
+    assert summary["final_heldout_loss"] < min(0.01, summary["initial_heldout_loss"] / 20) if family == "xlmr" \
+        else summary["final_heldout_loss"] < summary["initial_heldout_loss"] / 20, summary  # mse: its own scale
     texts = sample_texts(40, seed=11)  # unseen sentences; fidelity at the last layer (not aligned on the encoder)
     before, after = last_layer_cosine(init, source, texts), last_layer_cosine(run / "final", source, texts)
     assert after > 0.98 and after > before + 0.05, (before, after)
