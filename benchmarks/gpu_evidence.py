@@ -79,7 +79,9 @@ def prepare_bundle(bundle: Path) -> None:
     from focusflow.pipeline.graph import local_tasks, prepare_branches
     from focusflow.storage import ArtifactStore
 
-    cfg = load_config(demo_config_path(), language="ny")
+    # the demo's FOCUS branch only: no other method, no evaluation of the source
+    cfg = load_config(demo_config_path(), ["init.methods=[focus]", "orchestration.evaluate_original=false"],
+                      language="ny")
     store = ArtifactStore(cfg.store)
     branches = prepare_branches(cfg, store.uri, local_tasks(progress=True))
     model = store.fetch(store.resolve(_uri(branches["models"]["focus"])))
