@@ -53,8 +53,10 @@ def _make(spec: Stage) -> Task[..., str]:
         on_checkpoint = (checkpoint_callback(spec.name, spec.parse(params).total_steps, language)
                          if hints.checkpoints and in_flow else None)
         with stage_slot(spec.uses_model):
+            # progress: a long training stage is never silent (a bar on a terminal, a line every 30 s elsewhere);
+            # model stages take turns, so at most one bar is drawn
             artifact = run_stage(store, spec, params, inputs or {}, language=language, on_checkpoint=on_checkpoint,
-                                 label=label)
+                                 label=label, progress=True)
         if in_flow:
             _PUBLISHERS.get(spec.name, _publish_metrics)(store, artifact, language, label)
         return artifact.uri
