@@ -251,7 +251,7 @@ def main() -> None:
                 finetune_row(model, bundle / "data", work, toy=args.dry_run)]
     device = device_line()
     table = markdown(rows, device)
-    result = {**device, "dry_run": args.dry_run, "lapt": {k: v for k, v in lapt.items()}, "rows": rows}
+    result = {**device, "dry_run": args.dry_run, "lapt": dict(lapt), "rows": rows}
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "gpu-evidence.md").write_text(table + "\n", encoding="utf-8")

@@ -32,7 +32,7 @@ def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:
         except ImportError as exc:
             raise RuntimeError("orchestration.task_runner=dask needs the dask extra: "
                                "pip install 'focusflow[dask]'") from exc
-        address = cfg.orchestration.dask_address or os.environ.get(DASK_ADDRESS_ENV) or None
+        address = cfg.orchestration.dask_address or os.environ.get(DASK_ADDRESS_ENV)
         if address:
             return DaskTaskRunner(address=address)
         return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,

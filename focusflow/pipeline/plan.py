@@ -21,7 +21,6 @@ def check_plan(cfg: PipelineConfig, store: ArtifactStore) -> None:
     files = _corpus_files(cfg)
     _check_vocabulary(cfg, files)
     _check_tasks(cfg)
-    _check_task_heads(cfg)
 
 
 def _check_store(store: ArtifactStore) -> None:
@@ -65,27 +64,19 @@ def _check_vocabulary(cfg: PipelineConfig, files: list[Path]) -> None:
 
 
 def _check_tasks(cfg: PipelineConfig) -> None:
-    """Every downstream task parses, and a local copy the run will read is there (or the Hub may serve it)."""
+    """Every downstream task parses, a local copy the run will read is there (or the Hub may serve it), and the
+    source's family has the task's head (its model type read from its id or config, nothing loaded)."""
+    from focusflow.evaluation.downstream.kinds import require_task_head
     from focusflow.evaluation.downstream.sources import missing_local_copy, parse_task
+    from focusflow.models.model_type import source_model_type
 
+    model_type = source_model_type(cfg.source_model) if cfg.evaluation.tasks else None
     for task in cfg.evaluation.tasks:
         spec = parse_task(task)
         if spec.path is None and cfg.evaluation.data_root is not None:
             missing_local_copy(spec, Path(cfg.evaluation.data_root))
-
-
-
-def _check_task_heads(cfg: PipelineConfig) -> None:
-    """Every task kind has a task model for the source's family (read from its id or config, nothing loaded)."""
-    from focusflow.evaluation.downstream.kinds import require_task_head
-    from focusflow.evaluation.downstream.sources import parse_task
-    from focusflow.models.model_type import source_model_type
-
-    model_type = source_model_type(cfg.source_model) if cfg.evaluation.tasks else None
-    if model_type is None:
-        return
-    for kind in dict.fromkeys(parse_task(task).kind for task in cfg.evaluation.tasks):
-        require_task_head(model_type, kind, f"source_model {cfg.source_model}")
+        if model_type is not None:
+            require_task_head(model_type, spec.kind, f"source_model {cfg.source_model}")
 
 
 __all__ = ["check_plan"]
