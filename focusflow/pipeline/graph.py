@@ -10,7 +10,9 @@ concurrent, visible in the UI); :func:`local_tasks` gives plain in-process calle
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,53 @@ from focusflow.pipeline.registry import STAGES, CheckpointCallback, run_stage
 from focusflow.storage import ArtifactStore
 
 CORPUS_AND_VOCABULARY_STAGES = ("corpus", "dedup", "decontaminate", "split", "tokenizer", "fasttext")
+
+log = logging.getLogger(__name__)
+
+
+class Recoverable:
+    """A submitted stage call that outlives its future.
+
+    A task runner can lose a task's result: a Dask worker killed with its only copy, a dependency lost before its
+    dependent was scheduled, a client that lost its scheduler. The future is then *cancelled*, not failed. A stage
+    call is addressed by its inputs, so it is submitted again, with its inputs' results (recovered the same way):
+    a stored artifact is a cache hit, an interrupted training resumes from the store's last checkpoint, and the
+    work stays where the runner puts it (a GPU worker's LAPT is not retried on the orchestrator). A task that
+    *failed* is not submitted again here: its own retries decide.
+    """
+
+    def __init__(self, future: Any, again: Callable[[], Recoverable], description: str, attempt: int = 1) -> None:
+        self.future, self._again, self.description, self.attempt = future, again, description, attempt
+        self._replacement: Recoverable | None = None
+
+    def result(self) -> Any:
+        if self._replacement is not None:
+            return self._replacement.result()
+        try:
+            return self.future.result()
+        except CancelledError as exc:
+            if self.attempt >= SUBMISSIONS:
+                raise RuntimeError(f"{self.description}: the task runner lost its result {SUBMISSIONS} times "
+                                   "(cancelled futures); is the cluster losing its workers?") from exc
+            log.warning("%s: the task runner lost its result (%s); submitting it again (%d of %d)",
+                        self.description, type(exc).__name__, self.attempt + 1, SUBMISSIONS)
+            self._replacement = self._again()
+            return self._replacement.result()
+
+    def pending(self) -> Any:
+        """What a task submitted now receives: the runner's future (the runner hands its result over without
+        this process waiting for it)."""
+        return self.future if self._replacement is None else self._replacement.pending()
+
+    def settled(self) -> Any:
+        """What a task called now receives: the future once it holds its result, so that the orchestrator
+        records the dependency (a lost one was replaced)."""
+        self.result()
+        return self.future if self._replacement is None else self._replacement.settled()
+
+
+#: How many times one stage call is submitted before a runner that keeps losing its result is an error.
+SUBMISSIONS = 3
 
 
 class _Run:
@@ -33,20 +82,32 @@ class _Run:
     def __init__(self, cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> None:
         self.cfg, self.store_uri, self.tasks = cfg, store_uri, tasks
 
-    def _arguments(self, stage: str, params: dict[str, Any] | None, label: str | None,
-                   inputs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def _arguments(self, stage: str, params: dict[str, Any] | None, label: str | None, inputs: dict[str, Any],
+                   given: Callable[[Any], Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The task's arguments, each submitted input (the lineage's too) handed over as ``given`` makes it."""
         params = P.FROM_CONFIG[stage](self.cfg) if params is None else params
+        if "_lineage" in params:
+            params = {**params, "_lineage": {name: given(value) for name, value in params["_lineage"].items()}}
+        inputs = {name: given(value) for name, value in inputs.items()}
         return (self.store_uri, params, inputs), {"language": self.cfg.language, **({"label": label} if label else {})}
 
     def __call__(self, stage: str, params: dict[str, Any] | None = None, /, *, label: str | None = None,
                  **inputs: Any) -> Any:
-        args, kwargs = self._arguments(stage, params, label, inputs)
+        args, kwargs = self._arguments(stage, params, label, inputs, _settled)
         return self.tasks[stage](*args, **kwargs)
 
     def submit(self, stage: str, params: dict[str, Any] | None = None, /, *, label: str | None = None,
-               **inputs: Any) -> Any:
-        args, kwargs = self._arguments(stage, params, label, inputs)
-        return self.tasks[stage].submit(*args, **kwargs)
+               **inputs: Any) -> Recoverable:
+        return self._submit(stage, params, label, inputs, attempt=1)
+
+    def _submit(self, stage: str, params: dict[str, Any] | None, label: str | None, inputs: dict[str, Any],
+                attempt: int) -> Recoverable:
+        """The first submission passes its inputs' futures on; a repeated one passes their results (recovering
+        those the runner lost too), since the runner may have lost what a future of its names."""
+        args, kwargs = self._arguments(stage, params, label, inputs, _pending if attempt == 1 else _value)
+        return Recoverable(self.tasks[stage].submit(*args, **kwargs),
+                           lambda: self._submit(stage, params, label, inputs, attempt + 1),
+                           f"{stage}[{label}]" if label else stage, attempt)
 
 
 def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,6 +215,14 @@ def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> st
 
 def _value(result: Any) -> Any:
     return result.result() if hasattr(result, "result") else result
+
+
+def _settled(value: Any) -> Any:
+    return value.settled() if isinstance(value, Recoverable) else value
+
+
+def _pending(value: Any) -> Any:
+    return value.pending() if isinstance(value, Recoverable) else value
 
 
 @dataclass(frozen=True)

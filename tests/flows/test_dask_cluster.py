@@ -1,9 +1,11 @@
 """The flow on a real Dask cluster: two worker processes that share nothing but an S3 store, one of them killed
-with SIGKILL in the middle of LAPT. The run completes, its artifact keys equal those of a threads run, and every
-stored artifact is whole."""
+with SIGKILL in the middle of LAPT, and the finished models' results lost as the scheduler loses them (their
+futures cancelled). The run completes, its artifact keys equal those of a threads run, and every stored artifact is
+whole."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -74,6 +76,25 @@ def _run_in_thread(cfg: Any) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, outcome
 
 
+class _Recorded(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _lose_results(client: Any, prefix: str) -> list[str]:
+    """Cancel, for every client, the tasks in memory whose key starts with ``prefix`` (and their dependents), as
+    the scheduler does when the only copy of a result is gone and it cannot compute it again."""
+    from distributed import Future
+
+    keys = [key for key in client.who_has() if str(key).startswith(prefix)]
+    client.cancel([Future(key, client) for key in keys], force=True)
+    return keys
+
+
 def test_flow_on_a_dask_cluster_survives_a_killed_worker(prefect_server, s3_server, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch):
     pytest.importorskip("prefect_dask", reason="the dask extra")
@@ -106,6 +127,8 @@ def test_flow_on_a_dask_cluster_survives_a_killed_worker(prefect_server, s3_serv
         client.register_plugin(private_work_dir(str(tmp_path / "dask-work")), name="private-work-dir")
         cfg = load_run_config("ny", run_config(store.uri, corpus, source, **settings), overrides=[
             "orchestration.task_runner=dask", f"orchestration.dask_address={cluster.scheduler_address}"])
+        recovered = _Recorded()
+        logging.getLogger("focusflow.pipeline.graph").addHandler(recovered)  # the flow's logging stops propagation
         thread, outcome = _run_in_thread(cfg)
 
         killed = None
@@ -116,13 +139,18 @@ def test_flow_on_a_dask_cluster_survives_a_killed_worker(prefect_server, s3_serv
                 if training:
                     killed = client.run(os.getpid, workers=training)[training[0]]
                     os.kill(killed, signal.SIGKILL)
+                    lost = _lose_results(client, "init_stage")
             time.sleep(0.2)
         assert killed is not None, f"no LAPT was caught between its checkpoints: {outcome}"
+        assert lost, "the finished initializations were not in the cluster's memory"
         thread.join(600)
 
     assert not thread.is_alive(), "the flow did not finish after its worker was killed"
     assert "error" not in outcome, outcome.get("error")
     assert _keys(outcome["result"]) == _keys(expected)
+    logging.getLogger("focusflow.pipeline.graph").removeHandler(recovered)
+    assert any("the task runner lost its result (FutureCancelledError); submitting it again" in line
+               for line in recovered.lines), "no lost result was submitted again"
 
     lapt = store.resolve(outcome["result"]["lapt"]["focus"])
     assert lapt.metadata["resumed_from"], "the rescheduled LAPT must resume from the store's checkpoint"

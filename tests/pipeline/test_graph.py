@@ -11,7 +11,7 @@ import pytest
 from focusflow.config import load_config
 from focusflow.pipeline.graph import local_tasks, prepare_branches, specialize
 from focusflow.storage import ArtifactStore
-from tests.pipeline.recording import RecordingStage
+from tests.pipeline.recording import LosingStage, RecordingStage
 from tests.tiny_models import sample_texts, save_tiny
 
 STAGES = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align", "reference",
@@ -69,3 +69,35 @@ def test_extend_mode_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatch):
     for name in ("focus", "mean"):
         metrics = store.resolve(branches["intrinsic"][name].result()).metadata
         assert metrics["n_sentences"] > 0 and metrics["mlm_loss"] > 0
+
+
+def test_a_result_the_task_runner_lost_is_computed_again_and_the_run_completes(tmp_path, caplog):
+    """A Dask worker killed with the only copy of a finished model cancels that model's future: the graph calls the
+    stage again (a cache hit on the stored artifact), and its dependents get the value."""
+    cfg = _config(tmp_path, "replace", lapt={"steps": 2})
+    expected, _ = _wiring(cfg)
+    calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    lost = ("init", "align", "lapt")
+    tasks = {name: (LosingStage if name in lost else RecordingStage)(name, calls) for name in STAGES}
+    with caplog.at_level("WARNING", logger="focusflow.pipeline.graph"):
+        resolved = specialize(cfg, cfg.store, tasks)
+    assert resolved == expected
+    submitted_and_again = {stage: sum(s == stage for s, _, _ in calls) for stage in lost}
+    # init: 2 submitted, 2 computed again; align and LAPT: their submissions never ran (their model was lost), so
+    # each ran once, when recovered; the intrinsic evaluations of lost models were lost with them and recovered
+    assert submitted_and_again == {"init": 2 + 2, "align": 1, "lapt": 1}
+    intrinsic = [inputs["model"] for stage, _, inputs in calls if stage == "intrinsic"]
+    assert sorted(intrinsic) == ["align:focus+align", "init:focus", "init:mean", "lapt:focus", "source:"]
+    report = next(inputs for stage, _, inputs in calls if stage == "report")
+    assert report["init:focus"] == "init:focus" and report["lapt:focus"] == "lapt:focus"
+    assert "lapt[focus]: the task runner lost its result (CancelledError); submitting it again" in caplog.text
+
+
+def test_a_runner_that_keeps_losing_a_result_is_an_error_that_says_so(tmp_path):
+    cfg = _config(tmp_path, "replace")
+    calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    tasks = {name: (LosingStage(name, calls, always=True) if name == "init" else RecordingStage(name, calls))
+             for name in STAGES}
+    with pytest.raises(RuntimeError, match=r"init\[focus\]: the task runner lost its result 3 times"):
+        specialize(cfg, cfg.store, tasks)
+    assert sum(stage == "init" for stage, _, _ in calls) >= 3
