@@ -58,7 +58,8 @@ def test_config_trains_on_text_decontaminated_against_the_ner_task_and_aligns_th
     assert set(branches["intrinsic"]) == {"original", "focus", "focus+align"}
     # one reference per tokenizer: the models share the target's, the original has the source's
     evaluated = {inputs["model"]: inputs["reference"] for stage, _, inputs in calls if stage == "intrinsic"}
-    assert evaluated[branches["source"]] == branches["references"]["source"]
-    assert {evaluated[branches["models"][m]] for m in ("focus", "focus+align")} == {branches["references"]["target"]}
+    source, references = branches["source"].result(), {n: r.result() for n, r in branches["references"].items()}
+    assert evaluated[source] == references["source"]
+    assert {evaluated[branches["models"][m].result()] for m in ("focus", "focus+align")} == {references["target"]}
     reference_inputs = [inputs for stage, _, inputs in calls if stage == "reference"]
     assert [inputs.get("tokenizer") for inputs in reference_inputs] == [branches["tokenizer"], None]
