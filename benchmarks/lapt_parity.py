@@ -89,16 +89,15 @@ def pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
 
 def lapt_points(store: Any, cfg: Any, branches: dict[str, Any], method: str) -> list[dict[str, Any]]:
     """The method's curve: its initialization (0 minutes) and every kept checkpoint of its minutes-budget LAPT."""
-    from focusflow.pipeline import run_stage
+    from focusflow.pipeline import params_for, run_stage
     from focusflow.pipeline.lapt_stage import stored_checkpoints
-    from focusflow.pipeline.params import lapt_budget_params, lapt_params
 
     model, split = store.resolve(branches["models"][method]), store.resolve(branches["split"])
     inputs = {"model": model, "split": split}
-    budget = run_stage(store, "lapt-budget", lapt_budget_params(cfg), inputs, language=cfg.language)
+    budget = run_stage(store, "lapt-budget", params_for("lapt-budget", cfg), inputs, language=cfg.language)
     lineage = {"source": branches["source"], "tokenizer": branches["tokenizer"]}
-    lapt = run_stage(store, "lapt", lapt_params(cfg, lineage), {**inputs, "budget": budget}, language=cfg.language,
-                     progress=True, label=method)
+    lapt = run_stage(store, "lapt", params_for("lapt", cfg, lineage=lineage), {**inputs, "budget": budget},
+                     language=cfg.language, progress=True, label=method)
     points = [{"method": method, "minutes": 0.0, "steps": 0, "tokens": 0, "artifact": model,
                "heldout_loss": lapt.metadata.get("initial_heldout_loss")}]
     for checkpoint in stored_checkpoints(store, lapt.key):

@@ -69,7 +69,7 @@ def corpus_command(
     store: str = StoreOption,
 ) -> None:
     """Collect and clean target-language documents from a web corpus, local files or the demo Bible."""
-    from focusflow.pipeline.params import corpus_params
+    from focusflow.pipeline import params_for
 
     if language is None and config is None and source in (None, "demo"):
         language = "ny"
@@ -78,7 +78,7 @@ def corpus_command(
     if language is None and config is None:
         raise ConfigError("--language is required for this source (an ISO 639 code such as sw or hau)")
     cfg = run_config(config, set_, explicit, language=language)
-    _stage("corpus", corpus_params(cfg), {}, out, store, cfg.language)
+    _stage("corpus", params_for("corpus", cfg), {}, out, store, cfg.language)
 
 
 @app.command("dedup")
@@ -93,11 +93,11 @@ def dedup_command(
     store: str = StoreOption,
 ) -> None:
     """Remove exact and near-duplicate documents (or lines) with MinHash + LSH."""
-    from focusflow.pipeline.params import dedup_params
+    from focusflow.pipeline import params_for
 
     cfg = run_config(config, set_, {"dedup": {"level": level, "threshold": threshold, "workers": workers}})
     corpus = lambda s: stage_input(s, documents, "corpus", documents_layout("documents.jsonl"))  # noqa: E731
-    _stage("dedup", dedup_params(cfg), {"corpus": corpus}, out, store)
+    _stage("dedup", params_for("dedup", cfg), {"corpus": corpus}, out, store)
 
 
 @app.command("split")
@@ -110,11 +110,11 @@ def split_command(
     store: str = StoreOption,
 ) -> None:
     """Split documents into train and held-out by document hash (deterministic)."""
-    from focusflow.pipeline.params import split_params
+    from focusflow.pipeline import params_for
 
     cfg = run_config(config, set_, {"split": {"heldout_fraction": fraction}})
     dedup = lambda s: stage_input(s, documents, "dedup", documents_layout("documents.jsonl"))  # noqa: E731
-    _stage("split", split_params(cfg), {"dedup": dedup}, out, store)
+    _stage("split", params_for("split", cfg), {"dedup": dedup}, out, store)
 
 
 @app.command("tokenizer")
@@ -130,7 +130,7 @@ def tokenizer_command(
     store: str = StoreOption,
 ) -> None:
     """Train the target-language tokenizer (sentencepiece Unigram by default) and store it."""
-    from focusflow.pipeline.params import tokenizer_params
+    from focusflow.pipeline import params_for
 
     size: int | str | None = vocab_size
     if vocab_size is not None and vocab_size != "auto":
@@ -142,7 +142,7 @@ def tokenizer_command(
     inputs = {"split": lambda s: stage_input(s, corpus, "split", split_layout(held))}
     if source is not None:
         inputs["source"] = lambda s: stage_input(s, source, "tokenizer")
-    _stage("tokenizer", tokenizer_params(cfg), inputs, out, store)
+    _stage("tokenizer", params_for("tokenizer", cfg), inputs, out, store)
 
 
 @app.command("tokenizer-stats")

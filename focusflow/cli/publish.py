@@ -35,21 +35,21 @@ def publish_command(
 ) -> None:
     """Write the model card from the stored results and push the repository (or export it with --out)."""
     from focusflow.pipeline import run_stage
-    from focusflow.pipeline.publish_stage import publish_inputs, publish_params
+    from focusflow.pipeline.publish_stage import PublishSettings, publish_inputs
     from focusflow.publish.lineage import model_language, recorded_language, trace
 
     given = _language_option(language)
-    params = publish_params(repo_id, private=private, revision=revision, commit_message=commit_message,
-                            push=out is None)
+    settings = PublishSettings.for_repo(repo_id, private=private, revision=revision, commit_message=commit_message,
+                                        push=out is None)
     artifact_store = ArtifactStore(store)
     check_out(artifact_store, out)
     model_artifact = stage_input(artifact_store, model, "model")
     lineage = trace(artifact_store, model_artifact)
     chosen = model_language(lineage, given)  # the recorded language, else --language; neither: one error line
     if recorded_language(lineage) is None:  # only then is the language a parameter of the stage (its key)
-        params["language"] = chosen
+        settings = settings.model_copy(update={"language": chosen})
     inputs = publish_inputs(artifact_store, model_artifact, lineage)
-    artifact = run_stage(artifact_store, "publish", params, inputs)
+    artifact = run_stage(artifact_store, "publish", settings.to_params(), inputs)
     export(artifact_store, artifact, out)
     echo_result(artifact)
     pushed = artifact.metadata.get("push")

@@ -42,8 +42,7 @@ def init(
 
     Without --aux, FOCUS trains token-level fastText on --corpus first (the fasttext stage, cached too).
     """
-    from focusflow.pipeline import run_stage
-    from focusflow.pipeline.params import align_params, fasttext_params, init_params
+    from focusflow.pipeline import params_for, run_stage
 
     cfg = run_config(None, set_, {"init": {"mode": mode, "seed": seed, "extend_top_n": extend_top_n}})
     artifact_store = ArtifactStore(store)
@@ -61,7 +60,7 @@ def init(
         if "tokenizer" not in inputs or "split" not in inputs:
             raise InputError(f"method {method!r} needs auxiliary vectors: pass --aux (from train_aux_embeddings), "
                              "--fasttext-bin, or --corpus (and --target-tokenizer) to train fastText now")
-        inputs["fasttext"] = run_stage(artifact_store, "fasttext", fasttext_params(cfg),
+        inputs["fasttext"] = run_stage(artifact_store, "fasttext", params_for("fasttext", cfg),
                                        {"tokenizer": inputs["tokenizer"], "split": inputs["split"]})
     wechsel = {"source.bin": wechsel_source_vectors, "target.bin": wechsel_target_vectors,
                "dictionary.tsv": wechsel_dictionary}
@@ -71,9 +70,9 @@ def init(
         split_method(f"{method}+{refine}")  # a known refinement, or a clear error
         if "split" not in inputs:
             raise InputError(f"--refine {refine} trains on target-language text: pass --corpus")
-    artifact = run_stage(artifact_store, "init", init_params(cfg, method), inputs)
+    artifact = run_stage(artifact_store, "init", params_for("init", cfg, method=method), inputs)
     if refine == "align":
-        artifact = run_stage(artifact_store, "align", align_params(cfg),
+        artifact = run_stage(artifact_store, "align", params_for("align", cfg),
                              {"model": artifact, "source": inputs["source"], "split": inputs["split"]},
                              progress=True)
     export(artifact_store, artifact, out)

@@ -9,8 +9,8 @@ from prefect.artifacts import create_table_artifact
 
 from focusflow.flows.common import load_run_config
 from focusflow.logs import configure_output
+from focusflow.pipeline import params_for
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
-from focusflow.pipeline.params import downstream_params, intrinsic_params
 from focusflow.storage import Artifact, ArtifactStore, StoreError, redact_uri
 from focusflow.tasks import tasks_for
 from focusflow.tasks.common import artifact_key_name
@@ -71,17 +71,18 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
     with tags(f"language:{language}", "evaluate-checkpoint"):
         if "intrinsic" in suites:
             # the run's reference for its tokenizer (a cache hit); older checkpoints: the checkpoint's own tokenizer
-            reference_uri = tasks["reference"](artifact_store.uri, intrinsic_params(settings),
+            reference_uri = tasks["reference"](artifact_store.uri, params_for("reference", settings),
                                                {"source": lineage["source"], "split": lineage["split"],
                                                 "tokenizer": lineage.get("tokenizer", uri)}, language=language)
-            intrinsic_uri = tasks["intrinsic"](artifact_store.uri, intrinsic_params(settings),
+            intrinsic_uri = tasks["intrinsic"](artifact_store.uri, params_for("intrinsic", settings),
                                                {"model": uri, "reference": reference_uri}, language=language)
             results["intrinsic"] = dict(artifact_store.resolve(intrinsic_uri).metadata)
         downstream_suites = [s for s in suites if s != "intrinsic"]
         if downstream_suites:
             name = label
-            downstream_uri = tasks["downstream"](artifact_store.uri, downstream_params(settings, name, downstream_suites),
-                                                 {"model": uri}, language=language, label=name)
+            params = params_for("downstream", settings, name=name, tasks=downstream_suites)
+            downstream_uri = tasks["downstream"](artifact_store.uri, params, {"model": uri}, language=language,
+                                                 label=name)
             results["downstream"] = artifact_store.resolve(downstream_uri).metadata.get("results", [])
     rows = [{"metric": k, "value": v} for k, v in (results.get("intrinsic") or {}).items()
             if isinstance(v, (int, float, str))]

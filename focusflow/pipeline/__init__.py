@@ -1,8 +1,9 @@
 """The one stage registry and the pipeline graph, with no Prefect in sight.
 
 ``run_stage(store, stage, params, inputs)`` builds any stage (corpus … LAPT, downstream, report) or
-returns it from the store; ``stage_key`` is the key it stores under and the key the Prefect tasks
-cache on. Importing this package registers every stage.
+returns it from the store; ``params_for(stage, cfg)`` gives its parameters in a run of a configuration;
+``stage_key`` is the key it stores under and the key the Prefect tasks cache on. Importing this package
+registers every stage.
 """
 
 from focusflow.pipeline import evaluation_stages as _evaluation_stages  # noqa: F401  (registers stages)
@@ -18,10 +19,11 @@ from focusflow.pipeline.registry import (
     StageSettings,
     get_stage,
     key_params,
+    params_for,
     register,
     run_stage,
     stage_key,
 )
 
 __all__ = ["STAGES", "RunHints", "Stage", "StageInputError", "StageRun", "StageSettings", "get_stage", "key_params",
-           "register", "run_stage", "stage_key"]
+           "params_for", "register", "run_stage", "stage_key"]

@@ -11,11 +11,11 @@ import json
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pandas as pd
 
-from focusflow.config import EvalSpec
+from focusflow.config import EvalSpec, PipelineConfig
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
 from focusflow.storage import Artifact
@@ -57,9 +57,19 @@ def data_fingerprint(tasks: Iterable[str], data_root: str | Path | None) -> str 
     return folder_fingerprint(root, read, _DATA_SUFFIXES)
 
 
-class DownstreamSettings(StageSettings):
+class DownstreamStageSettings(StageSettings):
+    """The downstream stage's settings (the evaluation section of a run; ``config.DownstreamSettings`` is what a
+    Python caller of ``evaluate_models`` gives)."""
+
     evaluation: EvalSpec
     name: str = "model"  # the model's row label in the results
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, *, name: str, tasks: list[str] | None = None,
+                    **variant: Any) -> Self:
+        """``name``: the model's row label; ``tasks`` replaces the configuration's task list."""
+        evaluation = cfg.evaluation if tasks is None else cfg.evaluation.model_copy(update={"tasks": list(tasks)})
+        return cls(evaluation=evaluation, name=name)
 
 
 def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,7 +85,7 @@ def _downstream(run: StageRun) -> dict[str, Any]:
     """Fine-tune and test the model on every task of ``evaluation.tasks`` (any task kind) over its seeds."""
     from focusflow.evaluation.downstream import evaluate_models
 
-    s: DownstreamSettings = run.settings
+    s: DownstreamStageSettings = run.settings
     with tempfile.TemporaryDirectory(prefix="focusflow-downstream-") as scratch:
         work = Path(scratch)
         frame = evaluate_models({s.name: run.inputs["model"]}, list(s.evaluation.tasks), work,
@@ -180,10 +190,14 @@ def _downstream_note(label: str, lapt: Artifact) -> str:
 class ReportSettings(StageSettings):
     language: str
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(language=cfg.language)
+
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
                             "fine-tune and test on NER/NLI/QA/classification tasks over seeds",
-                            key_params=_downstream_key, uses_model=True, settings=DownstreamSettings,
+                            key_params=_downstream_key, uses_model=True, settings=DownstreamStageSettings,
                             hints=RunHints(timeout_s=48 * 3600, gpu=True)))
 REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,
                         "the run report: method comparison, chart, downstream table", settings=ReportSettings))

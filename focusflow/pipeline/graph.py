@@ -18,8 +18,7 @@ from typing import Any
 
 from focusflow.config import PipelineConfig
 from focusflow.methods import split_method
-from focusflow.pipeline import params as P
-from focusflow.pipeline.registry import STAGES, CheckpointCallback, run_stage
+from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
 from focusflow.storage import ArtifactStore
 
 CORPUS_AND_VOCABULARY_STAGES = ("corpus", "dedup", "decontaminate", "split", "tokenizer", "fasttext")
@@ -76,7 +75,7 @@ class _Run:
     """The graph's stage callers with the store, the language and the configuration bound once.
 
     ``run("dedup", corpus=corpus)`` runs a stage and waits for it, ``run.submit(...)`` returns a future;
-    inputs are keywords, the parameters are the stage's own (``params.FROM_CONFIG``) unless given.
+    inputs are keywords, the parameters are the stage's own (``params_for(stage, cfg)``) unless given.
     """
 
     def __init__(self, cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> None:
@@ -85,7 +84,7 @@ class _Run:
     def _arguments(self, stage: str, params: dict[str, Any] | None, label: str | None, inputs: dict[str, Any],
                    given: Callable[[Any], Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The task's arguments, each submitted input (the lineage's too) handed over as ``given`` makes it."""
-        params = P.FROM_CONFIG[stage](self.cfg) if params is None else params
+        params = params_for(stage, self.cfg) if params is None else params
         if "_lineage" in params:
             params = {**params, "_lineage": {name: given(value) for name, value in params["_lineage"].items()}}
         inputs = {name: given(value) for name, value in inputs.items()}
@@ -121,7 +120,7 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
     source = run.submit("source", split=split)
     tokenizer = run("tokenizer", split=split, source=source)
     fasttext = run("fasttext", tokenizer=tokenizer, split=split)
-    initialized = {base: run.submit("init", P.init_params(cfg, base), label=base,
+    initialized = {base: run.submit("init", params_for("init", cfg, method=base), label=base,
                                     source=source, tokenizer=tokenizer, fasttext=fasttext, split=split)
                    for base in dict.fromkeys(split_method(method)[0] for method in cfg.init.methods)}
     models = {}
@@ -164,7 +163,8 @@ def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str,
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """The whole pipeline for one language: branches, LAPT, downstream evaluation, report."""
     run = _Run(cfg, store_uri, tasks)
-    publishing = {model: P.publish_params(cfg, model) for model in cfg.publish.models} if cfg.publish.repo_id else {}
+    publishing = ({model: params_for("publish", cfg, model=model) for model in cfg.publish.models}
+                  if cfg.publish.repo_id else {})
     branches = prepare_branches(cfg, store_uri, tasks)
     models, split, reference_of = branches["models"], branches["split"], branches["reference_of"]
     lineage = {"source": branches["source"]}  # travels with every checkpoint
@@ -175,8 +175,8 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
         if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
             budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split)}
                       if cfg.lapt.minutes else {})
-            lapt[method] = run.submit("lapt", P.lapt_params(cfg, lineage), label=method, model=models[method],
-                                      split=split, **budget)
+            lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
+                                      model=models[method], split=split, **budget)
     lapt_intrinsic = {f"{method}+lapt": run.submit("intrinsic", label=f"{method}+lapt", model=model,
                                                    reference=reference_of[method]) for method, model in lapt.items()}
     downstream = {}
@@ -184,8 +184,8 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
         candidates = {f"{m}+lapt": f for m, f in lapt.items()} or dict(models)
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches["source"], **candidates}
-        downstream = {name: run.submit("downstream", P.downstream_params(cfg, name), label=name, model=model)
-                      for name, model in candidates.items()}
+        downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
+                                       model=model) for name, model in candidates.items()}
     report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic))
     intrinsic = {**branches["intrinsic"], **lapt_intrinsic}
     published = {}

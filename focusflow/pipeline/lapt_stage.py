@@ -17,12 +17,12 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from platformdirs import user_cache_dir
 from pydantic import Field
 
-from focusflow.config import LaptSpec
+from focusflow.config import LaptSpec, PipelineConfig
 from focusflow.errors import InputError
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
 from focusflow.storage import Artifact, ArtifactStore
@@ -105,6 +105,12 @@ class LaptSettings(StageSettings):
     lineage: dict[str, Any] = Field(default_factory=dict, alias="_lineage")  # artifact URIs, outside the key
     work_root: str | None = Field(None, alias="_work_root")
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, *, lineage: Mapping[str, str] | None = None,
+                    **variant: Any) -> Self:
+        """``lineage`` (artifact URIs such as the source model) travels with every checkpoint, outside the key."""
+        return cls(lapt=cfg.lapt, lineage=dict(lineage or {}))
+
     @property
     def total_steps(self) -> int:  # what a checkpoint hook shows progress against
         return self.lapt.total_steps
@@ -180,6 +186,11 @@ def _planned(run: StageRun, spec: LaptSpec) -> dict[str, Any]:
 class LaptBudgetSettings(StageSettings):
     lapt: LaptSpec
     work_root: str | None = Field(None, alias="_work_root")
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        """The LAPT settings a minutes budget is timed with (the machine joins the key at run time)."""
+        return cls(lapt=cfg.lapt)
 
 
 def budget_key_params(params: Mapping[str, Any]) -> dict[str, Any]:

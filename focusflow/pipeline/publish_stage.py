@@ -10,12 +10,13 @@ run report and the intrinsic and downstream evaluations of the model and of its 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.storage import Artifact, ArtifactStore
 
 if TYPE_CHECKING:
+    from focusflow.config import PipelineConfig
     from focusflow.publish.lineage import Lineage
 
 # version 2: cards name a source licence's terms (NOTICE for Gemma), one seed shows no spread, LAPT minutes
@@ -23,20 +24,12 @@ PUBLISH_STAGE, PUBLISH_VERSION = "publish", 2
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
 
-def publish_params(repo_id: str, *, private: bool = False, revision: str | None = None,
-                   commit_message: str | None = None, push: bool = True,
-                   language: str | None = None) -> dict[str, Any]:
-    """The stage's parameters; focusflow's version is part of them because the card names it.
-
-    ``language`` is given only for a model whose lineage records none (``publish --language``): it is then part of
-    the key, and absent otherwise, so a run's models keep the keys they have.
-    """
-    from focusflow import __version__
-    from focusflow.publish.names import check_repo_id
-
-    return {"repo_id": check_repo_id(repo_id), "private": bool(private), "revision": revision or None,
-            "commit_message": commit_message or None, "push": bool(push), "focusflow": __version__,
-            **({"language": language} if language else {})}
+def publishable_models(cfg: PipelineConfig) -> list[str]:
+    """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt`` …): what ``publish.models`` lists."""
+    names = list(cfg.init.methods)
+    if cfg.lapt.has_budget:
+        names += [f"{method}+lapt" for method in cfg.orchestration.lapt_methods if method in cfg.init.methods]
+    return names
 
 
 def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | None = None) -> dict[str, Artifact]:
@@ -52,6 +45,8 @@ def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | Non
 
 
 class PublishSettings(StageSettings):
+    """focusflow's version is part of them because the card names it."""
+
     repo_id: str
     private: bool = False
     revision: str | None = None
@@ -59,6 +54,36 @@ class PublishSettings(StageSettings):
     push: bool = True
     focusflow: str
     language: str | None = None  # only for a model whose lineage records none
+
+    @classmethod
+    def for_repo(cls, repo_id: str, *, private: bool = False, revision: str | None = None,
+                 commit_message: str | None = None, push: bool = True, language: str | None = None) -> Self:
+        """``language`` is given only for a model whose lineage records none (``publish --language``): it is then
+        part of the key, and absent otherwise, so a run's models keep the keys they have."""
+        from focusflow import __version__
+        from focusflow.publish.names import check_repo_id
+
+        return cls(repo_id=check_repo_id(repo_id), private=bool(private), revision=revision or None,
+                   commit_message=commit_message or None, push=bool(push), focusflow=__version__,
+                   **({"language": language} if language else {}))
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, *, model: str, **variant: Any) -> Self:
+        """One of the run's models (``publish.repo_id`` filled in for it)."""
+        from focusflow.config import ConfigError
+        from focusflow.publish.names import fill_repo_id
+
+        spec = cfg.publish
+        if not spec.repo_id:
+            raise ConfigError("publish.repo_id is not set")
+        if len(spec.models) > 1 and "{model}" not in spec.repo_id:
+            raise ConfigError(f"publish.models lists {len(spec.models)} models but publish.repo_id {spec.repo_id!r} "
+                              "has no {model}: each model needs its own repository")
+        known = publishable_models(cfg)
+        if model not in known:
+            raise ConfigError(f"publish.models: this run makes no model {model!r}; it makes {', '.join(known)}")
+        return cls.for_repo(fill_repo_id(spec.repo_id, cfg.language, model), private=spec.private,
+                            revision=spec.revision, commit_message=spec.commit_message, push=spec.push)
 
 
 def _publish(run: StageRun) -> dict[str, Any]:

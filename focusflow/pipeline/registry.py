@@ -15,13 +15,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from focusflow.errors import FocusflowError
 from focusflow.logs import STAGE_LOGGER
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
+
+if TYPE_CHECKING:
+    from focusflow.config import PipelineConfig
 
 log = logging.getLogger(__name__)
 stage_lines = logging.getLogger(STAGE_LOGGER)  # started / cache hit / done in N s: the CLI prints them
@@ -65,6 +68,18 @@ class StageSettings(BaseModel):
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        """The stage's settings in a run of this configuration (``variant``: which branch, e.g. the init method).
+
+        Every entry point (graph, CLI, flows) builds them here, so one configuration gives one key everywhere."""
+        raise StageSettingsError(f"{cls.__name__} is not built from a run configuration")
+
+    def to_params(self) -> dict[str, Any]:
+        """The parameters as they travel (JSON, ``_`` names) and are keyed: the fields that were given, so that a
+        field a stage leaves out (a hub model's fingerprint) stays out of its key."""
+        return self.model_dump(mode="json", by_alias=True, include=set(self.model_fields_set))
 
 
 @dataclass
@@ -163,6 +178,13 @@ def get_stage(stage: str | Stage) -> Stage:
         raise KeyError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
     return STAGES[stage]
 
+
+def params_for(stage: str | Stage, cfg: PipelineConfig, /, **variant: Any) -> dict[str, Any]:
+    """The parameters of ``stage`` in a run of ``cfg``: its settings class builds them (``from_config``)."""
+    spec = get_stage(stage)
+    if spec.settings is None:
+        raise StageSettingsError(f"stage {spec.name} has no settings to build from a run configuration")
+    return spec.settings.from_config(cfg, **variant).to_params()
 
 def resolve_inputs(store: ArtifactStore, stage: str | Stage,
                    inputs: Mapping[str, Artifact | str] | None) -> dict[str, Artifact]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field
 
@@ -18,6 +18,7 @@ from focusflow.config import (
     CorpusSpec,
     DedupSpec,
     FastTextSpec,
+    PipelineConfig,
     PrecisionName,
     SplitSpec,
     TokenizerSpec,
@@ -30,9 +31,17 @@ class CorpusSettings(StageSettings):
     corpus: CorpusSpec
     cleaning: CleaningSpec
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(language=cfg.language, corpus=cfg.corpus, cleaning=cfg.cleaning)
+
 
 class DedupSettings(StageSettings):
     dedup: DedupSpec
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(dedup=cfg.dedup)
 
 
 class DecontaminationSettings(StageSettings):
@@ -42,9 +51,22 @@ class DecontaminationSettings(StageSettings):
     window: int
     data_root: str | None = Field(None, alias="_data_root")
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        """Evaluation data counts by the content of the files it reads; the folder is only where to read them."""
+        from focusflow.pipeline.evaluation_stages import data_fingerprint
+
+        root = cfg.evaluation.data_root
+        return cls(tasks=sorted(cfg.evaluation.tasks), data=data_fingerprint(cfg.evaluation.tasks, root),
+                   split_seed=cfg.evaluation.split_seed, window=cfg.dedup.decontamination_window, data_root=root)
+
 
 class SplitSettings(StageSettings):
     split: SplitSpec
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(split=cfg.split)
 
 
 class SourceSettings(StageSettings):
@@ -54,13 +76,37 @@ class SourceSettings(StageSettings):
     location: str | None = Field(None, alias="_location")
     cache_dir: str | None = Field(None, alias="_cache_dir")
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls.for_model(cfg.source_model, **({"head_spec": cfg.source_head} if cfg.source_head else {}))
+
+    @classmethod
+    def for_model(cls, spec: str, **options: Any) -> Self:
+        """A model identified by content where it is a local folder: moving it keeps the key, editing it changes
+        the key; its path travels as the runtime-only ``_location``."""
+        from focusflow.storage.fingerprint import folder_fingerprint
+
+        folder = Path(spec).expanduser()
+        if folder.is_dir():
+            return cls(source_model="local", fingerprint=folder_fingerprint(folder), location=str(folder.resolve()),
+                       options=options)
+        return cls(source_model=spec, options=options)
+
 
 class TokenizerSettings(StageSettings):
     tokenizer: TokenizerSpec
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(tokenizer=cfg.tokenizer)
+
 
 class FastTextSettings(StageSettings):
     fasttext: FastTextSpec
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(fasttext=cfg.fasttext)
 
 
 class InitSettings(StageSettings):
@@ -69,10 +115,24 @@ class InitSettings(StageSettings):
     seed: int = 0
     options: dict[str, Any] = Field(default_factory=dict)  # the method's options (extend_top_n, rare_tokens)
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, *, method: str, **variant: Any) -> Self:
+        """``method``: the base method (``focus`` of ``focus+align``); only the options it reads join its key."""
+        from focusflow.methods import init_method
+
+        options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if cfg.init.mode == "extend" else {}
+        if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
+            options["rare_tokens"] = cfg.init.rare_tokens
+        return cls(method=method, mode=cfg.init.mode, seed=cfg.init.seed, options=options)
+
 
 class AlignSettings(StageSettings):
     align: AlignSpec
     work_root: str | None = Field(None, alias="_work_root")
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(align=cfg.init.refine)
 
 
 class HeldoutSettings(StageSettings):
@@ -81,6 +141,11 @@ class HeldoutSettings(StageSettings):
     max_sentences: int
     seed: int = 0
     precision: PrecisionName = "auto"
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(max_sentences=cfg.evaluation.heldout_sentences, seed=cfg.split.seed,
+                   precision=cfg.evaluation.precision)
 
 
 def _corpus(run: StageRun) -> Mapping[str, Any]:

@@ -21,7 +21,6 @@ def test_the_default_settings_give_the_same_bytes_on_every_run(transfer_case, tm
     """Same key, same content: the fastText stage recomputed into a second store matches byte for byte."""
     from focusflow.config import FastTextSpec
     from focusflow.pipeline import run_stage
-    from focusflow.pipeline.params import _dump
     from focusflow.storage import ArtifactStore
 
     spec = FastTextSpec(dim=8, min_count=2, epochs=1)
@@ -34,6 +33,6 @@ def test_the_default_settings_give_the_same_bytes_on_every_run(transfer_case, tm
         store = ArtifactStore(tmp_path / name)
         inputs = {"tokenizer": store.put_dir("tokenizer", "t" * 64, transfer_case["target_dir"]),
                   "split": store.put_dir("split", "s" * 64, split)}
-        artifact = run_stage(store, "fasttext", {"fasttext": _dump(spec)}, inputs)
+        artifact = run_stage(store, "fasttext", {"fasttext": spec.model_dump(mode="json")}, inputs)
         built.append((artifact.key, {f: store.read_bytes(artifact, f) for f in sorted(artifact.files)}))
     assert built[0][0] == built[1][0] and built[0][1] == built[1][1]

@@ -152,11 +152,11 @@ def test_aux_stage_stores_subword_vectors_for_unseen_tokens(transfer_case) -> No
 
 def test_flow_passes_rare_tokens_to_focus_only() -> None:
     from focusflow.config import build_config
-    from focusflow.pipeline.params import init_params
+    from focusflow.pipeline import params_for
 
     cfg = build_config({"language": "sw", "init": {"rare_tokens": "random"}})
-    assert init_params(cfg, "focus")["options"] == {"rare_tokens": "random"}
-    assert init_params(cfg, "fvt")["options"] == {}  # other methods keep their artifact keys
+    assert params_for("init", cfg, method="focus")["options"] == {"rare_tokens": "random"}
+    assert params_for("init", cfg, method="fvt")["options"] == {}  # other methods keep their artifact keys
     assert build_config({"language": "sw"}).init.rare_tokens == "fvt"
 
 

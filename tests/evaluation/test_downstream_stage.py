@@ -7,9 +7,8 @@ import pandas as pd
 
 from focusflow.config import build_config
 from focusflow.evaluation.downstream.report import summary_markdown
-from focusflow.pipeline import run_stage, stage_key
+from focusflow.pipeline import params_for, run_stage, stage_key
 from focusflow.pipeline.evaluation_stages import _downstream_key
-from focusflow.pipeline.params import downstream_params
 from focusflow.storage import ArtifactStore
 from tests.tiny_models import sample_texts, save_tiny
 
@@ -23,20 +22,20 @@ VERSION_1_EVALUATION = {"tasks": ["ner:masakhaner2:swa"], "seeds": 5, "epochs": 
 def test_existing_configurations_keep_their_downstream_keys(tmp_path):
     store = ArtifactStore(tmp_path / "store")
     config = build_config({"language": "sw", "evaluation": {"tasks": ["ner:masakhaner2:swa"]}})
-    params = downstream_params(config, "focus+lapt")
+    params = params_for("downstream", config, name="focus+lapt")
     before = {"evaluation": VERSION_1_EVALUATION, "name": "focus+lapt"}
     inputs = {"model": store.put_bytes("import", "b" * 64, "config.json", b"{}").uri}
     assert _downstream_key(params) == _downstream_key(before)
     assert stage_key(store, "downstream", params, inputs) == stage_key(store, "downstream", before, inputs)
     # threads changes the speed only; a max_length override changes the result, hence the key
-    threaded = downstream_params(build_config({"language": "sw", "evaluation": {
-        "tasks": ["ner:masakhaner2:swa"], "threads": 2}}), "focus+lapt")
+    threaded = params_for("downstream", build_config({"language": "sw", "evaluation": {
+        "tasks": ["ner:masakhaner2:swa"], "threads": 2}}), name="focus+lapt")
     assert stage_key(store, "downstream", threaded, inputs) == stage_key(store, "downstream", before, inputs)
-    shorter = downstream_params(build_config({"language": "sw", "evaluation": {
-        "tasks": ["ner:masakhaner2:swa"], "max_length": 64}}), "focus+lapt")
+    shorter = params_for("downstream", build_config({"language": "sw", "evaluation": {
+        "tasks": ["ner:masakhaner2:swa"], "max_length": 64}}), name="focus+lapt")
     assert stage_key(store, "downstream", shorter, inputs) != stage_key(store, "downstream", before, inputs)
-    faster_rows = downstream_params(build_config({"language": "sw", "evaluation": {
-        "tasks": ["ner:masakhaner2:swa"], "embedding_lr_scale": 10}}), "focus+lapt")
+    faster_rows = params_for("downstream", build_config({"language": "sw", "evaluation": {
+        "tasks": ["ner:masakhaner2:swa"], "embedding_lr_scale": 10}}), name="focus+lapt")
     assert stage_key(store, "downstream", faster_rows, inputs) != stage_key(store, "downstream", before, inputs)
 
 
@@ -46,7 +45,7 @@ def test_the_stage_runs_a_cls_task_and_the_report_table_shows_it(shared_data, tm
     config = build_config({"language": "sn", "evaluation": {
         "tasks": ["cls:sib200:sn"], "seeds": 2, "epochs": 1, "max_train_samples": 32, "max_eval_samples": 16,
         "max_test_samples": 24, "batch_size": 16, "eval_every_fraction": 0.5, "data_root": str(shared_data)}})
-    artifact = run_stage(store, "downstream", downstream_params(config, "focus"), {"model": model})
+    artifact = run_stage(store, "downstream", params_for("downstream", config, name="focus"), {"model": model})
     results = pd.DataFrame(artifact.metadata["results"])
     main = results[results["main"]].iloc[0]
     assert (main["task"], main["metric"], main["n_seeds"]) == ("cls:sib200:sn", "accuracy", 2)
@@ -68,7 +67,8 @@ def test_the_same_evaluation_computed_twice_stores_the_same_bytes_and_its_timing
     for name in ("one", "two"):
         store = ArtifactStore(tmp_path / name, cache_dir=tmp_path / f"cache-{name}")
         model = store.put_dir("import", "a" * 64, tiny)
-        built.append((store, run_stage(store, "downstream", downstream_params(config, "focus"), {"model": model})))
+        params = params_for("downstream", config, name="focus")
+        built.append((store, run_stage(store, "downstream", params, {"model": model})))
     (store, first), (_, second) = built
     assert first.key == second.key and first.content_hash == second.content_hash
     assert set(first.files) == {"runs.csv", "results.csv", "runs.jsonl"}

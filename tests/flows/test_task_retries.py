@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from focusflow.errors import InputError
-from focusflow.pipeline import params as P
+from focusflow.pipeline import params_for
 from focusflow.tasks import stages as stage_tasks
 from focusflow.tasks.stages import STAGE_TASKS
 
@@ -37,7 +37,7 @@ def _run_corpus_task(store: Path, corpus: Path, monkeypatch, calls: _Calls, **op
 
     @flow
     def corpus_only() -> str:
-        return corpus_task(store.as_uri(), P.corpus_params(cfg), {}, language="sw")
+        return corpus_task(store.as_uri(), params_for("corpus", cfg), {}, language="sw")
 
     return corpus_only()
 

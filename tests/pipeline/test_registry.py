@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 
 from focusflow.cli import app
 from focusflow.config import load_config
-from focusflow.pipeline import STAGES, get_stage, run_stage, stage_key
-from focusflow.pipeline import params as P
+from focusflow.pipeline import STAGES, get_stage, params_for, run_stage, stage_key
 from focusflow.pipeline.graph import LocalStage
 from focusflow.storage import ArtifactStore
 from tests.tiny_models import sample_texts
@@ -54,9 +53,9 @@ class Recording(LocalStage):
 def _graph_corpus_stages(config: Path, store: ArtifactStore) -> dict[str, str]:
     """corpus → dedup → split as the flows' graph wires them."""
     cfg = load_config(config)
-    corpus = LocalStage("corpus")(store.uri, P.corpus_params(cfg), {}, language=cfg.language)
-    dedup = LocalStage("dedup")(store.uri, P.dedup_params(cfg), {"corpus": corpus})
-    split = LocalStage("split")(store.uri, P.split_params(cfg), {"dedup": dedup})
+    corpus = LocalStage("corpus")(store.uri, params_for("corpus", cfg), {}, language=cfg.language)
+    dedup = LocalStage("dedup")(store.uri, params_for("dedup", cfg), {"corpus": corpus})
+    split = LocalStage("split")(store.uri, params_for("split", cfg), {"dedup": dedup})
     return {"corpus": corpus, "dedup": dedup, "split": split}
 
 
@@ -185,3 +184,23 @@ def test_each_stage_task_runs_as_its_row_says():
     assert get_stage("corpus").hints.retries == get_stage("source").hints.retries == 2
     assert get_stage("lapt").hints.checkpoints and get_stage("lapt").hints.gpu and get_stage("downstream").hints.gpu
     assert get_stage("tokenizer").hints.retries == 0
+
+
+#: What a stage's settings need beyond the configuration: the branch they are for.
+VARIANTS = {"init": {"method": "focus"}, "downstream": {"name": "focus"}, "publish": {"model": "focus"},
+            "lapt": {"lineage": {"source": "file:///store/source/abc"}}}
+
+
+def test_every_stage_builds_its_parameters_from_a_run_configuration_and_reads_them_back_unchanged(tmp_path):
+    """One place per stage: its settings class builds the parameters (``from_config``), and the typed settings
+    the build reads give back exactly the parameters that were keyed."""
+    from focusflow.config import load_config
+
+    cfg = load_config(language="sw", evaluation={"tasks": ["cls:sib200:sw"], "data_root": str(tmp_path)},
+                      publish={"repo_id": "me/e5-{language}-{model}", "models": ["focus"]})
+    for name, spec in STAGES.items():
+        assert spec.settings is not None, f"stage {name} has no settings class"
+        params = params_for(name, cfg, **VARIANTS.get(name, {}))
+        assert spec.parse(params).to_params() == params, name
+    assert params_for("lapt", cfg, **VARIANTS["lapt"])["_lineage"] == VARIANTS["lapt"]["lineage"]
+    assert "fingerprint" not in params_for("source", cfg)  # a hub id: only a local folder counts by content

@@ -56,9 +56,9 @@ def test_the_compare_graph_labels_its_branches(tmp_path):
         store = ArtifactStore(tmp_path / "store")
         dedup = store.put_dir("dedup", "d" * 64, docs)
         from focusflow.config import load_config
-        from focusflow.pipeline.params import split_params
+        from focusflow.pipeline import params_for
 
-        LocalStage("split")(store.uri, split_params(load_config(language="sw")), {"dedup": dedup.uri}, label="mine")
+        LocalStage("split")(store.uri, params_for("split", load_config(language="sw")), {"dedup": dedup.uri}, label="mine")
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)

@@ -14,18 +14,18 @@ from typer.testing import CliRunner
 
 from focusflow.cli import app
 from focusflow.config import ConfigError, build_config
-from focusflow.pipeline.params import publish_params
+from focusflow.pipeline import params_for
 
 
 def test_publish_settings_are_checked_before_anything_runs():
     base = {"language": "sw", "lapt": {"steps": 10}, "init": {"methods": ["focus", "random"]}}
     config = build_config({**base, "publish": {"repo_id": "me/e5-{language}-{model}", "models": ["focus+lapt"]}})
-    assert publish_params(config, "focus+lapt")["repo_id"] == "me/e5-sw-focus-lapt"
+    assert params_for("publish", config, model="focus+lapt")["repo_id"] == "me/e5-sw-focus-lapt"
     with pytest.raises(ConfigError, match="makes no model 'random\\+lapt'; it makes focus, random, focus\\+lapt"):
-        publish_params(config, "random+lapt")
+        params_for("publish", config, model="random+lapt")
     two = build_config({**base, "publish": {"repo_id": "me/e5", "models": ["focus", "random"]}})
     with pytest.raises(ConfigError, match="each model needs its own repository"):
-        publish_params(two, "focus")
+        params_for("publish", two, model="focus")
     with pytest.raises(ConfigError, match="publish.privat: unknown setting \\(did you mean 'private'\\?\\)"):
         build_config({**base, "publish": {"privat": True}})
 

@@ -93,7 +93,7 @@ def test_tokenizer_files_do_not_depend_on_where_the_source_folder_lies(tmp_path:
 def test_whole_chain_in_two_stores_gives_the_same_keys_and_content(tmp_path: Path):
     """corpus → … → init → intrinsic in two stores at different paths: every key and every file agree."""
     from focusflow.corpus.io import write_texts
-    from focusflow.pipeline.params import source_params
+    from focusflow.pipeline.stages import SourceSettings
     from tests.tiny_models import save_tiny
 
     corpus = tmp_path / "corpus.jsonl"
@@ -106,7 +106,7 @@ def test_whole_chain_in_two_stores_gives_the_same_keys_and_content(tmp_path: Pat
                                                    "corpus": {"source": "local", "paths": [str(corpus)]}})}
         a["dedup"] = run_stage(store, "dedup", {"dedup": {"workers": 1}}, {"corpus": a["corpus"]})
         a["split"] = run_stage(store, "split", {"split": {"min_heldout_documents": 40}}, {"dedup": a["dedup"]})
-        a["source"] = run_stage(store, "source", source_params(str(source)), {"split": a["split"]})
+        a["source"] = run_stage(store, "source", SourceSettings.for_model(str(source)).to_params(), {"split": a["split"]})
         a["tokenizer"] = run_stage(store, "tokenizer", {"tokenizer": {"vocab_size": 300}},
                                    {"split": a["split"], "source": a["source"]})
         a["fasttext"] = run_stage(store, "fasttext", {"fasttext": {"dim": 16, "epochs": 2, "min_count": 1,

@@ -9,9 +9,8 @@ import pytest
 
 from focusflow.config import LaptSpec, load_config
 from focusflow.errors import InputError
-from focusflow.pipeline import run_stage, stage_key
+from focusflow.pipeline import params_for, run_stage, stage_key
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, stored_checkpoints
-from focusflow.pipeline.params import lapt_budget_params, lapt_params
 from focusflow.storage import ArtifactStore
 from focusflow.training import lapt_budget
 from focusflow.training.lapt_budget import steps_for_minutes
@@ -111,5 +110,6 @@ def test_the_flow_plans_a_minutes_budget_before_each_lapt(tmp_path):
     specialize(cfg, cfg.store, {name: RecordingStage(name, calls) for name in (*STAGES, "lapt-budget")})
     assert [inputs["budget"] for stage, _, inputs in calls if stage == "lapt"] == ["lapt-budget:focus",
                                                                                   "lapt-budget:mean"]
-    assert [params for stage, params, _ in calls if stage == "lapt-budget"][0] == lapt_budget_params(cfg)
-    assert lapt_params(cfg)["lapt"]["minutes"] == 5 and load_config(language="sw", lapt={"steps": 0}).lapt.minutes is None
+    assert [params for stage, params, _ in calls if stage == "lapt-budget"][0] == params_for("lapt-budget", cfg)
+    assert params_for("lapt", cfg)["lapt"]["minutes"] == 5
+    assert load_config(language="sw", lapt={"steps": 0}).lapt.minutes is None
