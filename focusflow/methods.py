@@ -62,13 +62,28 @@ INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(INIT_METHODS)
 
+#: What a model's name ends with after language-adaptive pretraining (``focus+lapt``, ``focus+align+lapt``).
+LAPT_SUFFIX = "+lapt"
+
+
+def model_label(method: str, refinements: Iterable[str] = (), *, lapt: bool = False) -> str:
+    """The one spelling of a model's name in reports, cards, results and ``publish.models``: the method, its
+    refinements, and ``+lapt`` after LAPT (``focus``, ``focus+align``, ``focus+lapt``)."""
+    return "+".join((method, *refinements)) + (LAPT_SUFFIX if lapt else "")
+
+
+def read_model_label(label: str) -> tuple[str, bool]:
+    """``"focus+align+lapt"`` → ``("focus+align", True)``: the pipeline method and whether LAPT followed."""
+    return label.removesuffix(LAPT_SUFFIX), label.endswith(LAPT_SUFFIX)
+
+
 # Refinements run after any initialization: ``<method>+<refinement>`` (``focus+align``) in the pipeline.
 REFINEMENTS: dict[str, str] = {
     "align": "then train the rows not copied exactly so that word-pooled hidden states match the source model's "
              "on training text (body frozen; settings: init.refine)",
 }
 PIPELINE_METHOD_NAMES: tuple[str, ...] = METHOD_NAMES + tuple(
-    f"{name}+{refinement}" for name in METHOD_NAMES for refinement in REFINEMENTS)
+    model_label(name, (refinement,)) for name in METHOD_NAMES for refinement in REFINEMENTS)
 FLOW_METHOD_NAMES: tuple[str, ...] = tuple(name for name in PIPELINE_METHOD_NAMES
                                            if INIT_METHODS[name.split("+")[0]].flow_can_run)
 

@@ -107,3 +107,23 @@ def test_compare_help_and_check_offer_only_what_the_flow_can_feed():
                                  "--methods", "focus,wechsel"])
     assert result.exit_code != 0 and "'wechsel' cannot run in the pipeline flow" in re.sub(r"[\s│]+", " ",
                                                                                           result.output)
+
+
+def test_a_models_name_is_spelled_by_one_function():
+    """``focus``, ``focus+align``, ``focus+lapt``: built by ``model_label`` and read back by ``read_model_label``;
+    no other module assembles the suffixes by hand."""
+    import re
+    from pathlib import Path
+
+    from focusflow.methods import model_label, read_model_label
+
+    assert model_label("focus") == "focus"
+    assert model_label("focus", ("align",), lapt=True) == "focus+align+lapt"
+    assert read_model_label("focus+align+lapt") == ("focus+align", True)
+    assert read_model_label("fvt") == ("fvt", False)
+    package = Path(__file__).resolve().parents[1] / "focusflow"
+    by_hand = re.compile(r"""(\+=\s*["']\+(lapt|align)|f["'][^"'\n]*\}\+(lapt|align)|["']\+(lapt|align)["'])""")
+    offenders = [f"{path.relative_to(package)}:{number}" for path in package.rglob("*.py") if path.name != "methods.py"
+                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if by_hand.search(line)]
+    assert offenders == []

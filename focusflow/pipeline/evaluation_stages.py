@@ -16,6 +16,7 @@ from typing import Any, Self
 import pandas as pd
 
 from focusflow.config import EvalSpec, PipelineConfig
+from focusflow.methods import model_label
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
 from focusflow.storage import Artifact
@@ -183,8 +184,8 @@ def _downstream_note(label: str, lapt: Artifact) -> str:
     planned = f"{budget['minutes']:g} minutes planned on this machine, " if budget.get("minutes") else ""
     trained = meta.get("train_seconds_this_session")
     spent = f"; {trained / 60:.1f} minutes of training measured" if isinstance(trained, (int, float)) else ""
-    return (f"{label}+lapt: {planned}{meta.get('steps', '?')} steps, {int(meta.get('tokens') or 0):,} tokens seen"
-            f"{spent}.")
+    return (f"{model_label(label, lapt=True)}: {planned}{meta.get('steps', '?')} steps, "
+            f"{int(meta.get('tokens') or 0):,} tokens seen{spent}.")
 
 
 class ReportSettings(StageSettings):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from focusflow.config import PipelineConfig
-from focusflow.methods import split_method
+from focusflow.methods import model_label, read_model_label, split_method
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
 from focusflow.storage import ArtifactStore
 
@@ -177,11 +177,12 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
                       if cfg.lapt.minutes else {})
             lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
                                       model=models[method], split=split, **budget)
-    lapt_intrinsic = {f"{method}+lapt": run.submit("intrinsic", label=f"{method}+lapt", model=model,
-                                                   reference=reference_of[method]) for method, model in lapt.items()}
+    lapt_intrinsic = {model_label(method, lapt=True): run.submit("intrinsic", label=model_label(method, lapt=True),
+                                                                model=model, reference=reference_of[method])
+                      for method, model in lapt.items()}
     downstream = {}
     if cfg.evaluation.tasks:
-        candidates = {f"{m}+lapt": f for m, f in lapt.items()} or dict(models)
+        candidates = {model_label(m, lapt=True): f for m, f in lapt.items()} or dict(models)
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches["source"], **candidates}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
@@ -190,8 +191,8 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     intrinsic = {**branches["intrinsic"], **lapt_intrinsic}
     published = {}
     for name, params in publishing.items():  # after the report: the card reports its results
-        method = name.removesuffix("+lapt")
-        model = lapt[method] if name.endswith("+lapt") else models[method]
+        method, after_lapt = read_model_label(name)
+        model = lapt[method] if after_lapt else models[method]
         given = {"model": model, "report": report, "intrinsic": intrinsic.get(name),
                  "source_intrinsic": intrinsic.get("original"), "downstream": downstream.get(name),
                  "source_downstream": downstream.get("original")}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Self
 
+from focusflow.methods import model_label
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.storage import Artifact, ArtifactStore
 
@@ -28,7 +29,8 @@ def publishable_models(cfg: PipelineConfig) -> list[str]:
     """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt`` …): what ``publish.models`` lists."""
     names = list(cfg.init.methods)
     if cfg.lapt.has_budget:
-        names += [f"{method}+lapt" for method in cfg.orchestration.lapt_methods if method in cfg.init.methods]
+        names += [model_label(method, lapt=True) for method in cfg.orchestration.lapt_methods
+                  if method in cfg.init.methods]
     return names
 
 

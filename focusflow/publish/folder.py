@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from focusflow.methods import model_label
 from focusflow.publish.card import NOTICE_FILE, build_card
 from focusflow.publish.facts import gather_facts
 from focusflow.publish.lineage import TRANSFER_REPORT, TRANSFER_TOTALS, Lineage, lineage_record, model_language
@@ -52,7 +53,7 @@ def run_configuration(lineage: Lineage, language: str | None = None) -> dict[str
     model_stages = {lineage.model.stage, *a}
     init = a.get("init") or (lineage.model if lineage.model.stage == "init" else None)
     if init is not None:
-        method = str(init.params.get("method", "focus")) + ("+align" if "align" in model_stages else "")
+        method = model_label(str(init.params.get("method", "focus")), ("align",) if "align" in model_stages else ())
         options = init.params.get("options", {})
         data["init"] = {"methods": [method], "mode": init.params.get("mode", "replace"),
                         "seed": init.params.get("seed", 0),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from focusflow.errors import InputError
+from focusflow.methods import model_label
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
 
 MODEL_STAGES = ("init", "align", "lapt", "lapt-checkpoint", "import")
@@ -86,13 +87,9 @@ class _Index:
 def _method_label(ancestors: dict[str, Artifact], model: Artifact) -> str:
     """``focus``, ``focus+align``, ``focus+lapt`` … from the stages the model went through."""
     init = ancestors.get("init") or (model if model.stage == "init" else None)
-    label = str(init.params.get("method", "model")) if init else "model"
     stages = {model.stage, *ancestors}
-    if "align" in stages:
-        label += "+align"
-    if stages & {"lapt", "lapt-checkpoint"}:
-        label += "+lapt"
-    return label
+    return model_label(str(init.params.get("method", "model")) if init else "model",
+                       ("align",) if "align" in stages else (), lapt=bool(stages & {"lapt", "lapt-checkpoint"}))
 
 
 def _ancestors(index: _Index, store: ArtifactStore, model: Artifact) -> dict[str, Artifact]:
@@ -141,7 +138,7 @@ def _reading(report: Artifact, index: _Index, model: Artifact, label: str) -> tu
                  if a.content_hash == model.content_hash and name.partition(":")[0] in ("init", "lapt")), None)
     if mine is not None:
         kind, _, method = mine.partition(":")
-        label = f"{method}+lapt" if kind == "lapt" else method
+        label = model_label(method, lapt=kind == "lapt")
     return label, named
 
 
