@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.prefect_server import prefect_server  # noqa: F401  (the session's Prefect server, for every folder)
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # Offline by default: Hugging Face Hub and Prefect telemetry are unreachable here.

@@ -192,3 +192,13 @@ def test_every_error_class_of_the_package_is_a_focusflow_error():
 
     assert len(bases) >= 10
     assert not [name for name in bases if not ours(name)]
+
+
+def test_the_tests_mirror_the_package():
+    """Every folder of tests is a package of focusflow (or the benchmarks), and every package with modules has
+    its folder of tests: a module's tests are found where the module is."""
+    tests = Path(__file__).resolve().parent
+    packages = {path.parent.relative_to(PACKAGE_ROOT) for path in PACKAGE_ROOT.rglob("__init__.py")} - {Path(".")}
+    folders = {path.parent.relative_to(tests) for path in tests.rglob("test_*.py")} - {Path(".")}
+    assert folders - packages == {Path("benchmarks")}, "a folder of tests that mirrors no package"
+    assert packages - folders == set(), "a package without its folder of tests"

@@ -1,4 +1,4 @@
-"""A real local Prefect server (API, UI, services), started once per test session.
+"""A real local Prefect server (API, UI, services), started once per test session (a fixture of every folder).
 
 Tests that talk to Prefect take the ``prefect_server`` fixture: it starts ``prefect server start``
 on a free 127.0.0.1 port with a temporary PREFECT_HOME (its own SQLite database) and analytics off,
@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import free_port
 
 SERVER_START_TIMEOUT_S = float(os.environ.get("FOCUSFLOW_TEST_SERVER_TIMEOUT", "240"))
 
@@ -68,6 +66,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from focusflow.orchestration.server import server_command
+    from tests.conftest import free_port
 
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()

@@ -24,8 +24,8 @@ from focusflow.orchestration.server import server_command
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = REPO / "deployments" / "languages.yaml"
-STUB_FLOWS = {"specialize": "tests.flows.deploy_stub_flows:specialize_language",
-              "evaluate": "tests.flows.deploy_stub_flows:evaluate_checkpoint"}
+STUB_FLOWS = {"specialize": "tests.orchestration.deploy_stub_flows:specialize_language",
+              "evaluate": "tests.orchestration.deploy_stub_flows:evaluate_checkpoint"}
 
 
 def registry_data(*languages: dict, pools: str = "t", **extra) -> dict:
