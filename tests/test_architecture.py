@@ -202,3 +202,14 @@ def test_the_tests_mirror_the_package():
     folders = {path.parent.relative_to(tests) for path in tests.rglob("test_*.py")} - {Path(".")}
     assert folders - packages == {Path("benchmarks")}, "a folder of tests that mirrors no package"
     assert packages - folders == set(), "a package without its folder of tests"
+
+
+def test_one_public_name_means_one_thing():
+    """No public function or class name is defined in two modules: ``SourceError`` of a corpus and of a model,
+    or a ``load_tokenizer`` that does something else in another layer, make a reader guess which one is meant."""
+    defined: dict[str, list[str]] = {}
+    for name, path in all_modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(name)
+    assert {public: modules for public, modules in defined.items() if len(modules) > 1} == {}

@@ -47,7 +47,7 @@ def disk_full_message(error: OSError) -> str:
             "FOCUSFLOW_STORE and FOCUSFLOW_WORK_DIR at a disk with room, and run the command again")
 
 
-def one_line(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
     """The error's message on one line (a multi-line message's lines joined)."""
     return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
 
@@ -62,7 +62,7 @@ def report_user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             full = disk_full(exc)
             if full is None and not isinstance(exc, USER_ERRORS):
                 raise
-            message = disk_full_message(full) if full is not None else one_line(exc)
+            message = disk_full_message(full) if full is not None else error_line(exc)
             typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
             raise typer.Exit(USER_ERROR_EXIT) from None
     return run

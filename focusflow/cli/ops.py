@@ -65,16 +65,16 @@ def deploy_command(
 
 
 @app.command("server")
-def server_command(
+def run_server(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0 for all)."),
     port: int = typer.Option(4200, "--port", "-p"),
     ui: bool = typer.Option(True, "--ui/--no-ui", help="Serve the web UI."),
     home: Path = typer.Option(None, "--home", help="PREFECT_HOME (database location); default ~/.prefect."),
 ) -> None:
     """Start a local Prefect server and UI (analytics off): then set PREFECT_API_URL=http://HOST:PORT/api."""
-    from focusflow.orchestration.server import server_command as build
+    from focusflow.orchestration.server import server_command
 
-    argv, env = build(host, port, ui=ui, home=home)
+    argv, env = server_command(host, port, ui=ui, home=home)
     typer.echo(f"Prefect UI at http://{host}:{port}  —  in other shells: "
                f"export PREFECT_API_URL=http://{host}:{port}/api", err=True)
     os.execvpe(argv[0], argv, env)

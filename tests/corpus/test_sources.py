@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from focusflow.config import CleaningSpec, CorpusSpec
-from focusflow.corpus import LanguageError, SourceError, collect_corpus, corpus_language, iso639_3, normalize_language
+from focusflow.corpus import CorpusSourceError, LanguageError, collect_corpus, corpus_language, iso639_3, normalize_language
 from focusflow.corpus.cleaning import Cleaner, non_letter_fraction, normalize_text
 from focusflow.corpus.io import read_texts
 from focusflow.corpus.sources import hub_data_files, iter_demo, iter_files, iter_source, resolve_paths
@@ -79,9 +79,9 @@ def test_missing_inputs_fail_at_once_with_advice(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="matches no file"):
         resolve_paths([str(tmp_path / "nope" / "*.txt")])
     (tmp_path / "x.jsonl").write_text('{"content": "a b c"}\n', encoding="utf-8")
-    with pytest.raises(SourceError, match="set corpus.text_field"):
+    with pytest.raises(CorpusSourceError, match="set corpus.text_field"):
         list(iter_files([str(tmp_path / "x.jsonl")]))
-    with pytest.raises(SourceError, match="no corpus files"):
+    with pytest.raises(CorpusSourceError, match="no corpus files"):
         (tmp_path / "empty").mkdir()
         resolve_paths([str(tmp_path / "empty")])
 
@@ -137,7 +137,7 @@ def test_demo_corpus_is_the_chichewa_bible_by_chapter(tmp_path: Path):
     first = next(docs)
     assert first.startswith("Pachiyambi Mulungu adalenga kumwamba ndi dziko lapansi.\n")
     assert sum(1 for _ in docs) + 1 == 1189  # chapters of the 66 books
-    with pytest.raises(SourceError, match="Chichewa"):
+    with pytest.raises(CorpusSourceError, match="Chichewa"):
         iter_demo("sw")
     stats = collect_corpus(CorpusSpec(max_documents=3), CleaningSpec(), "ny", tmp_path)
     assert stats["documents"] == 3 and stats["source"] == "demo"
@@ -188,7 +188,7 @@ def test_hub_sources_stream_through_datasets_from_a_local_mirror(tmp_path: Path)
 
 def test_unreachable_dataset_fails_at_once_with_advice(tmp_path: Path):
     started = time.perf_counter()
-    with pytest.raises(SourceError, match="gated.*HF_TOKEN"):
+    with pytest.raises(CorpusSourceError, match="gated.*HF_TOKEN"):
         list(iter_source(CorpusSpec(source="oscar", dataset_root=str(tmp_path / "missing")), "sw"))
     with pytest.raises(LanguageError, match="no hub corpus here has it"):
         iter_source(CorpusSpec(source="cc100"), "kin")

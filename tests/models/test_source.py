@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from focusflow.models import SourceError, describe_source, load_source, prepare_source, resolve_source
+from focusflow.models import SourceModelError, describe_source, load_source, prepare_source, resolve_source
 from tests.tiny_models import FAMILIES, save_tiny
 
 EXPECTED = {"xlmr": ("mlm", True), "bert": ("mlm", True), "gpt2": ("clm", False), "llama": ("clm", False)}
@@ -25,12 +25,12 @@ def test_local_folders_resolve_and_classify(family, tmp_path):
 
 def test_unusable_sources_fail_clearly(tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(SourceError, match="no config.json"):
+    with pytest.raises(SourceModelError, match="no config.json"):
         resolve_source(str(tmp_path / "empty"))
-    with pytest.raises(SourceError, match="does not exist"):
+    with pytest.raises(SourceModelError, match="does not exist"):
         resolve_source(str(tmp_path / "not" / "there"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SourceError, match="Offline, pass a local model folder"):
+    with pytest.raises(SourceModelError, match="Offline, pass a local model folder"):
         resolve_source("someone/not-a-model", cache_dir=tmp_path / "cache")
 
 

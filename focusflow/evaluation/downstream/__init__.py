@@ -40,7 +40,7 @@ from focusflow.evaluation.downstream.runner import (
     evaluate_models,
     evaluate_task,
     load_task_model,
-    load_tokenizer,
+    load_task_tokenizer,
 )
 from focusflow.evaluation.downstream.sources import KNOWN, TaskSpec, parse_task, resolve_task
 
@@ -48,6 +48,6 @@ __all__ = [
     "KINDS", "KNOWN", "ClsExample", "DataFormatError", "TaskKind", "classification_scores", "read_cls_file",
     "task_kind", "FinetuneResult", "FinetuneSpec", "NerExample", "NliExample",
     "QaExample", "TaskData", "TaskSpec", "accuracy", "aggregate", "complete_splits", "evaluate_models",
-    "evaluate_task", "finetune", "load_task_model", "load_tokenizer", "ner_scores", "normalize_answer",
+    "evaluate_task", "finetune", "load_task_model", "load_task_tokenizer", "ner_scores", "normalize_answer",
     "parse_task", "read_conll", "read_nli_tsv", "read_squad_json", "resolve_task", "squad_scores", "write_reports",
 ]

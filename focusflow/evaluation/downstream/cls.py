@@ -2,7 +2,7 @@
 
 Every model family goes through ``AutoModelForSequenceClassification``: encoders classify from the
 first token (``<s>``/``[CLS]``), decoders from the last non-pad token, which the model finds with
-``config.pad_token_id`` (``load_tokenizer`` sets a pad token where the tokenizer has none, and
+``config.pad_token_id`` (``load_task_tokenizer`` sets a pad token where the tokenizer has none, and
 ``load_task_model`` writes it into the config). Batches are right-padded for both.
 Texts longer than ``max_length`` sub-tokens are cut (counted in ``stats``).
 """

@@ -62,7 +62,7 @@ class FinetuneResult:
         return self.train_tokens / self.train_seconds if self.train_seconds > 0 else 0.0
 
 
-def collate(features: Sequence[Feature], pad_id: int) -> dict[str, torch.Tensor]:
+def collate_features(features: Sequence[Feature], pad_id: int) -> dict[str, torch.Tensor]:
     """Pad to the longest feature of the batch; labels that are sequences pad with -100."""
     width = max(len(f["input_ids"]) for f in features)
     batch: dict[str, torch.Tensor] = {}
@@ -98,7 +98,7 @@ def eval_batches(features: Sequence[Feature], batch_size: int, pad_id: int
     order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
     for start in range(0, len(order), batch_size):
         indices = order[start:start + batch_size]
-        batch = collate([{k: features[i][k] for k in ("input_ids", "token_type_ids") if k in features[i]}
+        batch = collate_features([{k: features[i][k] for k in ("input_ids", "token_type_ids") if k in features[i]}
                          for i in indices], pad_id)
         yield indices, batch
 
@@ -180,7 +180,7 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     train_clock = 0.0
     for step in range(1, total_steps + 1):
         started = time.perf_counter()
-        batch = collate([train_features[i] for i in next(batch_indices)], pad_id)
+        batch = collate_features([train_features[i] for i in next(batch_indices)], pad_id)
         batch = {k: v.to(device) for k, v in batch.items()}
         with precision.autocast():
             loss = model(**batch).loss

@@ -50,7 +50,7 @@ def task_settings(spec: TaskSpec, settings: DownstreamSettings) -> dict[str, Any
                                   if getattr(settings, name) is not None}
 
 
-def load_tokenizer(model: Path | str) -> Any:
+def load_task_tokenizer(model: Path | str) -> Any:
     """The model's fast tokenizer (word ids and character offsets are needed), right padding."""
     from transformers import AutoTokenizer
 
@@ -188,7 +188,7 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
     task_values = task_settings(spec, settings)
     if data is None:
         data = prepare_data(spec, settings)
-    tokenizer = tokenizer or load_tokenizer(model)
+    tokenizer = tokenizer or load_task_tokenizer(model)
     torch.manual_seed(seed)  # the head's initialization depends on the seed
     network = load_task_model(model, spec.kind, tokenizer, **task_kind(spec.kind).model_kwargs(data.labels))
     adapter = adapter or make_adapter(data, tokenizer, network.config, task_values)
@@ -265,7 +265,7 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
         notes[spec.id] = [f"{split}: {origin}" for split, origin in data.provenance.items()]
         task_values = task_settings(spec, settings)
         for name, model in models.items():
-            tokenizer = load_tokenizer(model)
+            tokenizer = load_task_tokenizer(model)
             adapter = None
             for seed in settings.seed_list:
                 finetune_spec = _finetune_spec(settings, task_values, seed)

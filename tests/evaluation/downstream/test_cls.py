@@ -20,7 +20,7 @@ from focusflow.evaluation.downstream.datasets import ClsExample, TaskData, read_
 from focusflow.evaluation.downstream.finetune import predict_logits
 from focusflow.evaluation.downstream.kinds import KINDS, example_texts
 from focusflow.evaluation.downstream.metrics import classification_scores
-from focusflow.evaluation.downstream.runner import load_task_model, load_tokenizer, make_adapter
+from focusflow.evaluation.downstream.runner import load_task_model, load_task_tokenizer, make_adapter
 from focusflow.evaluation.downstream.sources import TaskSpec, flores_code, parse_task, resolve_task
 from tests.tiny_models import sample_texts, save_tiny
 
@@ -239,7 +239,7 @@ def question_data(n: int = 240, seed: int = 5) -> TaskData:
 def test_every_family_classifies_padded_batches_as_single_texts(family, tmp_path):
     """Encoders pool the first token, decoders the last non-pad one: right padding must not change a logit."""
     folder = save_tiny(family, tmp_path / family)
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_task_tokenizer(folder)
     assert tokenizer.pad_token is not None  # set from eos/unk where the family has none
     model = load_task_model(folder, "cls", tokenizer, **KINDS["cls"].model_kwargs(["question", "statement"]))
     assert model.config.pad_token_id == tokenizer.pad_token_id
@@ -289,7 +289,7 @@ def test_e5_small_classifies_through_the_same_path(shared_data, tmp_path_factory
     settings = DownstreamSettings(data_root=shared_data, epochs=2, max_train_samples=64, max_eval_samples=32,
                                   max_test_samples=64, batch_size=16, max_length=64, lr=1e-4, eval_every_fraction=0.5)
     data = resolve_task("cls:sib200:sw", shared_data)
-    tokenizer = load_tokenizer(e5)
+    tokenizer = load_task_tokenizer(e5)
     model = load_task_model(e5, "cls", tokenizer, **KINDS["cls"].model_kwargs(data.labels))  # raises on missing weights
     assert type(model).__name__.endswith("ForSequenceClassification") and model.config.num_labels == 7
     data.train = data.train[:12]

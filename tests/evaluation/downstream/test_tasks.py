@@ -14,7 +14,7 @@ from focusflow.evaluation.downstream.datasets import NerExample, NliExample, QaE
 from focusflow.evaluation.downstream.ner import NerTask
 from focusflow.evaluation.downstream.nli import NliTask
 from focusflow.evaluation.downstream.qa import QaTask
-from focusflow.evaluation.downstream.runner import load_task_model, load_tokenizer
+from focusflow.evaluation.downstream.runner import load_task_model, load_task_tokenizer
 from tests.tiny_models import sample_texts, save_tiny
 
 
@@ -25,7 +25,7 @@ def tiny_xlmr(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_xlmr):
-    return load_tokenizer(tiny_xlmr)
+    return load_task_tokenizer(tiny_xlmr)
 
 
 class Oracle(torch.nn.Module):
@@ -177,7 +177,7 @@ def test_an_architecture_without_the_kinds_head_is_one_clear_line(tmp_path):
     from tests.tiny_decoders import save_tiny_gemma
 
     gemma = save_tiny_gemma(tmp_path / "gemma", sample_texts(200))
-    tokenizer = load_tokenizer(gemma)
+    tokenizer = load_task_tokenizer(gemma)
     with pytest.raises(InputError, match="no AutoModelForTokenClassification head for gemma3_text models"):
         load_task_model(gemma, "ner", tokenizer, num_labels=3)
     assert load_task_model(gemma, "cls", tokenizer, num_labels=2).config.pad_token_id == tokenizer.pad_token_id
@@ -189,7 +189,7 @@ def test_model_without_a_fast_tokenizer_is_an_error(monkeypatch, tiny_xlmr):
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
                         classmethod(lambda cls, *a, **k: SimpleNamespace(is_fast=False)))
     with pytest.raises(ValueError, match="not a fast"):
-        load_tokenizer(tiny_xlmr)
+        load_task_tokenizer(tiny_xlmr)
 
 
 @pytest.mark.parametrize("family", ["bert", "gpt2"])
@@ -197,7 +197,7 @@ def test_wordpiece_and_byte_level_families_encode_and_predict(family, tmp_path):
     from focusflow.evaluation.downstream.runner import make_adapter
 
     folder = save_tiny(family, tmp_path / family)
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_task_tokenizer(folder)
     for kind, data in (("ner", ner_data()), ("qa", qa_data())):
         kwargs = {} if kind == "qa" else {"num_labels": len(data.labels)}
         model = load_task_model(folder, kind, tokenizer, **kwargs)
@@ -260,7 +260,7 @@ def test_embedding_lr_scale_gives_the_input_embeddings_their_own_scheduled_learn
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
 def test_finetune_runs_forward_passes_in_the_chosen_precision_with_float32_weights(tiny_xlmr, tokenizer, precision):
     """Training and dev evaluation compute in bf16 under bf16 autocast; the weights stay float32."""
-    from focusflow.evaluation.downstream.finetune import FinetuneSpec, collate, finetune
+    from focusflow.evaluation.downstream.finetune import FinetuneSpec, collate_features, finetune
 
     model = load_task_model(tiny_xlmr, "ner", tokenizer, num_labels=3)
     seen: list[torch.dtype] = []
@@ -268,7 +268,7 @@ def test_finetune_runs_forward_passes_in_the_chosen_precision_with_float32_weigh
     features = [{"input_ids": tokenizer(text)["input_ids"], "labels": [1] * len(tokenizer(text)["input_ids"])}
                 for text in sample_texts(8)]
     spec = FinetuneSpec(lr=1e-3, epochs=1, batch_size=4, eval_every_fraction=0.5, precision=precision)
-    dev_batch = collate(features[:2], 0)
+    dev_batch = collate_features(features[:2], 0)
     result = finetune(model, features, lambda: float(model(**dev_batch).logits.detach().float().mean()), spec, pad_id=0)
     expected = torch.bfloat16 if precision == "bf16" else torch.float32
     assert result.precision == str(expected).removeprefix("torch.")
