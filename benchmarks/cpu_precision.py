@@ -75,7 +75,7 @@ def ner_setup(model_dir: Path, train_samples: int, seed: int = 1):
     from focusflow.evaluation.downstream.kinds import task_kind
     from focusflow.evaluation.downstream.runner import (
         load_task_model,
-        load_tokenizer,
+        load_task_tokenizer,
         make_adapter,
         prepare_data,
         task_defaults,
@@ -85,7 +85,7 @@ def ner_setup(model_dir: Path, train_samples: int, seed: int = 1):
     spec = parse_task(NER_TASK)
     data = prepare_data(spec, DownstreamSettings(max_train_samples=train_samples, max_eval_samples=16,
                                                  max_test_samples=16))
-    tokenizer = load_tokenizer(model_dir)
+    tokenizer = load_task_tokenizer(model_dir)
     torch.manual_seed(seed)
     network = load_task_model(model_dir, "ner", tokenizer, **task_kind("ner").model_kwargs(data.labels))
     adapter = make_adapter(data, tokenizer, network.config, task_defaults(spec))
