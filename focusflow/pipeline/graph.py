@@ -1,4 +1,8 @@
-"""The pipeline's graph, once: which stage feeds which, for every entry point.
+"""The pipeline's graph, once: which stage feeds which, for every entry point::
+
+    corpus → dedup → decontaminate (with evaluation tasks) → split → source → tokenizer → fasttext
+           → init × methods → align (<method>+align) → reference (one per tokenizer) → intrinsic
+           → lapt-budget (a minutes budget) → lapt → intrinsic → downstream → report → publish (optional)
 
 ``prepare_branches`` and ``specialize`` take ``tasks``, a mapping from stage name to a caller with
 the stage-task signature ``(store_uri, params, inputs, language=None, label=None) -> uri`` and a

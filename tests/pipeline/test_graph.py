@@ -101,3 +101,16 @@ def test_a_runner_that_keeps_losing_a_result_is_an_error_that_says_so(tmp_path):
     with pytest.raises(RuntimeError, match=r"init\[focus\]: the task runner lost its result 3 times"):
         specialize(cfg, cfg.store, tasks)
     assert sum(stage == "init" for stage, _, _ in calls) >= 3
+
+
+def test_the_graphs_diagram_names_every_stage():
+    """The diagram in the graph's docstring and in the README: a stage added to the registry is drawn there too."""
+    import re
+
+    from focusflow.pipeline import STAGES, graph
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    drawn = readme.split("## The pipeline", 1)[1].split("```", 2)[1]
+    for diagram in (graph.__doc__.split("::", 1)[1].strip().split("\n\n", 1)[0], drawn):
+        named = set(re.findall(r"[a-z][a-z-]*", diagram))
+        assert set(STAGES) - named == set()
