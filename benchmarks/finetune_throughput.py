@@ -86,7 +86,7 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     torch.set_num_threads(args.threads)
 
-    from focusflow.models import prepare_source
+    from focusflow.training import prepare_source
 
     with tempfile.TemporaryDirectory(prefix="finetune-bench-") as tmp:
         folder = Path(tmp)

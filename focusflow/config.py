@@ -404,7 +404,7 @@ class PublishSpec(_Section):
 
 
 class MlmHeadSpec(BaseModel):
-    """How to train an MLM head for a source without one (``models.mlm_head``): a CPU-sized budget by default."""
+    """How to train an MLM head for a source without one (``training.mlm_head``): a CPU-sized budget by default."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 

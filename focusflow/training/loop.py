@@ -179,8 +179,8 @@ class TrainingRun:
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
         self.trainable = self._build_model()
-        self.optimization = Optimization(self.trainable.param_groups, spec, self.total_steps, self.dist.device,
-                                         self.precision.needs_scaler)
+        self.optimization = Optimization.from_spec(self.trainable.param_groups, spec, self.total_steps,
+                                                   self.dist.device, self.precision.needs_scaler)
         if self.checkpoint is not None:
             self._restore_checkpoint_extras(self.checkpoint)
             self.optimization.restore(self.checkpoint)

@@ -1,6 +1,8 @@
 """``Optimization``: AdamW, its learning-rate schedule and the fp16 loss scaler, built, stepped, saved and
-restored as one, so the training loop (``focusflow.training.loop``) holds one object instead of three that
-must always move together (a checkpoint without the scheduler's state would resume on the wrong learning rate).
+restored as one, so a training loop holds one object instead of three that must always move together (a
+checkpoint without the scheduler's state would resume on the wrong learning rate). Every backward pass and
+optimizer step of focusflow goes through it: LAPT and align (``training.loop``), downstream fine-tuning and the
+source's MLM head (``training.fit``).
 """
 
 from __future__ import annotations
@@ -17,20 +19,26 @@ SCHEDULES = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "
 
 
 class Optimization:
-    """The optimizer state of one run: AdamW over the trainable's groups, the warmup schedule, the scaler."""
+    """The optimizer state of one run: the optimizer, its schedule, the fp16 scaler and the gradient clipping
+    (``grad_clip=None``: none)."""
 
-    def __init__(self, param_groups: list[dict[str, Any]], spec: Any, total_steps: int, device: torch.device,
-                 needs_scaler: bool):
+    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Any, scaler: torch.amp.GradScaler | None = None,
+                 grad_clip: float | None = None) -> None:
+        self.optimizer, self.scheduler, self.scaler, self.grad_clip = optimizer, scheduler, scaler, grad_clip
+
+    @classmethod
+    def from_spec(cls, param_groups: list[dict[str, Any]], spec: Any, total_steps: int, device: torch.device,
+                  needs_scaler: bool) -> Optimization:
+        """AdamW over the groups with the spec's betas, epsilon, warmup schedule and clipping (LAPT, align)."""
         from transformers import get_scheduler
 
         fused = device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
-        self.optimizer = torch.optim.AdamW(param_groups, lr=spec.lr, betas=(spec.adam_beta1, spec.adam_beta2),
-                                           eps=spec.adam_epsilon, fused=fused or None)
-        self.scheduler = get_scheduler(SCHEDULES[spec.schedule], self.optimizer,
-                                       num_warmup_steps=round(spec.warmup_fraction * total_steps),
-                                       num_training_steps=total_steps)
-        self.scaler = torch.amp.GradScaler(device.type) if needs_scaler else None
-        self.grad_clip = spec.grad_clip
+        optimizer = torch.optim.AdamW(param_groups, lr=spec.lr, betas=(spec.adam_beta1, spec.adam_beta2),
+                                      eps=spec.adam_epsilon, fused=fused or None)
+        scheduler = get_scheduler(SCHEDULES[spec.schedule], optimizer,
+                                  num_warmup_steps=round(spec.warmup_fraction * total_steps),
+                                  num_training_steps=total_steps)
+        return cls(optimizer, scheduler, torch.amp.GradScaler(device.type) if needs_scaler else None, spec.grad_clip)
 
     @property
     def lr(self) -> float:
@@ -41,10 +49,10 @@ class Optimization:
 
     def step(self, parameters: list[nn.Parameter]) -> None:
         """Clip the trainable ``parameters`` together, step optimizer and schedule, clear the gradients."""
-        trainable = [p for p in parameters if p.requires_grad]
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(trainable, self.grad_clip)
+        if self.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_([p for p in parameters if p.requires_grad], self.grad_clip)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from focusflow.models import SourceModelError, describe_source, load_source, prepare_source, resolve_source
+from focusflow.models import SourceModelError, describe_source, load_source, resolve_source
+from focusflow.training import prepare_source
 from tests.tiny_models import FAMILIES, save_tiny
 
 EXPECTED = {"xlmr": ("mlm", True), "bert": ("mlm", True), "gpt2": ("clm", False), "llama": ("clm", False)}

@@ -1,5 +1,5 @@
-"""A compact fine-tuning loop: AdamW, linear schedule with warmup, dev evaluation at a fixed
-fraction of the steps, the best dev checkpoint kept in memory and restored at the end.
+"""Fine-tuning on a task: AdamW, linear schedule with warmup, dev evaluation at a fixed fraction of the steps,
+the best dev checkpoint kept in memory and restored at the end (the loop is ``training.fit``).
 
 Batches are padded per batch (not to the maximum length), which is most of the speed on a
 CPU; evaluation batches are sorted by length for the same reason. The forward passes (training
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +19,10 @@ import numpy as np
 import torch
 
 from focusflow.config import PrecisionName
-from focusflow.errors import InputError, TrainingDivergedError
+from focusflow.errors import InputError
 from focusflow.precision import resolve_precision
+from focusflow.training.fit import Objective, fit
+from focusflow.training.optimization import Optimization
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _optimizer(model: torch.nn.Module, spec: FinetuneSpec) -> torch.optim.Optimi
 def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate_dev: Callable[[], float],
              spec: FinetuneSpec, pad_id: int,
              on_progress: Callable[[int, int, float | None], None] | None = None) -> FinetuneResult:
-    """Train ``model`` in place; on return it holds the weights of the best dev evaluation.
+    """Train ``model`` in place (``training.fit``); on return it holds the weights of the best dev evaluation.
 
     ``evaluate_dev`` runs under the same precision as training; ``on_progress(step, total_steps, last_dev)``
     is called after every step (a caller that shows progress throttles it)."""
@@ -157,13 +158,11 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     steps_per_epoch = math.ceil(len(train_features) / spec.batch_size)
     total_steps = max(1, math.ceil(steps_per_epoch * spec.epochs))
     warmup_steps = int(spec.warmup_fraction * total_steps)
-    eval_every = max(1, round(total_steps * spec.eval_every_fraction))
     optimizer = _optimizer(model, spec)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: (step + 1) / (warmup_steps + 1) if step < warmup_steps
         else max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps)))
     result = FinetuneResult(total_steps=total_steps, best_step=0, best_dev=-math.inf)
-    best_state: dict[str, torch.Tensor] | None = None
 
     def batches() -> Iterator[list[int]]:
         while True:
@@ -174,51 +173,38 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     device = next(model.parameters()).device
     precision = resolve_precision(spec.precision, device)
     result.precision = precision.name
-    scaler = torch.amp.GradScaler(device.type) if precision.needs_scaler else None
-    model.train()
     batch_indices = batches()
-    train_clock = 0.0
-    for step in range(1, total_steps + 1):
-        started = time.perf_counter()
+
+    def loss(step: int) -> torch.Tensor:
         batch = collate_features([train_features[i] for i in next(batch_indices)], pad_id)
         batch = {k: v.to(device) for k, v in batch.items()}
-        with precision.autocast():
-            loss = model(**batch).loss
-        if not torch.isfinite(loss):
-            raise TrainingDivergedError(f"fine-tuning diverged at step {step}/{total_steps}: the training loss became "
-                                        f"{loss.item()} (learning rate {spec.lr:g}); lower the learning rate")
-        if scaler is None:
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
-            optimizer.step()
-        else:  # fp16: scaled gradients, unscaled before clipping; a step with inf/nan gradients is skipped
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        train_clock += time.perf_counter() - started
         result.train_tokens += int(batch["attention_mask"].sum())
+        with precision.autocast():
+            return model(**batch).loss
+
+    def evaluate() -> float:
+        with precision.autocast():
+            score = float(evaluate_dev())
+        model.train()
+        return score
+
+    eval_every = max(1, round(total_steps * spec.eval_every_fraction))
+
+    def logged(step: int, step_loss: torch.Tensor, last_dev: float | None) -> None:
         if step % eval_every == 0 or step == total_steps:
-            started = time.perf_counter()
-            with precision.autocast():
-                score = float(evaluate_dev())
-            result.eval_seconds += time.perf_counter() - started
-            result.history.append((step, score))
-            log.info("step %d/%d loss %.4f dev %.4f", step, total_steps, loss.item(), score)
-            if score > result.best_dev:
-                result.best_dev, result.best_step = score, step
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            model.train()
+            log.info("step %d/%d loss %.4f dev %.4f", step, total_steps, step_loss.item(), last_dev)
         if on_progress is not None:
-            on_progress(step, total_steps, result.history[-1][1] if result.history else None)
-    result.train_seconds = train_clock
-    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
-        raise TrainingDivergedError(f"fine-tuning diverged: the weights hold non-finite values after {total_steps} "
-                                    f"steps (learning rate {spec.lr:g}); lower the learning rate")
-    if best_state is not None:
-        model.load_state_dict(best_state)
+            on_progress(step, total_steps, last_dev)
+
+    objective = Objective("fine-tuning", loss, evaluate, lambda: {k: v.detach().clone()
+                                                                   for k, v in model.state_dict().items()}, spec.lr)
+    optimization = Optimization(optimizer, scheduler, torch.amp.GradScaler(device.type)
+                                if precision.needs_scaler else None, spec.max_grad_norm)
+    model.train()
+    fitted = fit(objective, optimization, list(model.parameters()), total_steps, eval_every, on_step=logged)
+    result.history, result.best_step, result.best_dev = fitted.history, fitted.best_step, fitted.best_score
+    result.train_seconds, result.eval_seconds = fitted.train_seconds, fitted.eval_seconds
+    if fitted.best_state is not None:
+        model.load_state_dict(fitted.best_state)
     model.eval()
     return result

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from focusflow.evaluation.intrinsic import evaluate_mlm, unigram_counts, unigram_log_probs
-from focusflow.models import MlmHeadSpec, describe_source, prepare_source, train_mlm_head
-from focusflow.models.mlm_head import fit_head
+from focusflow.models import MlmHeadSpec, describe_source
+from focusflow.training.mlm_head import fit_head, prepare_source, train_mlm_head
 from tests.tiny_models import sample_texts, train_tokenizer
 
 

@@ -1,4 +1,5 @@
-"""Train a BERT-style MLM head on a frozen encoder that ships without one (e.g. multilingual-e5).
+"""The source stage's model (``prepare_source``): a masked or causal LM as it is, and a BERT-style MLM head
+trained on a frozen encoder that ships without one (e.g. multilingual-e5).
 
 The head is BERT's: dense → GELU → LayerNorm → decoder tied to the input embeddings + a bias
 per token. With the encoder frozen, the encoder's hidden states at masked positions do not
@@ -17,6 +18,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,12 +27,16 @@ import numpy as np
 import torch
 
 from focusflow.config import MlmHeadSpec
+from focusflow.corpus.io import read_documents
 from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
 from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
-from focusflow.models.loading import load_source
+from focusflow.models.loading import describe_source, load_source
+from focusflow.models.source import resolve_source, source_stats
 from focusflow.precision import Precision, resolve_precision
 from focusflow.storage.atomic import atomic_folder
+from focusflow.training.fit import Objective, fit
+from focusflow.training.optimization import Optimization
 
 log = logging.getLogger(__name__)
 
@@ -189,30 +195,23 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
         return {**{k: v.detach().clone() for k, v in transform.state_dict().items()},
                 "__bias__": candidate_bias.detach().clone()}
 
+    parameters = [*transform.parameters(), candidate_bias]
     optimizer = torch.optim.AdamW([{"params": list(transform.parameters()), "weight_decay": spec.weight_decay},
                                    {"params": [candidate_bias], "weight_decay": 0.0}], lr=spec.lr)
     warmup = max(1, int(spec.warmup_fraction * spec.steps))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
         (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, spec.steps) / spec.steps))))
-    initial = best = validation_loss()
-    best_step, best_state = 0, snapshot()
-    history = [(0, initial)]
+    objective = Objective("MLM head training",
+                          lambda step: loss_on(train[torch.randint(0, len(train), (spec.positions_per_step,),
+                                                                   generator=generator)]),
+                          validation_loss, snapshot, spec.lr, higher_is_better=False)
     started = time.perf_counter()
     transform.train()
     with ProgressBar("source: training the MLM head", spec.steps) as bar:
-        for step in range(1, spec.steps + 1):
-            index = train[torch.randint(0, len(train), (spec.positions_per_step,), generator=generator)]
-            loss = loss_on(index)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            if step % spec.eval_every == 0 or step == spec.steps:
-                current = validation_loss()
-                history.append((step, current))
-                if current < best:
-                    best, best_step, best_state = current, step, snapshot()
-            bar.update(step, float(loss))
+        fitted = fit(objective, Optimization(optimizer, schedule), parameters, spec.steps, spec.eval_every,
+                     evaluate_at_start=True, on_step=lambda step, loss, _: bar.update(step, float(loss)))
+    history, best, best_step, best_state = fitted.history, fitted.best_score, fitted.best_step, fitted.best_state
+    initial = history[0][1]
     transform.eval()
     with torch.no_grad():
         candidate_bias.copy_(best_state.pop("__bias__"))
@@ -225,3 +224,26 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
     return {"steps": spec.steps, "best_step": best_step, "positions_cached": int(len(features)),
             "candidates": int(len(candidates)), "valid_loss_step0": initial, "valid_loss_best": best,
             "valid_history": history}
+
+def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: str | os.PathLike[str] | None = None,
+                   head_spec: dict | None = None, max_head_documents: int = 50_000,
+                   cache_dir: str | os.PathLike[str] | None = None) -> dict:
+    """The source stage: resolve ``spec`` and write a complete source folder into ``out_dir``.
+
+    A masked or causal LM is copied as is. A bare encoder (e5) gets an MLM head trained on
+    ``head_train`` (a corpus ``.jsonl`` or a plain text file, source-tokenized) with the encoder
+    frozen; without ``head_train`` it is copied without a head (fidelity still works, MLM
+    metrics do not). Returns the source's stats (and the head's training stats).
+    """
+    folder = resolve_source(spec, cache_dir)
+    info = describe_source(folder)
+    out = Path(out_dir)
+    if info.objective is None and head_train is not None:
+        texts = read_documents(head_train, limit=max_head_documents)
+        head_stats = train_mlm_head(folder, texts, MlmHeadSpec(**(head_spec or {})), out)
+        return {**source_stats(out), "mlm_head": head_stats}
+    with atomic_folder(out) as staging:
+        for item in Path(folder).iterdir():
+            if item.is_file():
+                shutil.copy2(item, staging / item.name)
+    return source_stats(out)

@@ -1,0 +1,84 @@
+"""``fit``: the training loop of the short in-memory runs (downstream fine-tuning, the source's MLM head).
+
+Each step computes the objective's loss, refuses a non-finite one in one clear line, and steps through the
+shared :class:`~focusflow.training.optimization.Optimization` (scaler, clipping, schedule); every ``eval_every``
+steps and at the last one the dev evaluation runs, and the state of the best evaluation is kept in memory for
+the caller to restore. The long runs that checkpoint to the store (LAPT, align) are ``training.loop.TrainingRun``,
+whose steps go through the same ``Optimization``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from focusflow.errors import TrainingDivergedError
+from focusflow.training.optimization import Optimization
+
+State = dict[str, torch.Tensor]
+
+
+@dataclass
+class FitResult:
+    """The dev curve ``(step, score)``, the best evaluation's step, score and state, the measured seconds."""
+
+    history: list[tuple[int, float]] = field(default_factory=list)
+    best_step: int = 0
+    best_score: float = math.nan
+    best_state: State | None = None
+    train_seconds: float = 0.0
+    eval_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a run trains: ``loss(step)`` (the batch of that step, forward pass included), ``evaluate()`` (the dev
+    score) and ``state()`` (a snapshot of what training changes); ``name`` and ``lr`` for its error messages."""
+
+    name: str
+    loss: Callable[[int], torch.Tensor]
+    evaluate: Callable[[], float]
+    state: Callable[[], State]
+    lr: float
+    higher_is_better: bool = True
+
+
+def fit(objective: Objective, optimization: Optimization, parameters: Sequence[nn.Parameter], total_steps: int,
+        eval_every: int, *, evaluate_at_start: bool = False,
+        on_step: Callable[[int, torch.Tensor, float | None], None] | None = None) -> FitResult:
+    """Train for ``total_steps`` and return the dev curve with the best evaluation's state (not restored)."""
+    result = FitResult(best_score=-math.inf if objective.higher_is_better else math.inf)
+
+    def evaluate(step: int) -> None:
+        started = time.perf_counter()
+        score = float(objective.evaluate())
+        result.eval_seconds += time.perf_counter() - started
+        result.history.append((step, score))
+        if score > result.best_score if objective.higher_is_better else score < result.best_score:
+            result.best_score, result.best_step, result.best_state = score, step, objective.state()
+
+    if evaluate_at_start:
+        evaluate(0)
+    for step in range(1, total_steps + 1):
+        started = time.perf_counter()
+        loss = objective.loss(step)
+        if not torch.isfinite(loss):
+            raise TrainingDivergedError(f"{objective.name} diverged at step {step}/{total_steps}: the training loss "
+                                        f"became {loss.item()} (learning rate {objective.lr:g}); lower the learning "
+                                        "rate")
+        optimization.backward(loss)
+        optimization.step(list(parameters))
+        result.train_seconds += time.perf_counter() - started
+        if step % eval_every == 0 or step == total_steps:
+            evaluate(step)
+        if on_step is not None:
+            on_step(step, loss, result.history[-1][1] if result.history else None)
+    if not all(bool(torch.isfinite(p).all()) for p in parameters):
+        raise TrainingDivergedError(f"{objective.name} diverged: the weights hold non-finite values after "
+                                    f"{total_steps} steps (learning rate {objective.lr:g}); lower the learning rate")
+    return result

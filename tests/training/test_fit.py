@@ -1,0 +1,46 @@
+"""``fit``, the loop of the in-memory runs (fine-tuning, the MLM head): the best evaluation's state is kept, a
+non-finite loss stops the run with the objective's name, and every step goes through ``Optimization``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from focusflow.errors import TrainingDivergedError
+from focusflow.training.fit import Objective, fit
+from focusflow.training.optimization import Optimization
+
+
+def _setup(lr: float = 0.1):
+    weight = torch.nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.SGD([weight], lr=lr)
+    return weight, Optimization(optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0))
+
+
+def test_a_lower_is_better_run_keeps_the_state_of_its_lowest_evaluation_step_zero_included():
+    weight, optimization = _setup()
+    scores = iter([5.0, 3.0, 4.0, 6.0])
+    objective = Objective("toy", lambda step: ((weight - 1.0) ** 2).sum(), lambda: next(scores),
+                          lambda: {"w": weight.detach().clone()}, lr=0.1, higher_is_better=False)
+    seen: list[tuple[int, float | None]] = []
+    result = fit(objective, optimization, [weight], total_steps=6, eval_every=2, evaluate_at_start=True,
+                 on_step=lambda step, loss, last: seen.append((step, last)))
+    assert [step for step, _ in result.history] == [0, 2, 4, 6]
+    assert (result.best_step, result.best_score) == (2, 3.0)
+    assert 0.0 < float(result.best_state["w"][0]) < float(weight.detach()[0]) < 1.0  # kept at step 2, trained on
+    assert seen == [(1, 5.0), (2, 3.0), (3, 3.0), (4, 4.0), (5, 4.0), (6, 6.0)]
+
+
+def test_a_non_finite_loss_stops_the_run_in_one_line_naming_the_objective():
+    weight, optimization = _setup()
+    objective = Objective("fine-tuning", lambda step: weight.sum() * (float("inf") if step == 3 else 1.0),
+                          lambda: 0.0, dict, lr=0.1)
+    with pytest.raises(TrainingDivergedError, match=r"fine-tuning diverged at step 3/5: .* lower the learning rate"):
+        fit(objective, optimization, [weight], total_steps=5, eval_every=5)
+
+
+def test_weights_that_end_non_finite_are_an_error_not_a_result():
+    weight, optimization = _setup(lr=float("inf"))
+    objective = Objective("MLM head training", lambda step: weight.sum(), lambda: 0.0, dict, lr=float("inf"))
+    with pytest.raises(TrainingDivergedError, match="MLM head training diverged: the weights hold non-finite values"):
+        fit(objective, optimization, [weight], total_steps=1, eval_every=1)
