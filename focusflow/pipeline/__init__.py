@@ -14,6 +14,7 @@ from focusflow.pipeline.registry import (
     STAGES,
     RunHints,
     Stage,
+    StageCall,
     StageInputError,
     StageRun,
     StageSettings,
@@ -22,8 +23,9 @@ from focusflow.pipeline.registry import (
     params_for,
     register,
     run_stage,
+    stage_call,
     stage_key,
 )
 
-__all__ = ["STAGES", "RunHints", "Stage", "StageInputError", "StageRun", "StageSettings", "get_stage", "key_params",
-           "params_for", "register", "run_stage", "stage_key"]
+__all__ = ["STAGES", "RunHints", "Stage", "StageCall", "StageInputError", "StageRun", "StageSettings", "get_stage",
+           "key_params", "params_for", "register", "run_stage", "stage_call", "stage_key"]

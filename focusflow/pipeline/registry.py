@@ -201,26 +201,46 @@ def resolve_inputs(store: ArtifactStore, stage: str | Stage,
     return {name: store.resolve(value) if isinstance(value, str) else value for name, value in given.items()}
 
 
+@dataclass(frozen=True)
+class StageCall:
+    """One call of a stage, identified once: its store, parameters, input artifacts (resolved and checked) and
+    artifact key. The Prefect task's cache policy computes it and hands it to ``run_stage``, so that a task reads
+    its inputs' manifests and computes its key once."""
+
+    spec: Stage
+    store: ArtifactStore
+    params: Mapping[str, Any]
+    artifacts: dict[str, Artifact]
+    key: str
+
+
+def stage_call(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
+               inputs: Mapping[str, Artifact | str] | None = None) -> StageCall:
+    spec = get_stage(stage)
+    artifacts = resolve_inputs(store, spec, inputs)
+    return StageCall(spec, store, params, artifacts,
+                     store.key(spec.name, spec.key_params(params), artifacts, spec.version))
+
+
 def stage_key(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
               inputs: Mapping[str, Artifact | str] | None = None) -> str:
     """The artifact key of a stage run: what ``run_stage`` stores under and what the Prefect tasks cache on."""
-    spec = get_stage(stage)
-    return store.key(spec.name, spec.key_params(params), resolve_inputs(store, spec, inputs), spec.version)
+    return stage_call(store, stage, params, inputs).key
 
 
 def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
               inputs: Mapping[str, Artifact | str] | None = None, *, language: str | None = None,
               on_checkpoint: CheckpointCallback | None = None, progress: bool = False,
-              label: str | None = None) -> Artifact:
+              label: str | None = None, call: StageCall | None = None) -> Artifact:
     """Build a stage's artifact, or return it from the store when these inputs were built before.
 
     ``language`` labels the artifact (metadata, events); ``on_checkpoint(uri, step, metrics)`` is
     called for every checkpoint a training stage commits; ``progress`` shows a progress bar; ``label``
-    names the branch in the stage lines (``init[focus]: started``).
+    names the branch in the stage lines (``init[focus]: started``); ``call``: the call already identified (by
+    the task's cache policy) for these arguments.
     """
-    spec = get_stage(stage)
-    artifacts = resolve_inputs(store, spec, inputs)
-    key = store.key(spec.name, spec.key_params(params), artifacts, spec.version)
+    call = call or stage_call(store, stage, params, inputs)
+    spec, artifacts, key = call.spec, call.artifacts, call.key
     after_commit: list[Callable[[], None]] = []
     name = f"{spec.name}[{label}]" if label else spec.name
     started: list[float] = []
@@ -234,7 +254,7 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
         return spec.build(run)
 
     artifact = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
-                                  version=spec.version)
+                                  version=spec.version, key=key)
     if started:
         stage_lines.info("%s: done in %.1f s (%s/%s)", name, time.perf_counter() - started[0], spec.name,
                          shorten_key(key))

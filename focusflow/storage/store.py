@@ -186,13 +186,14 @@ class ArtifactStore:
 
     def build_or_get(self, stage: str, build: Callable[[Path], Mapping[str, Any] | None], *,
                      params: Mapping[str, Any] | None = None, inputs: Mapping[str, Artifact | str] | None = None,
-                     version: int | str = 1) -> Artifact:
+                     version: int | str = 1, key: str | None = None) -> Artifact:
         """The artifact for these inputs: found (and verified) if it exists, else built into a folder and committed.
 
         ``build(folder)`` writes the artifact's files and may return metadata (metrics, counts, timings)
         that goes into the manifest, with the build's host and ``build_seconds``: outside the content hash.
+        ``key``: these arguments' key (``self.key(stage, params, inputs, version)``) when the caller has it.
         """
-        key = self.key(stage, params, inputs, version)
+        key = key or self.key(stage, params, inputs, version)
         found = self.find(stage, key)
         if found is not None:
             self.verify(found)

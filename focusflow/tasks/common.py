@@ -16,7 +16,7 @@ from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 
-from focusflow.pipeline import get_stage, stage_key
+from focusflow.pipeline import StageCall, get_stage, stage_call
 from focusflow.pipeline.report import flatten_metrics
 from focusflow.storage import ArtifactStore, CorruptArtifactError, redact_uri
 from focusflow.storage.store import RESULTS_FOLDER, on_delete
@@ -54,14 +54,41 @@ class ArtifactKeyPolicy(CachePolicy):
                     **kwargs: Any) -> str | None:
         spec = get_stage(self.stage)
         store = ArtifactStore(inputs["store_uri"])
-        key = stage_key(store, spec, inputs.get("params") or {}, inputs.get("inputs") or {})
+        call = stage_call(store, spec, inputs.get("params") or {}, inputs.get("inputs") or {})
+        if task_ctx is not None:
+            _hand_over(task_ctx.task_run.id, (inputs["store_uri"], call.params, inputs.get("inputs") or {}), call)
         try:
-            found = store.find(spec.name, key)
+            found = store.find(spec.name, call.key)
             if found is not None:
                 store.verify(found)
         except CorruptArtifactError:
             return None  # no cache hit: the task runs, and run_stage refuses the artifact in one clear line
-        return cache_record_name(spec.name, spec.version, key)
+        return cache_record_name(spec.name, spec.version, call.key)
+
+
+# The stage call a task run's cache policy identified, until the task run takes it (``taken_call``): a task reads
+# its inputs' manifests and computes its key once. A cache hit never runs the task, so the oldest are dropped.
+Arguments = tuple[str, Any, Any]
+_IDENTIFIED: dict[Any, tuple[Arguments, StageCall]] = {}
+_IDENTIFIED_LOCK = threading.Lock()
+_IDENTIFIED_LIMIT = 256
+
+
+def _hand_over(task_run_id: Any, arguments: Arguments, call: StageCall) -> None:
+    with _IDENTIFIED_LOCK:
+        _IDENTIFIED[task_run_id] = (arguments, call)
+        while len(_IDENTIFIED) > _IDENTIFIED_LIMIT:
+            del _IDENTIFIED[next(iter(_IDENTIFIED))]
+
+
+def taken_call(task_ctx: TaskRunContext | None, store_uri: str, params: dict[str, Any],
+               inputs: dict[str, Any]) -> StageCall | None:
+    """The call this task run's cache policy identified, if it identified these very arguments."""
+    if task_ctx is None:
+        return None
+    with _IDENTIFIED_LOCK:
+        arguments, call = _IDENTIFIED.pop(task_ctx.task_run.id, ((None, None, None), None))
+    return call if arguments == (store_uri, params, inputs) else None
 
 
 def cache_record_name(stage: str, version: int | str, key: str) -> str:

@@ -20,7 +20,7 @@ from focusflow.errors import FocusflowError
 from focusflow.pipeline import STAGES, Stage, run_stage
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tasks.checkpoints import checkpoint_callback
-from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot
+from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot, taken_call
 from focusflow.tasks.publish import publish_link
 from focusflow.tasks.report import publish_downstream, publish_report
 
@@ -47,16 +47,18 @@ def _make(spec: Stage) -> Task[..., str]:
 
     def run(store_uri: str, params: dict[str, Any], inputs: dict[str, str] | None = None,
             language: str | None = None, label: str | None = None) -> str:
-        store = ArtifactStore(store_uri)
+        context = TaskRunContext.get()
+        call = taken_call(context, store_uri, params, inputs or {})  # identified by the cache policy, once
+        store = call.store if call is not None else ArtifactStore(store_uri)
         language = language or params.get("language")
-        in_flow = TaskRunContext.get() is not None
+        in_flow = context is not None
         on_checkpoint = (checkpoint_callback(spec.name, spec.parse(params).total_steps, language)
                          if hints.checkpoints and in_flow else None)
         with stage_slot(spec.uses_model):
             # progress: a long training stage is never silent (a bar on a terminal, a line every 30 s elsewhere);
             # model stages take turns, so at most one bar is drawn
             artifact = run_stage(store, spec, params, inputs or {}, language=language, on_checkpoint=on_checkpoint,
-                                 label=label, progress=True)
+                                 label=label, progress=True, call=call)
         if in_flow:
             _PUBLISHERS.get(spec.name, _publish_metrics)(store, artifact, language, label)
         return artifact.uri

@@ -20,3 +20,43 @@ def test_a_stage_task_asks_for_progress(tmp_path, monkeypatch):
     task = tasks_for((tmp_path / "store").as_uri())["lapt"]
     assert task.fn((tmp_path / "store").as_uri(), {"lapt": {"steps": 1}}, {}) == "file:///artifact"
     assert seen["stage"] == "lapt" and seen["progress"] is True
+
+
+def test_a_stage_task_reads_its_inputs_and_computes_its_key_once(prefect_server, tmp_path, monkeypatch):
+    """The cache policy identifies the call (inputs resolved, key computed) and hands it to the stage: before, a task
+    computed its key three times and read its inputs' manifests twice."""
+    from prefect import flow
+
+    import focusflow.pipeline.registry as registry
+    from focusflow.config import load_config
+    from focusflow.corpus.io import write_texts
+    from focusflow.pipeline import params_for
+    from focusflow.storage import ArtifactStore
+    from tests.tiny_models import sample_texts
+
+    corpus = tmp_path / "corpus.jsonl"
+    write_texts(corpus, sample_texts(200, seed=1))
+    cfg = load_config(language="sw", corpus={"source": "local", "paths": [str(corpus)]})
+    store = (tmp_path / "store").as_uri()
+    counted = {"keys": 0, "resolutions": 0}
+    key, resolve = ArtifactStore.key, registry.resolve_inputs
+
+    def counting_key(self, *args, **kwargs):
+        counted["keys"] += 1
+        return key(self, *args, **kwargs)
+
+    def counting_resolve(*args, **kwargs):
+        counted["resolutions"] += 1
+        return resolve(*args, **kwargs)
+
+    @flow
+    def two_stages() -> str:
+        tasks = tasks_for(store)  # cached results in this store
+        documents = tasks["corpus"](store, params_for("corpus", cfg), {}, language="sw")
+        counted.update(keys=0, resolutions=0)
+        monkeypatch.setattr(ArtifactStore, "key", counting_key)
+        monkeypatch.setattr(registry, "resolve_inputs", counting_resolve)
+        return tasks["dedup"](store, params_for("dedup", cfg), {"corpus": documents}, language="sw")
+
+    assert ArtifactStore(store).resolve(two_stages()).stage == "dedup"
+    assert counted == {"keys": 1, "resolutions": 1}
