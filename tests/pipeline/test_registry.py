@@ -204,3 +204,14 @@ def test_every_stage_builds_its_parameters_from_a_run_configuration_and_reads_th
         assert spec.parse(params).to_params() == params, name
     assert params_for("lapt", cfg, **VARIANTS["lapt"])["_lineage"] == VARIANTS["lapt"]["lineage"]
     assert "fingerprint" not in params_for("source", cfg)  # a hub id: only a local folder counts by content
+
+
+def test_every_registered_stage_has_its_task_and_its_in_process_caller():
+    """What a new stage's row gives without another file: the Prefect task (configured from its hints) and the
+    caller ``focusflow compare`` and the benchmarks use."""
+    from focusflow.pipeline.graph import local_tasks
+    from focusflow.tasks.stages import STAGE_TASKS
+
+    assert set(STAGE_TASKS) == set(local_tasks()) == set(STAGES)
+    for name, spec in STAGES.items():
+        assert STAGE_TASKS[name].retries == spec.hints.retries and f"stage:{name}" in STAGE_TASKS[name].tags
