@@ -77,7 +77,7 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         if step % eval_every == 0 or step == total_steps:
             evaluate(step)
         if on_step is not None:
-            on_step(step, loss, result.history[-1][1] if result.history else None)
+            on_step(step, loss.detach(), result.history[-1][1] if result.history else None)
     if not all(bool(torch.isfinite(p).all()) for p in parameters):
         raise TrainingDivergedError(f"{objective.name} diverged: the weights hold non-finite values after "
                                     f"{total_steps} steps (learning rate {objective.lr:g}); lower the learning rate")
