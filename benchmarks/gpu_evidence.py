@@ -221,6 +221,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps of each LAPT row (GPU)")
     parser.add_argument("--out", type=Path, help="also write gpu-evidence.json and gpu-evidence.md here")
     args = parser.parse_args()
+    from focusflow.logs import configure_output
+
+    configure_output()  # the library's quiet output: no per-load reports of the task heads it adds
 
     if args.wheels:
         print("\n".join(pinned_wheels([NEEDED[m] for m in NEEDED])))
@@ -232,9 +235,6 @@ def main() -> None:
     if missing:
         raise SystemExit(f"error: this Python lacks {', '.join(missing)}: carry them as wheels "
                          f"(python benchmarks/gpu_evidence.py --wheels lists the pinned versions)")
-    from focusflow.logs import configure_output
-
-    configure_output()  # the library's quiet output: no per-load reports of the task heads it adds
     import torch
 
     if not args.dry_run and not torch.cuda.is_available():
