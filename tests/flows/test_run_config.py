@@ -36,7 +36,7 @@ def test_run_reads_its_configuration_once_and_the_flow_gets_it_whole(tmp_path, m
     monkeypatch.setattr(config_module, "_read_config_file", lambda p: reads.append(p) or read(p))
     flow = _Flow()
     monkeypatch.setattr(specialize_module, "specialize_language", flow)
-    monkeypatch.setattr("focusflow.cli.flows._print_result", lambda result: None)
+    monkeypatch.setattr("focusflow.cli.flows._print_result", lambda store, result: None)
     store = (tmp_path / "store").as_uri()
     result = CliRunner().invoke(app, ["run", "-l", "sw", "--config", str(path), "--set", "lapt.lr=0.001",
                                       "--store", store])
