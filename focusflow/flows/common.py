@@ -3,19 +3,43 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 from focusflow.config import DASK_ADDRESS_ENV, PipelineConfig, load_config
 
+# The configuration a caller in this process validated and hands to a flow as its whole dump (``handing_over``):
+# the flow takes it back instead of validating the same mapping again.
+_HANDED_OVER: ContextVar[tuple[str, dict[str, Any], PipelineConfig] | None] = ContextVar("focusflow_run_config",
+                                                                                        default=None)
+
 
 def load_run_config(language: str, config: dict[str, Any] | None = None, config_path: str | None = None,
                     overrides: list[str] | None = None) -> PipelineConfig:
     """YAML file (optional) < ``config`` mapping < ``section.field=value`` overrides; language always wins.
 
-    A flow calls this once, first; everything in the run reads the configuration it returns."""
+    A flow calls this once, first; everything in the run reads the configuration it returns. The configuration a
+    caller in this process already validated and handed over whole is taken back as it is."""
+    given = _HANDED_OVER.get()
+    if given is not None and config_path is None and not overrides and given[:2] == (language, config):
+        return given[2]
     return load_config(config_path, overrides, layers=[config], language=language)
+
+
+@contextmanager
+def handing_over(cfg: PipelineConfig) -> Iterator[dict[str, Any]]:
+    """``cfg`` whole, as a flow's ``config`` parameter (what the UI shows); the flow called inside takes ``cfg``
+    back instead of validating the mapping a second time."""
+    dumped = cfg.model_dump(mode="json")
+    token = _HANDED_OVER.set((cfg.language, dumped, cfg))
+    try:
+        yield dumped
+    finally:
+        _HANDED_OVER.reset(token)
 
 
 def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:

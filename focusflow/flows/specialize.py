@@ -12,7 +12,7 @@ from typing import Any
 from prefect import flow, tags
 
 from focusflow.config import PipelineConfig
-from focusflow.flows.common import load_run_config, runner_for
+from focusflow.flows.common import handing_over, load_run_config, runner_for
 from focusflow.logs import configure_output
 from focusflow.pipeline.graph import specialize
 from focusflow.storage import ArtifactStore
@@ -41,4 +41,5 @@ def run_specialize(cfg: PipelineConfig) -> dict[str, Any]:
 
     The flow receives the configuration whole (every field, as the UI shows its parameters): the
     file and the layers were read once, by whoever loaded ``cfg``."""
-    return specialize_language.with_options(task_runner=runner_for(cfg))(cfg.language, cfg.model_dump(mode="json"))
+    with handing_over(cfg) as config:
+        return specialize_language.with_options(task_runner=runner_for(cfg))(cfg.language, config)

@@ -19,12 +19,14 @@ class _Flow:
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.configs: list[Any] = []
 
     def with_options(self, **options: Any) -> _Flow:
         return self
 
     def __call__(self, *args: Any) -> dict[str, Any]:
         self.calls.append(args)
+        self.configs.append(load_run_config(*args))  # what the real flow does first
         return {"report": "file:///nowhere/report/k"}
 
 
@@ -37,13 +39,22 @@ def test_run_reads_its_configuration_once_and_the_flow_gets_it_whole(tmp_path, m
     flow = _Flow()
     monkeypatch.setattr(specialize_module, "specialize_language", flow)
     monkeypatch.setattr("focusflow.cli.flows._print_result", lambda store, result: None)
+    validations: list[int] = []
+    validate = config_module.PipelineConfig.model_validate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        validations.append(1)
+        return validate(*args, **kwargs)
+
+    monkeypatch.setattr(config_module.PipelineConfig, "model_validate", counted)
     store = (tmp_path / "store").as_uri()
     result = CliRunner().invoke(app, ["run", "-l", "sw", "--config", str(path), "--set", "lapt.lr=0.001",
                                       "--store", store])
     assert result.exit_code == 0, result.output
     assert len(reads) == 1 and len(flow.calls) == 1
+    assert validations == [1]  # the command's: the flow took the validated configuration back
     expected = run_config(path, ["lapt.lr=0.001"], {"store": store}, language="sw")
-    assert load_run_config(*flow.calls[0]) == expected  # the flow's own loader rebuilds exactly this
+    assert load_run_config(*flow.calls[0]) == expected == flow.configs[0]  # a loader outside the run rebuilds it
     assert (expected.lapt.steps, expected.lapt.lr, expected.init.methods) == (6, 0.001, ["focus", "random"])
 
 
