@@ -137,9 +137,9 @@ def test_flow_on_a_dask_cluster_survives_a_killed_worker(prefect_server, s3_serv
             if store.is_store() and store.list("lapt-checkpoint"):
                 training = [address for address, busy in client.run(_is_training).items() if busy]
                 if training:
+                    lost = _lose_results(client, "init_stage")  # first: a dead worker's keys leave who_has
                     killed = client.run(os.getpid, workers=training)[training[0]]
                     os.kill(killed, signal.SIGKILL)
-                    lost = _lose_results(client, "init_stage")
             time.sleep(0.2)
         assert killed is not None, f"no LAPT was caught between its checkpoints: {outcome}"
         assert lost, "the finished initializations were not in the cluster's memory"
