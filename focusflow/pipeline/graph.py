@@ -54,8 +54,10 @@ class Recoverable:
             if self.attempt >= SUBMISSIONS:
                 raise RuntimeError(f"{self.description}: the task runner lost its result {SUBMISSIONS} times "
                                    "(cancelled futures); is the cluster losing its workers?") from exc
-            log.warning("%s: the task runner lost its result (%s); submitting it again (%d of %d)",
-                        self.description, type(exc).__name__, self.attempt + 1, SUBMISSIONS)
+            # a cancelled call may still run somewhere (a worker cannot stop a thread): the second run writes the
+            # same bytes under the same key, and the store commits atomically, so the duplicate costs time only
+            log.warning("%s: the task runner lost its result (%s); submitting it again (%d of %d): %s",
+                        self.description, type(exc).__name__, self.attempt + 1, SUBMISSIONS, exc)
             self._replacement = self._again()
             return self._replacement.result()
 

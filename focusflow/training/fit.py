@@ -64,6 +64,8 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
 
     if evaluate_at_start:
         evaluate(0)
+        if result.best_state is None:  # the starting state is the best so far even when its score is NaN
+            result.best_score, result.best_step, result.best_state = result.history[0][1], 0, objective.state()
     for step in range(1, total_steps + 1):
         started = time.perf_counter()
         loss = objective.loss(step)

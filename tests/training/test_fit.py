@@ -44,3 +44,11 @@ def test_weights_that_end_non_finite_are_an_error_not_a_result():
     objective = Objective("MLM head training", lambda step: weight.sum(), lambda: 0.0, dict, lr=float("inf"))
     with pytest.raises(TrainingDivergedError, match="MLM head training diverged: the weights hold non-finite values"):
         fit(objective, optimization, [weight], total_steps=1, eval_every=1)
+
+
+def test_a_run_evaluated_at_start_keeps_its_starting_state_even_when_no_score_is_a_number():
+    weight, optimization = _setup()
+    objective = Objective("toy", lambda step: weight.sum(), lambda: float("nan"), lambda: {"w": weight.detach().clone()},
+                          lr=0.1, higher_is_better=False)
+    result = fit(objective, optimization, [weight], total_steps=2, eval_every=1, evaluate_at_start=True)
+    assert result.best_step == 0 and torch.equal(result.best_state["w"], torch.zeros(3))
