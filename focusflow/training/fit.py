@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from focusflow.errors import TrainingDivergedError
-from focusflow.training.optimization import Optimization
+from focusflow.training.optimization import Optimization, all_finite, diverged
 
 State = dict[str, torch.Tensor]
 
@@ -53,6 +52,7 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         on_step: Callable[[int, torch.Tensor, float | None], None] | None = None) -> FitResult:
     """Train for ``total_steps`` and return the dev curve with the best evaluation's state (not restored)."""
     result = FitResult(best_score=-math.inf if objective.higher_is_better else math.inf)
+    parameters = list(parameters)
 
     def evaluate(step: int) -> None:
         started = time.perf_counter()
@@ -70,17 +70,15 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         started = time.perf_counter()
         loss = objective.loss(step)
         if not torch.isfinite(loss):
-            raise TrainingDivergedError(f"{objective.name} diverged at step {step}/{total_steps}: the training loss "
-                                        f"became {loss.item()} (learning rate {objective.lr:g}); lower the learning "
-                                        "rate")
+            raise diverged(objective.name, f" at step {step}/{total_steps}", f"the training loss became {loss.item()}",
+                           objective.lr)
         optimization.backward(loss)
-        optimization.step(list(parameters))
+        optimization.step(parameters)
         result.train_seconds += time.perf_counter() - started
         if step % eval_every == 0 or step == total_steps:
             evaluate(step)
         if on_step is not None:
             on_step(step, loss.detach(), result.history[-1][1] if result.history else None)
-    if not all(bool(torch.isfinite(p).all()) for p in parameters):
-        raise TrainingDivergedError(f"{objective.name} diverged: the weights hold non-finite values after "
-                                    f"{total_steps} steps (learning rate {objective.lr:g}); lower the learning rate")
+    if not all_finite(parameters):
+        raise diverged(objective.name, "", f"the weights hold non-finite values after {total_steps} steps", objective.lr)
     return result

@@ -26,14 +26,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from focusflow.errors import InputError, TrainingDivergedError
+from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
 from focusflow.precision import resolve_precision
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.flops import mfu, peak_flops
 from focusflow.training.monitor import LossWindow, plot_loss_curve, write_metrics_csv
-from focusflow.training.optimization import Optimization
+from focusflow.training.optimization import Optimization, all_finite, diverged
 
 log = logging.getLogger(__name__)
 
@@ -255,12 +255,11 @@ class TrainingRun:
             bad = self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0
             what = f"the training loss became {loss_sum}"
         else:
-            bad = not all(bool(torch.isfinite(p).all()) for p in self.hf_model.parameters())
+            bad = not all_finite(self.hf_model.parameters())
             what = "the weights hold non-finite values"
         if bad:
-            raise TrainingDivergedError(f"{self.name} diverged at step {step}: {what} (learning rate "
-                                        f"{self.spec.lr:g}); lower the learning rate. Nothing of this run was "
-                                        "committed after its last good checkpoint")
+            raise diverged(self.name, f" at step {step}", what, self.spec.lr,
+                           ". Nothing of this run was committed after its last good checkpoint")
 
     # ---------------------------------------------------------------- saving
     def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:

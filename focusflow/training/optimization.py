@@ -7,15 +7,27 @@ source's MLM head (``training.fit``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from focusflow.errors import TrainingDivergedError
 from focusflow.training import checkpoint as ckpt
 
 SCHEDULES = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}
+
+
+def all_finite(parameters: Iterable[torch.Tensor]) -> bool:
+    """Whether every weight is a number: the check both loops make before a run's weights are kept."""
+    return all(bool(torch.isfinite(p).all()) for p in parameters)
+
+
+def diverged(name: str, where: str, what: str, lr: float, then: str = "") -> TrainingDivergedError:
+    """The one wording of a diverged run: what went non-finite, where, and the learning rate to lower."""
+    return TrainingDivergedError(f"{name} diverged{where}: {what} (learning rate {lr:g}); lower the learning rate{then}")
 
 
 class Optimization:
