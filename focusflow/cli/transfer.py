@@ -12,7 +12,7 @@ from focusflow.cli.app import app
 from focusflow.cli.stage_io import StoreOption, check_out, echo_result, export, run_config, split_layout, stage_input
 from focusflow.config import InitMethod
 from focusflow.errors import InputError
-from focusflow.methods import init_method, methods_help, refinements_help, split_method
+from focusflow.methods import init_method, methods_help, model_label, refinements_help, split_method
 from focusflow.storage import ArtifactStore
 
 
@@ -67,7 +67,7 @@ def init(
     if any(wechsel.values()):
         inputs["wechsel"] = _wechsel_input(artifact_store, wechsel)
     if refine is not None:
-        split_method(f"{method}+{refine}")  # a known refinement, or a clear error
+        split_method(model_label(method, (refine,)))  # a known refinement, or a clear error
         if "split" not in inputs:
             raise InputError(f"--refine {refine} trains on target-language text: pass --corpus")
     artifact = run_stage(artifact_store, "init", params_for("init", cfg, method=method), inputs)

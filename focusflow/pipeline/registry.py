@@ -186,6 +186,7 @@ def params_for(stage: str | Stage, cfg: PipelineConfig, /, **variant: Any) -> di
         raise StageSettingsError(f"stage {spec.name} has no settings to build from a run configuration")
     return spec.settings.from_config(cfg, **variant).to_params()
 
+
 def resolve_inputs(store: ArtifactStore, stage: str | Stage,
                    inputs: Mapping[str, Artifact | str] | None) -> dict[str, Artifact]:
     """Input artifacts by name (URIs of this store are resolved), checked against the stage's inputs."""

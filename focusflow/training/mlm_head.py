@@ -138,8 +138,8 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     with torch.no_grad():
         head.bias.copy_(torch.from_numpy(unigram_log_probs(counts)) if spec.bias_init == "unigram"
                         else torch.zeros_like(head.bias))
-    fit = fit_head(head.transform, head.bias, embeddings, features, labels, counts, spec, precision)
-    stats = {"sequences": len(sequences), **fit, "spec": spec.model_dump()}
+    trained = fit_head(head.transform, head.bias, embeddings, features, labels, counts, spec, precision)
+    stats = {"sequences": len(sequences), **trained, "spec": spec.model_dump()}
     _save(model, tokenizer, Path(out_dir), Path(source_dir), stats)
     return stats
 
@@ -224,6 +224,7 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
     return {"steps": spec.steps, "best_step": best_step, "positions_cached": int(len(features)),
             "candidates": int(len(candidates)), "valid_loss_step0": initial, "valid_loss_best": best,
             "valid_history": history}
+
 
 def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: str | os.PathLike[str] | None = None,
                    head_spec: dict | None = None, max_head_documents: int = 50_000,
