@@ -231,6 +231,11 @@ class InitSpec(_Section):
     seed: int = 0
 
 
+#: The largest minutes budget a configuration may give (a week): more is a typo, not a plan (``1e9`` minutes once
+#: planned 2.7 billion steps without a word).
+MAX_LAPT_MINUTES = 7 * 24 * 60
+
+
 class LaptSpec(_AdamWSchedule):
     """Language-adaptive pretraining. The recipe defaults are the one measured to bring a FOCUS model to its source's
     downstream score on 2 CPU cores (benchmarks/RESULTS-lapt-parity.md): AdamW lr 1e-4, 10% warmup then constant,
@@ -245,8 +250,9 @@ class LaptSpec(_AdamWSchedule):
     steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless another budget is set)")
     samples: int | None = Field(default=None, gt=0, description="budget in sequences (rounded up to whole steps)")
     tokens: int | None = Field(default=None, gt=0, description="budget in tokens (rounded up to whole steps)")
-    minutes: float | None = Field(default=None, gt=0, description="budget in minutes of training (optimizer steps) on "
-                                  "the machine that runs it, fixed as a step count by timing the first steps")
+    minutes: float | None = Field(default=None, gt=0, le=MAX_LAPT_MINUTES,
+                                  description="budget in minutes of training (optimizer steps) on the machine that "
+                                  "runs it, fixed as a step count by timing the first steps; at most a week")
     checkpoint_minutes: list[float] = Field(default_factory=list, description="with minutes: also checkpoint at these "
                                             "minutes of training; these checkpoints are kept (never pruned)")
     checkpoint_steps: list[int] = Field(default_factory=list, description="also checkpoint at these steps; these "
@@ -293,6 +299,10 @@ class LaptSpec(_AdamWSchedule):
             raise ValueError(f"checkpoint_minutes must lie in (0, minutes={self.minutes}], got {self.checkpoint_minutes}")
         if any(step < 1 for step in self.checkpoint_steps):
             raise ValueError(f"checkpoint_steps must be positive steps, got {self.checkpoint_steps}")
+        past = sorted(step for step in set(self.checkpoint_steps) if self.total_steps and step > self.total_steps)
+        if past:
+            raise ValueError(f"checkpoint_steps {past} lie past the budget of {self.total_steps} steps: they could "
+                             "never be written; give steps within the budget")
         return self
 
     @property
@@ -301,7 +311,13 @@ class LaptSpec(_AdamWSchedule):
         return self.total_steps > 0 or bool(self.minutes)
 
     def with_steps(self, steps: int, checkpoint_steps: list[int]) -> LaptSpec:
-        """This spec with a minutes budget replaced by the step count it was fixed at (``lapt-budget``)."""
+        """This spec with a minutes budget replaced by the step count it was fixed at (``lapt-budget``); checkpoint
+        steps of the user's that the planned count does not reach are an error, as they are for a step budget."""
+        past = sorted(step for step in set(self.checkpoint_steps) if step > steps)
+        if past:
+            raise ConfigError(f"lapt.checkpoint_steps {past} lie past the {steps} steps that lapt.minutes="
+                              f"{self.minutes:g} buys on this machine: they could never be written; give steps "
+                              "within the budget, or checkpoint_minutes")
         return self.model_copy(update={"minutes": None, "checkpoint_minutes": [], "steps": steps,
                                        "checkpoint_steps": sorted(set(self.checkpoint_steps) | set(checkpoint_steps))})
 
@@ -388,6 +404,14 @@ class OrchestrationSpec(_Section):
     lapt_methods: list[FlowMethod] = Field(default_factory=lambda: ["focus"],
                                            description="initializations that get LAPT (and downstream evaluation)")
     evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")
+
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> OrchestrationSpec:
+        """An address another runner would ignore is a mistake said now, not a run on the wrong machines."""
+        if self.dask_address is not None and self.task_runner != "dask":
+            raise ValueError(f"dask_address {self.dask_address!r} is only used with task_runner: dask (now "
+                             f"{self.task_runner!r}); set orchestration.task_runner=dask, or drop the address")
+        return self
 
 
 class PublishSpec(_Section):
@@ -536,8 +560,20 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like section.field=value")
         dotted, raw = item.split("=", 1)
-        _set_dotted(data, dotted.strip(), yaml.safe_load(raw) if raw.strip() else "")
+        _set_dotted(data, dotted.strip(), _override_value(item, raw))
     return data
+
+
+def _override_value(item: str, raw: str) -> Any:
+    """An override's value, parsed as YAML (``[a, b]``, ``1e-4``, ``true``); one error line naming it otherwise."""
+    if not raw.strip():
+        return ""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"override {item!r}: the value is not valid YAML ({problem}); quote a plain string "
+                          "('section.field=\"text\"') or write a list as [a, b]") from None
 
 
 def merge_layers(*layers: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -131,6 +131,14 @@ def s3_store(s3_server: S3Server, tmp_path: Path, request: pytest.FixtureRequest
 
 
 @pytest.fixture()
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (a connection is refused at once)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture()
 def silent_endpoint() -> Iterator[str]:
     """A TCP server on 127.0.0.1 that accepts connections and never answers."""
     server = socket.socket()

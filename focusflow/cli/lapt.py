@@ -30,6 +30,9 @@ from focusflow.storage import ArtifactStore
 
 def _split_source(corpus: Path, heldout: Path | None) -> None:
     """A split folder needs its held-out file; a train file needs --heldout (held-out text is never trained on)."""
+    if heldout is not None and not heldout.is_file():
+        raise FileNotFoundError(f"--heldout {heldout} does not exist (or is not a file); give a held-out .jsonl or "
+                                ".txt file")
     if corpus.is_dir():
         if heldout is None and not any((corpus / n).is_file() for n in ("heldout.jsonl", "heldout.jsonl.gz")):
             raise FileNotFoundError(f"{corpus} has no heldout.jsonl; pass a split folder (train.jsonl + heldout.jsonl) "
@@ -66,7 +69,7 @@ def lapt_command(
         raise ConfigError("--lapt-minutes is planned by one process; under torchrun give --steps (the plan's "
                           "steps: focusflow lapt --lapt-minutes M once without torchrun prints them)")
     local = Path(corpus).expanduser()
-    if local.exists():
+    if local.exists() or heldout is not None:
         _split_source(local, heldout)
     artifact_store = ArtifactStore(store)
     check_out(artifact_store, out)

@@ -31,6 +31,8 @@ def publish_command(
                                  help="ISO 639 code of the model's language, for a model whose lineage records none "
                                       "(built by the stage commands, e.g. transfer and lapt); a recorded language "
                                       "is used as it is, and --language must agree with it."),
+    force: bool = typer.Option(False, "--force", help="Publish a model that failed focusflow's weight check (its "
+                                                       "card then says so in its first warning)."),
     store: str = StoreOption,
 ) -> None:
     """Write the model card from the stored results and push the repository (or export it with --out)."""
@@ -40,7 +42,7 @@ def publish_command(
 
     given = _language_option(language)
     settings = PublishSettings.for_repo(repo_id, private=private, revision=revision, commit_message=commit_message,
-                                        push=out is None)
+                                        push=out is None, force=force)
     artifact_store = ArtifactStore(store)
     check_out(artifact_store, out)
     model_artifact = stage_input(artifact_store, model, "model")

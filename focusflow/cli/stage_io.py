@@ -152,10 +152,12 @@ def resolve_texts(value: str | Path) -> Path:
 
 
 def import_folder(store: ArtifactStore, kind: str, folder: Path) -> Artifact:
-    """Store a local folder by content (same bytes, same artifact) so stages can take it as an input."""
+    """Store a local folder by content (same bytes, same artifact) so stages can take it as an input; dot names
+    (an export's marker, ``.gitattributes``, ``.git/``, ``.cache/``) are not content and stay behind."""
     key = artifact_key(IMPORT_STAGE, {"kind": kind, "content": folder_fingerprint(folder)}, {}, IMPORT_VERSION)
     found = store.find(IMPORT_STAGE, key)
-    return found or store.put_dir(IMPORT_STAGE, key, folder, params={"kind": kind}, metadata={"kind": kind})
+    return found or store.put_dir(IMPORT_STAGE, key, folder, params={"kind": kind}, metadata={"kind": kind},
+                                  skip_hidden=True)
 
 
 def stage_input(store: ArtifactStore, value: str | Path, kind: str,

@@ -10,7 +10,7 @@ from typing import Any
 
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
-from focusflow.config import DASK_ADDRESS_ENV, PipelineConfig, load_config
+from focusflow.config import DASK_ADDRESS_ENV, ConfigError, PipelineConfig, load_config
 
 # The configuration a caller in this process validated and hands to a flow as its whole dump (``handing_over``):
 # the flow takes it back instead of validating the same mapping again.
@@ -53,9 +53,9 @@ def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:
     if cfg.orchestration.task_runner == "dask":
         try:
             from prefect_dask import DaskTaskRunner
-        except ImportError as exc:
-            raise RuntimeError("orchestration.task_runner=dask needs the dask extra: "
-                               "pip install 'focusflow[dask]'") from exc
+        except ImportError:
+            raise ConfigError("orchestration.task_runner=dask needs the dask extra: "
+                              "pip install 'focusflow[dask]'") from None
         address = cfg.orchestration.dask_address or os.environ.get(DASK_ADDRESS_ENV)
         if address:
             return DaskTaskRunner(address=address)

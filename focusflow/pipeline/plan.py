@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from focusflow.config import ConfigError, PipelineConfig
 from focusflow.storage import ArtifactStore
+
+if TYPE_CHECKING:
+    from focusflow.evaluation.downstream.sources import TaskSpec
 
 
 def check_plan(cfg: PipelineConfig, store: ArtifactStore) -> None:
     """One :class:`~focusflow.errors.FocusflowError` line for the first problem found; None when the plan holds."""
     _check_store(store)
+    _check_runner(cfg)
     files = _corpus_files(cfg)
     _check_vocabulary(cfg, files)
     _check_tasks(cfg)
@@ -30,6 +35,58 @@ def _check_store(store: ArtifactStore) -> None:
     probe = transport.path(f".plan-check-{uuid.uuid4().hex}")
     transport.retry("the plan check's probe write", lambda: transport.write_atomic(probe, b"focusflow"))
     transport.retry("the plan check's probe removal", lambda: transport.fs.rm(probe))
+
+
+#: Seconds the plan check waits for a Dask scheduler to accept a connection.
+DASK_CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_runner(cfg: PipelineConfig) -> None:
+    """The task runner can run: the dask extra is installed for ``task_runner: dask``, its scheduler address parses
+    and accepts a connection; an address (``$FOCUSFLOW_DASK_ADDRESS``) beside another runner would be ignored."""
+    import importlib.util
+    import os
+
+    from focusflow.config import DASK_ADDRESS_ENV
+
+    orchestration = cfg.orchestration
+    from_env = os.environ.get(DASK_ADDRESS_ENV)
+    if orchestration.task_runner != "dask":
+        if from_env:
+            raise ConfigError(f"${DASK_ADDRESS_ENV}={from_env} names a Dask cluster, but orchestration.task_runner is "
+                              f"{orchestration.task_runner!r}: set orchestration.task_runner=dask, or unset "
+                              f"{DASK_ADDRESS_ENV}")
+        return
+    try:
+        installed = importlib.util.find_spec("prefect_dask") is not None
+    except ValueError:  # a module entry of None: as good as missing
+        installed = False
+    if not installed:
+        raise ConfigError("orchestration.task_runner=dask needs the dask extra: pip install 'focusflow[dask]'")
+    address = orchestration.dask_address or from_env
+    if address:
+        _check_dask_address(address, "orchestration.dask_address" if orchestration.dask_address else DASK_ADDRESS_ENV)
+
+
+def _check_dask_address(address: str, name: str) -> None:
+    """``tcp://host:port`` (or ``host:port``) that accepts a TCP connection within a few seconds."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if parts.scheme not in ("tcp", "tls") or not host or not port:
+        raise ConfigError(f"{name}={address!r} is not a Dask scheduler address; write tcp://HOST:PORT "
+                          "(e.g. tcp://scheduler:8786)")
+    try:
+        with socket.create_connection((host, port), timeout=DASK_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{name}={address}: no Dask scheduler answers there ({exc.strerror or exc}); start the "
+                          "cluster, correct the address, or leave it unset for a local cluster") from None
 
 
 def _corpus_files(cfg: PipelineConfig) -> list[Path]:
@@ -64,19 +121,42 @@ def _check_vocabulary(cfg: PipelineConfig, files: list[Path]) -> None:
 
 
 def _check_tasks(cfg: PipelineConfig) -> None:
-    """Every downstream task parses, a local copy the run will read is there (or the Hub may serve it), and the
-    source's family has the task's head (its model type read from its id or config, nothing loaded)."""
+    """Every downstream task parses, is in the run's language, its data is in the local copy the run will read or
+    the Hub serves it (asked once, without retries), and the source's family has the task's head (its model type
+    read from its id or config, nothing loaded)."""
     from focusflow.evaluation.downstream.kinds import require_task_head
-    from focusflow.evaluation.downstream.sources import missing_local_copy, parse_task
+    from focusflow.evaluation.downstream.sources import check_hub_serves, missing_local_copy, parse_task
     from focusflow.models.model_type import source_model_type
 
     model_type = source_model_type(cfg.source_model) if cfg.evaluation.tasks else None
     for task in cfg.evaluation.tasks:
         spec = parse_task(task)
+        _check_task_language(cfg.language, spec)
         if spec.path is None and cfg.evaluation.data_root is not None:
             missing_local_copy(spec, Path(cfg.evaluation.data_root))
+        elif spec.path is None:
+            check_hub_serves(spec)
         if model_type is not None:
             require_task_head(model_type, spec.kind, f"source_model {cfg.source_model}")
+
+
+def _check_task_language(language: str, spec: TaskSpec) -> None:
+    """A known dataset's task in another language than the run's is a mistake (a model for Swahili evaluated on
+    Hausa measures nothing the run is for): one line naming both. A folder task says no language: not checked."""
+    from focusflow.evaluation.downstream.sources import task_language
+    from focusflow.languages import LanguageError, normalize_language
+
+    theirs = task_language(spec)
+    if theirs is None:
+        return
+    try:
+        ours, task = normalize_language(language), normalize_language(theirs)
+    except LanguageError:
+        return  # an unknown code is the local-copy check's to name
+    if ours != task:
+        raise ConfigError(f"evaluation.tasks: {spec.id} is a task in '{task}', but this run specializes to "
+                          f"'{ours}': name the task in the run's language ({spec.kind}:{spec.dataset}:{language}), "
+                          f"or give a folder task {spec.kind}:PATH")
 
 
 __all__ = ["check_plan"]

@@ -56,18 +56,20 @@ class PublishSettings(StageSettings):
     push: bool = True
     focusflow: str
     language: str | None = None  # only for a model whose lineage records none
+    force: bool | None = None  # only when asked: publish a model that failed its weight check (the card says so)
 
     @classmethod
     def for_repo(cls, repo_id: str, *, private: bool = False, revision: str | None = None,
-                 commit_message: str | None = None, push: bool = True, language: str | None = None) -> Self:
-        """``language`` is given only for a model whose lineage records none (``publish --language``): it is then
-        part of the key, and absent otherwise, so a run's models keep the keys they have."""
+                 commit_message: str | None = None, push: bool = True, language: str | None = None,
+                 force: bool = False) -> Self:
+        """``language`` is given only for a model whose lineage records none (``publish --language``), ``force`` only
+        when asked: each is then part of the key, and absent otherwise, so a run's models keep the keys they have."""
         from focusflow import __version__
         from focusflow.publish.names import check_repo_id
 
         return cls(repo_id=check_repo_id(repo_id), private=bool(private), revision=revision or None,
                    commit_message=commit_message or None, push=bool(push), focusflow=__version__,
-                   **({"language": language} if language else {}))
+                   **({"language": language} if language else {}), **({"force": True} if force else {}))
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, *, model: str, **variant: Any) -> Self:
@@ -92,13 +94,16 @@ def _publish(run: StageRun) -> dict[str, Any]:
     from focusflow.publish.folder import write_repository
     from focusflow.publish.hub import push_folder
     from focusflow.publish.lineage import trace
+    from focusflow.publish.weights import require_sound_weights, weight_check
 
     p: PublishSettings = run.settings
     lineage = trace(run.store, run.artifacts["model"])
+    check = weight_check(run.store, lineage)  # before anything is written: a blown-up model is never published
+    require_sound_weights(check, lineage.model, bool(p.force))
     for name in RESULT_INPUTS:  # the given results are the ones reported
         if name in run.artifacts:
             setattr(lineage, name, run.artifacts[name])
-    metadata = write_repository(run.store, lineage, p.repo_id, run.out, p.focusflow, p.language)
+    metadata = write_repository(run.store, lineage, p.repo_id, run.out, p.focusflow, p.language, weights=check)
     if p.push:
         pushed = push_folder(run.out, p.repo_id, private=p.private, revision=p.revision,
                              commit_message=p.commit_message)

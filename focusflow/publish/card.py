@@ -195,6 +195,9 @@ def _usage(facts: CardFacts, repo_id: str) -> list[str]:
 
 def _limitations(facts: CardFacts) -> list[str]:
     lines: list[str] = []
+    if facts.failed_weight_check:
+        lines.append(f"- **Warning**: this model FAILED focusflow's weight check ({facts.failed_weight_check}) and "
+                     "was published with `--force`: its weights are probably not a working model.")
     for m in (facts.model, facts.original):
         why = above_unigram(m.intrinsic)
         if why:

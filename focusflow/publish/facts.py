@@ -121,6 +121,7 @@ class CardFacts:
     datasets: list[str] = field(default_factory=list)
     example: str | None = None  # a held-out sentence for the usage snippet
     heldout_sentences: int | None = None
+    failed_weight_check: str | None = None  # what the weight check found, for a model published with --force
 
 
 def _scalar_metrics(artifact: Artifact | None) -> dict[str, Any]:

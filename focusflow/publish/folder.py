@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -18,6 +18,9 @@ from focusflow.publish.card import NOTICE_FILE, build_card
 from focusflow.publish.facts import gather_facts
 from focusflow.publish.lineage import TRANSFER_REPORT, TRANSFER_TOTALS, Lineage, lineage_record, model_language
 from focusflow.storage import ArtifactStore
+
+if TYPE_CHECKING:
+    from focusflow.models.weights import WeightCheck
 
 CARD_FILE, CONFIG_FILE, LINEAGE_FILE = "README.md", "focusflow_config.yaml", "lineage.json"
 # Files of a model artifact that belong on the Hub (top level only: checkpoints keep optimizer state in subfolders).
@@ -107,10 +110,12 @@ def _generation_config(out: Path) -> None:
 
 
 def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: Path,
-                     focusflow_version: str, language: str | None = None) -> dict[str, Any]:
+                     focusflow_version: str, language: str | None = None,
+                     weights: WeightCheck | None = None) -> dict[str, Any]:
     """Fill ``out`` with the repository's files; returns what the stage records (files, card facts).
 
     ``language``: the model's language when its lineage records none; neither is an error before anything is written.
+    ``weights``: the model's weight check; a failed one (published with ``--force``) is the card's first warning.
     """
     language = model_language(lineage, language)
     out.mkdir(parents=True, exist_ok=True)
@@ -118,6 +123,7 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
     if "config.json" in copied:
         _generation_config(out)
     facts = gather_facts(store, lineage, language)
+    facts.failed_weight_check = weights.problem if weights is not None and not weights.passed else None
     config = run_configuration(lineage, language)
     (out / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=True, allow_unicode=True), encoding="utf-8")
     (out / LINEAGE_FILE).write_text(json.dumps(lineage_record(lineage), indent=1, sort_keys=True,
@@ -127,6 +133,8 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
     terms = facts.source.terms
     if terms is not None and terms.notice:  # the notice the source's licence requires with every copy (Gemma's)
         (out / NOTICE_FILE).write_text(terms.notice + "\n", encoding="utf-8")
-    return {"repo_id": repo_id, "label": lineage.label, "language": facts.language, "license": facts.source.license,
-            "base_model": facts.source.hub_id, "n_eval_results": len(card.data.eval_results or []),
+    checked = {"weights_check": weights.to_dict()} if weights is not None else {}
+    return {**checked, "repo_id": repo_id, "label": lineage.label, "language": facts.language,
+            "license": facts.source.license, "base_model": facts.source.hub_id,
+            "n_eval_results": len(card.data.eval_results or []),
             "files": sorted(p.name for p in out.iterdir())}

@@ -105,10 +105,19 @@ def input_hashes(inputs: Mapping[str, Artifact | str] | None) -> dict[str, str]:
     }
 
 
-def local_files(local: Path) -> dict[str, dict[str, Any]]:
-    """Every file of a local folder (relative name -> size and sha256), refusing symlinks and unsafe names."""
+def is_hidden(relative: Path) -> bool:
+    """Whether a path inside a folder lies under a dot name (``.gitattributes``, ``.git/``, ``.cache/``, an export's
+    ``.focusflow-export.json``): bookkeeping of a tool, never a model's or a corpus's content."""
+    return any(part.startswith(".") for part in relative.parts)
+
+
+def local_files(local: Path, skip_hidden: bool = False) -> dict[str, dict[str, Any]]:
+    """Every file of a local folder (relative name -> size and sha256), refusing symlinks and unsafe names;
+    ``skip_hidden``: leaving out what :func:`is_hidden` names (a user's folder imported as an input)."""
     files: dict[str, dict[str, Any]] = {}
     for path in sorted(p for p in local.rglob("*") if p.is_file() or p.is_symlink()):
+        if skip_hidden and is_hidden(path.relative_to(local)):
+            continue
         if path.is_symlink():
             raise StoreError(f"refusing to store symlink {path.relative_to(local)}")
         relative = validate_relative_path(path.relative_to(local).as_posix())

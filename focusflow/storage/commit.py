@@ -26,11 +26,12 @@ log = logging.getLogger(__name__)
 
 def commit_folder(reader: Reader, stage: str, key: str, local: Path, *, params: Mapping[str, Any] | None = None,
                   inputs: Mapping[str, Artifact | str] | None = None,
-                  metadata: Mapping[str, Any] | None = None) -> Artifact:
-    """Upload ``local``'s files and commit them as ``<stage>/<key>``; the winner's artifact if another was first."""
+                  metadata: Mapping[str, Any] | None = None, skip_hidden: bool = False) -> Artifact:
+    """Upload ``local``'s files and commit them as ``<stage>/<key>``; the winner's artifact if another was first.
+    ``skip_hidden``: leave out dot names (``storage.artifact.is_hidden``), for a user's folder."""
     validate_segment(stage, "stage"), validate_segment(key, "key")
     transport = reader.transport
-    files = local_files(local)
+    files = local_files(local, skip_hidden)
     if not files:
         raise StoreError(f"refusing to commit an empty artifact {stage}/{key}")
 

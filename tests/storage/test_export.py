@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from hashlib import sha256
 from pathlib import Path
 
 import pytest
@@ -30,8 +32,9 @@ def test_an_export_fills_a_new_folder_and_marks_what_it_wrote(tmp_path):
     out = tmp_path / "out"
     export_files(out, artifact_files(tmp_path, {"a.txt": "A", "sub/b.txt": "B"}), artifact="file:///s/lapt/k1")
     assert tree(out) == {EXPORT_MARKER: (out / EXPORT_MARKER).read_text(), "a.txt": "A", "sub/b.txt": "B"}
-    assert json.loads((out / EXPORT_MARKER).read_text()) == {"artifact": "file:///s/lapt/k1",
-                                                              "files": ["a.txt", "sub/b.txt"]}
+    marker = json.loads((out / EXPORT_MARKER).read_text())
+    assert marker == {"format": 2, "artifact": "file:///s/lapt/k1",
+                      "files": {"a.txt": sha256(b"A").hexdigest(), "sub/b.txt": sha256(b"B").hexdigest()}}
 
 
 def test_an_empty_folder_is_filled(tmp_path):
@@ -119,3 +122,46 @@ def test_atomic_folder_refuses_to_replace_a_folder_it_was_not_told_it_owns(tmp_p
     with atomic_folder(out, replace=True) as staging:  # a folder focusflow owns (a checkpoint, a cache)
         (staging / "tokenizer.json").write_text("{}")
     assert tree(out) == {"tokenizer.json": "{}"}
+
+
+def test_a_file_the_user_edited_since_the_export_is_kept(tmp_path):
+    out = tmp_path / "out"
+    export_files(out, artifact_files(tmp_path, {"model.safetensors": "weights", "card.md": "card"}), artifact="k1")
+    (out / "card.md").write_text("my edits")
+    with pytest.raises(FolderInUseError, match="changed since its export.*card.md"):
+        export_files(out, artifact_files(tmp_path / "2", {"model.safetensors": "new"}), artifact="k2")
+    assert tree(out)["card.md"] == "my edits" and tree(out)["model.safetensors"] == "weights"
+
+
+def test_a_marker_that_lists_a_users_file_does_not_get_it_deleted(tmp_path):
+    """A marker copied from another export (or edited) names thesis.txt: its bytes are not what focusflow wrote."""
+    first = tmp_path / "first"
+    export_files(first, artifact_files(tmp_path, {"thesis.txt": "focusflow's thesis.txt"}), artifact="k1")
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.txt").write_text("years of work")
+    (out / EXPORT_MARKER).write_bytes((first / EXPORT_MARKER).read_bytes())
+    with pytest.raises(FolderInUseError, match="thesis.txt"):
+        export_files(out, artifact_files(tmp_path / "2", {"a.txt": "A"}), artifact="k2")
+    assert (out / "thesis.txt").read_text() == "years of work"
+
+
+def test_a_marker_of_names_only_replaces_nothing(tmp_path):
+    """An export by an older focusflow (its marker lists names, no hashes) cannot tell an edit from its own bytes."""
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "a.txt").write_text("A, or the user's edit of it")
+    (out / EXPORT_MARKER).write_text(json.dumps({"artifact": "k0", "files": ["a.txt"]}))
+    with pytest.raises(FolderInUseError, match="names only.*new or empty folder"):
+        export_files(out, artifact_files(tmp_path, {"a.txt": "new"}), artifact="k1")
+    assert (out / "a.txt").read_text() == "A, or the user's edit of it"
+
+
+def test_a_symlinked_out_is_named_a_symlink_and_not_followed(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    os.symlink(real, link)
+    with pytest.raises(FolderInUseError, match=r"is a symlink \(to .*real\).*does not follow it"):
+        export_files(link, artifact_files(tmp_path, {"a.txt": "A"}), artifact="k")
+    assert list(real.iterdir()) == [] and link.is_symlink()

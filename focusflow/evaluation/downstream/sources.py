@@ -15,13 +15,14 @@ the Hub's automatic Parquet conversion (``refs/convert/parquet``) for script-bas
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from focusflow.corpus.sources import hub_offline
-from focusflow.errors import InputError, UnavailableError
+from focusflow.errors import FocusflowError, InputError, UnavailableError
 from focusflow.evaluation.downstream.datasets import (
     NLI_LABELS,
     ClsExample,
@@ -325,9 +326,7 @@ def local_copy(spec: TaskSpec, data_root: Path) -> Path | None:
 def _hub_split(info: HubDataset, language: str, split_name: str) -> Any:
     import datasets
 
-    forms = {"iso1": ISO1.get(language, language), "iso3": ISO3.get(language, language)}
-    if info.code is not None:
-        forms["code"] = info.code(language, None)
+    forms = _language_forms_of(info, language)
     kwargs: dict[str, Any] = {"split": split_name}
     if info.revision:
         kwargs["revision"] = info.revision
@@ -354,17 +353,19 @@ def load_hub(spec: TaskSpec, split_seed: int = 0) -> TaskData:
 
 
 def resolve_task(spec: TaskSpec | str, data_root: Path | None = None, split_seed: int = 0) -> TaskData:
-    """Load a task's data: a folder task, a local copy under ``data_root``, or the Hub."""
+    """Load a task's data: a folder task, a local copy under ``data_root``, or the Hub (probed once first, so that
+    an unreachable Hub is one line at once, not a storm of retried downloads)."""
     spec = parse_task(spec) if isinstance(spec, str) else spec
     if spec.path is not None:
         return load_folder(spec.kind, spec.path, spec.dataset, spec.language, split_seed)
     if data_root is None:
+        check_hub_serves(spec)
         return load_hub(spec, split_seed)
     folder = local_copy(spec, Path(data_root))
     if folder is not None:
         return load_folder(spec.kind, folder, spec.dataset, spec.language, split_seed)
-    missing = missing_local_copy(spec, Path(data_root))
-    log.warning("%s; trying the Hugging Face Hub", missing)
+    missing = missing_local_copy(spec, Path(data_root))  # probes the Hub: an error when it cannot serve the task
+    log.warning("%s; reading it from the Hugging Face Hub", missing)
     try:
         return load_hub(spec, split_seed)
     except (UnavailableError, InputError) as exc:
@@ -373,8 +374,9 @@ def resolve_task(spec: TaskSpec | str, data_root: Path | None = None, split_seed
 
 
 def missing_local_copy(spec: TaskSpec, data_root: Path) -> str | None:
-    """None when ``data_root`` holds the task; else what is missing, or an InputError when nothing can serve it
-    (an unknown language code, or the Hub switched off): the check a run's plan makes before any stage."""
+    """None when ``data_root`` holds the task; else what is missing, once the Hub was found to serve it; an
+    InputError when nothing can serve it (an unknown language code, the Hub switched off, unreachable, or without
+    this language): the check a run's plan makes before any stage."""
     if local_copy(spec, data_root) is not None:
         return None
     missing = _no_local_copy(spec, data_root)
@@ -388,7 +390,60 @@ def missing_local_copy(spec: TaskSpec, data_root: Path) -> str | None:
     if hub_offline():
         raise InputError(f"{missing}; the Hugging Face Hub is switched off here (HF_HUB_OFFLINE / "
                          "HF_DATASETS_OFFLINE): add the folder, or name a task the copy holds")
+    try:
+        check_hub_serves(spec)
+    except FocusflowError as exc:
+        raise InputError(f"{missing}, and {exc}") from None
     return missing
+
+
+#: Seconds the one probe of the Hub may take (``check_hub_serves``): a plan check, not a download.
+HUB_PROBE_TIMEOUT_S = 10.0
+
+
+def check_hub_serves(spec: TaskSpec) -> None:
+    """Whether the Hub serves ``spec``'s data, asked once and without retries (the repository, and the language's
+    folder where the dataset has one per language); an error line saying why not. Offline mode is not asked."""
+    info = KNOWN[spec.dataset]
+    advice = (f"add a local copy (--data-root / evaluation.data_root: <root>/{info.kind}/<dataset>/<lang>/...) or "
+              f"give a folder task {info.kind}:PATH")
+    if hub_offline():
+        raise InputError(f"the Hugging Face Hub is switched off here (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and "
+                         f"{spec.id} has no local copy: {advice}")
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+
+    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)  # read now: a test or a mirror may set it late
+    try:
+        api.dataset_info(info.repo, revision=info.revision, timeout=HUB_PROBE_TIMEOUT_S)
+        if info.data_dir:
+            folder = info.data_dir.format(**_language_forms_of(info, spec.language))
+            next(iter(api.list_repo_tree(info.repo, folder, repo_type="dataset", revision=info.revision)), None)
+    except (EntryNotFoundError, RevisionNotFoundError, RepositoryNotFoundError) as exc:
+        raise InputError(f"the Hugging Face Hub's {info.repo} has no data for {spec.language!r} "
+                         f"({type(exc).__name__}); check the language code, or {advice}") from None
+    except FocusflowError:
+        raise
+    except Exception as exc:  # DNS, refused, timeout, proxy: one line, no retries
+        reason = " ".join(str(exc).split())[:160]
+        raise UnavailableError(f"the Hugging Face Hub cannot be reached for {spec.id} ({type(exc).__name__}: "
+                               f"{reason}): {advice}") from None
+
+
+def _language_forms_of(info: HubDataset, language: str) -> dict[str, str]:
+    """The names a Hub layout spells ``language`` with: ``{iso1}``, ``{iso3}`` and the dataset's own ``{code}``."""
+    forms = {"iso1": ISO1.get(language, language), "iso3": ISO3.get(language, language)}
+    if info.code is not None:
+        forms["code"] = info.code(language, None)
+    return forms
+
+
+def task_language(spec: TaskSpec) -> str | None:
+    """The language code of a known dataset's task, without a dataset's script (FLORES' ``swh_Latn`` → ``swh``);
+    None for a folder task, which says none."""
+    if spec.path is not None or not spec.language:
+        return None
+    return spec.language.split("_")[0].lower()
 
 
 def _no_local_copy(spec: TaskSpec, data_root: Path) -> str:

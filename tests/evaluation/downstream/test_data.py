@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from focusflow.errors import InputError
+from focusflow.errors import InputError, UnavailableError
+from focusflow.evaluation.downstream import sources
 from focusflow.evaluation.downstream.datasets import (
     DataFormatError,
     complete_splits,
@@ -156,6 +157,7 @@ def test_hub_failure_says_what_to_do(tmp_path, monkeypatch):
         raise ConnectionError("offline")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
+    monkeypatch.setattr(sources, "check_hub_serves", lambda spec: None)  # the Hub answers, its download fails
     with pytest.raises(RuntimeError, match="--data-root"):
         resolve_task("ner:wikiann:sw")
     (tmp_path / "ner" / "wikiann" / "swa").mkdir(parents=True)
@@ -164,6 +166,41 @@ def test_hub_failure_says_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="no local copy of ner:wikiann:yo .*it holds swa.*did not give it") as told:
         resolve_task("ner:wikiann:yo", data_root=tmp_path)
     assert "Pass --data-root" not in str(told.value), "a --data-root was given: the advice would mislead"
+
+
+def test_an_unreachable_hub_is_one_probe_and_one_line_not_a_storm_of_retries(tmp_path, monkeypatch, closed_port):
+    """Without offline mode and without a local copy, the Hub is asked once, without retries, and says why not."""
+    import time
+
+    import datasets
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("an unreachable Hub is not downloaded"))
+    (tmp_path / "ner" / "masakhaner2" / "swa").mkdir(parents=True)
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="no local copy of ner:masakhaner2:zul .*it holds swa.*cannot be reached"):
+        resolve_task("ner:masakhaner2:zul", data_root=tmp_path)
+    with pytest.raises(UnavailableError, match="cannot be reached for cls:masakhanews:swa"):
+        resolve_task("cls:masakhanews:swa")
+    assert time.perf_counter() - started < 10
+
+
+def test_a_hub_without_the_language_is_one_line_naming_it(monkeypatch):
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import EntryNotFoundError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    monkeypatch.setattr(HfApi, "dataset_info", lambda self, *a, **k: None)
+
+    def no_folder(self, repo, path=None, **kwargs):
+        raise EntryNotFoundError(f"{repo}/{path} not found")
+
+    monkeypatch.setattr(HfApi, "list_repo_tree", no_folder)
+    with pytest.raises(InputError, match="masakhane/masakhaner2 has no data for 'xyz'"):
+        sources.check_hub_serves(parse_task("ner:masakhaner2:xyz"))
 
 
 def test_a_task_missing_from_the_local_copy_is_said_at_once_when_the_hub_is_off(tmp_path, monkeypatch):
@@ -203,6 +240,7 @@ def test_hub_loaders_convert_the_hub_layouts(monkeypatch):
                                  features=ner_features)
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    monkeypatch.setattr(sources, "check_hub_serves", lambda spec: None)
     ner = resolve_task("ner:wikiann:swa")
     assert calls[-3:] == [("unimelb-nlp/wikiann", "sw", s, None, None) for s in ("train", "validation", "test")]
     assert ner.train[0].tags == ("B-PER", "O", "B-LOC") and ner.labels[0] == "O"
