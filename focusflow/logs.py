@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable
 
 from focusflow.errors import FocusflowError
+from focusflow.stopping import stop_requested
 
 VERBOSE_ENV = "FOCUSFLOW_VERBOSE"
 
@@ -84,10 +85,13 @@ def _user_error_names() -> set[str]:
 
 class UserErrorConsole(logging.Filter):
     """For the CLI's console handler: drops a failed run's record of a ``FocusflowError`` (marked by
-    :class:`UserErrorTraceback`), which the command prints anyway as its one ``error: ...`` line; the Prefect
-    UI, whose handler sits on the run loggers themselves, still receives it."""
+    :class:`UserErrorTraceback`), which the command prints anyway as its one ``error: ...`` line, and, once a stop
+    was asked for, Prefect's records of the runs it ends (NotReady, Cancelled): the command's one ``stopped by``
+    line says it. The Prefect UI, whose handler sits on the run loggers themselves, still receives them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if stop_requested() and record.name.startswith("prefect"):
+            return False
         return not getattr(record, "focusflow_user_error", False)
 
 

@@ -21,7 +21,7 @@ PACKAGE_ROOT = Path(focusflow.__file__).parent
 # The library core (``methods``: the method table, a torch-free leaf that config and embeddings read;
 # ``precision``: the one autocast decision of training and evaluation).
 CORE = ("corpus", "tokenizer", "embeddings", "models", "training", "evaluation", "publish", "storage", "config",
-        "methods", "logs", "errors", "precision", "languages")
+        "methods", "logs", "errors", "precision", "languages", "stopping")
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT.parent) -> str:
@@ -157,7 +157,7 @@ def test_validating_a_config_does_not_load_torch():
 
 # Bottom to top (docs/ARCHITECTURE.md): a module imports its own layer and the ones below it only.
 LAYERS = (
-    ("errors", "config", "methods", "logs", "storage", "precision", "languages"),
+    ("errors", "config", "methods", "logs", "storage", "precision", "languages", "stopping"),
     ("corpus",), ("tokenizer",), ("models",), ("embeddings",), ("training",), ("evaluation",), ("publish",),
     ("pipeline",), ("orchestration",), ("tasks",), ("flows",), ("cli", "__main__"),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,8 @@ import typer
 from focusflow import __version__
 from focusflow.errors import FocusflowError
 from focusflow.logs import RunFormatter, UserErrorConsole, configure_output, show_stage_lines
+from focusflow.stopping import StopRequested, requested_signal, stop_message, stop_on_signals
+from focusflow.stopping import reset as reset_stop
 
 USER_ERROR_EXIT = 2
 USER_ERRORS: tuple[type[BaseException], ...] = (FocusflowError, FileNotFoundError, NotADirectoryError,
@@ -53,12 +56,23 @@ def error_line(error: BaseException) -> str:
 
 
 def report_user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``command``; a user error becomes ``error: <message>`` on stderr and exit code 2."""
+    """Run ``command`` so that SIGTERM and SIGINT stop it at a safe point (``focusflow.stopping``): one ``stopped:``
+    line saying what was kept and how to go on, exit code 143 (SIGTERM) or 130 (SIGINT); a user error becomes
+    ``error: <message>`` on stderr and exit code 2."""
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            return command(*args, **kwargs)
-        except Exception as exc:
+            with stop_on_signals():
+                return command(*args, **kwargs)
+        except BaseException as exc:
+            stopped = stopped_by(exc)
+            if stopped is not None:
+                typer.secho(f"{error_line(stopped)}; every finished stage is in the store: run the same command "
+                            "again to go on from there", fg=typer.colors.YELLOW, err=True)
+                reset_stop()
+                raise typer.Exit(stopped.exit_code) from None
+            if not isinstance(exc, Exception):
+                raise
             full = disk_full(exc)
             if full is None and not isinstance(exc, USER_ERRORS):
                 raise
@@ -66,6 +80,24 @@ def report_user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
             raise typer.Exit(USER_ERROR_EXIT) from None
     return run
+
+
+def stopped_by(error: BaseException) -> StopRequested | None:
+    """The stop behind ``error`` when the command was asked to stop: the StopRequested itself, one it was raised
+    from, or whatever a stopped flow raised (Prefect's CancelledRun; KeyboardInterrupt) once a stop was asked for."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StopRequested):
+            return current
+        current = current.__cause__ or current.__context__
+    signum = requested_signal()
+    if signum is None and isinstance(error, KeyboardInterrupt):
+        signum = signal.SIGINT
+    if signum is None or isinstance(error, typer.Exit):
+        return None
+    return StopRequested(stop_message(), signum)
 
 
 class FocusflowTyper(typer.Typer):

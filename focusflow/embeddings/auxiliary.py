@@ -32,6 +32,7 @@ from safetensors.numpy import load_file, save_file
 from focusflow.config import FastTextSpec
 from focusflow.corpus.io import one_line, read_texts
 from focusflow.errors import InputError
+from focusflow.stopping import call_stoppable
 from focusflow.storage.atomic import atomic_path, atomic_write
 
 log = logging.getLogger(__name__)
@@ -135,9 +136,23 @@ def pretokenize_lines(tokenizer: Any, texts: Iterator[str], batch_size: int = 10
         yield from flush()
 
 
+def _train_fasttext(text_path: Path, spec: FastTextSpec, out_dir: Path, target_tokens: list[str]) -> AuxVectors:
+    """Train token-level fastText on a pre-tokenized file and write its open-format copy to ``out_dir`` (and its own
+    ``fasttext.bin`` with ``keep_binary``); ``target_tokens`` in id order, for reproducible files."""
+    import fasttext
+
+    model = fasttext.train_unsupervised(
+        str(text_path), model=spec.model, dim=spec.dim, epoch=spec.epochs, minCount=spec.min_count,
+        neg=spec.neg, ws=spec.window, minn=spec.minn, maxn=spec.maxn, lr=spec.lr, thread=spec.threads,
+        verbose=0)  # fastText's unsupervised API takes no seed (fixed internally); threads=1 is reproducible
+    if spec.keep_binary:
+        with atomic_path(out_dir / BIN_FILE) as temporary:
+            model.save_model(str(temporary))
+    return export_vectors(model, out_dir, target_tokens)
+
+
 def train_aux_embeddings(tokenizer_dir: Path, train: Path, spec: FastTextSpec, out_dir: Path) -> dict[str, Any]:
     """Train token-level fastText on ``train`` (corpus jsonl) pre-tokenized with the target tokenizer."""
-    import fasttext
     from transformers import AutoTokenizer
 
     out_dir = Path(out_dir)
@@ -156,17 +171,12 @@ def train_aux_embeddings(tokenizer_dir: Path, train: Path, spec: FastTextSpec, o
             raise InputError(f"{train} has no text to train fastText on")
         log.info("training fastText (%s, dim %d, %d epochs) on %d lines / %d tokens", spec.model, spec.dim,
                  spec.epochs, lines, tokens)
-        model = fasttext.train_unsupervised(
-            str(text_path), model=spec.model, dim=spec.dim, epoch=spec.epochs, minCount=spec.min_count,
-            neg=spec.neg, ws=spec.window, minn=spec.minn, maxn=spec.maxn, lr=spec.lr, thread=spec.threads,
-            verbose=0)  # fastText's unsupervised API takes no seed (fixed internally); threads=1 is reproducible
+        # native code that never returns to Python until done: in a child process a stop can end at once
+        vocab = tokenizer.get_vocab()
+        aux = call_stoppable(_train_fasttext, text_path, spec, out_dir, sorted(vocab, key=vocab.__getitem__),
+                             what="in fastText's training")
     finally:
         text_path.unlink(missing_ok=True)
-    if spec.keep_binary:
-        with atomic_path(out_dir / BIN_FILE) as temporary:
-            model.save_model(str(temporary))
-    vocab = tokenizer.get_vocab()
-    aux = export_vectors(model, out_dir, sorted(vocab, key=vocab.__getitem__))  # id order: reproducible files
     words = int(aux.in_vocabulary.sum())
     covered = sum(1 for token in vocab if token in aux.index and aux.in_vocabulary[aux.index[token]])
     return {"lines": lines, "tokens": tokens, "words": words, "subword_vectors": len(aux.tokens) - words, "dim": spec.dim,

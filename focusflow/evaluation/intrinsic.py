@@ -38,6 +38,7 @@ from focusflow.errors import InputError
 from focusflow.models.lm_stats import Masker, pad_rows, unigram_counts, unigram_log_probs
 from focusflow.models.loading import lm_head, load_source
 from focusflow.precision import resolve_precision
+from focusflow.stopping import check_stop
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ def _batches(order: np.ndarray, lengths: np.ndarray, max_tokens: int):
     for index in order:
         longest = max([lengths[i] for i in batch] + [lengths[index]])
         if batch and longest * (len(batch) + 1) > max_tokens:
+            check_stop("in an evaluation")
             yield batch
             batch = []
         batch.append(int(index))

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
+from prefect.states import Cancelled, State
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 from focusflow.config import DASK_ADDRESS_ENV, ConfigError, PipelineConfig, load_config
+from focusflow.stopping import StopRequested, stop_message, stop_on_signals, stop_requested
+
+T = TypeVar("T")
 
 # The configuration a caller in this process validated and hands to a flow as its whole dump (``handing_over``):
 # the flow takes it back instead of validating the same mapping again.
@@ -40,6 +45,22 @@ def handing_over(cfg: PipelineConfig) -> Iterator[dict[str, Any]]:
         yield dumped
     finally:
         _HANDED_OVER.reset(token)
+
+
+def cancelled_when_stopped(body: Callable[..., T]) -> Callable[..., T | State]:
+    """A flow body that stops on SIGTERM and SIGINT (``focusflow.stopping``): the running stages stop at their safe
+    points (LAPT and align keep a checkpoint at the step they reached), the stages not yet started never start, and
+    the flow run ends **Cancelled** with the stop's message (what was kept) instead of Crashed."""
+    @functools.wraps(body)
+    def run(*args: Any, **kwargs: Any) -> T | State:
+        with stop_on_signals():
+            try:
+                return body(*args, **kwargs)
+            except BaseException as exc:
+                if not isinstance(exc, StopRequested) and not stop_requested():
+                    raise
+                return Cancelled(message=stop_message())
+    return run
 
 
 def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:

@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow, tags
 
 from focusflow.config import merge_layers
-from focusflow.flows.common import load_run_config
+from focusflow.flows.common import cancelled_when_stopped, load_run_config
 from focusflow.logs import configure_output
 from focusflow.pipeline.graph import compare
 from focusflow.storage import ArtifactStore
@@ -15,6 +15,7 @@ from focusflow.tasks import tasks_for
 
 
 @flow(name="compare-methods", log_prints=True)
+@cancelled_when_stopped
 def compare_methods(language: str, methods: list[str] | None = None, config: dict[str, Any] | None = None,
                     config_path: str | None = None) -> str:
     """Initialize with each method (no LAPT), evaluate all on held-out text; returns the report URI."""

@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
-from focusflow.flows.common import load_run_config
+from focusflow.flows.common import cancelled_when_stopped, load_run_config
 from focusflow.logs import configure_output
 from focusflow.pipeline import params_for
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
@@ -46,6 +46,7 @@ def _lineage(store: ArtifactStore, checkpoint: Artifact) -> dict[str, str]:
 
 
 @flow(name="evaluate-checkpoint", log_prints=True)
+@cancelled_when_stopped
 def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | None = None,
                         store: str | None = None, evaluation: dict[str, Any] | None = None) -> dict[str, Any]:
     """Held-out intrinsic metrics (suite ``intrinsic``) and downstream tasks (``ner:…``, ``nli:…``, ``qa:…``,

@@ -12,7 +12,7 @@ from typing import Any
 from prefect import flow, tags
 
 from focusflow.config import PipelineConfig
-from focusflow.flows.common import handing_over, load_run_config, runner_for
+from focusflow.flows.common import cancelled_when_stopped, handing_over, load_run_config, runner_for
 from focusflow.logs import configure_output
 from focusflow.pipeline.graph import specialize
 from focusflow.storage import ArtifactStore
@@ -20,6 +20,7 @@ from focusflow.tasks import tasks_for
 
 
 @flow(name="specialize-language", log_prints=True)
+@cancelled_when_stopped
 def specialize_language(language: str, config: dict[str, Any] | None = None,
                         config_path: str | None = None) -> dict[str, Any]:
     """Specialize the source model to ``language``; returns the URIs of every stored artifact."""

@@ -123,7 +123,10 @@ def start_local_api(port: int | None = None) -> LocalApi:
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env.update(OFFLINE_SERVER_ENV)
     env.update({"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"})
-    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent_hook())
+    # its own session: a terminal's Ctrl-C or ``timeout``'s SIGTERM to the whole process group reaches only us, and
+    # the server stays up until the stopped run has reported its Cancelled state (``local_api`` stops it after)
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent_hook(),
+                               start_new_session=True)
     return LocalApi(process=process, port=port)
 
 

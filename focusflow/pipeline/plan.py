@@ -129,15 +129,16 @@ def _check_tasks(cfg: PipelineConfig) -> None:
     from focusflow.models.model_type import source_model_type
 
     model_type = source_model_type(cfg.source_model) if cfg.evaluation.tasks else None
-    for task in cfg.evaluation.tasks:
-        spec = parse_task(task)
+    specs = [parse_task(task) for task in cfg.evaluation.tasks]
+    for spec in specs:  # what needs no network first
         _check_task_language(cfg.language, spec)
+        if model_type is not None:
+            require_task_head(model_type, spec.kind, f"source_model {cfg.source_model}")
+    for spec in specs:
         if spec.path is None and cfg.evaluation.data_root is not None:
             missing_local_copy(spec, Path(cfg.evaluation.data_root))
         elif spec.path is None:
             check_hub_serves(spec)
-        if model_type is not None:
-            require_task_head(model_type, spec.kind, f"source_model {cfg.source_model}")
 
 
 def _check_task_language(language: str, spec: TaskSpec) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from focusflow.errors import FocusflowError
 from focusflow.logs import STAGE_LOGGER
+from focusflow.stopping import check_stop, stoppable
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
 
 if TYPE_CHECKING:
@@ -247,12 +248,14 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
     started: list[float] = []
 
     def build(folder: Path) -> Mapping[str, Any] | None:
+        check_stop(f"before {name}")  # a stop asked for while earlier stages ran: this one does not start
         stage_lines.info("%s: started", name)
         started.append(time.perf_counter())
         run = StageRun(out=folder, inputs=_FetchedInputs(store, artifacts), artifacts=artifacts, params=params,
                        key=key, store=store, language=language, on_checkpoint=on_checkpoint, progress=progress,
                        after_commit=after_commit, settings=spec.parse(params))
-        return spec.build(run)
+        with stoppable(name):  # past the grace period, a stop interrupts the build where it is
+            return spec.build(run)
 
     artifact = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
                                   version=spec.version, key=key)

@@ -18,6 +18,7 @@ from prefect.states import State
 
 from focusflow.errors import FocusflowError
 from focusflow.pipeline import STAGES, Stage, run_stage
+from focusflow.stopping import stop_on_signals
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tasks.checkpoints import checkpoint_callback
 from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot, taken_call
@@ -54,7 +55,8 @@ def _make(spec: Stage) -> Task[..., str]:
         in_flow = context is not None
         on_checkpoint = (checkpoint_callback(spec.name, spec.parse(params).total_steps, language)
                          if hints.checkpoints and in_flow else None)
-        with stage_slot(spec.uses_model):
+        # a process runner's worker runs this in its main thread: a forwarded SIGTERM stops the stage there as here
+        with stop_on_signals(), stage_slot(spec.uses_model):
             # progress: a long training stage is never silent (a bar on a terminal, a line every 30 s elsewhere);
             # model stages take turns, so at most one bar is drawn
             artifact = run_stage(store, spec, params, inputs or {}, language=language, on_checkpoint=on_checkpoint,

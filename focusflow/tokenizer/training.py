@@ -28,6 +28,7 @@ from pathlib import Path
 from focusflow.config import TokenizerSpec
 from focusflow.corpus.io import read_texts, write_stats
 from focusflow.errors import FocusflowError, InputError
+from focusflow.stopping import call_stoppable
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
 
@@ -356,8 +357,10 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         vocab_size = resolve_vocab_size(spec, int(used_chars), minimum)
         prepared_at = time.perf_counter()
         if use_sentencepiece:
-            pieces = _train_sentencepiece(text_file, prepared["sentences"], pipeline, spec,
-                                          vocab_size - n_specials + 1, byte_fallback, work, algorithm)
+            # native code that never returns to Python until done: in a child process a stop can end at once
+            pieces = call_stoppable(_train_sentencepiece, text_file, prepared["sentences"], pipeline, spec,
+                                    vocab_size - n_specials + 1, byte_fallback, work, algorithm,
+                                    what="in the tokenizer's training")
             model, tokens = _unigram_model(pieces, pipeline, byte_fallback)
             trainer = "sentencepiece"
         else:
@@ -367,9 +370,9 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
             byte_pieces = [f"<0x{b:02X}>" for b in range(256)] if byte_fallback and algorithm == "bpe" else []
             if pipeline.metaspace() or pipeline.space_marker():
                 alphabet = alphabet + ["▁"]  # the word-start marker is part of every word-initial piece
-            model = _hf_model_json(text_file, pipeline, spec, algorithm,
+            model = call_stoppable(_hf_model_json, text_file, pipeline, spec, algorithm,
                                    vocab_size - len(pipeline.tail_specials) - len(byte_pieces), head, alphabet,
-                                   byte_fallback)
+                                   byte_fallback, what="in the tokenizer's training")
             model, tokens = _append_tail(model, byte_pieces + pipeline.tail_specials)
             trainer = "tokenizers"
         trained_at = time.perf_counter()

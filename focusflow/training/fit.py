@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from focusflow.stopping import check_stop
 from focusflow.training.optimization import Optimization, all_finite, diverged
 
 State = dict[str, torch.Tensor]
@@ -67,6 +68,7 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         if result.best_state is None:  # the starting state is the best so far even when its score is NaN
             result.best_score, result.best_step, result.best_state = result.history[0][1], 0, objective.state()
     for step in range(1, total_steps + 1):
+        check_stop(f"in {objective.name} at step {step}/{total_steps} (a short run: nothing of it is kept)")
         started = time.perf_counter()
         loss = objective.loss(step)
         if not torch.isfinite(loss):

@@ -11,11 +11,13 @@ optimizer, schedule and scaler move together as one ``focusflow.training.optimiz
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
 from focusflow.models.weights import check_weights, tensor_rms
 from focusflow.precision import resolve_precision
+from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.flops import mfu, peak_flops
@@ -282,6 +285,7 @@ class TrainingRun:
                 self._write_checkpoint_extras(target)
 
             trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
+            trainer_state["window"] = dataclasses.asdict(self.window)
             trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
                                  stage=self.stage, world_size=self.dist.world_size, weights_check=self.weights_check)
             folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)
@@ -304,7 +308,9 @@ class TrainingRun:
         self._set_stage(start_step)
         batches = self._step_batches(start_step)
         spent_before, self.start_tokens = state["seconds"], state["tokens"]
-        train_time, window = 0.0, LossWindow()
+        # a run stopped between logged rows resumes with the open window, so its rows equal an uninterrupted run's
+        train_time, window = 0.0, LossWindow(**state.get("window", {}))
+        self.window = window
         last_metrics: dict[str, Any] = {}
         bar = ProgressBar(self.name, self.total_steps, start_step) if self.progress and self.dist.main else None
         try:
@@ -333,6 +339,8 @@ class TrainingRun:
                     self._save_checkpoint(done, last_metrics)
                 if last:
                     break
+                if self._stop_asked():
+                    self._stop_at(done, last_metrics, saved=checkpoint)
         finally:
             batches.close()
             if bar is not None:
@@ -352,6 +360,18 @@ class TrainingRun:
         log.info("step %d/%d %s", done, self.total_steps,
                  " ".join(f"{k}={v:.4g}" for k, v in row.items() if isinstance(v, float)))
         return row
+
+    def _stop_asked(self) -> bool:
+        """Whether a stop was asked for (SIGTERM, SIGINT: ``focusflow.stopping``), decided together on all ranks."""
+        return self.dist.sum([float(stop_requested())])[0] > 0
+
+    def _stop_at(self, done: int, last_metrics: dict[str, Any], saved: bool) -> None:
+        """Checkpoint the step reached (unless it just was) and stop: the same command resumes from that step, with
+        the same metric history an uninterrupted run writes (no row is added; the open loss window is kept)."""
+        if not saved:
+            self._save_checkpoint(done, {**last_metrics, "step": done, "stopped": True})
+        note_kept(f"{self.name}'s checkpoint at step {done} of {self.total_steps} (the same command resumes from it)")
+        raise StopRequested(stop_message(), requested_signal() or signal.SIGTERM)
 
     def _out_of_time(self) -> bool:
         """Whether the time budget is spent (decided together on all ranks)."""

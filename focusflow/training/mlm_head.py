@@ -34,6 +34,7 @@ from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
 from focusflow.models.loading import describe_source, load_source
 from focusflow.models.source import resolve_source, source_stats
 from focusflow.precision import Precision, resolve_precision
+from focusflow.stopping import check_stop
 from focusflow.storage.atomic import atomic_folder
 from focusflow.training.fit import Objective, fit
 from focusflow.training.optimization import Optimization
@@ -71,6 +72,7 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
     batch_size = 16
     with ProgressBar("source: encoding masked sequences (frozen encoder)", len(sequences), show_loss=False) as bar:
         for start in range(0, len(sequences), batch_size):
+            check_stop("in the source stage, encoding for the MLM head (nothing of it is kept)")
             rows = sequences[start:start + batch_size]
             inputs, chosen = [], []
             for offset, ids in enumerate(rows):

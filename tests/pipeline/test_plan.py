@@ -16,7 +16,7 @@ def _config(tmp_path: Path, **more):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Juma alikwenda sokoni.\n" * 200, encoding="utf-8")
     settings = {"corpus": {"source": "local", "paths": [str(corpus)]}, **more}
-    return load_config(language="sw", **settings)
+    return load_config(**{"language": "sw", **settings})
 
 
 def test_a_sound_plan_passes_and_leaves_nothing_in_the_store(tmp_path):
@@ -47,14 +47,40 @@ def test_a_vocabulary_the_corpus_cannot_hold_fails_before_the_source_stage(tmp_p
 def test_a_task_the_local_copy_lacks_fails_first(tmp_path):
     root = tmp_path / "data"
     (root / "cls" / "sib200" / "swh_Latn").mkdir(parents=True)
-    cfg = _config(tmp_path, evaluation={"tasks": ["cls:sib200:yo"], "data_root": str(root)})
+    cfg = _config(tmp_path, language="yo", evaluation={"tasks": ["cls:sib200:yo"], "data_root": str(root)})
     with pytest.raises(InputError, match="no local copy of cls:sib200:yo .*it holds swh_Latn"):
         check_plan(cfg, ArtifactStore(tmp_path / "store"))
     check_plan(_config(tmp_path, evaluation={"tasks": ["cls:sib200:sw"], "data_root": str(root)}),
                ArtifactStore(tmp_path / "store"))
 
 
-def test_a_task_the_source_family_has_no_head_for_fails_first(tmp_path):
+def test_a_task_in_another_language_than_the_run_s_fails_first(tmp_path):
+    root = tmp_path / "data"
+    (root / "cls" / "sib200" / "hau_Latn").mkdir(parents=True)
+    cfg = _config(tmp_path, evaluation={"tasks": ["cls:sib200:hau_Latn"], "data_root": str(root)})
+    with pytest.raises(FocusflowError, match="cls:sib200:hau_Latn is a task in 'ha', but this run specializes to 'sw'"):
+        check_plan(cfg, ArtifactStore(tmp_path / "store"))
+
+
+def test_a_task_without_a_local_copy_is_asked_of_the_hub_once(tmp_path, monkeypatch):
+    from focusflow.evaluation.downstream import sources
+
+    asked = []
+    monkeypatch.setattr(sources, "check_hub_serves", lambda spec: asked.append(spec.id))
+    check_plan(_config(tmp_path, evaluation={"tasks": ["ner:masakhaner2:swa"]}), ArtifactStore(tmp_path / "store"))
+    assert asked == ["ner:masakhaner2:swa"]
+
+
+def test_a_task_without_a_local_copy_fails_first_when_the_hub_is_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputError, match="switched off here"):
+        check_plan(_config(tmp_path, evaluation={"tasks": ["ner:masakhaner2:swa"]}), ArtifactStore(tmp_path / "store"))
+
+
+def test_a_task_the_source_family_has_no_head_for_fails_first(tmp_path, monkeypatch):
+    from focusflow.evaluation.downstream import sources
+
+    monkeypatch.setattr(sources, "check_hub_serves", lambda spec: None)  # the Hub serves them
     ner = {"tasks": ["ner:masakhaner2:swa", "cls:sib200:sw"]}
     with pytest.raises(InputError, match=r"gemma3:270m: transformers has no AutoModelForTokenClassification head "
                                          r"for gemma3_text models, so ner tasks cannot fine-tune it"):

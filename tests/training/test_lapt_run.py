@@ -228,3 +228,50 @@ def test_auto_precision_trains_in_bf16_on_a_cpu_that_has_it_and_keeps_float32_st
     assert moments and all(t.dtype == torch.float32 for t in moments)
     monkeypatch.setattr("focusflow.precision.cpu_has_native_bf16", lambda: False)
     assert run_lapt(tiny_dirs("bert"), *lapt_corpus, small_spec(steps=2), tmp_path / "fp32")["precision"] == "float32"
+
+
+def test_a_stop_checkpoints_the_step_it_reached_and_the_resume_equals_an_uninterrupted_run(tiny_dirs, lapt_corpus,
+                                                                                           tmp_path, monkeypatch):
+    """SIGTERM between logged rows (step 6; rows every 4, checkpoints every 8): a checkpoint at step 6, the
+    StopRequested line naming it, and a resume whose weights and metric history equal the uninterrupted run's."""
+    import focusflow.training.loop as loop
+    from focusflow import stopping
+    from focusflow.stopping import StopRequested
+
+    model = tiny_dirs("xlmr")
+    spec = small_spec(log_every=4, checkpoint_every=8)
+    asked: list[int] = []
+    real_stop_requested = loop.stop_requested
+
+    def stop_at_step_six() -> bool:  # asked once after every step
+        asked.append(1)
+        return len(asked) == 6
+
+    monkeypatch.setattr(loop, "stop_requested", stop_at_step_six)
+    stopping.reset()
+    try:
+        with pytest.raises(StopRequested, match="kept LAPT's checkpoint at step 6 of 16"):
+            run_lapt(model, *lapt_corpus, spec, tmp_path / "stopped", resume=True)
+    finally:
+        stopping.reset()
+    assert latest_checkpoint(tmp_path / "stopped").name == "step-00000006"
+    assert not (tmp_path / "stopped" / "final").exists()
+    monkeypatch.setattr(loop, "stop_requested", real_stop_requested)
+
+    resumed = run_lapt(model, *lapt_corpus, spec, tmp_path / "stopped", resume=True)
+    assert resumed["resumed_from"].endswith("step-00000006")
+    run_lapt(model, *lapt_corpus, spec, tmp_path / "reference", resume=True)
+    expected, got = _weights(tmp_path / "reference" / "final"), _weights(tmp_path / "stopped" / "final")
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6, msg=name)
+
+    def rows(folder: Path) -> list[dict[str, str]]:
+        return [{k: v for k, v in row.items() if k in ("step", "train_loss", "heldout_loss", "lr")}
+                for row in csv.DictReader((folder / "metrics.csv").open())]
+
+    stopped_rows, reference_rows = rows(tmp_path / "stopped"), rows(tmp_path / "reference")
+    assert [r["step"] for r in stopped_rows] == [r["step"] for r in reference_rows]
+    for mine, theirs in zip(stopped_rows, reference_rows, strict=True):
+        for column in ("train_loss", "heldout_loss", "lr"):
+            if theirs[column]:
+                assert float(mine[column]) == pytest.approx(float(theirs[column]), abs=1e-6), (column, mine, theirs)
