@@ -229,8 +229,9 @@ class ProgressBar:
 
         self._progress = Progress(TextColumn(name), BarColumn(), MofNCompleteColumn(),
                                   TextColumn("loss {task.fields[loss]:.3f}" if show_loss else ""),
-                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-        self._task = self._progress.add_task(name, total=total, completed=completed, loss=float("nan"))
+                                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                                  TimeRemainingColumn())
+        self._task = self._progress.add_task(name, total=total, completed=completed, loss=float("nan"), note="")
         self._progress.start()
 
     def __enter__(self) -> ProgressBar:
@@ -239,9 +240,10 @@ class ProgressBar:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-    def update(self, completed: int, loss: float = float("nan")) -> None:
+    def update(self, completed: int, loss: float = float("nan"), note: str = "") -> None:
+        """``note``: what else the line says (``MFU 31%``)."""
         if self._progress is not None:
-            self._progress.update(self._task, completed=completed, loss=loss)
+            self._progress.update(self._task, completed=completed, loss=loss, note=note)
             return
         now = time.perf_counter()
         if now - self._last_line < PROGRESS_LINE_S or completed >= self.total or completed <= self._first:
@@ -249,7 +251,7 @@ class ProgressBar:
         self._last_line = now
         elapsed = now - self._started
         eta = elapsed / (completed - self._first) * (self.total - completed)
-        shown = f", loss {loss:.3f}" if math.isfinite(loss) else ""
+        shown = (f", loss {loss:.3f}" if math.isfinite(loss) else "") + (f", {note}" if note else "")
         progress_lines.info("%s: %d/%d%s, %s, ETA %s", self.name, completed, self.total, shown, clock(elapsed),
                             clock(eta))
 

@@ -32,9 +32,9 @@ DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 4
 # What a fine-tuning run measures or finds on the machine that ran it (wall time, speed, local paths and the resume
 # fingerprint built from them): kept in the manifest, never in the artifact's files, so the same key gives the same
 # bytes on every machine that computes the same numbers.
-MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "seconds_per_run")
+MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "train_mfu", "seconds_per_run")
 MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", "eval_seconds", "train_tokens_per_s",
-                       "provenance")
+                       "train_mfu", "provenance")
 REPORT_STAGE, REPORT_VERSION = "report", 4  # 4: the LAPT behind each +lapt row, the protocol
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)

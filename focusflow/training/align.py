@@ -34,6 +34,7 @@ from focusflow.errors import InputError
 from focusflow.models.lm_stats import pad_rows
 from focusflow.models.loading import describe_config, load_source, usable_positions
 from focusflow.training.data import SampleOrder
+from focusflow.training.flops import body_flops_per_token
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
@@ -293,8 +294,10 @@ class AlignRun(TrainingRun):
         model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
         loss_model = AlignLoss(model.base_model, self.layer, self.loss, spec.sentence_weight, self.pool)
         # no weight decay: it would move the frozen rows too
+        # the student's states run to the aligned layer (for a sentence vector too); a text's tokens, not a padded row
+        flops = body_flops_per_token(model, spec.max_length, self.layer, trained=False)
         return Trainable(model, self.tokenizer, loss_model, [embeddings], [{"params": [embeddings], "weight_decay": 0.0}],
-                         (TrainingStage("full", 0, frozenset({id(embeddings)})),), "align")
+                         (TrainingStage("full", 0, frozenset({id(embeddings)})),), "align", flops)
 
     def _trainable_rows(self, rows: int) -> tuple[np.ndarray, str]:
         if self.spec.trainable == "all":

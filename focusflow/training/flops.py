@@ -4,13 +4,20 @@ Counts matrix multiplications only (the PaLM/Megatron convention): every weight 
 transformer body costs 2 FLOPs per weight per token forward, attention scores and the weighted
 sum cost 4·T·d per token per layer, and the LM head (its transform plus the |V|-wide projection)
 counts only at the positions where it runs (the masked 15% with masked-only projection).
-Training = forward + backward = 3 × forward. MFU divides achieved model FLOPs/s by the device's
-dense bf16 peak.
+Training = forward + backward = 3 × forward. MFU divides achieved model FLOPs/s by the device's peak: a GPU's
+dense bf16 peak from its name, a CPU's ceiling measured once on this machine for the run's precision (the best of
+three 4096×1536×1536 products in bf16 or float32 at the run's thread count; :func:`cpu_ceiling`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -60,19 +67,112 @@ def flops_per_token(model: nn.Module, seq_len: int, objective: str, masked_only:
     return 3.0 * forward
 
 
-def peak_flops(device: torch.device | str) -> float | None:
-    """The device's dense bf16 peak, or ``FOCUSFLOW_PEAK_TFLOPS`` × 1e12 when set; None on CPU/unknown."""
+def body_flops_per_token(model: nn.Module, seq_len: float, layers_used: int | None = None,
+                         trained: bool = True) -> float | None:
+    """Training FLOPs per token through the body of ``model`` (a task head's few weights and the LM head left out):
+    the forward through the first ``layers_used`` layers (all by default), times 3 when the body trains (forward,
+    activation and weight gradients: fine-tuning) or times 2 when it is frozen and only the input embeddings learn
+    (align: no weight gradient). None for a model that is not a transformers model (no config to count from)."""
+    config = getattr(model, "config", None)
+    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
+    if not layers or not hidden or not hasattr(model, "base_model"):
+        return None
+    output = model.get_output_embeddings()
+    body = _matrix_params(model.base_model, {id(output)} if output is not None else set())
+    used = min(layers_used or layers, layers)
+    return (3.0 if trained else 2.0) * (2 * body * used / layers + 4 * used * seq_len * hidden)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The FLOP/s an MFU is measured against, and where that number came from."""
+
+    flops: float
+    source: str  # "FOCUSFLOW_PEAK_TFLOPS", "NVIDIA H100 bf16 table", "calibrated: CPU float32, 2 threads"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"peak_tflops": round(self.flops / 1e12, 4), "peak_source": self.source}
+
+
+def peak(device: torch.device | str, dtype: torch.dtype | None = None) -> Peak | None:
+    """What the device can do: ``FOCUSFLOW_PEAK_TFLOPS`` × 1e12 when set; a CUDA device's dense bf16 peak from its
+    name; on a CPU the calibrated ceiling of the run's matrix products (``dtype``: bf16 under bf16 autocast, else
+    float32), measured once per machine (:func:`cpu_ceiling`). None for an unknown accelerator."""
     override = os.environ.get("FOCUSFLOW_PEAK_TFLOPS")
     if override:
-        return float(override) * 1e12
+        return Peak(float(override) * 1e12, "FOCUSFLOW_PEAK_TFLOPS")
     device = torch.device(device)
+    if device.type == "cpu":
+        dtype = dtype or torch.float32
+        return Peak(cpu_ceiling(dtype), f"calibrated: CPU {str(dtype).removeprefix('torch.')}, "
+                                        f"{torch.get_num_threads()} threads")
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
     name = torch.cuda.get_device_name(device)
     for key, value in PEAK_FLOPS:
         if key in name:
-            return value
+            return Peak(value, f"{name} dense bf16 table")
     return None
+
+
+def peak_flops(device: torch.device | str, dtype: torch.dtype | None = None) -> float | None:
+    """:func:`peak`'s FLOP/s (None when unknown)."""
+    found = peak(device, dtype)
+    return found.flops if found is not None else None
+
+
+#: The product a CPU's ceiling is measured on (M × K × N): large enough that the kernel, not the call, is timed.
+CEILING_SHAPE = (4096, 1536, 1536)
+CEILING_FILE = "cpu-ceiling.json"
+
+
+def measure_matmul(dtype: torch.dtype, shape: tuple[int, int, int] = CEILING_SHAPE, repeats: int = 3) -> float:
+    """FLOP/s of the best of ``repeats`` timed products (after one warm-up) at this process's thread count."""
+    m, k, n = shape
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=generator).to(dtype)
+    b = torch.randn(k, n, generator=generator).to(dtype)
+    torch.matmul(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * m * k * n / best
+
+
+def cpu_ceiling(dtype: torch.dtype = torch.float32, cache_dir: Path | None = None) -> float:
+    """This CPU's matrix-product ceiling in ``dtype`` (FLOP/s) at the current thread count: measured once (a few
+    seconds) and cached per machine fingerprint (the one ``lapt-budget`` keys on) in the user cache."""
+    from platformdirs import user_cache_dir
+
+    from focusflow.storage.atomic import atomic_write
+    from focusflow.training.lapt_budget import machine_fingerprint
+
+    path = Path(cache_dir or user_cache_dir("focusflow")) / CEILING_FILE
+    key = json.dumps({**machine_fingerprint(), "dtype": str(dtype)}, sort_keys=True)
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cached = {}
+    if not isinstance(cached, dict):
+        cached = {}
+    if isinstance(cached.get(key), dict) and cached[key].get("flops"):
+        return float(cached[key]["flops"])
+    flops = measure_matmul(dtype)
+    cached[key] = {"flops": flops, "shape": list(CEILING_SHAPE), "load": _load_average(),
+                   "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(cached, indent=1))
+    return flops
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def mfu(tokens_per_s: float, flops_token: float | None, peak: float | None) -> float | None:

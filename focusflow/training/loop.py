@@ -35,7 +35,7 @@ from focusflow.precision import resolve_precision
 from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
-from focusflow.training.flops import mfu, peak_flops
+from focusflow.training.flops import mfu, peak
 from focusflow.training.monitor import LossWindow, plot_loss_curve, write_metrics_csv
 from focusflow.training.optimization import Optimization, diverged
 
@@ -148,6 +148,11 @@ class TrainingRun:
         self.dist = setup_distributed()
 
     @property
+    def peak_flops(self) -> float | None:
+        """What MFU is measured against (the device's peak, a CPU's calibrated ceiling); None when unknown."""
+        return self.peak.flops if self.peak is not None else None
+
+    @property
     def hf_model(self) -> nn.Module:
         return self.trainable.model
 
@@ -179,7 +184,7 @@ class TrainingRun:
 
         torch.manual_seed(spec.seed)
         self.precision = resolve_precision(spec.precision, self.dist.device)
-        self.peak = peak_flops(self.dist.device)
+        self.peak = peak(self.dist.device, self.precision.dtype)  # a CPU's ceiling is measured once per machine
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
         self.trainable = self._build_model()
@@ -334,7 +339,8 @@ class TrainingRun:
                 if done % spec.log_every == 0 or evaluate or checkpoint:
                     last_metrics = self._log_row(done, window, train_time, evaluate=evaluate)
                 if bar is not None:
-                    bar.update(done, last_metrics.get("train_loss", float("nan")))
+                    used = last_metrics.get("mfu")
+                    bar.update(done, last_metrics.get("train_loss", float("nan")), f"MFU {used:.1%}" if used else "")
                 if checkpoint:
                     self._save_checkpoint(done, last_metrics)
                 if last:
@@ -352,7 +358,7 @@ class TrainingRun:
         train_loss, speed = window.close(self.dist.sum)
         row: dict[str, Any] = {"step": done, "samples": self.state["samples"], "tokens": self.state["tokens"],
                                "train_loss": train_loss, "lr": self.optimization.lr, "tokens_per_s": speed,
-                               "mfu": mfu(speed, self.trainable.flops_per_token, self.peak),
+                               "mfu": mfu(speed, self.trainable.flops_per_token, self.peak_flops),
                                "elapsed_s": round(train_time, 3)}
         if evaluate:
             row["heldout_loss"] = self.evaluate()
@@ -400,6 +406,11 @@ class TrainingRun:
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         self._require_sound(self.state["step"])
         summary = {**self._summary(train_time, start_step, resumed_from), "weights_check": self.weights_check}
+        speed = summary.get("tokens_per_s")
+        summary["mfu"] = summary.get("mfu") or (mfu(speed, self.trainable.flops_per_token, self.peak_flops)
+                                                if speed else None)
+        summary["flops_per_token"] = summary.get("flops_per_token") or self.trainable.flops_per_token
+        summary.update(self.peak.to_dict() if self.peak is not None else {})
         history = self.state["history"]
         if self.dist.main:
             with atomic_folder(self.out_dir / "final", replace=True) as staging:

@@ -56,7 +56,9 @@ def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_
     assert float(rows[-1]["heldout_loss"]) == pytest.approx(summary["final_heldout_loss"])
     assert (out / "loss_curve.png").stat().st_size > 5000
     assert json.loads((out / "summary.json").read_text())["steps"] == 16
-    assert summary["tokens_per_s"] > 0 and summary["mfu"] is None  # no peak FLOPs on CPU
+    # on a CPU, MFU against this machine's calibrated ceiling for the run's precision
+    assert summary["tokens_per_s"] > 0 and 0 < summary["mfu"] < 1.5
+    assert summary["peak_source"].startswith("calibrated: CPU") and summary["peak_tflops"] > 0
 
 
 def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_corpus, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -155,9 +157,36 @@ def test_flop_formula_matches_torch_flop_counter(tiny_dirs, lapt_corpus, masked_
         assert formula == pytest.approx(3 * (2 * body + 4 * layers * seq * d + 2 * (d * d + d * vocab)))
 
 
-def test_mfu_and_peak_flops(monkeypatch):
-    assert peak_flops("cpu") is None and mfu(1000.0, 1e9, None) is None
+def test_mfu_and_peak_flops(monkeypatch, tmp_path):
+    import focusflow.training.flops as flops
+
+    assert mfu(1000.0, 1e9, None) is None and peak_flops("meta") is None
     monkeypatch.setenv("FOCUSFLOW_PEAK_TFLOPS", "989")
     assert peak_flops("cpu") == pytest.approx(989e12)
+    assert flops.peak("cpu").to_dict() == {"peak_tflops": 989.0, "peak_source": "FOCUSFLOW_PEAK_TFLOPS"}
+    monkeypatch.delenv("FOCUSFLOW_PEAK_TFLOPS")
+    monkeypatch.setattr(flops, "cpu_ceiling", lambda dtype=None: 2.0e12 if dtype == torch.bfloat16 else 0.31e12)
+    assert flops.peak("cpu", torch.bfloat16).flops == 2.0e12 and peak_flops("cpu") == 0.31e12
+    assert flops.peak("cpu").source.startswith("calibrated: CPU float32")
     # XLM-R-base at 150k tokens/s with ~1.3 GFLOP/token ≈ 20% of an H100
     assert mfu(150_000, 1.32e9, 989e12) == pytest.approx(0.2, abs=0.005)
+
+
+def test_a_cpu_ceiling_is_measured_once_per_machine_and_dtype(monkeypatch, tmp_path):
+    """The best of three products, cached in the user cache under the machine's fingerprint and the dtype."""
+    import focusflow.training.flops as flops
+
+    measured: list[torch.dtype] = []
+    real = flops.measure_matmul
+
+    def small(dtype, shape=flops.CEILING_SHAPE, repeats=3):
+        measured.append(dtype)
+        return real(dtype, (256, 128, 128), repeats)
+
+    monkeypatch.setattr(flops, "measure_matmul", small)
+    first = flops.cpu_ceiling(torch.float32, cache_dir=tmp_path)
+    assert first > 1e8 and flops.cpu_ceiling(torch.float32, cache_dir=tmp_path) == first
+    flops.cpu_ceiling(torch.bfloat16, cache_dir=tmp_path)
+    assert measured == [torch.float32, torch.bfloat16]
+    cached = json.loads((tmp_path / flops.CEILING_FILE).read_text())
+    assert len(cached) == 2 and all({"flops", "shape", "load", "measured"} <= set(v) for v in cached.values())

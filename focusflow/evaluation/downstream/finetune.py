@@ -22,6 +22,7 @@ from focusflow.config import PrecisionName
 from focusflow.errors import InputError
 from focusflow.precision import resolve_precision
 from focusflow.training.fit import Objective, fit
+from focusflow.training.flops import body_flops_per_token, mfu, peak_flops
 from focusflow.training.optimization import Optimization
 
 log = logging.getLogger(__name__)
@@ -57,10 +58,16 @@ class FinetuneResult:
     eval_seconds: float = 0.0
     train_tokens: int = 0
     precision: str = "float32"  # the resolved precision's name
+    flops_per_token: float | None = None  # training FLOPs per token (training.flops.body_flops_per_token)
+    peak_flops: float | None = None  # what MFU is measured against: the device's peak, a CPU's calibrated ceiling
 
     @property
     def tokens_per_second(self) -> float:
         return self.train_tokens / self.train_seconds if self.train_seconds > 0 else 0.0
+
+    @property
+    def mfu(self) -> float | None:
+        return mfu(self.tokens_per_second, self.flops_per_token, self.peak_flops) if self.tokens_per_second else None
 
 
 def collate_features(features: Sequence[Feature], pad_id: int) -> dict[str, torch.Tensor]:
@@ -173,6 +180,9 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     device = next(model.parameters()).device
     precision = resolve_precision(spec.precision, device)
     result.precision = precision.name
+    mean_length = sum(len(f["input_ids"]) for f in train_features) / len(train_features)
+    result.flops_per_token = body_flops_per_token(model, mean_length)
+    result.peak_flops = peak_flops(device, precision.dtype)
     batch_indices = batches()
 
     def loss(step: int) -> torch.Tensor:

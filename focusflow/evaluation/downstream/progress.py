@@ -54,8 +54,10 @@ class RunProgress:
         left = self.total - self.done
         eta = f", {left} run(s) left, ETA {clock(self.trained_seconds / self.trained * left)}" if left else ""
         score = run["test"].get(run["main_metric"])
-        lines.info("%s: test %s %.3f (best dev %.3f at step %d/%d) in %s%s", label.text, run["main_metric"], score,
-                   run["best_dev"], run["best_step"], run["total_steps"], clock(seconds), eta)
+        speed = f", {run['train_tokens_per_s']:.0f} tokens/s" if run.get("train_tokens_per_s") else ""
+        speed += f" (MFU {run['train_mfu']:.1%})" if run.get("train_mfu") else ""
+        lines.info("%s: test %s %.3f (best dev %.3f at step %d/%d) in %s%s%s", label.text, run["main_metric"], score,
+                   run["best_dev"], run["best_step"], run["total_steps"], clock(seconds), speed, eta)
         warn_if_never_learned(run)
 
 

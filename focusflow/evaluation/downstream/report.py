@@ -17,7 +17,8 @@ import pandas as pd
 from focusflow.storage.atomic import atomic_write
 
 RESULT_COLUMNS = ["model", "task", "kind", "dataset", "language", "metric", "main", "mean", "std", "n_seeds",
-                  "seeds", "dev_mean", "seconds_per_run", "train_tokens_per_s", "n_train", "n_dev", "n_test"]
+                  "seeds", "dev_mean", "seconds_per_run", "train_tokens_per_s", "train_mfu", "n_train", "n_dev",
+                  "n_test"]
 
 
 def score_text(mean: float, std: float, seeds: int, digits: int = 1) -> str:
@@ -80,6 +81,7 @@ def runs_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
                          "main": metric == run["main_metric"], "value": value, "dev": run["best_dev"],
                          "best_step": run["best_step"], "total_steps": run["total_steps"],
                          "seconds": run["seconds"], "train_tokens_per_s": run["train_tokens_per_s"],
+                         "train_mfu": run.get("train_mfu"),
                          "n_train": run["sizes"]["train"], "n_dev": run["sizes"]["dev"],
                          "n_test": run["sizes"]["test"]})
     return pd.DataFrame(rows)
@@ -100,6 +102,8 @@ def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
             "dev_mean": float(group["dev"].mean()),
             "seconds_per_run": float(group["seconds"].mean()),
             "train_tokens_per_s": float(group["train_tokens_per_s"].mean()),
+            "train_mfu": (float(group["train_mfu"].astype(float).mean())
+                          if "train_mfu" in group and group["train_mfu"].notna().any() else None),
             "n_train": int(group["n_train"].iloc[0]), "n_dev": int(group["n_dev"].iloc[0]),
             "n_test": int(group["n_test"].iloc[0]),
         })

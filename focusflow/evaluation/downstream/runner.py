@@ -208,7 +208,8 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
         "never_learned": never_learned({"dev_curve": result.history, "best_dev": result.best_dev}),
         "seconds": time.perf_counter() - started, "train_seconds": result.train_seconds,
         "eval_seconds": result.eval_seconds, "train_tokens": result.train_tokens,
-        "train_tokens_per_s": result.tokens_per_second, "precision": result.precision, "sizes": data.sizes(),
+        "train_tokens_per_s": result.tokens_per_second, "train_mfu": result.mfu, "precision": result.precision,
+        "sizes": data.sizes(),
         "stats": dict(adapter.stats),
         "provenance": data.provenance, "hparams": asdict(finetune_spec) | task_values,
     }
