@@ -179,9 +179,9 @@ def test_a_cpu_ceiling_is_measured_once_per_machine_and_dtype(monkeypatch, tmp_p
     measured: list[torch.dtype] = []
     real = flops.measure_matmul
 
-    def small(dtype, shape=flops.CEILING_SHAPE, repeats=3):
+    def small(dtype, shape=flops.CEILING_SHAPE, seconds=6.0):
         measured.append(dtype)
-        return real(dtype, (256, 128, 128), repeats)
+        return real(dtype, (256, 128, 128), seconds=0.05)
 
     monkeypatch.setattr(flops, "measure_matmul", small)
     first = flops.cpu_ceiling(torch.float32, cache_dir=tmp_path)
