@@ -22,7 +22,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("FOCUSFLOW_CEILING_SECONDS", "0.3")  # a CPU ceiling measured in 0.3 s, not 6 (MFU is not what tests check)
+os.environ.setdefault("FOCUSFLOW_CEILING_SECONDS", "0.3")  # a CPU ceiling in 0.3 s, not 6: tests do not check MFU
 
 
 @pytest.fixture(autouse=True, scope="session")
