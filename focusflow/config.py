@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -17,9 +17,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -36,9 +39,25 @@ class ConfigError(FocusflowError, ValueError):
 PrecisionName = Literal["auto", "bf16", "fp16", "fp32"]
 
 
+#: The serialization context of a stage's key parameters (``StageSettings.to_params``).
+KEY_CONTEXT = {"focusflow_key": True}
+
+
 class _Section(BaseModel):
     # allow_inf_nan=False: a value such as lapt.lr=inf is refused here, naming the field, not later by the key
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    #: Fields added after keys with this section were first stored: in a key only when set to other than their
+    #: default, so that every artifact stored before them keeps its key.
+    _key_when_set: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _later_fields_when_set(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and (info.context or {}).get("focusflow_key"):
+            for name in self._key_when_set:
+                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                    del data[name]
+        return data
 
 
 class CorpusSpec(_Section):
@@ -247,6 +266,8 @@ class LaptSpec(_AdamWSchedule):
     exactly as many steps whatever the machine's load, and the manifest says how the count was reached.
     """
 
+    _key_when_set: ClassVar[tuple[str, ...]] = ("dropout",)
+
     steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless another budget is set)")
     samples: int | None = Field(default=None, gt=0, description="budget in sequences (rounded up to whole steps)")
     tokens: int | None = Field(default=None, gt=0, description="budget in tokens (rounded up to whole steps)")
@@ -263,6 +284,9 @@ class LaptSpec(_AdamWSchedule):
                             "paper's 128)")
     micro_batch_size: int = Field(default=16, ge=1)
     seq_len: int = Field(default=128, ge=8, description="packed tokens per sequence (the paper's 256)")
+    dropout: float | None = Field(default=None, ge=0, lt=1, description="dropout in the model while LAPT trains "
+                                  "(hidden and attention); None: the model's own. The saved model keeps its own "
+                                  "for the fine-tuning after")
     lr: float = Field(default=1e-4, gt=0, description="peak learning rate (the paper's 5e-5)")
     weight_decay: float = Field(default=0.0, ge=0)
     grad_clip: float = Field(default=1.0, gt=0)

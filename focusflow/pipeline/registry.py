@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from focusflow.config import KEY_CONTEXT
 from focusflow.errors import FocusflowError
 from focusflow.logs import STAGE_LOGGER
 from focusflow.stopping import check_stop, stoppable
@@ -80,7 +81,7 @@ class StageSettings(BaseModel):
     def to_params(self) -> dict[str, Any]:
         """The parameters as they travel (JSON, ``_`` names) and are keyed: the fields that were given, so that a
         field a stage leaves out (a hub model's fingerprint) stays out of its key."""
-        return self.model_dump(mode="json", by_alias=True, include=set(self.model_fields_set))
+        return self.model_dump(mode="json", by_alias=True, include=set(self.model_fields_set), context=KEY_CONTEXT)
 
 
 @dataclass

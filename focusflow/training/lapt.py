@@ -45,23 +45,49 @@ log = logging.getLogger(__name__)
 LORA_STATE = "trainable.safetensors"  # under a checkpoint's trainer/: adapters and trained weights of a LoRA run
 
 
-def load_model(folder: Path, attn_implementation: str) -> tuple[nn.Module, str]:
+def load_model(folder: Path, attn_implementation: str, dropout: float | None = None) -> tuple[nn.Module, str]:
     """The LM of an HF folder in float32 and its LAPT objective; a folder without the trained head its objective
-    needs is refused (:func:`require_head`): LAPT never starts from a random head."""
+    needs is refused (:func:`require_head`): LAPT never starts from a random head. ``dropout`` (None: the model's
+    own) replaces the model's hidden and attention dropout while it trains; its config keeps its own values, so the
+    saved model fine-tunes as its source would."""
     require_weights(folder)
     info = describe_source(folder)
     auto = model_class(info, add_head=True)
+    overrides = dropout_settings(folder, dropout)
     try:
         model, loading = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn_implementation,
-                                              output_loading_info=True)
+                                              output_loading_info=True, **overrides)
     except (ValueError, ImportError) as exc:
         if attn_implementation == "eager":
             raise
         log.warning("attention %r unavailable for %s (%s); using eager", attn_implementation, info.model_type, exc)
         model, loading = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
-                                              output_loading_info=True)
+                                              output_loading_info=True, **overrides)
     require_head(folder, info, loading.get("missing_keys") or ())
+    if overrides:  # the modules were built with the training dropout; the config says the model's own again
+        from transformers import AutoConfig
+
+        own = AutoConfig.from_pretrained(folder)
+        for name in overrides:
+            setattr(model.config, name, getattr(own, name))
     return model, info.training_objective
+
+
+# a config's dropout probabilities of the body (not a task head's: those come with fine-tuning)
+_DROPOUT_SUFFIXES = ("dropout", "dropout_prob", "_pdrop")
+_HEAD_DROPOUTS = frozenset({"classifier_dropout", "summary_first_dropout", "pooler_dropout"})
+
+
+def dropout_settings(folder: Path, dropout: float | None) -> dict[str, float]:
+    """The config values that set the body's dropout to ``dropout`` (none when None or the model has none)."""
+    if dropout is None:
+        return {}
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder).to_dict()
+    return {name: float(dropout) for name, value in config.items()
+            if name.endswith(_DROPOUT_SUFFIXES) and name not in _HEAD_DROPOUTS
+            and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 def require_head(folder: Path, info: Any, missing: Any) -> None:
@@ -129,7 +155,7 @@ class LaptRun(TrainingRun):
     def _build_model(self) -> Trainable:
         spec = self.spec
         source = self.checkpoint if (self.checkpoint is not None and not spec.lora) else self.model_dir
-        model, objective = load_model(source, spec.attn_implementation)
+        model, objective = load_model(source, spec.attn_implementation, spec.dropout)
         limit = usable_positions(model.config)
         if limit is not None and spec.seq_len > limit:
             raise InputError(f"lapt.seq_len={spec.seq_len} exceeds the model's {limit} positions; lower it")

@@ -190,3 +190,21 @@ def test_a_cpu_ceiling_is_measured_once_per_machine_and_dtype(monkeypatch, tmp_p
     assert measured == [torch.float32, torch.bfloat16]
     cached = json.loads((tmp_path / flops.CEILING_FILE).read_text())
     assert len(cached) == 2 and all({"flops", "shape", "load", "measured"} <= set(v) for v in cached.values())
+
+
+def test_lapt_dropout_replaces_the_body_s_dropout_while_training_and_the_config_keeps_its_own(tiny_dirs):
+    from focusflow.training.lapt import dropout_settings, load_model
+
+    folder = tiny_dirs("xlmr")
+    assert dropout_settings(folder, None) == {}
+    assert dropout_settings(folder, 0.0) == {"attention_probs_dropout_prob": 0.0, "hidden_dropout_prob": 0.0}
+    model, _ = load_model(folder, "sdpa", dropout=0.0)
+    model.train()
+    ids = torch.randint(5, 100, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).logits, model(input_ids=ids).logits, rtol=0, atol=0)
+    assert model.config.hidden_dropout_prob == 0.1 and model.config.attention_probs_dropout_prob == 0.1
+    dropped, _ = load_model(folder, "sdpa")
+    dropped.train()
+    with torch.no_grad():
+        assert not torch.equal(dropped(input_ids=ids).logits, dropped(input_ids=ids).logits)

@@ -21,6 +21,7 @@ import torch
 from focusflow.config import PrecisionName
 from focusflow.errors import InputError
 from focusflow.precision import resolve_precision
+from focusflow.training.embedding_rows import train_used_rows
 from focusflow.training.fit import Objective, fit
 from focusflow.training.flops import body_flops_per_token, mfu, peak_flops
 from focusflow.training.optimization import Optimization
@@ -165,6 +166,9 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     steps_per_epoch = math.ceil(len(train_features) / spec.batch_size)
     total_steps = max(1, math.ceil(steps_per_epoch * spec.epochs))
     warmup_steps = int(spec.warmup_fraction * total_steps)
+    # the embedding rows no training text uses never move (no weight decay): only the used ones are trained, without
+    # a dense gradient over the whole vocabulary each step (training.embedding_rows); the result is the same
+    rows = train_used_rows(model, (f["input_ids"] for f in train_features)) if spec.weight_decay == 0.0 else None
     optimizer = _optimizer(model, spec)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: (step + 1) / (warmup_steps + 1) if step < warmup_steps
@@ -216,5 +220,11 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     result.train_seconds, result.eval_seconds = fitted.train_seconds, fitted.eval_seconds
     if fitted.best_state is not None:
         model.load_state_dict(fitted.best_state)
+    if rows is not None:  # a plain embedding again, the trained rows written in
+        plain = torch.nn.Embedding(rows.num_embeddings, rows.embedding_dim, padding_idx=rows.padding_idx,
+                                   device=rows.weight.device, dtype=rows.weight.dtype)
+        with torch.no_grad():
+            plain.weight.copy_(rows.full_weight())
+        model.set_input_embeddings(plain)
     model.eval()
     return result
