@@ -135,7 +135,17 @@ def main() -> None:
     parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto")
     parser.add_argument("--compile", action="store_true", help="torch.compile in both trainers")
     parser.add_argument("--skip-hf", action="store_true", help="only our trainer (tokens/s and MFU)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout (an earlier main): run its copy of this benchmark alternately with "
+                             "this one, same arguments, and print the ratio (benchmarks/baseline.py)")
+    parser.add_argument("--alternate", type=int, default=2, help="with --baseline: runs of each side")
     args = parser.parse_args()
+    if args.baseline is not None:
+        from baseline import compare_with_baseline, strip_baseline_arguments
+
+        print(json.dumps(compare_with_baseline("lapt_throughput.py", strip_baseline_arguments(sys.argv[1:]),
+                                               args.baseline, args.alternate, "ours_tok_s")))
+        return
     args.seq_len = args.seq_len or PRESETS[args.preset]["seq_len"]
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -161,7 +171,11 @@ def main() -> None:
         ours = max(ours_runs, key=lambda r: r["tok_s"])
         hf = max(hf_runs) if hf_runs else None
     device = torch.device("cuda" if cuda else "cpu")
-    peak = peak_flops(device)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    try:
+        peak = peak_flops(device, dtype)
+    except TypeError:  # an older focusflow on the path (a --baseline side): the device's peak alone
+        peak = peak_flops(device)
     result = {
         "preset": args.preset, "device": torch.cuda.get_device_name() if cuda else "cpu",
         "threads": torch.get_num_threads(), "precision": precision, "seq_len": args.seq_len,
@@ -173,9 +187,8 @@ def main() -> None:
     print(json.dumps(result))
     final = {"ours_tok_s": round(ours["tok_s"], 1), "hf_trainer_tok_s": None if hf is None else round(hf, 1),
              "ratio": None if hf is None else round(ours["tok_s"] / hf, 3)}
-    if cuda:
-        final["ours_mfu"] = mfu(ours["tok_s"], ours["flops_per_token"], peak)
-        final["hf_trainer_mfu"] = None if hf is None else mfu(hf, full_flops, peak)
+    final["ours_mfu"] = mfu(ours["tok_s"], ours["flops_per_token"], peak)  # a CPU's calibrated ceiling too
+    final["hf_trainer_mfu"] = None if hf is None else mfu(hf, full_flops, peak)
     print(json.dumps(final))
 
 
