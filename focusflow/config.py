@@ -187,6 +187,8 @@ class AlignSpec(_AdamWSchedule):
     On a decoder the defaults distill the source's own reading of each word: its last layer's state at the word's
     last token, where both tokenizations have read the same text."""
 
+    _key_when_set: ClassVar[tuple[str, ...]] = ("keep_best",)
+
     layer: int | None = Field(default=None, ge=1, description="layer whose word-pooled hidden states are matched; "
                               "None: by family, a third of the depth (rounded up) for an encoder, the last layer "
                               "for a decoder")
@@ -196,6 +198,9 @@ class AlignSpec(_AdamWSchedule):
         "mean for an encoder, last for a decoder")
     trainable: Literal["non-exact", "all"] = Field(default="non-exact", description="embedding rows trained: those "
                                                    "the initialization did not copy exactly, or all")
+    keep_best: bool = Field(default=True, description="measure the language model (next-token loss, or MLM loss "
+                            "under fixed masks) on the held-out texts at the start and at every evaluation, and keep "
+                            "the best state, the start included: a refinement never ends worse than it started")
     loss: Literal["auto", "cosine", "mse"] = Field(
         default="auto", description="per word: 1 - cosine, or mean squared error; auto: cosine for an encoder, mse "
         "for a decoder (whose states all point nearly one way, so their cosines differ little)")

@@ -159,8 +159,10 @@ def _report(run: StageRun) -> dict[str, Any]:
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
     continuations = {label: a.metadata["continuations"] for label, a in by_kind.get("intrinsic", {}).items()
                      if a.metadata.get("continuations")}
+    refined = [_refinement_note(label, a) for label, a in by_kind.get("init", {}).items()]
     headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
-                            stage_times(_timing_rows(run.artifacts)), continuations, downstream_notes=notes)
+                            stage_times(_timing_rows(run.artifacts)), continuations, downstream_notes=notes,
+                            refinement_notes=[note for note in refined if note])
     return {**headline, "artifacts": sections["artifacts"]}
 
 
@@ -176,6 +178,18 @@ def _lapt_summary(lapt: Artifact) -> dict[str, Any]:
     if budget:
         summary.update(budget_minutes=budget.get("minutes"), planned_seconds_per_step=budget.get("seconds_per_step"))
     return summary
+
+
+def _refinement_note(label: str, model: Artifact) -> str | None:
+    """Which state a refinement kept and why (align keeps its best by the language model's dev loss, its start
+    included); None for a model that was not refined, or refined before the choice was recorded."""
+    selection = (model.metadata.get("align") or {}).get("selection")
+    if not selection:
+        return None
+    steps = (model.metadata.get("align") or {}).get("steps")
+    kept = "its start (the rows as the initialization left them)" if selection["kept_step"] == 0 else \
+        f"step {selection['kept_step']} of {steps}"
+    return f"**{label}** kept {kept} by its {selection['measure']}: {selection['why']}."
 
 
 def _downstream_note(label: str, lapt: Artifact) -> str:

@@ -174,7 +174,8 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
                  sections: Mapping[str, Mapping[str, Any]], downstream: pd.DataFrame | None = None,
                  timings: pd.DataFrame | None = None,
                  continuations: Mapping[str, list[Mapping[str, str]]] | None = None,
-                 downstream_notes: list[str] | None = None) -> dict[str, Any]:
+                 downstream_notes: list[str] | None = None,
+                 refinement_notes: list[str] | None = None) -> dict[str, Any]:
     """Write ``report.md``, ``comparison.csv`` and ``comparison.png`` (and ``stage_times.csv``); return the headline.
 
     ``continuations`` (model label → its intrinsic evaluation's greedy continuations; decoders only) become a
@@ -191,6 +192,10 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
     if not frame.empty:
         parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "", RANKING_NOTE, "",
                   *_unigram_warnings(frame), "![comparison](comparison.png)", ""]
+    if refinement_notes:
+        parts += ["### Refinements", "", "A refinement keeps the state its language model measures best on a dev "
+                  "slice of its own (not these held-out sentences), its start included: it never ends worse than it "
+                  "started.", "", *[f"- {note}" for note in refinement_notes], ""]
     if continuations:
         parts += ["## Greedy continuations (held-out prompts)", "",
                   "The first words of held-out sentences, continued greedily by each decoder: read them for "

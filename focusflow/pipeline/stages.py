@@ -293,7 +293,8 @@ FASTTEXT = register(Stage("fasttext", 3, ("tokenizer", "split"), _fasttext, "tok
 INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
                       optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True,
                       work=("target_vocab_size", "rows"), settings=InitSettings))
-ALIGN = register(Stage("align", 1, ("model", "source", "split"), _align,
+# version 2: the best state by the language model's dev loss is kept, the start included (align.keep_best)
+ALIGN = register(Stage("align", 2, ("model", "source", "split"), _align,
                       "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True,
                       work=("align.tokens", "tokens"), settings=AlignSettings))
 REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,

@@ -35,6 +35,7 @@ from focusflow.models.lm_stats import pad_rows
 from focusflow.models.loading import describe_config, load_source, usable_positions
 from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
+from focusflow.training.guard import LanguageModelDev
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
@@ -245,6 +246,7 @@ class AlignRun(TrainingRun):
             if len(texts) <= spec.heldout_texts:
                 raise InputError(f"{train_file} has {len(texts)} texts: too few to hold out {spec.heldout_texts}")
             texts, heldout = texts[:-spec.heldout_texts], texts[-spec.heldout_texts:]
+        self.guard_texts = heldout  # also the dev slice of the language-model measure that keeps the best state
         self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.max_length)
         heldout_texts = tokenize_pairs(heldout, source_tokenizer, self.tokenizer, spec.max_length)
         self.batches = self._batches(self.train_texts)
@@ -292,6 +294,12 @@ class AlignRun(TrainingRun):
             mask = torch.from_numpy(self.trainable_rows).to(device=device, dtype=embeddings.dtype)[:, None]
             embeddings.register_hook(lambda grad: grad * mask)
         model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
+        if spec.keep_best and describe_config(model.config).objective is not None:
+            objective = "clm" if decoder else "mlm"
+            self.guard = LanguageModelDev(self.tokenizer, self.guard_texts, objective, spec.max_length, self.precision,
+                                          device, spec.seed)
+            self.selection = lambda: self.guard(self.hf_model)
+            self.selection_name = f"dev {'next-token' if decoder else 'MLM'} loss ({len(self.guard)} texts)"
         loss_model = AlignLoss(model.base_model, self.layer, self.loss, spec.sentence_weight, self.pool)
         # no weight decay: it would move the frozen rows too
         # the student's states run to the aligned layer (for a sentence vector too); a text's tokens, not a padded row

@@ -139,6 +139,10 @@ class TrainingRun:
     resumable_changes: frozenset[str] = frozenset({"steps", "checkpoint_every", "keep_last", "eval_every", "log_every"})
     time_limit_s: float | None = None  # stop once this much training time (over all sessions) is spent
     total_steps: int
+    # the measure a run keeps its best state by (lower is better; its start included), set by an objective whose own
+    # loss is only a proxy (align); None: the last state is the result
+    selection: Callable[[], float] | None = None
+    selection_name: str = ""
 
     def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
                  progress: bool):
@@ -190,9 +194,13 @@ class TrainingRun:
         self.trainable = self._build_model()
         self.optimization = Optimization.from_spec(self.trainable.param_groups, spec, self.total_steps,
                                                    self.dist.device, self.precision.needs_scaler)
+        self.best_params: list[torch.Tensor] | None = None
         if self.checkpoint is not None:
             self._restore_checkpoint_extras(self.checkpoint)
             self.optimization.restore(self.checkpoint)
+            kept = ckpt.load_tensors(self.checkpoint, "best")
+            if kept is not None:
+                self.best_params = [t.to(self.dist.device) for t in kept["params"]]
             rank_rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}")
             if (rng := rank_rng or ckpt.load_tensors(self.checkpoint, "rng")) is not None:
                 ckpt.set_rng_state(rng)
@@ -284,12 +292,15 @@ class TrainingRun:
         folder = None
         if self.dist.main:
             tensors = {**self.optimization.state_tensors(), **rng}
+            if self.best_params is not None:
+                tensors["best"] = {"params": [t.detach().cpu() for t in self.best_params]}
 
             def write_model(target: Path) -> None:
                 self._write_hf_folder(target)
                 self._write_checkpoint_extras(target)
 
             trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
+            trainer_state.update({k: self.state[k] for k in ("selection", "best") if k in self.state})
             trainer_state["window"] = dataclasses.asdict(self.window)
             trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
                                  stage=self.stage, world_size=self.dist.world_size, weights_check=self.weights_check)
@@ -310,6 +321,7 @@ class TrainingRun:
             initial = self.evaluate()
             history.append({"step": 0, "samples": 0, "tokens": 0, "heldout_loss": initial})
             log.info("held-out loss before %s: %.4f", self.name, initial)
+            self._select(0)
         self._set_stage(start_step)
         batches = self._step_batches(start_step)
         spent_before, self.start_tokens = state["seconds"], state["tokens"]
@@ -362,10 +374,45 @@ class TrainingRun:
                                "elapsed_s": round(train_time, 3)}
         if evaluate:
             row["heldout_loss"] = self.evaluate()
+            self._select(done)
         self.state["history"].append(row)
         log.info("step %d/%d %s", done, self.total_steps,
                  " ".join(f"{k}={v:.4g}" for k, v in row.items() if isinstance(v, float)))
         return row
+
+    def _select(self, step: int) -> None:
+        """Measure the model by ``selection`` and keep its trained parameters when it is the best so far."""
+        if self.selection is None:
+            return
+        score = float(self.selection())
+        self.state.setdefault("selection", []).append([step, score])
+        best = self.state.get("best")
+        if best is None or score < best["score"]:
+            self.state["best"] = {"step": step, "score": score}
+            self.best_params = [p.detach().clone() for p in self.trainable.parameters]
+        log.info("%s at step %d: %s %.4f (best %.4f at step %d)", self.name, step, self.selection_name, score,
+                 self.state["best"]["score"], self.state["best"]["step"])
+
+    def _keep_best(self) -> dict[str, Any]:
+        """Put the best state's parameters back (the start's, when no step improved on it); the record of why."""
+        best, history = self.state.get("best"), self.state.get("selection") or []
+        if self.selection is None or best is None or self.best_params is None:
+            return {}
+        last = history[-1] if history else [self.state["step"], math.nan]
+        if best["step"] != self.state["step"]:
+            with torch.no_grad():
+                for parameter, kept in zip(self.trainable.parameters, self.best_params, strict=True):
+                    parameter.copy_(kept)
+        start = history[0][1] if history and history[0][0] == 0 else None
+        if best["step"] == self.state["step"]:
+            why = f"the last evaluation was the best ({best['score']:.4f})"
+        elif best["step"] == 0:
+            why = (f"no step improved on the start ({best['score']:.4f}; {last[1]:.4f} at step {last[0]}): the "
+                   "refinement left the model as it was")
+        else:
+            why = f"step {best['step']} was the best ({best['score']:.4f}; {last[1]:.4f} at step {last[0]})"
+        return {"measure": self.selection_name, "history": history, "kept_step": best["step"],
+                "kept": best["score"], "at_start": start, "at_end": last[1], "why": why}
 
     def _stop_asked(self) -> bool:
         """Whether a stop was asked for (SIGTERM, SIGINT: ``focusflow.stopping``), decided together on all ranks."""
@@ -404,8 +451,11 @@ class TrainingRun:
         return float(loss_total), local
 
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        selection = self._keep_best()
         self._require_sound(self.state["step"])
         summary = {**self._summary(train_time, start_step, resumed_from), "weights_check": self.weights_check}
+        if selection:
+            summary["selection"] = selection
         speed = summary.get("tokens_per_s")
         summary["mfu"] = summary.get("mfu") or (mfu(speed, self.trainable.flops_per_token, self.peak_flops)
                                                 if speed else None)

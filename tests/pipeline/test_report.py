@@ -126,3 +126,23 @@ def test_the_comparison_says_what_ranks_methods_and_shows_fidelity_beside_its_ch
     header = next(line for line in text.splitlines() if line.startswith("| method"))
     assert header.index("fidelity_chance") < header.index("retrieval_top1") < header.index("bits_per_byte")
     assert "fidelity_centered" in header and "retrieval_top1_centered" in header
+
+
+def test_a_refinement_that_kept_its_start_says_so_in_the_report(tmp_path: Path):
+    """Issue 39: align keeps its best state by the language model, the start included, and the report says which."""
+    from focusflow.pipeline.evaluation_stages import _refinement_note
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    store = ArtifactStore(tmp_path / "store")
+    selection = {"measure": "dev next-token loss (64 texts)", "kept_step": 0, "history": [[0, 3.6], [30, 3.9]],
+                 "kept": 3.6, "at_start": 3.6, "at_end": 3.9,
+                 "why": "no step improved on the start (3.6000; 3.9000 at step 30): the refinement left the model as it was"}
+    refined = store.put_dir("align", "a" * 64, folder, metadata={"align": {"steps": 30, "selection": selection}})
+    note = _refinement_note("fvt+align", refined)
+    assert note.startswith("**fvt+align** kept its start (the rows as the initialization left them)")
+    assert "left the model as it was" in note
+    assert _refinement_note("fvt", store.put_dir("init", "b" * 64, folder, metadata={})) is None
+    write_report(tmp_path / "report", "sw", ROWS, {}, refinement_notes=[note])
+    assert "### Refinements" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from focusflow.corpus.io import read_texts
 from focusflow.training.align import AlignSpec, align_embeddings, first_layers, length_batches
@@ -139,8 +139,9 @@ def aligned(tiny_dirs, lapt_corpus, tmp_path_factory):
         if family not in built:
             root = tmp_path_factory.mktemp(f"align-{family}")
             rows = scrambled_copy(tiny_dirs(family), root / "init")
-            summary = align_embeddings(root / "init", tiny_dirs(family), lapt_corpus[0], root / "run", spec(),
-                                       heldout_file=lapt_corpus[1])
+            # the mechanics of aligning: every step's state is the result (keep_best: test_keep_best_* below)
+            summary = align_embeddings(root / "init", tiny_dirs(family), lapt_corpus[0], root / "run",
+                                       spec(keep_best=False), heldout_file=lapt_corpus[1])
             built[family] = (tiny_dirs(family), root / "init", rows, root / "run", summary)
         return built[family]
 
@@ -227,7 +228,7 @@ def test_resume_from_a_middle_checkpoint_gives_the_uninterrupted_weights(aligned
     (resumed / "checkpoints").mkdir(parents=True)
     shutil.copytree(run / "checkpoints" / "step-00000040", resumed / "checkpoints" / "step-00000040")
     (resumed / "checkpoints" / "latest").write_text("step-00000040\n")
-    again = align_embeddings(init, source, lapt_corpus[0], resumed, spec(), heldout_file=lapt_corpus[1])
+    again = align_embeddings(init, source, lapt_corpus[0], resumed, spec(keep_best=False), heldout_file=lapt_corpus[1])
     assert again["resumed_from"].endswith("step-00000040") and again["steps"] == 80
     expected, got = load_file(run / "final" / "model.safetensors"), load_file(resumed / "final" / "model.safetensors")
     for name in expected:
@@ -246,7 +247,7 @@ def test_a_damaged_last_checkpoint_resumes_from_the_previous_good_one(aligned, l
     data[len(data) // 2] ^= 0xFF
     optimizer.write_bytes(bytes(data))
     with caplog.at_level("WARNING", logger="focusflow.training.checkpoint"):
-        again = align_embeddings(init, source, lapt_corpus[0], damaged, spec(), heldout_file=lapt_corpus[1])
+        again = align_embeddings(init, source, lapt_corpus[0], damaged, spec(keep_best=False), heldout_file=lapt_corpus[1])
     assert "step-00000080" in caplog.text and "trainer/optimizer.pt" in caplog.text
     assert again["resumed_from"].endswith("step-00000040")
     expected, got = load_file(run / "final" / "model.safetensors"), load_file(damaged / "final" / "model.safetensors")
@@ -269,3 +270,42 @@ def test_first_layers_runs_the_truncated_stack_and_restores_it(tiny_dirs):
             one = body(input_ids=ids).last_hidden_state
     assert len(body.h) == 2
     torch.testing.assert_close(one, body.ln_f(full.hidden_states[1]))  # GPT-2's final norm applies to layer 1
+
+
+@pytest.mark.parametrize(("scores", "kept"), [([1.0, 2.0, 3.0], 0), ([1.0, 0.5, 0.7], 40), ([1.0, 0.9, 0.8], 80)])
+def test_keep_best_keeps_the_state_the_language_model_measures_best_its_start_included(
+        tiny_dirs, lapt_corpus, tmp_path, monkeypatch, scores, kept):
+    """The dev measure at steps 0, 40 and 80 decides which state is the result; a refinement that only makes the
+    language model worse leaves the model as it was, and says so."""
+    from focusflow.training import guard
+
+    measured = iter(scores)
+    monkeypatch.setattr(guard.LanguageModelDev, "__call__", lambda self, model: next(measured))
+    rows = scrambled_copy(tiny_dirs("llama"), tmp_path / "init")
+    summary = align_embeddings(tmp_path / "init", tiny_dirs("llama"), lapt_corpus[0], tmp_path / "run", spec(),
+                               heldout_file=lapt_corpus[1])
+    selection = summary["selection"]
+    assert [step for step, _ in selection["history"]] == [0, 40, 80] and selection["kept_step"] == kept
+    assert selection["at_start"] == 1.0 and selection["measure"].startswith("dev next-token loss")
+    final = load_file(tmp_path / "run" / "final" / "model.safetensors")
+    embedding = next(name for name in final if "embed_tokens" in name)
+    expected = load_file((tmp_path / "init" if kept == 0 else tmp_path / "run" / "checkpoints" / f"step-{kept:08d}")
+                         / "model.safetensors")
+    assert torch.equal(final[embedding], expected[embedding])
+    if kept == 0:
+        assert "no step improved on the start" in selection["why"] and "left the model as it was" in selection["why"]
+        assert len(rows) > 0
+
+
+def test_the_language_model_dev_measure_is_fixed_and_finite(tiny_dirs, lapt_corpus):
+    from focusflow.precision import resolve_precision
+    from focusflow.training.guard import LanguageModelDev
+
+    texts = list(read_texts(lapt_corpus[1]))[:16]
+    for family, objective, auto in (("xlmr", "mlm", AutoModelForMaskedLM), ("llama", "clm", AutoModelForCausalLM)):
+        folder = tiny_dirs(family)
+        dev = LanguageModelDev(AutoTokenizer.from_pretrained(folder), texts, objective, 64,
+                               resolve_precision("fp32", "cpu"), torch.device("cpu"))
+        model = auto.from_pretrained(folder)
+        first = dev(model)
+        assert 0 < first < 20 and dev(model) == first and len(dev) == 16
