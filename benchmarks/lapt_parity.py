@@ -45,6 +45,8 @@ from downstream_protocol import (  # noqa: E402
     sib200_task,
 )
 
+from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN  # noqa: E402
+
 # The LAPT recipe measured here for a 2-core CPU (the FOCUS paper's batch of 128 x 256 tokens would give a few
 # dozen steps in 30 minutes): 32 sequences of 128 tokens a step, lr 1e-4 after 10% warm-up, constant.
 CPU_LAPT = {"batch_size": 32, "micro_batch_size": 16, "seq_len": 128, "lr": 1e-4, "eval_every": 100,
@@ -139,6 +141,24 @@ def score(runs_table: Any, name: str) -> dict[str, Any] | None:
             "runs": values}
 
 
+def _verdict(table: Any, name: str) -> Any:
+    """``name`` − the source, paired by seed, with its 95% interval and the parity call (None: no common seed)."""
+    from focusflow.evaluation.downstream.verdict import paired_verdict
+
+    def per_seed(model: str) -> dict[int, float]:
+        if table is None or table.empty:
+            return {}
+        rows = table[(table["model"] == model) & table["main"].astype(bool)]
+        return {int(seed): float(value) for seed, value in zip(rows["seed"], rows["value"], strict=True)}
+
+    return paired_verdict(per_seed(name), per_seed("source"))
+
+
+def _decided(table: Any, name: str) -> bool:
+    verdict = _verdict(table, name)
+    return verdict is not None and verdict.decided
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--language", required=True, help="../shared/data/text/<code>.txt and SIB-200 for it")
@@ -151,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lapt", action="append", default=[], metavar="KEY=VALUE",
                         help="override the LAPT recipe (repeatable), e.g. embeddings_only_fraction=0.3")
     parser.add_argument("--seeds", default="3", help="N (1..N) or a list (2,3)")
-    parser.add_argument("--parity", type=float, default=1.0, help="accuracy points from the source's mean")
+    parser.add_argument("--max-seeds", type=int, default=10, help="add seeds (paired with the source's) until every "
+                                                                  "verdict is decided (standard error <= 1 point), "
+                                                                  "up to this many")
     parser.add_argument("--skip-source", action="store_true", help="do not fine-tune the source (another process does)")
     parser.add_argument("--tag", default="", help="names this recipe's rows (a second recipe in the same work folder)")
     parser.add_argument("--work-dir", type=Path, default=None,
@@ -212,21 +234,37 @@ def main(argv: list[str] | None = None) -> int:
         everything.update(models)
         points += curve
     table = finetune(everything)  # every run is saved: this only gathers them into one table
+    # a verdict noise cannot flip: seeds are added (to the source and to each undecided model, paired) until the
+    # standard error of every model's difference to the source is at most 1 point, or --max-seeds is reached
+    seed_list = list(range(1, seeds + 1)) if isinstance(seeds, int) else list(seeds)
+    while len(seed_list) < args.max_seeds:
+        undecided = {name: path for name, path in everything.items() if name != "source" and not _decided(table, name)}
+        if not undecided or "source" not in everything:
+            break
+        seed_list.append(max(seed_list) + 1)
+        print(f"{len(undecided)} model(s) undecided at {len(seed_list) - 1} seeds: adding seed {seed_list[-1]}",
+              flush=True)
+        evaluate_protocol({"source": everything["source"], **undecided}, [task], runs_dir, [seed_list[-1]],
+                          args.data_root, protocol)
+        table = finetune({})
+    seeds = seed_list
 
     source_score = score(table, "source")
     rows = []
     for point in points:
         name = f"{point['method']}{tag}@{point['minutes']:g}"
         result = score(table, name) or {}
-        gap = result["mean"] - source_score["mean"] if result and source_score else None
+        verdict = _verdict(table, name)
+        gap = verdict.mean if verdict is not None else None
         rows.append({"model": name, "method": point["method"], "lapt_minutes": point["minutes"],
                      "steps": point["steps"], "tokens": point["tokens"], "heldout_mlm_loss": point["heldout_loss"],
                      "accuracy": result.get("mean"), "std": result.get("std"), "runs": result.get("runs"),
-                     "vs_source": gap})
+                     "vs_source": gap, "verdict": verdict.to_dict() if verdict is not None else None,
+                     "verdict_text": verdict.text() if verdict is not None else None})
     recipe = {k: v for k, v in cfg.lapt.model_dump().items() if k in (*CPU_LAPT, "embeddings_only_fraction")}
     print(f"\nSIB-200 {task}, {seeds} seed(s), lr {protocol.lr}, embedding lr x{protocol.embedding_lr_scale}; "
           f"LAPT {json.dumps(recipe)}")
-    print("| model | LAPT min | steps | tokens | held-out MLM loss | accuracy | vs source |")
+    print("| model | LAPT min | steps | tokens | held-out MLM loss | accuracy | vs source, paired by seed |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     if source_score:
         spread = f" ± {source_score['std']:.1f}" if source_score["std"] is not None else " (1 seed)"
@@ -235,15 +273,15 @@ def main(argv: list[str] | None = None) -> int:
         accuracy = "" if row["accuracy"] is None else f"{row['accuracy']:.1f}" + (
             f" ± {row['std']:.1f}" if row["std"] is not None else " (1 seed)")
         loss = "" if row["heldout_mlm_loss"] is None else f"{row['heldout_mlm_loss']:.3f}"
-        gap = "" if row["vs_source"] is None else f"{row['vs_source']:+.1f}"
+        gap = row["verdict_text"] or ""
         print(f"| {row['model']} | {row['lapt_minutes']:g} | {row['steps']} | {row['tokens'] or 0:,} | {loss} | "
               f"{accuracy} | {gap} |")
     parity = {}
     for method in args.methods:
-        reached = [r for r in rows if r["method"] == method and r["vs_source"] is not None
-                   and r["vs_source"] >= -args.parity]
+        reached = [r for r in rows if r["method"] == method and (r["verdict"] or {}).get("parity")]
         parity[method] = reached[0]["lapt_minutes"] if reached else None
-        print(f"minutes to parity ({method}, within {args.parity:g} point of the source): "
+        print(f"minutes to parity ({method}; parity: the paired mean difference >= {PARITY_MEAN:g} and its 95% "
+              f"interval's lower end >= {PARITY_LOWER:g}): "
               f"{parity[method] if parity[method] is not None else 'not reached'}")
     summary = {"language": args.language, "task": task, "seeds": seeds, "source": source_score, "rows": rows,
                "minutes_to_parity": parity, "lapt": cfg.lapt.model_dump(mode="json"),

@@ -252,6 +252,10 @@ class InitSpec(_Section):
         default=DEFAULT_RARE_TOKENS, description="FOCUS fallback for new tokens without a fastText vector: "
         "fvt (mean of source pieces), subword (n-gram vector, then FVT) or random (the paper)")
     extend_top_n: int = Field(default=10_000, ge=1)
+    candidates: list[Literal["prune"]] = Field(
+        default_factory=list, description="models built beside the methods, each named as itself in every row: prune "
+        "(the source's own vocabulary pruned to the tokens the corpus uses, every row copied: the source's quality at "
+        "a fraction of its size, the floor a new tokenizer must beat); the report picks the product among them all")
     seed: int = 0
 
 
@@ -448,8 +452,10 @@ class PublishSpec(_Section):
 
     repo_id: str | None = Field(default=None, description="Hub repository, e.g. user/e5-small-{language}-{model}; "
                                 "{language} and {model} are filled in (one repository per model); unset: off")
-    models: list[str] = Field(default_factory=lambda: ["focus+lapt"], min_length=1,
-                              description="which models: focus, focus+align, focus+lapt … (the report's names)")
+    models: list[str] = Field(default_factory=lambda: ["product"], min_length=1,
+                              description="which models: product (the one the run's report picks: the fewest tokens "
+                              "per word at parity with the source on dev; without downstream tasks the first LAPT "
+                              "model), or focus, focus+align, focus+lapt, prune … (the report's names)")
     private: bool = False
     revision: str | None = Field(default=None, description="branch to push to (created if missing); None: main")
     commit_message: str | None = None

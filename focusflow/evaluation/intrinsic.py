@@ -39,6 +39,7 @@ from focusflow.models.lm_stats import Masker, pad_rows, unigram_counts, unigram_
 from focusflow.models.loading import lm_head, load_source
 from focusflow.precision import resolve_precision
 from focusflow.stopping import check_stop
+from focusflow.tokenizer.metrics import tokenizer_metrics
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +309,9 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
                                                 max_length=max_length, precision=precision)
         del source_model
     metrics: dict = {"objective": info.objective, "vocab_size": len(tokenizer),
-                     "n_params": int(sum(p.numel() for p in model.parameters()))}
+                     "n_params": int(sum(p.numel() for p in model.parameters())),
+                     # what inference costs with this model's own tokenizer (a pruned or extended one is its own)
+                     "tokens_per_word": tokenizer_metrics(tokenizer, sentences)["tokens_per_word"]}
     adapted = sentence_embeddings(model, tokenizer, sentences, prefix=prefix, max_length=max_length,
                                   precision=precision)
     metrics.update(representation_fidelity(adapted, source_embeddings))

@@ -16,7 +16,10 @@ from typing import Any, Self
 import pandas as pd
 
 from focusflow.config import EvalSpec, PipelineConfig
-from focusflow.methods import model_label
+from focusflow.evaluation.downstream.report import score_text
+from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
+from focusflow.methods import model_label, read_model_label
+from focusflow.pipeline.product import SOURCE, Candidate, Product, add_verdicts, candidates_markdown, choose_product
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
 from focusflow.storage import Artifact
@@ -35,7 +38,7 @@ DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 4
 MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "train_mfu", "seconds_per_run")
 MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", "eval_seconds", "train_tokens_per_s",
                        "train_mfu", "provenance")
-REPORT_STAGE, REPORT_VERSION = "report", 4  # 4: the LAPT behind each +lapt row, the protocol
+REPORT_STAGE, REPORT_VERSION = "report", 5  # 4: the LAPT behind each +lapt row, the protocol; 5: the product
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol")
@@ -149,6 +152,8 @@ def _report(run: StageRun) -> dict[str, Any]:
             for label, evaluation in by_kind.get("intrinsic", {}).items()]
     downstream = [pd.DataFrame(a.metadata.get("results", [])) for a in by_kind.get("downstream", {}).values()]
     downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
+    seed_runs = [pd.read_csv(run.inputs[f"downstream:{label}"] / "runs.csv")
+                 for label, a in by_kind.get("downstream", {}).items() if "runs.csv" in a.files]
     sections = {f"{label} stage": dict(a.metadata) for label, a in by_kind.get("stage", {}).items()}
     sections.update({f"LAPT of {label}": _lapt_summary(a) for label, a in by_kind.get("lapt", {}).items()})
     notes = [_downstream_note(label, a) for label, a in by_kind.get("lapt", {}).items()]
@@ -156,14 +161,73 @@ def _report(run: StageRun) -> dict[str, Any]:
                         for a in by_kind.get("downstream", {}).values()})
     if protocols:
         notes.append(f"Fine-tuning protocol: {', '.join(protocols)} (the same for every row, the source's included).")
+    verdicts = verdict_lines(pd.concat(seed_runs, ignore_index=True) if seed_runs else None)
+    if verdicts:
+        notes.append(f"Against the source, paired by seed (parity: the mean difference ≥ {PARITY_MEAN:g} point and "
+                     f"its 95% interval's lower end ≥ {PARITY_LOWER:g}): " + "; ".join(verdicts) + ".")
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
     continuations = {label: a.metadata["continuations"] for label, a in by_kind.get("intrinsic", {}).items()
                      if a.metadata.get("continuations")}
     refined = [_refinement_note(label, a) for label, a in by_kind.get("init", {}).items()]
+    runs_table = pd.concat(seed_runs, ignore_index=True) if seed_runs else None
+    candidates, product, source_row = _product(by_kind, downstream_frame, runs_table)
     headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
                             stage_times(_timing_rows(run.artifacts)), continuations, downstream_notes=notes,
-                            refinement_notes=[note for note in refined if note])
-    return {**headline, "artifacts": sections["artifacts"]}
+                            refinement_notes=[note for note in refined if note],
+                            product=candidates_markdown(candidates, product, source_row))
+    return {**headline, "artifacts": sections["artifacts"], "product": product.name,
+            "product_reason": product.reason, "product_measured": product.measured,
+            "candidates": [c.to_dict() for c in candidates]}
+
+
+def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFrame | None,
+             runs: pd.DataFrame | None) -> tuple[list[Candidate], Product, dict[str, Any]]:
+    """Every model evaluated downstream as a candidate beside the source, and the one the run ships."""
+    tasks = list(dict.fromkeys(runs["task"])) if runs is not None and not runs.empty else []
+    main = results[results["main"].astype(bool)] if results is not None and "main" in results else None
+
+    def scores(label: str) -> dict[str, str]:
+        if main is None:
+            return {}
+        rows = main[main["model"] == label]
+        return {str(r["task"]): score_text(r["mean"], r["std"], r["n_seeds"]) for r in rows.to_dict("records")}
+
+    def facts(label: str) -> dict[str, Any]:
+        intrinsic = by_kind.get("intrinsic", {}).get(label)
+        return dict(intrinsic.metadata) if intrinsic is not None else {}
+
+    candidates = []
+    for label in by_kind.get("downstream", {}):
+        if label == SOURCE:
+            continue
+        measured = facts(label)
+        candidate = Candidate(label, measured.get("n_params"), measured.get("tokens_per_word"), _cpu_minutes(label,
+                              by_kind), scores(label))
+        candidates.append(add_verdicts(candidate, runs, tasks))
+    lapt_methods = list(by_kind.get("lapt", {}))
+    configured = model_label(lapt_methods[0], lapt=True) if lapt_methods else next(iter(by_kind.get("init", {})), "-")
+    source = facts(SOURCE)
+    return candidates, choose_product(candidates, configured), {"n_params": source.get("n_params"),
+                                                                 "tokens_per_word": source.get("tokens_per_word"),
+                                                                 "test": scores(SOURCE)}
+
+
+def _cpu_minutes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> float | None:
+    """The training minutes a candidate cost on the machine that trained it: its LAPT (a minutes budget's plan, else
+    the measured time) and its align refinement; 0 for a model nothing trained (a pruned source)."""
+    method, after_lapt = read_model_label(label)
+    minutes = 0.0
+    if after_lapt:
+        lapt = by_kind.get("lapt", {}).get(method)
+        if lapt is None:
+            return None
+        planned = (lapt.metadata.get("budget") or {}).get("minutes")
+        seconds = lapt.metadata.get("train_seconds_this_session")
+        minutes += float(planned) if planned else float(seconds or 0) / 60
+    init = by_kind.get("init", {}).get(method)
+    align = (init.metadata.get("align") or {}) if init is not None else {}
+    minutes += float(align.get("train_seconds") or 0) / 60
+    return round(minutes, 2)
 
 
 _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss", "final_train_loss", "tokens_per_s",

@@ -22,6 +22,7 @@ from typing import Any
 
 from focusflow.config import PipelineConfig
 from focusflow.methods import model_label, read_model_label, split_method
+from focusflow.pipeline.publish_stage import PRODUCT, configured_product
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
 from focusflow.storage import ArtifactStore
 
@@ -134,6 +135,9 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
         base, refinements = split_method(method)
         models[method] = (run.submit("align", label=method, model=initialized[base], source=source, split=split)
                           if "align" in refinements else initialized[base])
+    # candidates beside the methods (init.candidates): a pruned source, which brings its own tokenizer
+    candidates = {name: run.submit("init", params_for("init", cfg, method=CANDIDATE_METHOD, mode=name), label=name,
+                                   source=source, split=split) for name in cfg.init.candidates}
     # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models. In replace
     # mode every model has the language tokenizer; extend and prune give each initialization the tokenizer it wrote.
     if cfg.init.mode == "replace":
@@ -143,6 +147,11 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
         references = {f"target:{base}": run.submit("reference", label=f"target:{base}", source=source, split=split,
                                                    tokenizer=model) for base, model in initialized.items()}
         reference_of = {name: references[f"target:{split_method(name)[0]}"] for name in models}
+    for name, model in candidates.items():
+        references[f"target:{name}"] = run.submit("reference", label=f"target:{name}", source=source, split=split,
+                                                  tokenizer=model)
+        reference_of[name] = references[f"target:{name}"]
+    models.update(candidates)
     evaluated = {name: (model, reference_of[name]) for name, model in models.items()}
     if cfg.orchestration.evaluate_original:
         references["source"] = run.submit("reference", label="source", source=source, split=split)
@@ -188,13 +197,18 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
                       for method, model in lapt.items()}
     downstream = {}
     if cfg.evaluation.tasks:
-        candidates = {model_label(m, lapt=True): f for m, f in lapt.items()} or dict(models)
+        candidates = {model_label(m, lapt=True): f for m, f in lapt.items()} or {m: models[m] for m in cfg.init.methods}
+        candidates.update({name: models[name] for name in cfg.init.candidates})
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches["source"], **candidates}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
                                        model=model) for name, model in candidates.items()}
     report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic))
     intrinsic = {**branches["intrinsic"], **lapt_intrinsic}
+    if PRODUCT in publishing:  # the model the report picked (its name fills the repository id)
+        picked = ArtifactStore(store_uri).resolve(_value(report)).metadata.get("product") or configured_product(cfg)
+        publishing[picked] = params_for("publish", cfg, model=picked)
+        del publishing[PRODUCT]
     published = {}
     for name, params in publishing.items():  # after the report: the card reports its results
         method, after_lapt = read_model_label(name)
@@ -218,6 +232,11 @@ def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> st
     """Every initialization method on the same tokenizer, fastText and held-out text; returns the report URI."""
     branches = prepare_branches(cfg, store_uri, tasks)
     return _Run(cfg, store_uri, tasks)("report", **report_inputs(branches))
+
+
+#: The method a candidate's init stage is called with: a pruned vocabulary has no new token, so no method is used
+#: (one that needs no auxiliary vectors); the model is named as its candidate (``prune``) everywhere.
+CANDIDATE_METHOD = "mean"
 
 
 def _value(result: Any) -> Any:

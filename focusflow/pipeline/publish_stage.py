@@ -25,13 +25,25 @@ PUBLISH_STAGE, PUBLISH_VERSION = "publish", 2
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
 
+#: ``publish.models``'s name of the model the run's report picks (``pipeline.product``).
+PRODUCT = "product"
+
+
 def publishable_models(cfg: PipelineConfig) -> list[str]:
-    """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt`` …): what ``publish.models`` lists."""
-    names = list(cfg.init.methods)
+    """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt``, ``prune`` …): what
+    ``publish.models`` lists, besides ``product``."""
+    names = [*cfg.init.methods, *cfg.init.candidates]
     if cfg.lapt.has_budget:
         names += [model_label(method, lapt=True) for method in cfg.orchestration.lapt_methods
                   if method in cfg.init.methods]
     return names
+
+
+def configured_product(cfg: PipelineConfig) -> str:
+    """The product of a run that cannot measure the choice (no downstream task): its first LAPT model, else its
+    first method (what the report names then, too)."""
+    lapt = [m for m in cfg.orchestration.lapt_methods if m in cfg.init.methods] if cfg.lapt.has_budget else []
+    return model_label(lapt[0], lapt=True) if lapt else cfg.init.methods[0]
 
 
 def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | None = None) -> dict[str, Artifact]:
@@ -84,6 +96,7 @@ class PublishSettings(StageSettings):
             raise ConfigError(f"publish.models lists {len(spec.models)} models but publish.repo_id {spec.repo_id!r} "
                               "has no {model}: each model needs its own repository")
         known = publishable_models(cfg)
+        model = configured_product(cfg) if model == PRODUCT else model  # checked now; the report's pick replaces it
         if model not in known:
             raise ConfigError(f"publish.models: this run makes no model {model!r}; it makes {', '.join(known)}")
         return cls.for_repo(fill_repo_id(spec.repo_id, cfg.language, model), private=spec.private,

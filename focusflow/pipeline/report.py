@@ -175,7 +175,7 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
                  timings: pd.DataFrame | None = None,
                  continuations: Mapping[str, list[Mapping[str, str]]] | None = None,
                  downstream_notes: list[str] | None = None,
-                 refinement_notes: list[str] | None = None) -> dict[str, Any]:
+                 refinement_notes: list[str] | None = None, product: str | None = None) -> dict[str, Any]:
     """Write ``report.md``, ``comparison.csv`` and ``comparison.png`` (and ``stage_times.csv``); return the headline.
 
     ``continuations`` (model label → its intrinsic evaluation's greedy continuations; decoders only) become a
@@ -189,6 +189,11 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
     frame.to_csv(out_dir / "comparison.csv", index=False)
     comparison_chart(frame, out_dir / "comparison.png")
     parts = [f"# focusflow report — {language}", ""]
+    if product:
+        parts += ["## The product", "", "Every candidate this run built, the one it ships first (`focusflow publish` "
+                  "publishes it by default): the fewest tokens per word among those at parity with the source on "
+                  "dev (paired by seed), on every task; the test score is reported, never used to pick.", "",
+                  product, ""]
     if not frame.empty:
         parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "", RANKING_NOTE, "",
                   *_unigram_warnings(frame), "![comparison](comparison.png)", ""]

@@ -116,14 +116,16 @@ class InitSettings(StageSettings):
     options: dict[str, Any] = Field(default_factory=dict)  # the method's options (extend_top_n, rare_tokens)
 
     @classmethod
-    def from_config(cls, cfg: PipelineConfig, /, *, method: str, **variant: Any) -> Self:
-        """``method``: the base method (``focus`` of ``focus+align``); only the options it reads join its key."""
+    def from_config(cls, cfg: PipelineConfig, /, *, method: str, mode: str | None = None, **variant: Any) -> Self:
+        """``method``: the base method (``focus`` of ``focus+align``); only the options it reads join its key.
+        ``mode``: a candidate's own (``prune`` beside the methods), else the run's ``init.mode``."""
         from focusflow.methods import init_method
 
-        options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if cfg.init.mode == "extend" else {}
+        mode = mode or cfg.init.mode
+        options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if mode == "extend" else {}
         if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
             options["rare_tokens"] = cfg.init.rare_tokens
-        return cls(method=method, mode=cfg.init.mode, seed=cfg.init.seed, options=options)
+        return cls(method=method, mode=mode, seed=cfg.init.seed, options=options)
 
 
 class AlignSettings(StageSettings):
@@ -303,7 +305,8 @@ REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,
                            settings=HeldoutSettings))
 # version 3: a decoder's metrics add greedy continuations of held-out prompts (an encoder's are unchanged)
 # version 4: fidelity and retrieval beside their chance level and after removing the mean direction
-INTRINSIC = register(Stage("intrinsic", 4, ("model", "reference"), _intrinsic,
+# version 5: the tokens per word of the model's own tokenizer on the held-out sentences (a pruned model's is its own)
+INTRINSIC = register(Stage("intrinsic", 5, ("model", "reference"), _intrinsic,
                            "held-out LM loss and fidelity against a reference; a decoder's continuations",
                            uses_model=True,
                            work=("n_sentences", "sentences"), settings=HeldoutSettings))

@@ -13,6 +13,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from focusflow.evaluation.downstream.report import score_text
+from focusflow.evaluation.downstream.verdict import DECISIVE_SE, PARITY_LOWER, PARITY_MEAN, paired_verdict, seed_scores
 from focusflow.evaluation.intrinsic import above_unigram
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
@@ -129,15 +130,40 @@ def _downstream_table(facts: CardFacts) -> list[str]:
     if not mine:
         return ["No downstream evaluation of this model is stored.", ""]
     theirs = {(r["task"], r["metric"]): r for r in facts.original.downstream}
-    lines = ["| task | metric | this model | source model | seeds |", "|---|---|---|---|---|"]
+    lines = ["| task | metric | this model | source model | vs the source, paired by seed | seeds |",
+             "|---|---|---|---|---|---|"]
     for row in mine:
         other = theirs.get((row["task"], row["metric"]))
         source = (score_text(other["mean"], other["std"], other["n_seeds"]) if other else "not measured")
+        verdict = paired_verdict(seed_scores(facts.model.runs, str(row["model"]), row["task"]),
+                                 seed_scores(facts.original.runs, "original", row["task"])) if other else None
         lines.append(f"| {row['task']} | {row['metric']} | {score_text(row['mean'], row['std'], row['n_seeds'])} | "
-                     f"{source} | {row['seeds']} |")
+                     f"{source} | {verdict.text() if verdict else '-'} | {row['seeds']} |")
     return [*lines, "",
-            "Scores ×100, mean ± sample standard deviation over fine-tuning seeds (test split, best dev checkpoint).",
-            ""]
+            "Scores ×100, mean ± sample standard deviation over fine-tuning seeds (test split, best dev checkpoint). "
+            f"Parity: the mean of this model's score minus the source's, paired by seed, is at least {PARITY_MEAN:g} "
+            f"point and its 95% interval's lower end at least {PARITY_LOWER:g}; with a standard error above "
+            f"{DECISIVE_SE:g} point the verdict is left undecided.", ""]
+
+
+def _candidates(facts: CardFacts) -> list[str]:
+    """Every candidate of the run this model came from, side by side, and which one the run ships (its product)."""
+    if not facts.candidates or not facts.product:
+        return []
+    mine = "This model is the run's product" if facts.product == facts.label else \
+        f"**This model is not the run's product**: the run ships `{facts.product}`"
+    lines = ["### Which model of this run to use", "", f"{mine} ({facts.product_reason}).", "",
+             "| model | parameters | tokens per word | dev verdict vs the source | CPU-minutes |", "|---|---|---|---|---|"]
+    for candidate in facts.candidates:
+        verdicts = [v for v in (candidate.get("dev_verdicts") or {}).values() if v]
+        dev = "; ".join(f"{v['mean']:+.1f} ({'parity' if v['parity'] else 'below' if v['parity'] is False else 'undecided'})"
+                        for v in verdicts) or "-"
+        params = f"{candidate['n_params'] / 1e6:.1f}M" if candidate.get("n_params") else "-"
+        tpw = f"{candidate['tokens_per_word']:.2f}" if candidate.get("tokens_per_word") else "-"
+        minutes = f"{candidate['cpu_minutes']:.1f}" if candidate.get("cpu_minutes") is not None else "-"
+        name = f"**{candidate['name']}**" if candidate["name"] == facts.label else candidate["name"]
+        lines.append(f"| {name} | {params} | {tpw} | {dev} | {minutes} |")
+    return [*lines, ""]
 
 
 def _efficiency_table(facts: CardFacts) -> list[str]:
@@ -268,7 +294,7 @@ def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelC
         "## Results", "",
         "### Held-out text", "", *_intrinsic_table(facts),
         "### Downstream tasks", "", *_downstream_table(facts),
-        "### Size and tokenization", "", *_efficiency_table(facts),
+        "### Size and tokenization", "", *_efficiency_table(facts), *_candidates(facts),
         "## Usage", "", *_usage(facts, repo_id),
         "## Limitations", "", *_limitations(facts),
         *_licence(facts),

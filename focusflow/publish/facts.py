@@ -122,6 +122,9 @@ class CardFacts:
     example: str | None = None  # a held-out sentence for the usage snippet
     heldout_sentences: int | None = None
     failed_weight_check: str | None = None  # what the weight check found, for a model published with --force
+    product: str | None = None  # the model the run's report picked (pipeline.product), and why
+    product_reason: str | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate the run built, side by side
 
 
 def _scalar_metrics(artifact: Artifact | None) -> dict[str, Any]:
@@ -244,6 +247,9 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         lapt=lapt_facts, align=align_facts, corpus=corpus, evaluation=evaluation,
         datasets=_datasets(corpus, results), example=_example_sentence(store, lineage),
         heldout_sentences=_int(mine.get("n_sentences")),
+        product=(lineage.report.metadata.get("product") if lineage.report else None),
+        product_reason=(lineage.report.metadata.get("product_reason") if lineage.report else None),
+        candidates=list((lineage.report.metadata.get("candidates") or []) if lineage.report else []),
     )
 
 

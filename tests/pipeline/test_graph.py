@@ -114,3 +114,37 @@ def test_the_graphs_diagram_names_every_stage():
     for diagram in (graph.__doc__.split("::", 1)[1].strip().split("\n\n", 1)[0], drawn):
         named = set(re.findall(r"[a-z][a-z-]*", diagram))
         assert set(STAGES) - named == set()
+
+
+def test_a_pruned_source_is_a_candidate_beside_the_methods_with_its_own_tokenizer(tmp_path):
+    """Issue 38: init.candidates: [prune] builds the source's vocabulary pruned to the corpus, named prune in every
+    row, evaluated against a reference of its own tokenizer and downstream beside the LAPT models and the source."""
+    cfg = _config(tmp_path, "replace", lapt={"steps": 2})
+    cfg.init.candidates, cfg.evaluation.tasks = ["prune"], ["ner:masakhaner2:swa"]
+    _, calls = _wiring(cfg)
+    init_calls = {inputs.get("tokenizer"): params for stage, params, inputs in calls if stage == "init"}
+    prune = next(params for stage, params, inputs in calls if stage == "init" and params["mode"] == "prune")
+    assert prune["method"] == "mean" and len(init_calls) == 2  # focus and mean share the tokenizer; prune has none
+    evaluated = {inputs["model"]: inputs["reference"] for stage, _, inputs in calls if stage == "intrinsic"}
+    assert evaluated["init:prune"] == "reference:target:prune" and evaluated["init:focus"] == "reference:target"
+    assert [inputs["tokenizer"] for stage, _, inputs in calls if stage == "reference" and inputs.get("tokenizer")] \
+        == ["tokenizer:", "init:prune"]
+    downstream = sorted(params["name"] for stage, params, _ in calls if stage == "downstream")
+    assert downstream == ["focus+lapt", "original", "prune"]
+    report = next(inputs for stage, _, inputs in calls if stage == "report")
+    assert report["init:prune"] == "init:prune" and report["downstream:prune"] == "downstream:prune"
+
+
+def test_a_pruned_candidate_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
+    source = save_tiny("xlmr", tmp_path / "source", texts=sample_texts(600, seed=1), vocab_size=400)
+    cfg = _config(tmp_path, "replace", source=str(source))
+    cfg.init.methods, cfg.init.candidates = ["mean"], ["prune"]
+    branches = prepare_branches(cfg, cfg.store, local_tasks())
+    store = ArtifactStore(cfg.store)
+    pruned = store.resolve(branches["models"]["prune"].result())
+    assert pruned.metadata["method"] == "prune" and pruned.metadata["mode"] == "prune"
+    metrics = {name: store.resolve(branches["intrinsic"][name].result()).metadata for name in ("prune", "original")}
+    assert metrics["prune"]["vocab_size"] < metrics["original"]["vocab_size"]
+    # every token the corpus uses is kept: the held-out text is cut (nearly) as the source cuts it
+    assert metrics["prune"]["tokens_per_word"] == pytest.approx(metrics["original"]["tokens_per_word"], rel=0.05)

@@ -93,7 +93,9 @@ def test_the_results_table_puts_the_source_row_beside_the_model(exported, light_
     text = (exported / "README.md").read_text()
     source = light_run["downstream"]["source"].metadata["results"]
     f1 = next(r for r in source if r["metric"] == "f1")
-    assert f"| {100 * f1['mean']:.1f} ± {100 * f1['std']:.1f} | 1 2 3 |" in text  # NER: source column, seeds
+    # NER: the source column, the paired verdict beside it (issue 38), the seeds
+    assert re.search(rf"\| {100 * f1['mean']:.1f} ± {100 * f1['std']:.1f} \| [+-][0-9.]+ points \(95% interval "
+                     r"[^|]*3 paired seeds\): [a-z ,.0-9]+[^|]* \| 1 2 3 \|", text), text
     assert re.search(r"\| source: local folder .* \| [0-9.]+ \|", text)  # held-out text: a source row
     assert "tokens per word" in text and "Made with focusflow" in text and "dobler-de-melo-2023-focus" in text
 
@@ -239,3 +241,21 @@ def test_an_mit_source_needs_no_terms_in_the_body_and_no_notice(published_by_sou
     assert card.data.license == "mit"
     assert "Terms of Use" not in card.text and "NOTICE" not in card.text
     assert not (folder / "NOTICE").exists()
+
+
+def test_the_card_shows_every_candidate_of_the_run_and_whether_this_model_is_its_product(light_run):
+    """Issue 38: the card names the run's product and puts every candidate side by side (size, tokens per word, the
+    dev verdict that picked, CPU-minutes); a model that is not the product says so."""
+    facts = gather_facts(light_run["store"], trace(light_run["store"], light_run["model"]))
+    verdict = {"seeds": [1, 2, 3], "mean": -0.4, "se": 0.3, "low": -1.7, "high": 0.9, "parity": True}
+    candidates = [{"name": facts.label, "n_params": 26_300_000, "tokens_per_word": 2.0, "cpu_minutes": 20.0,
+                   "dev_verdicts": {"cls:sib200:sw": verdict}},
+                  {"name": "prune", "n_params": 27_200_000, "tokens_per_word": 2.93, "cpu_minutes": 0.0,
+                   "dev_verdicts": {"cls:sib200:sw": {**verdict, "mean": 0.1}}}]
+    mine = build_card(replace(facts, product=facts.label, product_reason="at parity, fewest tokens per word",
+                              candidates=candidates), REPO, "9.9.9").text
+    assert "This model is the run's product (at parity, fewest tokens per word)" in mine
+    assert f"| **{facts.label}** | 26.3M | 2.00 | -0.4 (parity) | 20.0 |" in mine and "| prune | 27.2M | 2.93 |" in mine
+    other = build_card(replace(facts, product="prune", product_reason="closest", candidates=candidates), REPO,
+                       "9.9.9").text
+    assert "**This model is not the run's product**: the run ships `prune` (closest)" in other

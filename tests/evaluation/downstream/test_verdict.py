@@ -1,0 +1,43 @@
+"""A parity verdict noise cannot flip: paired by seed, with a 95% interval, undecided when the seeds are too few."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from focusflow.evaluation.downstream.verdict import paired_verdict, t95, verdict_lines
+
+
+def test_differences_are_paired_by_seed_so_what_a_seed_does_to_both_cancels():
+    """Seeds that move both models alike (55.9 to 65.2 here) leave the paired difference steady."""
+    source = {1: 0.559, 2: 0.652, 3: 0.574, 4: 0.610, 5: 0.600}
+    model = {seed: score - 0.005 + (0.002 if seed % 2 else -0.002) for seed, score in source.items()}
+    verdict = paired_verdict(model, source)
+    assert verdict.mean == pytest.approx(-0.5 + 0.04, abs=1e-9) and verdict.se < 0.3
+    assert verdict.parity is True and verdict.low >= -3 and "parity" in verdict.text()
+
+
+def test_below_parity_and_undecided():
+    source = {1: 0.60, 2: 0.62, 3: 0.61}
+    below = paired_verdict({1: 0.55, 2: 0.565, 3: 0.56}, source)
+    assert below.parity is False and below.text().endswith("below parity")
+    noisy = paired_verdict({1: 0.50, 2: 0.70, 3: 0.55}, source)  # differences -10, +8, -6: se about 5.5 points
+    assert noisy.parity is None and "undecided" in noisy.text() and "add seeds" in noisy.text()
+    single = paired_verdict({1: 0.61, 9: 0.3}, source)  # one common seed
+    assert single.seeds == (1,) and single.parity is None and "at least 2 seeds" in single.text()
+    assert paired_verdict({7: 0.5}, source) is None
+
+
+def test_the_interval_uses_student_s_t():
+    assert t95(2) == pytest.approx(4.303) and t95(100) == 1.96
+    verdict = paired_verdict({1: 0.61, 2: 0.63, 3: 0.62}, {1: 0.60, 2: 0.60, 3: 0.60})
+    assert verdict.high - verdict.mean == pytest.approx(4.303 * verdict.se)
+
+
+def test_one_line_per_model_and_task_beside_the_source():
+    runs = pd.DataFrame([{"model": m, "task": "cls:sib200:sw", "seed": s, "main": True, "value": v}
+                         for m, values in (("original", (0.6, 0.62, 0.61)), ("focus+lapt", (0.595, 0.615, 0.607)))
+                         for s, v in zip((1, 2, 3), values, strict=True)])
+    lines = verdict_lines(runs)
+    assert len(lines) == 1 and lines[0].startswith("**focus+lapt** on cls:sib200:sw vs the source: -0.4 points")
+    assert verdict_lines(runs[runs["model"] != "original"]) == []
