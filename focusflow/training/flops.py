@@ -152,7 +152,7 @@ def cpu_ceiling(dtype: torch.dtype = torch.float32, cache_dir: Path | None = Non
     from platformdirs import user_cache_dir
 
     from focusflow.storage.atomic import atomic_write
-    from focusflow.training.lapt_budget import machine_fingerprint
+    from focusflow.training.machine import machine_fingerprint
 
     path = Path(cache_dir or user_cache_dir("focusflow")) / CEILING_FILE
     key = json.dumps({**machine_fingerprint(), "dtype": str(dtype)}, sort_keys=True)

@@ -11,18 +11,15 @@ planned steps. The minutes count optimizer steps only: held-out evaluations and 
 from __future__ import annotations
 
 import math
-import os
-import platform
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from focusflow.config import LaptSpec
 from focusflow.errors import InputError
+from focusflow.training.machine import machine_fingerprint
 
 PROBE_STEPS_CEILING = 1_000_000  # the probe run's nominal length: long enough that both stages of a two-stage run exist
 
@@ -42,14 +39,6 @@ class LaptBudget:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def machine_fingerprint() -> dict[str, Any]:
-    """What a step time depends on besides the run's settings: the processor, threads, accelerator, torch."""
-    accelerator = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": _cpu_name(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
-            "accelerator": accelerator, "world_size": int(os.environ.get("WORLD_SIZE", "1")),
-            "torch": torch.__version__.split("+")[0]}
 
 
 def steps_for_minutes(minutes: float, seconds_per_step: float) -> int:
@@ -95,16 +84,6 @@ def _time_steps(run: Any, first_step: int, count: int) -> float:
     finally:
         batches.close()
     return float(sorted(seconds)[len(seconds) // 2])
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 __all__ = ["LaptBudget", "machine_fingerprint", "plan_lapt_budget", "steps_for_minutes"]
