@@ -25,6 +25,19 @@ NEW_TOKENS = 24
 _MIN_WORDS, _MAX_WORDS = PROMPT_WORDS + 3, 40
 
 
+def repetition_rate(texts: Sequence[str], n: int = 2) -> float | None:
+    """The share of word ``n``-grams of each text that repeat one seen earlier in the same text, over all texts
+    (``1 − distinct / total``, "rep-n"): 0 for varied text, near 1 for a continuation that collapsed into one
+    repeated word ("weqonga weqonga …"); None without any ``n``-gram."""
+    total = repeated = 0
+    for text in texts:
+        words = str(text).split()
+        grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+        total += len(grams)
+        repeated += len(grams) - len(set(grams))
+    return repeated / total if total else None
+
+
 def held_out_prompts(sentences: Sequence[str], n: int = N_PROMPTS, words: int = PROMPT_WORDS) -> list[dict[str, str]]:
     """``{"prompt", "heldout"}`` for the first ``n`` usable sentences: their first ``words`` words, and the rest
     of the sentence (what the held-out text says next)."""

@@ -16,6 +16,7 @@ from typing import Any, Self
 import pandas as pd
 
 from focusflow.config import EvalSpec, PipelineConfig
+from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
 from focusflow.methods import model_label, read_model_label
@@ -118,6 +119,9 @@ def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
                 row.setdefault(key, value)
     side = "source" if method == "original" else "target"
     row.setdefault("tokens_per_word", tokenizer_metrics.get(f"heldout.{side}.tokens_per_word"))
+    continuations = evaluation.metadata.get("continuations") or []
+    if continuations:  # a decoder's: the collapse into one repeated word, as a number
+        row["repetition_rate"] = repetition_rate([c.get("continuation", "") for c in continuations])
     return row
 
 

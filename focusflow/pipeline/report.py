@@ -19,10 +19,12 @@ import pandas as pd
 SHARE_COLUMNS = ["copied_share", "combined_share", "combined_subword_share", "fvt_share", "mean_share", "random_share"]
 COMPARISON_COLUMNS = [
     "method", "stage", "fidelity", "fidelity_chance", "fidelity_centered", "retrieval_top1", "retrieval_top1_centered",
-    "mlm_loss", "mlm_accuracy", "bits_per_byte",
+    "mlm_loss", "mlm_accuracy", "bits_per_byte", "repetition_rate",
     "unigram_loss", "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", *SHARE_COLUMNS,
 ]
-RANKING_NOTE = ("Bits per byte (and the LM loss, per token of each model's own tokenizer) rank the methods. Fidelity "
+RANKING_NOTE = ("Bits per byte (and the LM loss, per token of each model's own tokenizer) rank the methods. A "
+                "decoder's `repetition_rate` is the share of word pairs of its greedy continuations that repeat an "
+                "earlier pair of the same continuation (near 1: collapsed into one repeated word). Fidelity "
                 "and retrieval only measure how close a model's sentence embeddings stay to the source's: "
                 "`fidelity_chance` is the mean cosine of mismatched sentence pairs (a decoder's embeddings all point "
                 "nearly one way, so a raw fidelity near it says nothing) and the `_centered` scores remove the mean "

@@ -87,3 +87,11 @@ def test_an_encoder_gets_no_continuations(tmp_path):
     metrics = evaluate_against_reference(source, tmp_path / "reference", tmp_path / "out")
     assert metrics["objective"] == "mlm" and "continuations" not in metrics
     assert "continuations" not in json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+
+
+def test_the_repetition_rate_counts_word_pairs_a_continuation_repeats():
+    from focusflow.evaluation.continuations import repetition_rate
+
+    assert repetition_rate(["weqonga weqonga weqonga weqonga weqonga"]) == 0.75  # 4 pairs, 1 distinct
+    assert repetition_rate(["kila mtu ana haki sawa", "na uhuru wa kusema"]) == 0.0
+    assert repetition_rate(["one", ""]) is None
