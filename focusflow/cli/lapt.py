@@ -41,6 +41,18 @@ def _split_source(corpus: Path, heldout: Path | None) -> None:
         raise FileNotFoundError("a corpus file needs --heldout FILE (held-out text is never trained on)")
 
 
+def _require_a_head(model: str) -> None:
+    """A local model folder without an MLM or causal-LM head is refused now, naming the folder as the user gave it
+    (the stage refuses it too, and weights that lack the head's, naming its stored copy)."""
+    folder = Path(model).expanduser()
+    if not (folder / "config.json").is_file():
+        return
+    from focusflow.models.loading import describe_source
+    from focusflow.training.lapt import require_head
+
+    require_head(folder, describe_source(folder), ())
+
+
 @app.command("lapt")
 def lapt_command(
     model: str = typer.Option(..., "--model", "-m",
@@ -73,6 +85,7 @@ def lapt_command(
         _split_source(local, heldout)
     artifact_store = ArtifactStore(store)
     check_out(artifact_store, out)
+    _require_a_head(model)
     inputs = {"model": stage_input(artifact_store, model, "model"),
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
     if "heldout.jsonl" not in inputs["split"].files:

@@ -166,7 +166,8 @@ CASES: dict[str, Case] = {
                                                         "data/none.jsonl"), ("--heldout data/none.jsonl does not exist",),
                                                    stage="lapt"),
     "lapt a bare encoder": Case(lapt("bare", "split", "--steps", "2", "--set", "lapt.seq_len=16"),
-                                ("is a bare BertModel without an MLM head", "random head", "--head-train"), stage="lapt"),
+                                ("bare is a bare BertModel without an MLM head", "random head", "--head-train"),
+                                stage="lapt"),
     "lapt weights without their head": Case(lapt("headless", "split", "--steps", "2", "--set", "lapt.seq_len=16"),
                                             ("lacks its MLM head's weights", "random head"), stage="lapt"),
     "run a task in another language": Case(
