@@ -58,7 +58,12 @@ _state: dict[str, Any] = {"signum": None, "at": None, "armed": 0}
 _working: dict[int, str] = {}  # thread id -> what it runs (a stage), while it runs
 _kept: list[str] = []  # what stopped work kept beyond finished stages (note_kept)
 _children: set[int] = set()  # pids of call_stoppable's children: ended by their waiter, not by forwarding
-_lock = threading.Lock()
+_critical: dict[int, int] = {}  # thread id -> depth of unstoppable sections it is in (never interrupted there)
+_timer: list[threading.Timer] = []  # the grace period's timer, started by the first signal, cancelled by reset
+#: Seconds within which a repeat of the same signal is the same request (a terminal's Ctrl-C reaches a worker process
+#: directly and again as forwarded), not the "second signal" that ends the process.
+REPEAT_WINDOW_S = 2.0
+_lock = threading.RLock()  # re-entered by a signal handler that runs while its thread holds it
 
 
 def signal_name(signum: int) -> str:
@@ -97,6 +102,9 @@ def reset() -> None:
         _requested.clear()
         _state["signum"] = _state["at"] = None
         _kept.clear()
+        for pending in _timer:
+            pending.cancel()
+        _timer.clear()
 
 
 def note_kept(what: str) -> None:
@@ -120,6 +128,11 @@ def armed() -> bool:
     return _state["armed"] > 0
 
 
+def armed_depth() -> int:
+    """How many nested ``stop_on_signals`` contexts are active (a flow inside a command: 2)."""
+    return int(_state["armed"])
+
+
 @contextlib.contextmanager
 def stoppable(what: str) -> Iterator[None]:
     """Mark this thread as running ``what`` (a stage): past the grace period, a stop interrupts it where it is."""
@@ -133,22 +146,53 @@ def stoppable(what: str) -> Iterator[None]:
             _working.pop(ident, None)
 
 
-def _interrupt_late_work() -> None:
-    """Raise StopRequested in every thread still running a stage :data:`GRACE_S` seconds after the request."""
-    signum = _state["signum"] or signal.SIGTERM
+@contextlib.contextmanager
+def unstoppable() -> Iterator[None]:
+    """A section this thread must finish once started (a checkpoint being written, a rename that swaps a folder
+    in): the grace period's interruption waits until it is left."""
+    ident = threading.get_ident()
     with _lock:
-        late = dict(_working)
-    for ident, what in late.items():
-        log.warning("%s did not reach a safe point within %.0f s of %s: interrupting it", what, GRACE_S,
-                    signal_name(signum))
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(StopRequested))
+        _critical[ident] = _critical.get(ident, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _critical[ident] -= 1
+            if not _critical[ident]:
+                del _critical[ident]
+
+
+def _interrupt_late_work() -> None:
+    """Raise StopRequested in every thread still running a stage :data:`GRACE_S` seconds after the request (one in
+    an unstoppable section is looked at again a second later)."""
+    signum = _state["signum"] or signal.SIGTERM
+    deferred = False
+    with _lock:  # held while raising: a thread cannot leave its stage or enter a critical section meanwhile
+        for ident, what in list(_working.items()):
+            if ident in _critical:
+                deferred = True
+                continue
+            log.warning("%s did not reach a safe point within %.0f s of %s: interrupting it", what, GRACE_S,
+                        signal_name(signum))
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(StopRequested))
+        if deferred and _requested.is_set():
+            _start_timer(1.0)
+
+
+def _start_timer(seconds: float) -> None:
+    """(Re)start the grace period's timer (called with ``_lock`` held, or before any thread waits on it)."""
+    timer = threading.Timer(seconds, _interrupt_late_work)
+    timer.daemon = True
+    _timer[:] = [timer]
+    timer.start()
 
 
 def _forward(signum: int) -> None:
-    """Pass the request on to this process's worker processes (a process runner's, a local Dask cluster's): they
-    install the same handlers around their stages and stop at their own safe points."""
+    """Pass the request on to this process's worker processes (a process runner's): they install the same handlers
+    around their stages and stop at their own safe points. A local Dask cluster's are left alone (their nanny would
+    end them at once; the cluster closes with the run)."""
     for child in multiprocessing.active_children():
-        if child.pid is not None and child.pid not in _children:
+        if child.pid is not None and child.pid not in _children and "dask" not in (child.name or "").lower():
             with contextlib.suppress(OSError):
                 os.kill(child.pid, signum)
 
@@ -160,10 +204,11 @@ def stop_on_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    timer: list[threading.Timer] = []
 
     def handler(signum: int, frame: Any) -> None:
         if _requested.is_set():
+            if signum == _state["signum"] and time.monotonic() - (_state["at"] or 0.0) < REPEAT_WINDOW_S:
+                return  # the same request again (delivered to the process group, then forwarded)
             sys.stderr.write(f"\n{signal_name(signum)} again: ending now\n")
             sys.stderr.flush()
             os._exit(128 + signum)
@@ -172,10 +217,11 @@ def stop_on_signals() -> Iterator[None]:
                          "a second signal ends at once)\n")
         sys.stderr.flush()
         _forward(signum)
-        if not timer:
-            timer.append(threading.Timer(GRACE_S, _interrupt_late_work))
-            timer[0].daemon = True
-            timer[0].start()
+        with _lock:
+            _start_timer(GRACE_S)
+            idle = not _working and threading.get_ident() not in _critical
+        if idle:  # nothing here checks for the request (a command between stages, a server): stop it now
+            check_stop()
 
     previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
     _state["armed"] += 1
@@ -185,8 +231,6 @@ def stop_on_signals() -> Iterator[None]:
         _state["armed"] -= 1
         for signum, before in previous.items():
             signal.signal(signum, before if before is not None else signal.SIG_DFL)
-        for pending in timer:
-            pending.cancel()
 
 
 # --------------------------------------------------------------------------- native code in a child process
@@ -255,7 +299,8 @@ def call_stoppable(function: Callable[..., T], *args: Any, what: str = "", **kwa
             while child.poll() is None:
                 if _requested.is_set():
                     child.terminate()
-                    child.wait(5)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        child.wait(5)
                     check_stop(what)
                 time.sleep(0.1)
         finally:
@@ -264,16 +309,22 @@ def call_stoppable(function: Callable[..., T], *args: Any, what: str = "", **kwa
                 child.kill()
                 child.wait()
         if not os.path.exists(outcome_file):
-            check_stop(what)  # a signal to the whole process group may have ended it first
+            if child.returncode is not None and child.returncode < 0:  # a signal to the whole process group may
+                _requested.wait(1.0)  # have ended it before this process's handler ran
+            check_stop(what)
             raise RuntimeError(f"the child process running {what or function.__name__} ended (exit code "
                                f"{child.returncode}) without a result")
         with open(outcome_file, "rb") as handle:
-            ok, value = pickle.load(handle)
+            try:
+                ok, value = pickle.load(handle)
+            except Exception as exc:  # an exception that pickled but does not unpickle here
+                raise RuntimeError(f"the child process running {what or function.__name__} failed, and its "
+                                   f"error could not be read back ({type(exc).__name__}: {exc})") from None
     if ok:
         return value
     raise value
 
 
-__all__ = ["GRACE_S", "StopRequested", "armed", "call_stoppable", "check_stop", "die_with_parent", "note_kept",
-           "request_stop", "requested_signal", "reset", "stop_message", "stop_on_signals", "stop_requested",
-           "stoppable"]
+__all__ = ["GRACE_S", "StopRequested", "armed", "armed_depth", "call_stoppable", "check_stop", "die_with_parent",
+           "note_kept", "request_stop", "requested_signal", "reset", "stop_message", "stop_on_signals",
+           "stop_requested", "stoppable", "unstoppable"]

@@ -82,9 +82,15 @@ def report_user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+#: What a stopped flow raises to its caller (Prefect's): a run ended Cancelled, a result that never came because the
+#: stage before it stopped, the engine's own SIGTERM bridge.
+STOPPED_RUN_ERRORS = frozenset({"CancelledRun", "UnfinishedRun", "TerminationSignal"})
+
+
 def stopped_by(error: BaseException) -> StopRequested | None:
-    """The stop behind ``error`` when the command was asked to stop: the StopRequested itself, one it was raised
-    from, or whatever a stopped flow raised (Prefect's CancelledRun; KeyboardInterrupt) once a stop was asked for."""
+    """The stop behind ``error``: the StopRequested itself or one it was raised from; a KeyboardInterrupt; or, once a
+    stop was asked for, what a stopped flow raises (``STOPPED_RUN_ERRORS``). Any other error stays an error, even
+    after a signal (a full disk while the stop's checkpoint was written is said as such)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -93,11 +99,11 @@ def stopped_by(error: BaseException) -> StopRequested | None:
             return current
         current = current.__cause__ or current.__context__
     signum = requested_signal()
-    if signum is None and isinstance(error, KeyboardInterrupt):
-        signum = signal.SIGINT
-    if signum is None or isinstance(error, typer.Exit):
-        return None
-    return StopRequested(stop_message(), signum)
+    if isinstance(error, KeyboardInterrupt):
+        return StopRequested(stop_message(), signum or signal.SIGINT)
+    if signum is not None and type(error).__name__ in STOPPED_RUN_ERRORS:
+        return StopRequested(stop_message(), signum)
+    return None
 
 
 class FocusflowTyper(typer.Typer):

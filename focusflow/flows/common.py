@@ -13,7 +13,8 @@ from prefect.states import Cancelled, State
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 from focusflow.config import DASK_ADDRESS_ENV, ConfigError, PipelineConfig, load_config
-from focusflow.stopping import StopRequested, stop_message, stop_on_signals, stop_requested
+from focusflow.stopping import StopRequested, armed_depth, stop_message, stop_on_signals, stop_requested
+from focusflow.stopping import reset as reset_stop
 
 T = TypeVar("T")
 
@@ -53,14 +54,32 @@ def cancelled_when_stopped(body: Callable[..., T]) -> Callable[..., T | State]:
     the flow run ends **Cancelled** with the stop's message (what was kept) instead of Crashed."""
     @functools.wraps(body)
     def run(*args: Any, **kwargs: Any) -> T | State:
+        outermost = armed_depth() == 0  # called from Python, not inside a command that handles the stop itself
         with stop_on_signals():
             try:
                 return body(*args, **kwargs)
             except BaseException as exc:
-                if not isinstance(exc, StopRequested) and not stop_requested():
+                if not _a_stop(exc):
                     raise
-                return Cancelled(message=stop_message())
+                cancelled = Cancelled(message=stop_message())
+                if outermost:
+                    reset_stop()  # this process may run another flow; a command reads the stop, then resets it
+                return cancelled
     return run
+
+
+def _a_stop(error: BaseException) -> bool:
+    """Whether ``error`` is the stop itself, or what a stage that did not run because of it raised."""
+    from prefect.exceptions import CancelledRun, TerminationSignal, UnfinishedRun
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (StopRequested, KeyboardInterrupt)):
+            return True
+        current = current.__cause__ or current.__context__
+    return stop_requested() and isinstance(error, (CancelledRun, UnfinishedRun, TerminationSignal))
 
 
 def runner_for(cfg: PipelineConfig) -> TaskRunner[Any]:

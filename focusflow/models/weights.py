@@ -46,13 +46,19 @@ class WeightCheck:
                       if key in data})
 
 
+_RMS_CHUNK = 1 << 22  # elements summed in float64 at a time: no float64 copy of a whole embedding matrix
+
+
 def tensor_rms(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
-    """Each tensor's root mean square (float64; ``inf``/``nan`` for a tensor holding a non-finite value)."""
+    """Each tensor's root mean square (float64 sums over chunks; ``inf``/``nan`` for a tensor holding a non-finite
+    value)."""
     values: dict[str, float] = {}
     with torch.no_grad():
         for name, tensor in named:
             if tensor.numel():
-                values[name] = float(tensor.detach().double().pow(2).mean().sqrt())
+                flat = tensor.detach().reshape(-1)
+                squares = sum(float(chunk.double().pow(2).sum()) for chunk in flat.split(_RMS_CHUNK))
+                values[name] = math.sqrt(squares / flat.numel())
     return values
 
 

@@ -149,8 +149,8 @@ def _lapt(run: StageRun) -> dict[str, Any]:
         for old in stored_checkpoints(store, run_key)[:-spec.keep_last]:
             if not old.metadata.get("milestone"):
                 store.delete(CHECKPOINT_STAGE, old.key)
-        if run.on_checkpoint is not None:
-            run.on_checkpoint(artifact.uri, step, metrics)
+        if run.on_checkpoint is not None and not metrics.get("stopped"):  # a stop's checkpoint is no curve point:
+            run.on_checkpoint(artifact.uri, step, metrics)  # no event, no re-evaluation triggered while stopping
 
     split_dir = run.inputs["split"]
     budget = _planned(run, spec)

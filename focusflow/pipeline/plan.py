@@ -141,6 +141,10 @@ def _check_tasks(cfg: PipelineConfig) -> None:
             check_hub_serves(spec)
 
 
+# codes of one language that normalize apart (a dataset names the written standard, a corpus the language)
+_SAME_LANGUAGE = {"nb": "no", "nn": "no"}
+
+
 def _check_task_language(language: str, spec: TaskSpec) -> None:
     """A known dataset's task in another language than the run's is a mistake (a model for Swahili evaluated on
     Hausa measures nothing the run is for): one line naming both. A folder task says no language: not checked."""
@@ -154,7 +158,7 @@ def _check_task_language(language: str, spec: TaskSpec) -> None:
         ours, task = normalize_language(language), normalize_language(theirs)
     except LanguageError:
         return  # an unknown code is the local-copy check's to name
-    if ours != task:
+    if _SAME_LANGUAGE.get(ours, ours) != _SAME_LANGUAGE.get(task, task):
         raise ConfigError(f"evaluation.tasks: {spec.id} is a task in '{task}', but this run specializes to "
                           f"'{ours}': name the task in the run's language ({spec.kind}:{spec.dataset}:{language}), "
                           f"or give a folder task {spec.kind}:PATH")

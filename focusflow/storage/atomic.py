@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from focusflow.errors import InputError
+from focusflow.stopping import unstoppable
 
 _HASH_CHUNK = 8 << 20
 
@@ -42,12 +43,13 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}{target.suffix}")
     try:
         yield temporary
-        descriptor = os.open(temporary, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(temporary, target)
+        with unstoppable():  # once the file is written, it is put in place whole
+            descriptor = os.open(temporary, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+            os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -82,7 +84,8 @@ def atomic_folder(out: str | os.PathLike[str], *, replace: bool = False) -> Iter
         yield staging
         if not replace:
             _require_new_or_empty(target)  # checked again: something may have appeared while we wrote
-        _swap_in(staging, target)
+        with unstoppable():  # the old folder moved aside and the new one renamed in, or neither
+            _swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from focusflow.stopping import unstoppable
 from focusflow.storage.artifact import DATA_PREFIX, MANIFEST, Artifact, local_files, new_manifest
 from focusflow.storage.errors import StoreError
 from focusflow.storage.keys import validate_segment
@@ -54,8 +55,9 @@ def commit_folder(reader: Reader, stage: str, key: str, local: Path, *, params: 
     manifest = new_manifest(stage, key, data_dir, files, params=params, inputs=inputs, metadata=metadata)
     payload = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
     try:
-        transport.retry("commit manifest", lambda: transport.commit_manifest(transport.path(stage, key, MANIFEST),
-                                                                              payload))
+        with unstoppable():  # the manifest is what commits: written whole or not at all
+            transport.retry("commit manifest", lambda: transport.commit_manifest(transport.path(stage, key, MANIFEST),
+                                                                                  payload))
     except FileExistsError:
         winner = reader.manifest(stage, key)
         if winner.data_dir != data_dir:  # (equal when our own PUT landed but its answer was lost)

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import fsspec
 from platformdirs import user_cache_dir
 
+from focusflow.stopping import StopRequested, check_stop
 from focusflow.storage.artifact import PENDING_PREFIX
 from focusflow.storage.atomic import atomic_write
 from focusflow.storage.errors import StoreError
@@ -145,7 +146,7 @@ class Transport:
         for attempt in range(1, self.retries + 1):
             try:
                 return operation()
-            except (FileNotFoundError, FileExistsError, StoreError, UnsafeNameError):
+            except (FileNotFoundError, FileExistsError, StoreError, UnsafeNameError, StopRequested):
                 raise
             except PermissionError as exc:  # 403: retrying cannot help
                 raise StoreError(f"{what} refused on {self.where()}: access denied ({exc}); "
@@ -159,6 +160,7 @@ class Transport:
                         f"{type(exc).__name__}: {exc}"
                     ) from exc
                 log.warning("%s failed (attempt %d/%d): %s; retrying", what, attempt, self.retries, exc)
+                check_stop(f"while retrying {what}")
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")

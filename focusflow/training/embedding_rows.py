@@ -53,7 +53,8 @@ def train_used_rows(model: nn.Module, token_ids: Iterable[Iterable[int]]) -> Tra
     embedding = get() if get is not None else None
     if not isinstance(embedding, nn.Embedding):
         return None
-    used = torch.tensor(sorted({int(i) for ids in token_ids for i in ids}), dtype=torch.long)
+    # the padding row gets no gradient from nn.Embedding: it stays out of the trained rows, frozen as it was
+    used = torch.tensor(sorted({int(i) for ids in token_ids for i in ids} - {embedding.padding_idx}), dtype=torch.long)
     replacement = TrainedRowsEmbedding(embedding, used)
     model.set_input_embeddings(replacement)
     return replacement

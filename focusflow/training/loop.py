@@ -32,7 +32,7 @@ from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
 from focusflow.models.weights import check_weights, tensor_rms
 from focusflow.precision import resolve_precision
-from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested
+from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested, unstoppable
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.flops import mfu, peak
@@ -287,6 +287,10 @@ class TrainingRun:
 
     # ---------------------------------------------------------------- saving
     def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
+        with unstoppable():  # a checkpoint begun is finished: a stop's grace period does not cut it off
+            return self._write_checkpoint(step, metrics)
+
+    def _write_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
         self._require_sound(step)
         rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
         folder = None
@@ -301,7 +305,8 @@ class TrainingRun:
 
             trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
             trainer_state.update({k: self.state[k] for k in ("selection", "best") if k in self.state})
-            trainer_state["window"] = dataclasses.asdict(self.window)
+            if self.dist.world_size == 1:  # a rank's own window: under DDP the first row after a resume is shorter
+                trainer_state["window"] = dataclasses.asdict(self.window)
             trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
                                  stage=self.stage, world_size=self.dist.world_size, weights_check=self.weights_check)
             folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)

@@ -75,3 +75,10 @@ def test_a_model_without_a_plain_embedding_is_left_as_it_is():
         pass
 
     assert train_used_rows(Toy(), [[1, 2]]) is None
+
+
+def test_the_padding_row_stays_frozen_as_nn_embedding_keeps_it():
+    model = _classifier(50)
+    pad = model.get_input_embeddings().padding_idx
+    rows = train_used_rows(model, [[pad, 3, 7], [pad, 9]])
+    assert pad not in rows.trained_ids.tolist() and rows.trained_ids.tolist() == [3, 7, 9]

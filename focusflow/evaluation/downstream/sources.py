@@ -426,8 +426,23 @@ def check_hub_serves(spec: TaskSpec) -> None:
         raise
     except Exception as exc:  # DNS, refused, timeout, proxy: one line, no retries
         reason = " ".join(str(exc).split())[:160]
+        if cached_locally(info.repo):  # an earlier download: `datasets` reads it without the Hub
+            log.warning("the Hugging Face Hub cannot be reached for %s (%s); reading its local cache of %s",
+                        spec.id, reason, info.repo)
+            return
         raise UnavailableError(f"the Hugging Face Hub cannot be reached for {spec.id} ({type(exc).__name__}: "
-                               f"{reason}): {advice}") from None
+                               f"{reason}), and no local cache of {info.repo} was found: {advice}") from None
+
+
+def cached_locally(repo: str) -> bool:
+    """Whether this machine holds an earlier download of the dataset ``repo`` (the Hub's file cache, or the
+    ``datasets`` cache): a run offline can still read it."""
+    from huggingface_hub import constants
+
+    hub = Path(os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}"
+    datasets_home = Path(os.environ.get("HF_DATASETS_CACHE")
+                         or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "datasets")
+    return hub.is_dir() or any(datasets_home.glob(f"{repo.replace('/', '___')}*"))
 
 
 def _language_forms_of(info: HubDataset, language: str) -> dict[str, str]:
@@ -439,11 +454,13 @@ def _language_forms_of(info: HubDataset, language: str) -> dict[str, str]:
 
 
 def task_language(spec: TaskSpec) -> str | None:
-    """The language code of a known dataset's task, without a dataset's script (FLORES' ``swh_Latn`` → ``swh``);
-    None for a folder task, which says none."""
+    """The language code of a known dataset's task, without a dataset's script (FLORES' ``swh_Latn`` → ``swh``;
+    FLORES' individual-language codes back to the macrolanguage's, ``gaz`` → ``orm``); None for a folder task,
+    which says none."""
     if spec.path is not None or not spec.language:
         return None
-    return spec.language.split("_")[0].lower()
+    code = spec.language.split("_")[0].lower()
+    return {flores: iso3 for iso3, flores in FLORES_LANGUAGE.items()}.get(code, code)
 
 
 def _no_local_copy(spec: TaskSpec, data_root: Path) -> str:

@@ -308,3 +308,16 @@ def test_model_signature_follows_the_files_of_a_local_model(tmp_path):
     os.utime(folder / "model.safetensors", ns=(1, 1))
     assert model_signature(folder) != before
     assert model_signature("FacebookAI/xlm-roberta-base") == "FacebookAI/xlm-roberta-base"
+
+
+def test_an_unreachable_hub_with_a_local_cache_of_the_dataset_reads_the_cache(tmp_path, monkeypatch, closed_port):
+    """An earlier download (the Hub's file cache) lets a run go on offline: a warning, not an error."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets"))
+    with pytest.raises(UnavailableError, match="no local cache of masakhane/masakhanews"):
+        sources.check_hub_serves(parse_task("cls:masakhanews:swa"))
+    (tmp_path / "hub" / "datasets--masakhane--masakhanews").mkdir(parents=True)
+    sources.check_hub_serves(parse_task("cls:masakhanews:swa"))
