@@ -275,7 +275,8 @@ class LaptSpec(_AdamWSchedule):
     exactly as many steps whatever the machine's load, and the manifest says how the count was reached.
     """
 
-    _key_when_set: ClassVar[tuple[str, ...]] = ("dropout",)
+    _key_when_set: ClassVar[tuple[str, ...]] = ("dropout", "objective", "distill_layers", "distill_sentence_weight",
+                                                 "distill_mlm_weight")
 
     steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless another budget is set)")
     samples: int | None = Field(default=None, gt=0, description="budget in sequences (rounded up to whole steps)")
@@ -293,6 +294,14 @@ class LaptSpec(_AdamWSchedule):
                             "paper's 128)")
     micro_batch_size: int = Field(default=16, ge=1)
     seq_len: int = Field(default=128, ge=8, description="packed tokens per sequence (the paper's 256)")
+    objective: Literal["mlm", "distill", "mlm+distill"] = Field(
+        default="mlm", description="mlm: the model's own LM loss (masked LM for an encoder, causal for a decoder); "
+        "distill: match the source model's word-pooled hidden states at distill_layers and its sentence vectors "
+        "(the source reads each text with its own tokenizer; it must be given: the flows pass it); mlm+distill: both")
+    distill_layers: list[int] | None = Field(default=None, description="layers whose word-pooled states are "
+                                             "matched; None: a third, two thirds and all of the depth")
+    distill_sentence_weight: float = Field(default=1.0, ge=0, description="weight of the sentence-vector term")
+    distill_mlm_weight: float = Field(default=1.0, ge=0, description="mlm+distill: weight of the masked-LM term")
     dropout: float | None = Field(default=None, ge=0, lt=1, description="dropout in the model while LAPT trains "
                                   "(hidden and attention); None: the model's own. The saved model keeps its own "
                                   "for the fine-tuning after")

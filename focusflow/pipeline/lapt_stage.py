@@ -156,8 +156,9 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     budget = _planned(run, spec)
     spec = spec.with_steps(budget["steps"], budget["checkpoint_steps"]) if budget else spec
     minutes_at = dict(zip(budget.get("checkpoint_steps", []), budget.get("checkpoint_minutes", []), strict=True))
+    teacher = run.inputs["source"] if "source" in run.artifacts else None  # lapt.objective=distill's teacher
     summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
-                       resume=True, on_checkpoint=checkpoint_committed, progress=run.progress)
+                       resume=True, on_checkpoint=checkpoint_committed, progress=run.progress, source_dir=teacher)
     if int(os.environ.get("RANK", "0")) != 0:
         raise NotMainRank()
     shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
@@ -210,7 +211,8 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
     work = Path(run.settings.work_root or default_work_root()) / "lapt-budget"
     work.mkdir(parents=True, exist_ok=True)
     plan = plan_lapt_budget(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl",
-                            run.settings.lapt, work_dir=work)
+                            run.settings.lapt, work_dir=work,
+                            source_dir=run.inputs["source"] if "source" in run.artifacts else None)
     kept = {name: value for name, value in plan.to_dict().items()
             if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps")}
     atomic_write(run.out / BUDGET_FILE, json.dumps(kept, indent=2))
@@ -221,11 +223,11 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
 
 LAPT_BUDGET = register(Stage(BUDGET_STAGE, 1, ("model", "split"), _lapt_budget,
                              "a LAPT minutes budget fixed as a step count, timed on the machine that trains",
-                             key_params=budget_key_params, uses_model=True, settings=LaptBudgetSettings,
-                             hints=RunHints(timeout_s=3600, gpu=True)))
+                             optional=("source",), key_params=budget_key_params, uses_model=True,
+                             settings=LaptBudgetSettings, hints=RunHints(timeout_s=3600, gpu=True)))
 
 
-LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget",),
+LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget", "source"),
                       description="language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
                       work=("tokens", "tokens"), settings=LaptSettings,
                       hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True)))

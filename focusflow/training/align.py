@@ -237,7 +237,7 @@ class AlignRun(TrainingRun):
                 raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
-        self.pad_ids = tuple(_pad_id(t) for t in (source_tokenizer, self.tokenizer))
+        self.pad_ids = tuple(padding_id(t) for t in (source_tokenizer, self.tokenizer))
 
         extra = 0 if heldout_file is not None else spec.heldout_texts
         texts = list(read_texts(train_file, limit=spec.max_texts + extra if spec.max_texts else None))
@@ -381,7 +381,8 @@ class AlignRun(TrainingRun):
         }
 
 
-def _pad_id(tokenizer: Any) -> int:
+def padding_id(tokenizer: Any) -> int:
+    """The id a batch pads with: the tokenizer's pad, else its eos, else its unk, else 0."""
     for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id):
         if candidate is not None:
             return int(candidate)

@@ -47,18 +47,20 @@ def steps_for_minutes(minutes: float, seconds_per_step: float) -> int:
 
 
 def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, *,
-                     work_dir: Path | None = None) -> LaptBudget:
-    """Time the first steps of this LAPT run and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps."""
-    from focusflow.training.lapt import LaptRun
+                     work_dir: Path | None = None, source_dir: Path | None = None) -> LaptBudget:
+    """Time the first steps of this LAPT run (its objective's: a distillation times teacher and student together)
+    and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps."""
+    from focusflow.training.lapt import lapt_run
 
     if not spec.minutes:
         raise InputError("plan_lapt_budget needs a minutes budget (lapt.minutes)")
     probe = spec.model_copy(update={"minutes": None, "checkpoint_minutes": [], "checkpoint_steps": [],
                                     "steps": PROBE_STEPS_CEILING})
     with tempfile.TemporaryDirectory(prefix="focusflow-lapt-budget-", dir=work_dir) as folder:
-        run = LaptRun(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
-                      progress=False)
-        stages = {"embeddings": 0, "full": run.stage1_steps} if run.stage1_steps > 0 else {"full": 0}
+        run = lapt_run(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
+                       progress=False, source_dir=source_dir)
+        first_full = getattr(run, "stage1_steps", 0)
+        stages = {"embeddings": 0, "full": first_full} if first_full > 0 else {"full": 0}
         timed = {name: _time_steps(run, first, spec.budget_probe_steps) for name, first in stages.items()}
     fraction = spec.embeddings_only_fraction if len(timed) == 2 else 0.0
     per_step = fraction * timed.get("embeddings", 0.0) + (1 - fraction) * timed["full"]

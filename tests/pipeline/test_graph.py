@@ -148,3 +148,13 @@ def test_a_pruned_candidate_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatc
     assert metrics["prune"]["vocab_size"] < metrics["original"]["vocab_size"]
     # every token the corpus uses is kept: the held-out text is cut (nearly) as the source cuts it
     assert metrics["prune"]["tokens_per_word"] == pytest.approx(metrics["original"]["tokens_per_word"], rel=0.05)
+
+
+def test_a_distilling_lapt_and_its_budget_get_the_source_as_teacher(tmp_path):
+    cfg = _config(tmp_path, "replace", lapt={"minutes": 5, "objective": "distill"})
+    _, calls = _wiring(cfg)
+    for stage in ("lapt", "lapt-budget"):
+        assert [inputs.get("source") for name, _, inputs in calls if name == stage] == ["source:"], stage
+    plain = _config(tmp_path, "replace", lapt={"minutes": 5})
+    _, calls = _wiring(plain)
+    assert all("source" not in inputs for name, _, inputs in calls if name in ("lapt", "lapt-budget"))

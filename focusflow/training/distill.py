@@ -1,0 +1,226 @@
+"""LAPT by distillation: the specialized model learns to read the language as its source already reads it.
+
+MLM is a slow teacher for a new tokenizer: every step predicts 15% of the tokens from scratch. The source model is
+at hand and reads the same text with its own tokenizer, so the specialized model (the student, body trainable) is
+trained to give, for every word both tokenizations cover, the hidden states the source (the teacher, frozen) gives
+it, at several layers (a third, two thirds and all of the depth by default) and for the sentence as a whole
+(``lapt.objective: distill``); ``mlm+distill`` adds the model's own masked-LM loss on the same texts.
+
+:func:`distillation_loss` is the one loss (issue 39 shares it with the decoder refinement): per layer, the squared
+distance of word vectors divided by the teacher's mean squared norm at that layer, so every layer counts alike
+whatever the scale of its states. The word alignment is ``training.wordpool``'s (align's), the loop, checkpoints,
+resume, budget and divergence checks are ``TrainingRun``'s: the objective differs, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from focusflow.config import LaptSpec
+from focusflow.corpus.io import read_texts
+from focusflow.errors import InputError
+from focusflow.models.lm_stats import Masker, pad_rows
+from focusflow.models.loading import describe_config, load_source
+from focusflow.training.align import (
+    AlignBatch,
+    collate_pairs,
+    layer_count,
+    length_batches,
+    padding_id,
+    tokenize_pairs,
+)
+from focusflow.training.data import SampleOrder
+from focusflow.training.flops import body_flops_per_token
+from focusflow.training.lapt import load_model
+from focusflow.training.loader import Prefetcher
+from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
+from focusflow.training.monitor import loss_summary
+from focusflow.training.wordpool import pool_words, segment_mean
+
+OBJECTIVES = ("mlm", "distill", "mlm+distill")
+
+
+def default_layers(depth: int) -> tuple[int, ...]:
+    """A third, two thirds and all of the depth (4, 8, 12 of 12 layers)."""
+    return tuple(sorted({max(1, round(depth * k / 3)) for k in (1, 2, 3)}))
+
+
+def distillation_loss(student: Sequence[torch.Tensor], teacher: Sequence[torch.Tensor],
+                      word_sentence: torch.Tensor | None = None, n_texts: int = 0,
+                      sentence_weight: float = 0.0) -> torch.Tensor:
+    """Summed over words (divide by the word count for a mean): for each layer's ``[n_words, hidden]`` pair, the
+    squared distance of the student's word vectors to the teacher's over the teacher's mean squared norm; plus, with
+    ``sentence_weight``, the same between sentence vectors (their words' mean at the last layer), scaled to words."""
+    loss = torch.zeros((), device=student[0].device)
+    for mine, theirs in zip(student, teacher, strict=True):
+        theirs = theirs.float()
+        energy = theirs.pow(2).sum(-1).mean().clamp_min(1e-6)
+        loss = loss + (mine.float() - theirs).pow(2).sum(-1).sum() / energy
+    if sentence_weight and word_sentence is not None:
+        mine, theirs = (segment_mean(v[-1].float(), word_sentence, n_texts) for v in (student, teacher))
+        energy = theirs.pow(2).sum(-1).mean().clamp_min(1e-6)
+        loss = loss + sentence_weight * (mine - theirs).pow(2).sum(-1).mean() / energy * len(student[0])
+    return loss
+
+
+def layer_states(body: nn.Module, ids: torch.Tensor, mask: torch.Tensor, layers: Sequence[int],
+                 positions: torch.Tensor, segments: torch.Tensor, n_words: int, pool: str) -> list[torch.Tensor]:
+    """The body's states after each of ``layers`` layers, pooled per word."""
+    hidden = body(input_ids=ids, attention_mask=mask, output_hidden_states=True, use_cache=False).hidden_states
+    return [pool_words(hidden[layer], positions, segments, n_words, pool) for layer in layers]
+
+
+class DistillRun(TrainingRun):
+    """LAPT with ``lapt.objective`` ``distill`` or ``mlm+distill`` (one process; the loop is ``TrainingRun``'s)."""
+
+    name = "LAPT"
+    resumable_changes = frozenset({"steps", "samples", "tokens", "minutes", "checkpoint_every", "checkpoint_steps",
+                                   "checkpoint_minutes", "budget_probe_steps", "keep_last", "eval_every", "log_every",
+                                   "prefetch", "eval_sequences", "compile"})
+
+    def __init__(self, model_dir: Path, source_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path,
+                 resume: bool, on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
+        from transformers import AutoTokenizer
+
+        super().__init__(spec, out_dir, on_checkpoint, progress)
+        if self.dist.world_size > 1:
+            raise InputError("lapt.objective=distill runs in one process; launch it without torchrun")
+        if spec.minutes:
+            raise InputError("a minutes budget is fixed as steps first (the lapt-budget stage)")
+        self.total_steps = spec.total_steps
+        if self.total_steps <= 0:
+            raise InputError("the LAPT budget is zero: set lapt.steps, lapt.samples, lapt.tokens or lapt.minutes")
+        self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
+        for folder in (self.model_dir, self.source_dir):
+            if not (folder / "config.json").is_file():
+                raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
+        self.pad_ids = (padding_id(source_tokenizer), padding_id(self.tokenizer))
+        texts = [text for text in read_texts(train) if text.strip()]
+        held = [text for text in read_texts(heldout, limit=spec.eval_sequences) if text.strip()]
+        if not texts or not held:
+            raise InputError(f"lapt.objective={spec.objective} needs training and held-out texts ({train}, {heldout})")
+        self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.seq_len)
+        heldout_texts = tokenize_pairs(held, source_tokenizer, self.tokenizer, spec.seq_len)
+        budget = spec.batch_size * spec.seq_len  # student tokens per step, as a packed MLM step has
+        self.batches = self._batches(self.train_texts, budget)
+        if not self.batches:
+            raise InputError(f"no word of {train} is covered by both tokenizers")
+        self.heldout_batches = [collate_pairs(heldout_texts, indices, -(i + 1), self.pad_ids)
+                                for i, indices in enumerate(self._batches(heldout_texts, budget))]
+        self.order = SampleOrder(len(self.batches), spec.seed)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._start(resume)
+
+    @staticmethod
+    def _batches(texts: Any, budget: int) -> list[np.ndarray]:
+        with_words = np.flatnonzero(texts.n_words > 0)
+        lengths = np.asarray([len(texts.target_ids[i]) for i in with_words], dtype=np.int64)
+        return [with_words[b] for b in length_batches(lengths, budget)]
+
+    # ---------------------------------------------------------------- model
+    def _build_model(self) -> Trainable:
+        spec, device = self.spec, self.dist.device
+        source = self.checkpoint if self.checkpoint is not None else self.model_dir
+        model, objective = load_model(source, spec.attn_implementation, spec.dropout)
+        teacher, _, _ = load_source(self.source_dir, with_head=False)
+        self.teacher_body = teacher.to(device).eval().requires_grad_(False)
+        depth = layer_count(model.config)
+        if layer_count(teacher.config) != depth:
+            raise InputError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
+                             "distillation needs the model initialized from this source")
+        self.layers = tuple(spec.distill_layers or default_layers(depth))
+        if max(self.layers) > depth:
+            raise InputError(f"lapt.distill_layers {list(self.layers)} exceed the model's {depth} layers")
+        self.pool = "last" if not describe_config(model.config).is_encoder else "mean"
+        self.masker = (Masker.for_tokenizer(self.tokenizer, spec.mlm_probability, spec.whole_word_masking, spec.seed)
+                       if "mlm" in spec.objective.split("+") and objective == "mlm" else None)
+        self.lm_objective = objective
+        model.to(device).train()
+        parameters = list(model.parameters())
+        flops = body_flops_per_token(model, spec.seq_len)  # the student's training; the teacher reads on top
+        everything = frozenset(id(p) for p in parameters)
+        return Trainable(model, self.tokenizer, model, parameters, decay_groups(parameters, spec.weight_decay),
+                         (TrainingStage("full", 0, everything),), spec.objective, flops)
+
+    # ---------------------------------------------------------------- objective
+    def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
+        def produce(step: int) -> list[AlignBatch]:
+            index = int(self.order.blocks_for(np.asarray([step]))[0])
+            return [collate_pairs(self.train_texts, self.batches[index], index, self.pad_ids)]
+
+        return Prefetcher(iter(range(start_step, self.total_steps)), produce)
+
+    def _teacher(self, batch: AlignBatch) -> list[torch.Tensor]:
+        side = batch.source.to(self.dist.device)
+        with torch.no_grad():
+            return layer_states(self.teacher_body, side.ids, side.mask, self.layers, side.positions, side.segments,
+                                batch.predicted, self.pool)
+
+    def _distill(self, model: nn.Module, batch: AlignBatch) -> torch.Tensor:
+        side = batch.target.to(self.dist.device)
+        student = layer_states(model.base_model, side.ids, side.mask, self.layers, side.positions, side.segments,
+                               batch.predicted, self.pool)
+        return distillation_loss(student, self._teacher(batch), batch.word_sentence.to(self.dist.device),
+                                 batch.n_texts, self.spec.distill_sentence_weight)
+
+    def _mlm(self, model: nn.Module, batch: AlignBatch) -> torch.Tensor:
+        """The mean masked-LM loss on the batch's own texts (fixed masks from the step, like LAPT's)."""
+        rng = np.random.default_rng([self.spec.seed, abs(batch.key), int(batch.key < 0)])  # held-out keys are < 0
+        rows = [ids for ids in batch.target.ids.numpy()]
+        lengths = batch.target.mask.sum(1).tolist()
+        inputs, labels = [], []
+        for ids, length in zip(rows, lengths, strict=True):
+            masked, selected = self.masker.mask(ids[:length], self.masker.special[ids[:length]], rng)
+            inputs.append(masked)
+            labels.append(np.where(selected, ids[:length], -100))
+        ids, mask = pad_rows(inputs, self.pad_ids[1])
+        targets, _ = pad_rows(labels, -100)
+        device = self.dist.device
+        logits = model(input_ids=torch.from_numpy(ids).to(device),
+                       attention_mask=torch.from_numpy(mask).to(device)).logits
+        return nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                           torch.from_numpy(targets).to(device).reshape(-1), ignore_index=-100)
+
+    def _micro_loss(self, module: nn.Module, batch: AlignBatch) -> torch.Tensor:
+        """The batch's mean loss × its words (the loop divides a step's sum by its words)."""
+        loss = self._distill(module, batch) / max(batch.predicted, 1)
+        if self.masker is not None:
+            loss = loss + self.spec.distill_mlm_weight * self._mlm(module, batch)
+        return loss * batch.predicted
+
+    def _step_size(self, micro_batches: list[AlignBatch]) -> tuple[int, int]:
+        return sum(b.n_texts for b in micro_batches), sum(b.tokens for b in micro_batches)
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        """The distillation loss per word on the held-out texts (the MLM term too, for ``mlm+distill``)."""
+        self.hf_model.eval()
+        total, words = 0.0, 0
+        for batch in self.heldout_batches:
+            with self.precision.autocast():
+                total += float(self._micro_loss(self.hf_model, batch))
+            words += batch.predicted
+        self.hf_model.train()
+        return total / max(words, 1)
+
+    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
+        state = self.state
+        speed = (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None
+        return {"objective": self.spec.objective, "lm_objective": self.lm_objective, "layers": list(self.layers),
+                "pool": self.pool, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
+                "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),
+                **loss_summary(state["history"]), "tokens_per_s": speed, "device": str(self.dist.device),
+                "world_size": 1, "precision": self.precision.name,
+                "parameters": sum(p.numel() for p in self.hf_model.parameters()), "resumed_from": resumed_from,
+                "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final")}
+
+
+__all__ = ["OBJECTIVES", "DistillRun", "default_layers", "distillation_loss", "layer_states"]

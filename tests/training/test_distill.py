@@ -1,0 +1,53 @@
+"""LAPT by distillation: the specialized model learns the source's word-pooled states at several layers."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from focusflow.config import LaptSpec
+from focusflow.training import run_lapt
+from focusflow.training.distill import default_layers, distillation_loss
+
+
+def test_the_loss_is_zero_for_equal_states_and_each_layer_counts_alike_whatever_its_scale():
+    torch.manual_seed(0)
+    teacher = [torch.randn(10, 8), 100 * torch.randn(10, 8)]
+    assert float(distillation_loss([t.clone() for t in teacher], teacher)) == 0.0
+    off = [t + 0.1 * t.std() * torch.randn_like(t) for t in teacher]
+    per_layer = [float(distillation_loss([o], [t])) for o, t in zip(off, teacher, strict=True)]
+    assert per_layer[0] == pytest.approx(per_layer[1], rel=0.5)  # normalized by the teacher's energy
+    sentences = torch.tensor([0] * 5 + [1] * 5)
+    assert float(distillation_loss(off, teacher, sentences, 2, sentence_weight=1.0)) > sum(per_layer)
+    assert default_layers(12) == (4, 8, 12) and default_layers(2) == (1, 2)
+
+
+def _scrambled(source, folder):
+    """A copy of the source whose embedding rows are shuffled: a model that reads the language badly."""
+    shutil.copytree(source, folder)
+    weights = load_file(folder / "model.safetensors")
+    name = next(n for n in weights if "word_embeddings" in n)
+    weights[name] = weights[name][torch.randperm(len(weights[name]), generator=torch.Generator().manual_seed(0))]
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+@pytest.mark.parametrize("objective", ["distill", "mlm+distill"])
+def test_distillation_brings_the_model_toward_the_source_and_checkpoints_like_lapt(tiny_dirs, lapt_corpus, tmp_path,
+                                                                                  objective):
+    source = tiny_dirs("xlmr")
+    student = _scrambled(source, tmp_path / "student")
+    spec = LaptSpec(steps=16, batch_size=16, micro_batch_size=16, seq_len=64, lr=2e-3, warmup_fraction=0.1,
+                    eval_every=8, checkpoint_every=8, log_every=4, eval_sequences=32, objective=objective)
+    with pytest.raises(Exception, match="needs the source model as teacher"):
+        run_lapt(student, *lapt_corpus, spec, tmp_path / "nosource")
+    summary = run_lapt(student, *lapt_corpus, spec, tmp_path / "run", source_dir=source)
+    assert summary["objective"] == objective and summary["layers"] == [1, 2] and summary["steps"] == 16
+    assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] * 0.8, summary
+    assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
+    assert summary["weights_check"]["passed"] and summary["mfu"] is not None
+    again = run_lapt(student, *lapt_corpus, spec, tmp_path / "run", source_dir=source)  # resumes: nothing left
+    assert again["resumed_from"].endswith("step-00000016")
