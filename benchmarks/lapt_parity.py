@@ -96,6 +96,8 @@ def lapt_points(store: Any, cfg: Any, branches: dict[str, Any], method: str) -> 
 
     model, split = store.resolve(branches["models"][method]), store.resolve(branches["split"])
     inputs = {"model": model, "split": split}
+    if cfg.lapt.objective != "mlm":  # a distillation learns from the source
+        inputs["source"] = store.resolve(branches["source"])
     budget = run_stage(store, "lapt-budget", params_for("lapt-budget", cfg), inputs, language=cfg.language)
     lineage = {"source": branches["source"], "tokenizer": branches["tokenizer"]}
     lapt = run_stage(store, "lapt", params_for("lapt", cfg, lineage=lineage), {**inputs, "budget": budget},
