@@ -253,9 +253,10 @@ class InitSpec(_Section):
         "fvt (mean of source pieces), subword (n-gram vector, then FVT) or random (the paper)")
     extend_top_n: int = Field(default=10_000, ge=1)
     candidates: list[Literal["prune"]] = Field(
-        default_factory=list, description="models built beside the methods, each named as itself in every row: prune "
-        "(the source's own vocabulary pruned to the tokens the corpus uses, every row copied: the source's quality at "
-        "a fraction of its size, the floor a new tokenizer must beat); the report picks the product among them all")
+        default_factory=lambda: ["prune"], description="models built beside the methods, each named as itself in "
+        "every row: prune (the source's own vocabulary pruned to the tokens the corpus uses, every row copied: the "
+        "source's quality at a fraction of its size, the floor a new tokenizer must beat; [] for none); the report "
+        "picks the product among them all")
     seed: int = 0
 
 

@@ -26,7 +26,8 @@ def _config(root: Path, mode: str, source: str = "unused", **more: Any):
                        corpus={"source": "local", "paths": [str(corpus)]}, cleaning={"min_chars": 10},
                        split={"min_heldout_documents": 60}, tokenizer={"vocab_size": 300, "threads": 1},
                        fasttext={"dim": 16, "epochs": 2, "min_count": 2, "threads": 1},
-                       init={"methods": ["focus", "mean", "focus+align"], "mode": mode, "refine": {"steps": 2}},
+                       init={"methods": ["focus", "mean", "focus+align"], "mode": mode, "refine": {"steps": 2},
+                             "candidates": []},
                        evaluation={"heldout_sentences": 20}, **more)
 
 
