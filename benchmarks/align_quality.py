@@ -62,7 +62,7 @@ def build_pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
         "split": {"seed": args.seed, "min_heldout_documents": max(200, 2 * args.heldout_sentences)},
         "tokenizer": {"vocab_size": args.vocab_size, "seed": args.seed},
         "fasttext": {"seed": args.seed, "epochs": 2 if quick else FastTextSpec().epochs},
-        "init": {"methods": ["focus", "focus+align"], "refine": refine, "seed": args.seed},
+        "init": {"methods": ["focus", "focus+align"], "refine": refine, "seed": args.seed, "candidates": []},
         "evaluation": {"tasks": [masakhaner_task(args.language)], "data_root": str(args.data_root.resolve()),
                        "heldout_sentences": args.heldout_sentences},
     })

@@ -48,7 +48,7 @@ def _require_a_head(model: str) -> None:
     if not (folder / "config.json").is_file():
         return
     from focusflow.models.loading import describe_source
-    from focusflow.training.lapt import require_head
+    from focusflow.training.lm_model import require_head
 
     require_head(folder, describe_source(folder), ())
 

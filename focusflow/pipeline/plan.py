@@ -57,15 +57,15 @@ def _check_runner(cfg: PipelineConfig) -> None:
                               f"{orchestration.task_runner!r}: set orchestration.task_runner=dask, or unset "
                               f"{DASK_ADDRESS_ENV}")
         return
+    address = orchestration.dask_address or from_env
+    if address:  # a wrong address is wrong with or without the extra: said first
+        _check_dask_address(address, "orchestration.dask_address" if orchestration.dask_address else DASK_ADDRESS_ENV)
     try:
         installed = importlib.util.find_spec("prefect_dask") is not None
     except ValueError:  # a module entry of None: as good as missing
         installed = False
     if not installed:
         raise ConfigError("orchestration.task_runner=dask needs the dask extra: pip install 'focusflow[dask]'")
-    address = orchestration.dask_address or from_env
-    if address:
-        _check_dask_address(address, "orchestration.dask_address" if orchestration.dask_address else DASK_ADDRESS_ENV)
 
 
 def _check_dask_address(address: str, name: str) -> None:

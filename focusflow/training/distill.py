@@ -37,7 +37,7 @@ from focusflow.training.align import (
 )
 from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
-from focusflow.training.lapt import load_model
+from focusflow.training.lm_model import load_model
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
 from focusflow.training.monitor import loss_summary

@@ -26,15 +26,13 @@ from focusflow.config import LaptSpec
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import EVAL_STREAM, Masker
 from focusflow.models.loading import (
-    describe_source,
-    model_class,
     require_vocabulary_fits,
-    require_weights,
     usable_positions,
 )
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu
+from focusflow.training.lm_model import load_model
 from focusflow.training.loader import MicroBatch, Prefetcher, make_micro_batch
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
 from focusflow.training.monitor import loss_summary
@@ -43,66 +41,6 @@ from focusflow.training.objective import LossModel, head_modules
 log = logging.getLogger(__name__)
 
 LORA_STATE = "trainable.safetensors"  # under a checkpoint's trainer/: adapters and trained weights of a LoRA run
-
-
-def load_model(folder: Path, attn_implementation: str, dropout: float | None = None) -> tuple[nn.Module, str]:
-    """The LM of an HF folder in float32 and its LAPT objective; a folder without the trained head its objective
-    needs is refused (:func:`require_head`): LAPT never starts from a random head. ``dropout`` (None: the model's
-    own) replaces the model's hidden and attention dropout while it trains; its config keeps its own values, so the
-    saved model fine-tunes as its source would."""
-    require_weights(folder)
-    info = describe_source(folder)
-    auto = model_class(info, add_head=True)
-    overrides = dropout_settings(folder, dropout)
-    try:
-        model, loading = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn_implementation,
-                                              output_loading_info=True, **overrides)
-    except (ValueError, ImportError) as exc:
-        if attn_implementation == "eager":
-            raise
-        log.warning("attention %r unavailable for %s (%s); using eager", attn_implementation, info.model_type, exc)
-        model, loading = auto.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
-                                              output_loading_info=True, **overrides)
-    require_head(folder, info, loading.get("missing_keys") or ())
-    if overrides:  # the modules were built with the training dropout; the config says the model's own again
-        from transformers import AutoConfig
-
-        own = AutoConfig.from_pretrained(folder)
-        for name in overrides:
-            setattr(model.config, name, getattr(own, name))
-    return model, info.training_objective
-
-
-# a config's dropout probabilities of the body (not a task head's: those come with fine-tuning)
-_DROPOUT_SUFFIXES = ("dropout", "dropout_prob", "_pdrop")
-_HEAD_DROPOUTS = frozenset({"classifier_dropout", "summary_first_dropout", "pooler_dropout"})
-
-
-def dropout_settings(folder: Path, dropout: float | None) -> dict[str, float]:
-    """The config values that set the body's dropout to ``dropout`` (none when None or the model has none)."""
-    if dropout is None:
-        return {}
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(folder).to_dict()
-    return {name: float(dropout) for name, value in config.items()
-            if name.endswith(_DROPOUT_SUFFIXES) and name not in _HEAD_DROPOUTS
-            and isinstance(value, (int, float)) and not isinstance(value, bool)}
-
-
-def require_head(folder: Path, info: Any, missing: Any) -> None:
-    """An error naming the fix when the model's head was not in its weights (a bare encoder, or weights without
-    the head's): trained from random values, its first minutes undo what the initialization gave."""
-    absent = sorted(str(name) for name in missing)
-    if info.objective is not None and not absent:
-        return
-    what = (f"is a bare {info.architecture} without an {info.training_objective.upper()} head"
-            if info.objective is None
-            else f"lacks its {info.training_objective.upper()} head's weights ({', '.join(absent[:3])}"
-                 f"{f' and {len(absent) - 3} more' if len(absent) > 3 else ''})")
-    raise InputError(f"model {folder} {what}: LAPT would start from a random head. Give its source a trained head "
-                     "(focusflow source SOURCE --head-train CORPUS, as the flows' source stage does) and initialize "
-                     "the model from that source again")
 
 
 class LaptRun(TrainingRun):

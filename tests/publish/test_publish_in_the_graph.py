@@ -21,7 +21,7 @@ def test_publish_settings_are_checked_before_anything_runs():
     base = {"language": "sw", "lapt": {"steps": 10}, "init": {"methods": ["focus", "random"]}}
     config = build_config({**base, "publish": {"repo_id": "me/e5-{language}-{model}", "models": ["focus+lapt"]}})
     assert params_for("publish", config, model="focus+lapt")["repo_id"] == "me/e5-sw-focus-lapt"
-    with pytest.raises(ConfigError, match="makes no model 'random\\+lapt'; it makes focus, random, focus\\+lapt"):
+    with pytest.raises(ConfigError, match="makes no model 'random\\+lapt'; it makes focus, random, prune, focus\\+lapt"):
         params_for("publish", config, model="random+lapt")
     two = build_config({**base, "publish": {"repo_id": "me/e5", "models": ["focus", "random"]}})
     with pytest.raises(ConfigError, match="each model needs its own repository"):

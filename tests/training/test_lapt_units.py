@@ -193,7 +193,7 @@ def test_a_cpu_ceiling_is_measured_once_per_machine_and_dtype(monkeypatch, tmp_p
 
 
 def test_lapt_dropout_replaces_the_body_s_dropout_while_training_and_the_config_keeps_its_own(tiny_dirs):
-    from focusflow.training.lapt import dropout_settings, load_model
+    from focusflow.training.lm_model import dropout_settings, load_model
 
     folder = tiny_dirs("xlmr")
     assert dropout_settings(folder, None) == {}
