@@ -102,7 +102,7 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
     assert {"method", "stage", "fidelity", "retrieval_top1", "mlm_loss", "bits_per_byte", "vocab_size",
             "tokens_per_word"} <= set(comparison.columns)
     assert set(zip(comparison["method"], comparison["stage"], strict=False)) == {
-        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "lapt")}
+        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "lapt"), ("prune", "init")}
     assert comparison["tokens_per_word"].notna().all()
     assert "<redacted>" not in (report / "report.md").read_text()
 
@@ -149,7 +149,7 @@ def test_specialize_on_s3_store_with_decontamination_and_downstream(prefect_serv
     removed = store.resolve(first["decontaminate"]).metadata["lines_removed"]
     assert removed >= 15, "the test sentences copied into the corpus must be removed"
     results = [row for a in store.list("downstream") for row in a.metadata["results"]]
-    assert {row["model"] for row in results} == {"original", "focus+lapt"}
+    assert {row["model"] for row in results} == {"original", "focus+lapt", "prune"}  # prune: the floor candidate
     assert all(row["n_seeds"] == 2 for row in results)
     second, states = run_flow("ny", config)
     assert second == first and all(set(s) == {"Cached"} for s in states.values()), states

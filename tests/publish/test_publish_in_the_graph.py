@@ -50,7 +50,8 @@ def test_the_graph_publishes_the_lapt_model_with_its_downstream_results(tiny_run
     assert f"steps {lapt.metadata['steps']}" in card.text and "(focus+lapt, after language-adaptive" in card.text
     original = store.resolve(tiny_run["resolved"]["downstream"]["original"]).metadata["results"]
     f1 = next(r for r in original if r["metric"] == "f1")
-    assert f"| {100 * f1['mean']:.1f} ± {100 * f1['std']:.1f} | 1 2 |" in card.text  # the source's column, 2 seeds
+    source_column = f"| {100 * f1['mean']:.1f} ± {100 * f1['std']:.1f} | "  # then the paired verdict, then the seeds
+    assert source_column in card.text and "2 paired seeds" in card.text and " | 1 2 |" in card.text
     lineage = json.loads((folder / "lineage.json").read_text())
     assert lineage["label"] == "focus+lapt" and lineage["artifacts"]["model"]["key"] == lapt.key
     assert lineage["artifacts"]["report"]["key"] == store.resolve(tiny_run["resolved"]["report"]).key
