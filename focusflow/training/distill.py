@@ -37,7 +37,7 @@ from focusflow.training.align import (
 )
 from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
-from focusflow.training.lm_model import load_model
+from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
 from focusflow.training.monitor import loss_summary
@@ -80,9 +80,7 @@ class DistillRun(TrainingRun):
     """LAPT with ``lapt.objective`` ``distill`` or ``mlm+distill`` (one process; the loop is ``TrainingRun``'s)."""
 
     name = "LAPT"
-    resumable_changes = frozenset({"steps", "samples", "tokens", "minutes", "checkpoint_every", "checkpoint_steps",
-                                   "checkpoint_minutes", "budget_probe_steps", "keep_last", "eval_every", "log_every",
-                                   "prefetch", "eval_sequences", "compile"})
+    resumable_changes = LAPT_RESUMABLE_CHANGES
 
     def __init__(self, model_dir: Path, source_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path,
                  resume: bool, on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):

@@ -32,7 +32,7 @@ from focusflow.models.loading import (
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu
-from focusflow.training.lm_model import load_model
+from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import MicroBatch, Prefetcher, make_micro_batch
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
 from focusflow.training.monitor import loss_summary
@@ -47,9 +47,7 @@ class LaptRun(TrainingRun):
     """One LAPT run: packed pre-tokenized sequences, MLM or CLM, two-stage and LoRA."""
 
     name = "LAPT"
-    resumable_changes = frozenset({"steps", "samples", "tokens", "minutes", "checkpoint_every", "checkpoint_steps",
-                                   "checkpoint_minutes", "budget_probe_steps", "keep_last", "eval_every", "log_every",
-                                   "prefetch", "eval_sequences", "compile"})
+    resumable_changes = LAPT_RESUMABLE_CHANGES
 
     def __init__(self, model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
                  on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):

@@ -15,6 +15,11 @@ from focusflow.models.loading import describe_source, model_class, require_weigh
 
 log = logging.getLogger(__name__)
 
+#: The LAPT settings a resume may change (budget, checkpoints, evaluation, speed), for every objective's run.
+LAPT_RESUMABLE_CHANGES = frozenset({"steps", "samples", "tokens", "minutes", "checkpoint_every", "checkpoint_steps",
+                                    "checkpoint_minutes", "budget_probe_steps", "keep_last", "eval_every", "log_every",
+                                    "prefetch", "eval_sequences", "compile"})
+
 
 def load_model(folder: Path, attn_implementation: str, dropout: float | None = None) -> tuple[nn.Module, str]:
     """The LM of an HF folder in float32 and its LAPT objective; a folder without the trained head its objective

@@ -135,7 +135,8 @@ def assert_stopped_cleanly(command: Command, code: int, seconds: float, signum: 
     return stopped[0]
 
 
-def test_sigint_in_the_source_stage_stops_it_and_keeps_what_finished(setting):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_in_the_source_stage_stops_it_and_keeps_what_finished(setting, signum):
     """A bare encoder trains its MLM head in the source stage (the issue's 2¼ minutes after SIGTERM)."""
     from transformers import BertModel
 
@@ -148,8 +149,8 @@ def test_sigint_in_the_source_stage_stops_it_and_keeps_what_finished(setting):
     command = Command(["run", "-l", "ny", "-c", str(config)], setting["env"], setting["root"])
     command.wait_for("source: started")
     time.sleep(4)
-    code, seconds = command.stop(signal.SIGINT)
-    assert_stopped_cleanly(command, code, seconds, signal.SIGINT, setting)
+    code, seconds = command.stop(signum)
+    assert_stopped_cleanly(command, code, seconds, signum, setting)
     store = setting["store"]
     assert store.list("split") and not store.list("source"), "the finished stages are kept, the stopped one is not"
 
