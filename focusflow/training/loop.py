@@ -245,7 +245,13 @@ class TrainingRun:
 
     # ---------------------------------------------------------------- setup
     def _check_compatible(self, saved: dict[str, Any]) -> None:
+        """The checkpoint's settings equal this run's but for ``resumable_changes``; a setting the checkpoint does not
+        record (one added to focusflow after it was written) counts as its default, so an upgrade resumes."""
         current = self.spec.model_dump(mode="json")
+        try:
+            saved = {**type(self.spec).model_validate(saved).model_dump(mode="json"), **saved}
+        except ValueError:  # settings this version no longer reads: compared as written
+            pass
         changed = sorted(k for k in current if k not in self.resumable_changes and saved.get(k) != current[k])
         if changed:
             raise InputError(f"{self.out_dir} holds a run with different settings ({', '.join(changed)}); "

@@ -111,6 +111,29 @@ def test_resume_refuses_a_run_folder_with_different_settings(tiny_dirs, lapt_cor
         run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=4, lr=1e-3), tmp_path / "run")
 
 
+def test_a_checkpoint_of_an_earlier_version_resumes_its_settings_added_since_at_their_defaults(tiny_dirs, lapt_corpus,
+                                                                                                tmp_path):
+    """A checkpoint written before ``lapt.objective`` existed records no objective: it is the default, not a change
+    (an upgrade mid-run resumed nothing: "holds a run with different settings (objective, ...)")."""
+    import json
+
+    from focusflow.training import checkpoint as ckpt
+
+    run = tmp_path / "run"
+    run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=2, checkpoint_every=2), run)
+    folder = ckpt.latest_checkpoint(run)
+    state = json.loads((folder / ckpt.STATE_FILE).read_text())
+    for added in ("objective", "distill_mlm_weight", "distill_sentence_weight"):
+        del state["spec"][added]
+    (folder / ckpt.STATE_FILE).write_text(json.dumps(state))
+    ckpt.write_manifest(folder)
+    summary = run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=4, checkpoint_every=2), run)
+    assert summary["resumed_from"] == str(folder) and summary["steps"] == 4
+    with pytest.raises(ValueError, match="different settings.*objective"):
+        run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=6, objective="distill"), run,
+                 source_dir=tiny_dirs("xlmr"))
+
+
 def test_bad_inputs_fail_with_clear_messages(tiny_dirs, lapt_corpus, tmp_path):
     with pytest.raises(ValueError, match="multiple of world_size"):
         run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(micro_batch_size=5), tmp_path / "a")
