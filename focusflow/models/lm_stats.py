@@ -144,3 +144,19 @@ def pad_rows(rows: Sequence[np.ndarray], value: int) -> tuple[np.ndarray, np.nda
         ids[i, : len(row)] = row
         mask[i, : len(row)] = 1
     return ids, mask
+
+
+def length_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Text indices grouped by similar length so that ``count × longest ≤ batch_tokens`` (at least one text each)."""
+    order = np.argsort(lengths, kind="stable")
+    batches, current, longest = [], [], 0
+    for index in order.tolist():
+        longest_with = max(longest, int(lengths[index]))
+        if current and longest_with * (len(current) + 1) > batch_tokens:
+            batches.append(np.asarray(current, dtype=np.int64))
+            current, longest_with = [], int(lengths[index])
+        current.append(index)
+        longest = longest_with
+    if current:
+        batches.append(np.asarray(current, dtype=np.int64))
+    return batches

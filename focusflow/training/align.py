@@ -31,7 +31,7 @@ from focusflow.config import AlignSpec
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
-from focusflow.models.lm_stats import pad_rows
+from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source, usable_positions
 from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
@@ -79,20 +79,6 @@ def tokenize_pairs(texts: list[str], source_tokenizer: Any, target_tokenizer: An
                        np.asarray([w.n_words for w in words], dtype=np.int64))
 
 
-def length_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Text indices grouped by similar length so that ``count × longest ≤ batch_tokens`` (at least one text each)."""
-    order = np.argsort(lengths, kind="stable")
-    batches, current, longest = [], [], 0
-    for index in order.tolist():
-        longest_with = max(longest, int(lengths[index]))
-        if current and longest_with * (len(current) + 1) > batch_tokens:
-            batches.append(np.asarray(current, dtype=np.int64))
-            current, longest_with = [], int(lengths[index])
-        current.append(index)
-        longest = longest_with
-    if current:
-        batches.append(np.asarray(current, dtype=np.int64))
-    return batches
 
 
 @dataclass

@@ -25,13 +25,12 @@ from torch import nn
 from focusflow.config import LaptSpec
 from focusflow.corpus.io import read_texts
 from focusflow.errors import InputError
-from focusflow.models.lm_stats import Masker, pad_rows
+from focusflow.models.lm_stats import Masker, length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source
 from focusflow.training.align import (
     AlignBatch,
     collate_pairs,
     layer_count,
-    length_batches,
     padding_id,
     tokenize_pairs,
 )

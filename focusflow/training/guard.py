@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from focusflow.models.lm_stats import Masker, pad_rows
+from focusflow.models.lm_stats import Masker, length_batches, pad_rows
 from focusflow.precision import Precision
 
 _BATCH_TOKENS = 4096
@@ -42,16 +42,7 @@ class LanguageModelDev:
         else:
             self.inputs, self.targets = rows, rows
         self.predicted = int(sum(int((t != -100).sum()) if objective == "mlm" else len(t) - 1 for t in self.targets))
-        order = np.argsort([len(r) for r in self.inputs], kind="stable")
-        self.batches: list[np.ndarray] = []
-        current: list[int] = []
-        for index in order.tolist():
-            if current and len(self.inputs[index]) * (len(current) + 1) > _BATCH_TOKENS:
-                self.batches.append(np.asarray(current))
-                current = []
-            current.append(index)
-        if current:
-            self.batches.append(np.asarray(current))
+        self.batches = length_batches(np.array([len(r) for r in self.inputs]), _BATCH_TOKENS)
 
     def __len__(self) -> int:
         return len(self.inputs)

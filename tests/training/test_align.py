@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from focusflow.corpus.io import read_texts
-from focusflow.training.align import AlignSpec, align_embeddings, first_layers, length_batches
+from focusflow.models.lm_stats import length_batches
+from focusflow.training.align import AlignSpec, align_embeddings, first_layers
 from focusflow.training.wordpool import flat_word_index, pool_words, shared_words, word_spans
 from tests.tiny_models import sample_texts, train_tokenizer
 
