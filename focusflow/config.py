@@ -259,6 +259,11 @@ class InitSpec(_Section):
         "picks the product among them all")
     seed: int = 0
 
+    @property
+    def built_candidates(self) -> list[str]:
+        """The candidates a run builds beside its methods: a prune-mode run's methods are pruned sources already."""
+        return [name for name in self.candidates if name != self.mode]
+
 
 #: The largest minutes budget a configuration may give (a week): more is a typo, not a plan (``1e9`` minutes once
 #: planned 2.7 billion steps without a word).

@@ -158,6 +158,7 @@ def _report(run: StageRun) -> dict[str, Any]:
     downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
     seed_runs = [pd.read_csv(run.inputs[f"downstream:{label}"] / "runs.csv")
                  for label, a in by_kind.get("downstream", {}).items() if "runs.csv" in a.files]
+    runs_table = pd.concat(seed_runs, ignore_index=True) if seed_runs else None  # every model's seeds, by task
     sections = {f"{label} stage": dict(a.metadata) for label, a in by_kind.get("stage", {}).items()}
     sections.update({f"LAPT of {label}": _lapt_summary(a) for label, a in by_kind.get("lapt", {}).items()})
     notes = [_downstream_note(label, a) for label, a in by_kind.get("lapt", {}).items()]
@@ -165,7 +166,7 @@ def _report(run: StageRun) -> dict[str, Any]:
                         for a in by_kind.get("downstream", {}).values()})
     if protocols:
         notes.append(f"Fine-tuning protocol: {', '.join(protocols)} (the same for every row, the source's included).")
-    verdicts = verdict_lines(pd.concat(seed_runs, ignore_index=True) if seed_runs else None)
+    verdicts = verdict_lines(runs_table)
     if verdicts:
         notes.append(f"Against the source, paired by seed (parity: the mean difference ≥ {PARITY_MEAN:g} point and "
                      f"its 95% interval's lower end ≥ {PARITY_LOWER:g}): " + "; ".join(verdicts) + ".")
@@ -173,7 +174,6 @@ def _report(run: StageRun) -> dict[str, Any]:
     continuations = {label: a.metadata["continuations"] for label, a in by_kind.get("intrinsic", {}).items()
                      if a.metadata.get("continuations")}
     refined = [_refinement_note(label, a) for label, a in by_kind.get("init", {}).items()]
-    runs_table = pd.concat(seed_runs, ignore_index=True) if seed_runs else None
     candidates, product, source_row = _product(by_kind, downstream_frame, runs_table)
     headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
                             stage_times(_timing_rows(run.artifacts)), continuations, downstream_notes=notes,

@@ -137,7 +137,7 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
                           if "align" in refinements else initialized[base])
     # candidates beside the methods (init.candidates): a pruned source, which brings its own tokenizer
     candidates = {name: run.submit("init", params_for("init", cfg, method=CANDIDATE_METHOD, mode=name), label=name,
-                                   source=source, split=split) for name in run_candidates(cfg)}
+                                   source=source, split=split) for name in cfg.init.built_candidates}
     # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models. In replace
     # mode every model has the language tokenizer; extend and prune give each initialization the tokenizer it wrote.
     if cfg.init.mode == "replace":
@@ -199,7 +199,7 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     downstream = {}
     if cfg.evaluation.tasks:
         candidates = {model_label(m, lapt=True): f for m, f in lapt.items()} or {m: models[m] for m in cfg.init.methods}
-        candidates.update({name: models[name] for name in run_candidates(cfg)})
+        candidates.update({name: models[name] for name in cfg.init.built_candidates})
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches["source"], **candidates}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
@@ -233,11 +233,6 @@ def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> st
     """Every initialization method on the same tokenizer, fastText and held-out text; returns the report URI."""
     branches = prepare_branches(cfg, store_uri, tasks)
     return _Run(cfg, store_uri, tasks)("report", **report_inputs(branches))
-
-
-def run_candidates(cfg: PipelineConfig) -> list[str]:
-    """``init.candidates`` this run builds: a prune-mode run's methods are pruned sources already."""
-    return [name for name in cfg.init.candidates if name != cfg.init.mode]
 
 
 #: The method a candidate's init stage is called with: a pruned vocabulary has no new token, so no method is used

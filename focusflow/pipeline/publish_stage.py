@@ -32,7 +32,7 @@ PRODUCT = "product"
 def publishable_models(cfg: PipelineConfig) -> list[str]:
     """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt``, ``prune`` …): what
     ``publish.models`` lists, besides ``product``."""
-    names = [*cfg.init.methods, *(c for c in cfg.init.candidates if c != cfg.init.mode)]
+    names = [*cfg.init.methods, *cfg.init.built_candidates]
     if cfg.lapt.has_budget:
         names += [model_label(method, lapt=True) for method in cfg.orchestration.lapt_methods
                   if method in cfg.init.methods]
