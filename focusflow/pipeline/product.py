@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, seed_scores
+from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, parity_word, seed_scores
 
 SOURCE = "original"
 
@@ -102,7 +102,7 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
     for c in sorted(candidates, key=lambda c: c.name != product.name):
         test = [f"{c.test.get(t, '-')} ({v.mean:+.1f})" if (v := c.test_verdicts.get(t)) else c.test.get(t, "-")
                 for t in tasks]
-        dev = "; ".join(f"{'parity' if v.parity else 'below' if v.parity is False else 'undecided'} "
+        dev = "; ".join(f"{parity_word(v.parity)} "
                         f"({v.mean:+.1f}, {v.low:+.1f}…{v.high:+.1f})" if v and v.low is not None else "-"
                         for v in c.dev_verdicts.values()) or "-"
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"

@@ -13,7 +13,14 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from focusflow.evaluation.downstream.report import score_text
-from focusflow.evaluation.downstream.verdict import DECISIVE_SE, PARITY_LOWER, PARITY_MEAN, paired_verdict, seed_scores
+from focusflow.evaluation.downstream.verdict import (
+    DECISIVE_SE,
+    PARITY_LOWER,
+    PARITY_MEAN,
+    paired_verdict,
+    parity_word,
+    seed_scores,
+)
 from focusflow.evaluation.intrinsic import above_unigram
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
@@ -156,7 +163,7 @@ def _candidates(facts: CardFacts) -> list[str]:
              "| model | parameters | tokens per word | dev verdict vs the source | CPU-minutes |", "|---|---|---|---|---|"]
     for candidate in facts.candidates:
         verdicts = [v for v in (candidate.get("dev_verdicts") or {}).values() if v]
-        dev = "; ".join(f"{v['mean']:+.1f} ({'parity' if v['parity'] else 'below' if v['parity'] is False else 'undecided'})"
+        dev = "; ".join(f"{v['mean']:+.1f} ({parity_word(v['parity'])})"
                         for v in verdicts) or "-"
         params = f"{candidate['n_params'] / 1e6:.1f}M" if candidate.get("n_params") else "-"
         tpw = f"{candidate['tokens_per_word']:.2f}" if candidate.get("tokens_per_word") else "-"
