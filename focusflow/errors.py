@@ -8,6 +8,8 @@ imports nothing, so every layer can use it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class FocusflowError(Exception):
     """A problem with the input, the configuration or the environment that the message explains."""
@@ -27,3 +29,12 @@ class TrainingDivergedError(FocusflowError, FloatingPointError):
 
 
 __all__ = ["FocusflowError", "InputError", "TrainingDivergedError", "UnavailableError"]
+
+
+def cause_chain(error: BaseException | None) -> Iterator[BaseException]:
+    """``error`` and what it was raised from or during (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__

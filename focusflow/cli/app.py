@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from focusflow import __version__
-from focusflow.errors import FocusflowError
+from focusflow.errors import FocusflowError, cause_chain
 from focusflow.logs import RunFormatter, UserErrorConsole, configure_output, show_stage_lines
 from focusflow.stopping import StopRequested, requested_signal, stop_message, stop_on_signals
 from focusflow.stopping import reset as reset_stop
@@ -35,13 +35,7 @@ DISK_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota 
 
 def disk_full(error: BaseException | None) -> OSError | None:
     """The full-disk OSError behind ``error`` (itself, or what it was raised from), if there is one."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in DISK_FULL:
-            return error
-        error = error.__cause__ or error.__context__
-    return None
+    return next((e for e in cause_chain(error) if isinstance(e, OSError) and e.errno in DISK_FULL), None)
 
 
 def disk_full_message(error: OSError) -> str:
@@ -91,13 +85,9 @@ def stopped_by(error: BaseException) -> StopRequested | None:
     """The stop behind ``error``: the StopRequested itself or one it was raised from; a KeyboardInterrupt; or, once a
     stop was asked for, what a stopped flow raises (``STOPPED_RUN_ERRORS``). Any other error stays an error, even
     after a signal (a full disk while the stop's checkpoint was written is said as such)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, StopRequested):
-            return current
-        current = current.__cause__ or current.__context__
+    found = next((e for e in cause_chain(error) if isinstance(e, StopRequested)), None)
+    if found is not None:
+        return found
     signum = requested_signal()
     if isinstance(error, KeyboardInterrupt):
         return StopRequested(stop_message(), signum or signal.SIGINT)

@@ -13,6 +13,7 @@ from prefect.states import Cancelled, State
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 from focusflow.config import DASK_ADDRESS_ENV, ConfigError, PipelineConfig, load_config
+from focusflow.errors import cause_chain
 from focusflow.stopping import StopRequested, armed_depth, stop_message, stop_on_signals, stop_requested
 from focusflow.stopping import reset as reset_stop
 
@@ -72,13 +73,8 @@ def _a_stop(error: BaseException) -> bool:
     """Whether ``error`` is the stop itself, or what a stage that did not run because of it raised."""
     from prefect.exceptions import CancelledRun, TerminationSignal, UnfinishedRun
 
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, (StopRequested, KeyboardInterrupt)):
-            return True
-        current = current.__cause__ or current.__context__
+    if any(isinstance(e, (StopRequested, KeyboardInterrupt)) for e in cause_chain(error)):
+        return True
     return stop_requested() and isinstance(error, (CancelledRun, UnfinishedRun, TerminationSignal))
 
 
