@@ -93,7 +93,7 @@ def build_extended(cfg: Any, store: Any) -> dict[str, Any]:
     from focusflow.pipeline.graph import local_tasks, prepare_branches
 
     branches = prepare_branches(cfg, store.uri, local_tasks())
-    done = {"split": branches["split"], "source": branches["source"], "init": branches["models"]["focus"]}
+    done = {"split": branches.split, "source": branches.source, "init": branches.models["focus"]}
     return {name: store.resolve(value.result() if hasattr(value, "result") else value) for name, value in done.items()}
 
 

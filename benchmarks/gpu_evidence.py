@@ -84,8 +84,8 @@ def prepare_bundle(bundle: Path) -> None:
                       language="ny")
     store = ArtifactStore(cfg.store)
     branches = prepare_branches(cfg, store.uri, local_tasks(progress=True))
-    model = store.fetch(store.resolve(_uri(branches["models"]["focus"])))
-    split = store.fetch(store.resolve(_uri(branches["split"])))
+    model = store.fetch(store.resolve(_uri(branches.models["focus"])))
+    split = store.fetch(store.resolve(_uri(branches.split)))
     if bundle.exists():
         shutil.rmtree(bundle)
     bundle.mkdir(parents=True)

@@ -89,17 +89,17 @@ def pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
     return build_config(settings)
 
 
-def lapt_points(store: Any, cfg: Any, branches: dict[str, Any], method: str) -> list[dict[str, Any]]:
+def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[str, Any]]:
     """The method's curve: its initialization (0 minutes) and every kept checkpoint of its minutes-budget LAPT."""
     from focusflow.pipeline import params_for, run_stage
     from focusflow.pipeline.lapt_stage import stored_checkpoints
 
-    model, split = store.resolve(branches["models"][method]), store.resolve(branches["split"])
+    model, split = store.resolve(branches.models[method]), store.resolve(branches.split)
     inputs = {"model": model, "split": split}
     if cfg.lapt.objective != "mlm":  # a distillation learns from the source
-        inputs["source"] = store.resolve(branches["source"])
+        inputs["source"] = store.resolve(branches.source)
     budget = run_stage(store, "lapt-budget", params_for("lapt-budget", cfg), inputs, language=cfg.language)
-    lineage = {"source": branches["source"], "tokenizer": branches["tokenizer"]}
+    lineage = {"source": branches.source, "tokenizer": branches.tokenizer}
     lapt = run_stage(store, "lapt", params_for("lapt", cfg, lineage=lineage), {**inputs, "budget": budget},
                      language=cfg.language, progress=True, label=method)
     points = [{"method": method, "minutes": 0.0, "steps": 0, "tokens": 0, "artifact": model,
@@ -119,16 +119,6 @@ def lapt_points(store: Any, cfg: Any, branches: dict[str, Any], method: str) -> 
           f"({plan['tokens_per_step']} tokens/step); trained {lapt.metadata.get('train_seconds_this_session')} s "
           f"this session", flush=True)
     return sorted({p["minutes"]: p for p in points}.values(), key=lambda p: p["minutes"])
-
-
-def resolved(branches: dict[str, Any]) -> dict[str, Any]:
-    """The graph's results as URIs (its submitted stages hand back futures)."""
-    def value(item: Any) -> Any:
-        if isinstance(item, dict):
-            return {name: value(v) for name, v in item.items()}
-        return item.result() if hasattr(item, "result") else item
-
-    return {name: value(item) for name, item in branches.items()}
 
 
 def score(runs_table: Any, name: str) -> dict[str, Any] | None:
@@ -210,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         protocol = protocol.model_copy(update=QUICK["protocol"])
     store = ArtifactStore(work / "store")
     task, started, load_start = sib200_task(args.language), time.perf_counter(), os.getloadavg()[0]
-    branches = resolved(prepare_branches(cfg, store.uri, local_tasks(progress=False)))
-    source = store.fetch(store.resolve(branches["source"]))
+    branches = prepare_branches(cfg, store.uri, local_tasks(progress=False)).resolved()
+    source = store.fetch(store.resolve(branches.source))
     runs_dir = work / "sib200"
 
     def finetune(models: dict[str, Path]) -> Any:
@@ -225,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     everything = {} if args.skip_source else {"source": source}
     if everything:
         finetune(everything)
-    inits = {f"{m}{tag}@0": store.fetch(store.resolve(branches["models"][m])) for m in args.methods}
+    inits = {f"{m}{tag}@0": store.fetch(store.resolve(branches.models[m])) for m in args.methods}
     finetune(inits)  # the 0-minute rows first: the curve's start before any LAPT time is spent
     everything.update(inits)
     points = []

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lapt_parity import CPU_LAPT, SHARED, pipeline_config, resolved  # noqa: E402
+from lapt_parity import CPU_LAPT, SHARED, pipeline_config  # noqa: E402
 
 VARIANTS = {
     "base": {},
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = pipeline_config(settings, args.data_root / "text" / f"{args.language}.txt")
     cfg = cfg.model_copy(update={"init": cfg.init.model_copy(update={"candidates": []})})  # FOCUS only: no prune floor
     store = ArtifactStore(work / "store")
-    branches = resolved(prepare_branches(cfg, store.uri, local_tasks(progress=False)))
-    inputs = {"model": store.resolve(branches["models"]["focus"]), "split": store.resolve(branches["split"])}
+    branches = prepare_branches(cfg, store.uri, local_tasks(progress=False)).resolved()
+    inputs = {"model": store.resolve(branches.models["focus"]), "split": store.resolve(branches.split)}
     rows, base = [], None
     for name in [v.strip() for v in args.variants.split(",") if v.strip()]:
         lapt = {**CPU_LAPT, **VARIANTS[name], "steps": args.steps, "checkpoint_every": 50, "keep_last": 1}

@@ -358,16 +358,11 @@ class LaptSpec(_AdamWSchedule):
         """Whether LAPT runs at all (a minutes budget counts before it is turned into steps)."""
         return self.total_steps > 0 or bool(self.minutes)
 
-    def with_steps(self, steps: int, checkpoint_steps: list[int]) -> LaptSpec:
-        """This spec with a minutes budget replaced by the step count it was fixed at (``lapt-budget``); checkpoint
-        steps of the user's that the planned count does not reach are an error, as they are for a step budget."""
-        past = sorted(step for step in set(self.checkpoint_steps) if step > steps)
-        if past:
-            raise ConfigError(f"lapt.checkpoint_steps {past} lie past the {steps} steps that lapt.minutes="
-                              f"{self.minutes:g} buys on this machine: they could never be written; give steps "
-                              "within the budget, or checkpoint_minutes")
-        return self.model_copy(update={"minutes": None, "checkpoint_minutes": [], "steps": steps,
-                                       "checkpoint_steps": sorted(set(self.checkpoint_steps) | set(checkpoint_steps))})
+    @property
+    def needs_plan(self) -> bool:
+        """Whether LAPT needs a ``lapt-budget`` plan as its input: a minutes budget does (the rule's one spelling;
+        the plan is applied by ``training.lapt_budget.planned_spec``)."""
+        return bool(self.minutes)
 
     @property
     def total_steps(self) -> int:

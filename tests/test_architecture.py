@@ -221,3 +221,44 @@ def test_every_backward_pass_is_in_the_training_package():
     outside = [f"{name}:{number}" for name, path in all_modules().items() if not name.startswith("focusflow.training")
                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ".backward(" in line]
     assert outside == []
+
+
+def _metadata_reads(path: Path) -> Iterator[int]:
+    """Lines of ``path`` that read an artifact's metadata: the ``metadata`` attribute, a record's undeclared fields
+    (``model_extra``), or a manifest's ``"metadata"`` key (a renamed ``.get()`` is the same read)."""
+    def on_manifest(node: ast.AST) -> bool:
+        return any(isinstance(inner, ast.Attribute) and inner.attr == "manifest" for inner in ast.walk(node))
+
+    lines = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in ("metadata", "model_extra"):
+            lines.add(node.lineno)
+        elif isinstance(node, (ast.Subscript, ast.Call)) and on_manifest(node) and any(
+                isinstance(inner, ast.Constant) and inner.value == "metadata" for inner in ast.walk(node)):
+            lines.add(node.lineno)
+    yield from sorted(lines)
+
+
+def test_only_a_stages_record_reads_its_artifacts_metadata():
+    """Readers validate the stage's record (``storage.records.StageRecord`` and its subclasses beside each build)
+    instead of picking keys out of the manifest's ``metadata``: only the storage layer touches that dict."""
+    outside = [f"{name}:{line}" for name, path in all_modules().items() if not name.startswith("focusflow.storage")
+               for line in _metadata_reads(path)]
+    assert outside == []
+
+
+def test_the_metadata_guard_sees_renamed_reads(tmp_path):
+    """The guard above is not blind: an attribute read, an alias's key read and a manifest's key read all count."""
+    module = tmp_path / "reader.py"
+    module.write_text("meta = artifact.metadata\nvalue = meta.get('x')\n"
+                      "other = artifact.manifest.get('metadata', {})\nextra = record.model_extra\n", encoding="utf-8")
+    assert list(_metadata_reads(module)) == [1, 3, 4]
+
+
+def test_no_class_is_over_250_lines():
+    """A class longer than that does more than one job (``TrainingRun`` once held the loop, the checkpoints, the
+    selection of the best state and the resume checks)."""
+    long = [f"{name}.{node.name}: {node.end_lineno - node.lineno + 1}" for name, path in all_modules().items()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 250]
+    assert long == []

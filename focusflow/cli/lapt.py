@@ -101,7 +101,7 @@ def lapt_command(
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    if cfg.lapt.minutes:
+    if cfg.lapt.needs_plan:
         inputs["budget"] = run_stage(artifact_store, "lapt-budget", params_for("lapt-budget", cfg),
                                      {name: inputs[name] for name in ("model", "split", "source") if name in inputs})
     try:

@@ -13,6 +13,7 @@ import typer
 
 from focusflow.cli.app import app
 from focusflow.cli.stage_io import StoreOption, check_out, echo_result, export, stage_input
+from focusflow.publish.record import PublishRecord
 from focusflow.storage import ArtifactStore
 
 
@@ -54,7 +55,7 @@ def publish_command(
     artifact = run_stage(artifact_store, "publish", settings.to_params(), inputs)
     export(artifact_store, artifact, out)
     echo_result(artifact)
-    pushed = artifact.metadata.get("push")
+    pushed = PublishRecord.of(artifact).push
     if pushed:
         typer.echo(f"published: {pushed['url']}" + (f" (commit {pushed['commit']})" if pushed.get("commit") else ""))
     elif out is not None:

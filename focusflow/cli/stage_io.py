@@ -24,6 +24,7 @@ from focusflow.storage import Artifact, ArtifactStore, locate
 from focusflow.storage.export import check_export_target, export_files
 from focusflow.storage.fingerprint import folder_fingerprint
 from focusflow.storage.keys import artifact_key, key_matches
+from focusflow.storage.records import StageRecord
 
 IMPORT_STAGE = "import"
 IMPORT_VERSION = 1
@@ -260,7 +261,7 @@ def _local_roots(store: ArtifactStore) -> list[Path]:
 
 def echo_result(artifact: Artifact, extra: dict[str, Any] | None = None) -> None:
     """The stage's metrics as JSON, then where its artifact is stored."""
-    shown = {**dict(artifact.metadata), **(extra or {}), "artifact": artifact.uri}
+    shown = {**StageRecord.of(artifact).shown(), **(extra or {}), "artifact": artifact.uri}
     typer.echo(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 

@@ -7,13 +7,16 @@ from typing import Any
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
+from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord
 from focusflow.flows.common import cancelled_when_stopped, load_run_config
 from focusflow.logs import configure_output
 from focusflow.pipeline import params_for
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
 from focusflow.storage import Artifact, ArtifactStore, StoreError, redact_uri
+from focusflow.storage.records import StageRecord
 from focusflow.tasks import tasks_for
 from focusflow.tasks.common import artifact_key_name
+from focusflow.training.records import CheckpointRecord
 
 LATEST = "latest"
 
@@ -21,23 +24,26 @@ LATEST = "latest"
 def latest_checkpoint_uri(store: ArtifactStore, language: str) -> str:
     """The newest LAPT checkpoint (or final LAPT model) stored for ``language``."""
     candidates = [a for stage in (CHECKPOINT_STAGE, LAPT_STAGE) for a in store.list(stage)
-                  if a.metadata.get("language") == language]
+                  if StageRecord.of(a).language == language]
     if not candidates:
         raise StoreError(f"no LAPT checkpoint for language {language!r} in {redact_uri(store.uri)}; "
                          "run specialize_language with a LAPT budget first (the default 20 minutes, or lapt.steps > 0)")
-    return max(candidates, key=lambda a: a.manifest.get("created", "")).uri
+    return max(candidates, key=lambda a: a.created).uri
 
 
 def checkpoint_label(checkpoint: Artifact) -> str:
     """``step-<n>`` for a LAPT checkpoint, ``final`` for the final LAPT model (its row name in the tables)."""
-    step = checkpoint.metadata.get("step")
-    if checkpoint.stage == LAPT_STAGE or step is None:
-        return "final"
-    return f"step-{step}"
+    step = _checkpoint_step(checkpoint)
+    return "final" if step is None else f"step-{step}"
+
+
+def _checkpoint_step(checkpoint: Artifact) -> int | None:
+    """The step of a LAPT checkpoint; None for the final LAPT model (or any other artifact)."""
+    return CheckpointRecord.of(checkpoint).step if checkpoint.stage == CHECKPOINT_STAGE else None
 
 
 def _lineage(store: ArtifactStore, checkpoint: Artifact) -> dict[str, str]:
-    lineage = dict(checkpoint.metadata.get("lineage") or {})
+    lineage = dict(StageRecord.of(checkpoint).lineage)
     missing = {"source", "split"} - set(lineage)
     if missing:
         raise StoreError(f"checkpoint {redact_uri(checkpoint.uri)} does not record its {sorted(missing)}; "
@@ -68,7 +74,7 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
     settings = load_run_config(language, {"evaluation": evaluation} if evaluation else None)
     tasks = tasks_for(artifact_store.uri)
     label = checkpoint_label(checkpoint)
-    results: dict[str, Any] = {"checkpoint": uri, "step": checkpoint.metadata.get("step"), "label": label}
+    results: dict[str, Any] = {"checkpoint": uri, "step": _checkpoint_step(checkpoint), "label": label}
     with tags(f"language:{language}", "evaluate-checkpoint"):
         if "intrinsic" in suites:
             # the run's reference for its tokenizer (a cache hit); older checkpoints: the checkpoint's own tokenizer
@@ -77,14 +83,14 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
                                                 "tokenizer": lineage.get("tokenizer", uri)}, language=language)
             intrinsic_uri = tasks["intrinsic"](artifact_store.uri, params_for("intrinsic", settings),
                                                {"model": uri, "reference": reference_uri}, language=language)
-            results["intrinsic"] = dict(artifact_store.resolve(intrinsic_uri).metadata)
+            results["intrinsic"] = IntrinsicRecord.of(artifact_store.resolve(intrinsic_uri)).shown()
         downstream_suites = [s for s in suites if s != "intrinsic"]
         if downstream_suites:
             name = label
             params = params_for("downstream", settings, name=name, tasks=downstream_suites)
             downstream_uri = tasks["downstream"](artifact_store.uri, params, {"model": uri}, language=language,
                                                  label=name)
-            results["downstream"] = artifact_store.resolve(downstream_uri).metadata.get("results", [])
+            results["downstream"] = DownstreamRecord.of(artifact_store.resolve(downstream_uri)).results
     rows = [{"metric": k, "value": v} for k, v in (results.get("intrinsic") or {}).items()
             if isinstance(v, (int, float, str))]
     rows.insert(0, {"metric": "checkpoint", "value": redact_uri(uri)})

@@ -15,6 +15,7 @@ from focusflow.config import PipelineConfig
 from focusflow.flows.common import cancelled_when_stopped, handing_over, load_run_config, runner_for
 from focusflow.logs import configure_output
 from focusflow.pipeline.graph import specialize
+from focusflow.publish.record import PublishRecord
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
 
@@ -32,7 +33,7 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
     print(f"report: {resolved['report']}")
     store = ArtifactStore(store_uri)
     for label, uri in resolved.get("publish", {}).items():
-        pushed = store.resolve(uri).metadata.get("push")
+        pushed = PublishRecord.of(store.resolve(uri)).push
         print(f"published {label}: {pushed['url']}" if pushed else f"repository folder of {label}: {uri}")
     return resolved
 

@@ -19,6 +19,7 @@ from focusflow.config import EvalSpec, PipelineConfig
 from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
+from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportInput
 from focusflow.methods import model_label, read_model_label
 from focusflow.pipeline.product import SOURCE, Candidate, Product, add_verdicts, candidates_markdown, choose_product
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
@@ -26,6 +27,9 @@ from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage
 from focusflow.storage import Artifact
 from focusflow.storage.atomic import atomic_write
 from focusflow.storage.fingerprint import folder_fingerprint
+from focusflow.storage.records import StageRecord
+from focusflow.tokenizer.record import TokenizerRecord
+from focusflow.training.records import LaptRecord, ModelRecord
 
 # version 2: the key's ``data`` is the one folder fingerprint of the task folders the run reads (it was
 # every data file under data_root, hashed differently), for downstream and decontaminate alike
@@ -113,15 +117,15 @@ def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
     """One row: intrinsic metrics + the initialization's token fates + the tokenizer's efficiency."""
     method, _, stage = label.partition("+")
     row: dict[str, Any] = {"method": method, "stage": stage or "init"}
-    for values in (evaluation.metadata, init.metadata if init else {}):
+    intrinsic = IntrinsicRecord.of(evaluation)
+    for values in (intrinsic.shown(), ModelRecord.of(init).shown() if init else {}):
         for key, value in values.items():
             if key in COMPARISON_COLUMNS and (isinstance(value, (int, float, str, bool)) or value is None):
                 row.setdefault(key, value)
     side = "source" if method == "original" else "target"
     row.setdefault("tokens_per_word", tokenizer_metrics.get(f"heldout.{side}.tokens_per_word"))
-    continuations = evaluation.metadata.get("continuations") or []
-    if continuations:  # a decoder's: the collapse into one repeated word, as a number
-        row["repetition_rate"] = repetition_rate([c.get("continuation", "") for c in continuations])
+    if intrinsic.continuations:  # a decoder's: the collapse into one repeated word, as a number
+        row["repetition_rate"] = repetition_rate([c.get("continuation", "") for c in intrinsic.continuations])
     return row
 
 
@@ -135,11 +139,11 @@ def _timing_rows(artifacts: Mapping[str, Artifact]) -> list[dict[str, Any]]:
             continue
         seen.add(artifact.uri)
         work = STAGES[artifact.stage].work if artifact.stage in STAGES else None
-        amount = flatten_metrics(artifact.metadata).get(work[0]) if work else None
-        rows.append({"stage": artifact.stage, "name": name.partition(":")[2],
-                     "seconds": artifact.metadata.get("build_seconds"),
+        record = StageRecord.of(artifact)
+        amount = flatten_metrics(record.shown()).get(work[0]) if work else None
+        rows.append({"stage": artifact.stage, "name": ReportInput.parse(name).name, "seconds": record.build_seconds,
                      "work": amount if isinstance(amount, (int, float)) else None, "unit": work[1] if work else "",
-                     "host": artifact.metadata.get("host")})
+                     "host": record.host})
     return rows
 
 
@@ -148,18 +152,18 @@ def _report(run: StageRun) -> dict[str, Any]:
     ``intrinsic:focus+lapt``, ``lapt:focus``, ``downstream:original``…); it reads manifests only."""
     by_kind: dict[str, dict[str, Artifact]] = {}
     for name, artifact in run.artifacts.items():
-        kind, _, label = name.partition(":")
-        by_kind.setdefault(kind, {})[label] = artifact
+        given = ReportInput.parse(name)
+        by_kind.setdefault(given.kind, {})[given.name] = artifact
     tokenizer = by_kind.get("stage", {}).get("tokenizer")
-    tokenizer_metrics = flatten_metrics(tokenizer.metadata) if tokenizer else {}
+    tokenizer_metrics = flatten_metrics(TokenizerRecord.of(tokenizer).shown()) if tokenizer else {}
     rows = [_comparison_row(label, evaluation, by_kind.get("init", {}).get(label), tokenizer_metrics)
             for label, evaluation in by_kind.get("intrinsic", {}).items()]
-    downstream = [pd.DataFrame(a.metadata.get("results", [])) for a in by_kind.get("downstream", {}).values()]
+    downstream = [pd.DataFrame(DownstreamRecord.of(a).results) for a in by_kind.get("downstream", {}).values()]
     downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
-    seed_runs = [pd.read_csv(run.inputs[f"downstream:{label}"] / "runs.csv")
+    seed_runs = [pd.read_csv(run.inputs[str(ReportInput("downstream", label))] / "runs.csv")
                  for label, a in by_kind.get("downstream", {}).items() if "runs.csv" in a.files]
     runs_table = pd.concat(seed_runs, ignore_index=True) if seed_runs else None  # every model's seeds, by task
-    sections = {f"{label} stage": dict(a.metadata) for label, a in by_kind.get("stage", {}).items()}
+    sections = {f"{label} stage": StageRecord.of(a).shown() for label, a in by_kind.get("stage", {}).items()}
     sections.update({f"LAPT of {label}": _lapt_summary(a) for label, a in by_kind.get("lapt", {}).items()})
     notes = [_downstream_note(label, a) for label, a in by_kind.get("lapt", {}).items()]
     protocols = sorted({str(a.params.get("evaluation", {}).get("protocol") or "paper")
@@ -171,8 +175,8 @@ def _report(run: StageRun) -> dict[str, Any]:
         notes.append(f"Against the source, paired by seed (parity: the mean difference ≥ {PARITY_MEAN:g} point and "
                      f"its 95% interval's lower end ≥ {PARITY_LOWER:g}): " + "; ".join(verdicts) + ".")
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
-    continuations = {label: a.metadata["continuations"] for label, a in by_kind.get("intrinsic", {}).items()
-                     if a.metadata.get("continuations")}
+    continuations = {label: record.continuations for label, a in by_kind.get("intrinsic", {}).items()
+                     if (record := IntrinsicRecord.of(a)).continuations}
     refined = [_refinement_note(label, a) for label, a in by_kind.get("init", {}).items()]
     candidates, product, source_row = _product(by_kind, downstream_frame, runs_table)
     headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
@@ -196,23 +200,23 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
         rows = main[main["model"] == label]
         return {str(r["task"]): score_text(r["mean"], r["std"], r["n_seeds"]) for r in rows.to_dict("records")}
 
-    def facts(label: str) -> dict[str, Any]:
+    def facts(label: str) -> IntrinsicRecord:
         intrinsic = by_kind.get("intrinsic", {}).get(label)
-        return dict(intrinsic.metadata) if intrinsic is not None else {}
+        return IntrinsicRecord.of(intrinsic) if intrinsic is not None else IntrinsicRecord()
 
     candidates = []
     for label in by_kind.get("downstream", {}):
         if label == SOURCE:
             continue
         measured = facts(label)
-        candidate = Candidate(label, measured.get("n_params"), measured.get("tokens_per_word"), _cpu_minutes(label,
-                              by_kind), scores(label))
+        candidate = Candidate(label, measured.n_params, measured.tokens_per_word, _cpu_minutes(label, by_kind),
+                              scores(label))
         candidates.append(add_verdicts(candidate, runs, tasks))
     lapt_methods = list(by_kind.get("lapt", {}))
     configured = model_label(lapt_methods[0], lapt=True) if lapt_methods else next(iter(by_kind.get("init", {})), "-")
     source = facts(SOURCE)
-    return candidates, choose_product(candidates, configured), {"n_params": source.get("n_params"),
-                                                                 "tokens_per_word": source.get("tokens_per_word"),
+    return candidates, choose_product(candidates, configured), {"n_params": source.n_params,
+                                                                 "tokens_per_word": source.tokens_per_word,
                                                                  "test": scores(SOURCE)}
 
 
@@ -225,12 +229,11 @@ def _cpu_minutes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> f
         lapt = by_kind.get("lapt", {}).get(method)
         if lapt is None:
             return None
-        planned = (lapt.metadata.get("budget") or {}).get("minutes")
-        seconds = lapt.metadata.get("train_seconds_this_session")
-        minutes += float(planned) if planned else float(seconds or 0) / 60
+        record = LaptRecord.of(lapt)
+        minutes += record.planned_minutes or float(record.train_seconds_this_session or 0) / 60
     init = by_kind.get("init", {}).get(method)
-    align = (init.metadata.get("align") or {}) if init is not None else {}
-    minutes += float(align.get("train_seconds") or 0) / 60
+    align = ModelRecord.of(init).align if init is not None else None
+    minutes += float(align.train_seconds or 0) / 60 if align is not None else 0.0
     return round(minutes, 2)
 
 
@@ -241,20 +244,21 @@ _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss"
 
 def _lapt_summary(lapt: Artifact) -> dict[str, Any]:
     """What the report shows of a LAPT run; a minutes budget adds its plan (minutes, seconds per step)."""
-    summary = {k: v for k, v in lapt.metadata.items() if k in _LAPT_SUMMARY}
-    budget = lapt.metadata.get("budget") or {}
-    if budget:
-        summary.update(budget_minutes=budget.get("minutes"), planned_seconds_per_step=budget.get("seconds_per_step"))
+    record = LaptRecord.of(lapt)
+    summary = record.model_dump(include=set(_LAPT_SUMMARY), exclude_unset=True)
+    if record.budget is not None:
+        summary.update(budget_minutes=record.budget.minutes, planned_seconds_per_step=record.budget.seconds_per_step)
     return summary
 
 
 def _refinement_note(label: str, model: Artifact) -> str | None:
     """Which state a refinement kept and why (align keeps its best by the language model's dev loss, its start
     included); None for a model that was not refined, or refined before the choice was recorded."""
-    selection = (model.metadata.get("align") or {}).get("selection")
+    align = ModelRecord.of(model).align
+    selection = align.selection if align is not None else None
     if not selection:
         return None
-    steps = (model.metadata.get("align") or {}).get("steps")
+    steps = align.steps
     kept = "its start (the rows as the initialization left them)" if selection["kept_step"] == 0 else \
         f"step {selection['kept_step']} of {steps}"
     return f"**{label}** kept {kept} by its {selection['measure']}: {selection['why']}."
@@ -262,12 +266,12 @@ def _refinement_note(label: str, model: Artifact) -> str | None:
 
 def _downstream_note(label: str, lapt: Artifact) -> str:
     """The LAPT behind a ``+lapt`` row: its budget, steps and tokens, so a score is read with its cost."""
-    meta, budget = lapt.metadata, lapt.metadata.get("budget") or {}
-    planned = f"{budget['minutes']:g} minutes planned on this machine, " if budget.get("minutes") else ""
-    trained = meta.get("train_seconds_this_session")
-    spent = f"; {trained / 60:.1f} minutes of training measured" if isinstance(trained, (int, float)) else ""
-    return (f"{model_label(label, lapt=True)}: {planned}{meta.get('steps', '?')} steps, "
-            f"{int(meta.get('tokens') or 0):,} tokens seen{spent}.")
+    record = LaptRecord.of(lapt)
+    planned = f"{record.planned_minutes:g} minutes planned on this machine, " if record.planned_minutes else ""
+    trained = record.train_seconds_this_session
+    spent = f"; {trained / 60:.1f} minutes of training measured" if trained is not None else ""
+    return (f"{model_label(label, lapt=True)}: {planned}{record.steps if record.steps is not None else '?'} steps, "
+            f"{int(record.tokens or 0):,} tokens seen{spent}.")
 
 
 class ReportSettings(StageSettings):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from focusflow.config import PipelineConfig
+from focusflow.evaluation.records import ReportInput, ReportRecord
 from focusflow.methods import model_label, read_model_label, split_method
 from focusflow.pipeline.publish_stage import PRODUCT, configured_product
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
@@ -116,7 +117,37 @@ class _Run:
                            f"{stage}[{label}]" if label else stage, attempt)
 
 
-def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Branches:
+    """What ``prepare_branches`` built, each a stage call's result or future: the corpus and vocabulary stages by
+    name (``decontaminate`` only when it ran), the source, every model by name (methods and candidates) with the
+    reference it is evaluated on, and the intrinsic evaluations (the source's as ``original``)."""
+
+    stages: dict[str, Any]
+    source: Any
+    models: dict[str, Any]
+    references: dict[str, Any]
+    reference_of: dict[str, Any]
+    intrinsic: dict[str, Any]
+
+    @property
+    def split(self) -> Any:
+        return self.stages["split"]
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.stages["tokenizer"]
+
+    def resolved(self) -> Branches:
+        """The same branches with every future waited for: artifact URIs."""
+        def uris(group: dict[str, Any]) -> dict[str, Any]:
+            return {name: _value(item) for name, item in group.items()}
+
+        return Branches(uris(self.stages), _value(self.source), uris(self.models), uris(self.references),
+                        uris(self.reference_of), uris(self.intrinsic))
+
+
+def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> Branches:
     """Corpus, tokenizer, fastText and every initialization with its intrinsic evaluation."""
     run = _Run(cfg, store_uri, tasks)
     corpus = run("corpus")
@@ -158,21 +189,19 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
         evaluated = {"original": (source, references["source"]), **evaluated}
     intrinsic = {name: run.submit("intrinsic", label=name, model=model, reference=reference)
                  for name, (model, reference) in evaluated.items()}
-    return {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "source": source,
-            "tokenizer": tokenizer, "fasttext": fasttext, "models": models, "references": references,
-            "reference_of": reference_of, "intrinsic": intrinsic}
+    stages = {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "tokenizer": tokenizer,
+              "fasttext": fasttext}
+    return Branches(stages, source, models, references, reference_of, intrinsic)
 
 
-def report_inputs(branches: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
-    """The report's inputs, named ``<kind>:<name>`` (stage:corpus, init:focus, lapt:focus, …)."""
-    named = {f"stage:{name}": branches[name] for name in (*CORPUS_AND_VOCABULARY_STAGES, "source") if name in branches}
-    groups: dict[str, dict[str, Any]] = {"init": dict(branches["models"]), "reference": dict(branches["references"]),
-                                         "intrinsic": dict(branches["intrinsic"])}
+def report_inputs(branches: Branches, **more: dict[str, Any]) -> dict[str, Any]:
+    """The report's inputs, each named by its :class:`ReportInput` (stage:corpus, init:focus, lapt:focus, …)."""
+    groups: dict[str, dict[str, Any]] = {"stage": {**branches.stages, "source": branches.source},
+                                         "init": dict(branches.models), "reference": dict(branches.references),
+                                         "intrinsic": dict(branches.intrinsic)}
     for kind, futures in more.items():
         groups.setdefault(kind, {}).update(futures)
-    for kind, futures in groups.items():
-        named.update({f"{kind}:{name}": future for name, future in futures.items()})
-    return named
+    return {str(ReportInput(kind, name)): future for kind, futures in groups.items() for name, future in futures.items()}
 
 
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,16 +210,16 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     publishing = ({model: params_for("publish", cfg, model=model) for model in cfg.publish.models}
                   if cfg.publish.repo_id else {})
     branches = prepare_branches(cfg, store_uri, tasks)
-    models, split, reference_of = branches["models"], branches["split"], branches["reference_of"]
-    lineage = {"source": branches["source"]}  # travels with every checkpoint
+    models, split, reference_of = branches.models, branches.split, branches.reference_of
+    lineage = {"source": branches.source}  # travels with every checkpoint
     if cfg.init.mode == "replace":  # the models' tokenizer; extend and prune models carry their own
-        lineage["tokenizer"] = branches["tokenizer"]
+        lineage["tokenizer"] = branches.tokenizer
     lapt = {}
-    teacher = {"source": branches["source"]} if cfg.lapt.objective != "mlm" else {}  # a distillation's teacher
+    teacher = {"source": branches.source} if cfg.lapt.objective != "mlm" else {}  # a distillation's teacher
     for method in (cfg.orchestration.lapt_methods if cfg.lapt.has_budget else []):
         if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
             budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}
-                      if cfg.lapt.minutes else {})
+                      if cfg.lapt.needs_plan else {})
             lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
                                       model=models[method], split=split, **budget, **teacher)
     lapt_intrinsic = {model_label(method, lapt=True): run.submit("intrinsic", label=model_label(method, lapt=True),
@@ -201,13 +230,13 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
         candidates = {model_label(m, lapt=True): f for m, f in lapt.items()} or {m: models[m] for m in cfg.init.methods}
         candidates.update({name: models[name] for name in cfg.init.built_candidates})
         if cfg.orchestration.evaluate_original:
-            candidates = {"original": branches["source"], **candidates}
+            candidates = {"original": branches.source, **candidates}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
                                        model=model) for name, model in candidates.items()}
     report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic))
-    intrinsic = {**branches["intrinsic"], **lapt_intrinsic}
+    intrinsic = {**branches.intrinsic, **lapt_intrinsic}
     if PRODUCT in publishing:  # the model the report picked (its name fills the repository id)
-        picked = ArtifactStore(store_uri).resolve(_value(report)).metadata.get("product") or configured_product(cfg)
+        picked = ReportRecord.of(ArtifactStore(store_uri).resolve(_value(report))).product or configured_product(cfg)
         publishing[picked] = params_for("publish", cfg, model=picked)
         del publishing[PRODUCT]
     published = {}
@@ -218,9 +247,9 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
                  "source_intrinsic": intrinsic.get("original"), "downstream": downstream.get(name),
                  "source_downstream": downstream.get("original")}
         published[name] = run("publish", params, label=name, **{k: v for k, v in given.items() if v is not None})
-    resolved: dict[str, Any] = {name: _value(branches[name]) for name in CORPUS_AND_VOCABULARY_STAGES
-                                if name in branches}
-    resolved["source"] = _value(branches["source"])
+    resolved: dict[str, Any] = {name: _value(branches.stages[name]) for name in CORPUS_AND_VOCABULARY_STAGES
+                                if name in branches.stages}
+    resolved["source"] = _value(branches.source)
     resolved["models"] = {m: _value(f) for m, f in models.items()}
     resolved["lapt"] = {m: _value(f) for m, f in lapt.items()}
     resolved["downstream"] = {m: _value(f) for m, f in downstream.items()}

@@ -27,6 +27,8 @@ from focusflow.errors import InputError
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.atomic import atomic_folder, atomic_write
+from focusflow.training.lapt_budget import planned_spec
+from focusflow.training.records import BudgetPlan, CheckpointRecord
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,8 @@ def checkpoint_key(run_key: str, step: int) -> str:
 
 def stored_checkpoints(store: ArtifactStore, run_key: str) -> list[Artifact]:
     """This run's checkpoints in the store, oldest step first."""
-    mine = [a for a in store.list(CHECKPOINT_STAGE) if a.metadata.get("run_key") == run_key]
-    return sorted(mine, key=lambda a: a.metadata.get("step", 0))
+    mine = [(record, a) for a in store.list(CHECKPOINT_STAGE) if (record := CheckpointRecord.of(a)).run_key == run_key]
+    return [a for record, a in sorted(mine, key=lambda pair: pair[0].step)]
 
 
 def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path | None:
@@ -63,7 +65,7 @@ def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path |
     local = verified_checkpoint(work)
     local_step = int(local.name.removeprefix("step-")) if local is not None else -1
     for stored in reversed(stored_checkpoints(store, run_key)):
-        step = int(stored.metadata["step"])
+        step = CheckpointRecord.of(stored).step
         if step <= local_step:
             break
         try:
@@ -147,15 +149,15 @@ def _lapt(run: StageRun) -> dict[str, Any]:
                                            "lineage": lineage, "total_steps": spec.total_steps,
                                            "metrics": dict(metrics), "weights_check": checked, **marks})
         for old in stored_checkpoints(store, run_key)[:-spec.keep_last]:
-            if not old.metadata.get("milestone"):
+            if not CheckpointRecord.of(old).milestone:
                 store.delete(CHECKPOINT_STAGE, old.key)
         if run.on_checkpoint is not None and not metrics.get("stopped"):  # a stop's checkpoint is no curve point:
             run.on_checkpoint(artifact.uri, step, metrics)  # no event, no re-evaluation triggered while stopping
 
     split_dir = run.inputs["split"]
     budget = _planned(run, spec)
-    spec = spec.with_steps(budget["steps"], budget["checkpoint_steps"]) if budget else spec
-    minutes_at = dict(zip(budget.get("checkpoint_steps", []), budget.get("checkpoint_minutes", []), strict=True))
+    spec = planned_spec(spec, budget) if budget else spec
+    minutes_at = dict(zip(budget.checkpoint_steps, budget.checkpoint_minutes, strict=True)) if budget else {}
     teacher = run.inputs["source"] if "source" in run.artifacts else None  # lapt.objective=distill's teacher
     summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
                        resume=True, on_checkpoint=checkpoint_committed, progress=run.progress, source_dir=teacher)
@@ -165,23 +167,23 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     record = store_training_record(work, run.out)
     # committed: the store keeps the last K checkpoints
     run.after_commit.append(lambda: shutil.rmtree(work / "checkpoints", ignore_errors=True))
-    planned = {"budget": {**budget, "train_seconds": summary.get("train_seconds_this_session")}} if budget else {}
+    planned = ({"budget": {**budget.model_dump(exclude_unset=True),
+                           "train_seconds": summary.get("train_seconds_this_session")}} if budget else {})
     return {**summary, "language": run.language, "lineage": lineage, **planned, **record}
 
 
-def _planned(run: StageRun, spec: LaptSpec) -> dict[str, Any]:
-    """The step plan of a minutes budget (the ``budget`` input, a ``lapt-budget`` artifact); {} for other budgets."""
-    if not spec.minutes:
-        if "budget" in run.artifacts:
-            raise InputError("a lapt-budget input was given but lapt.minutes is not set")
-        return {}
-    if "budget" not in run.artifacts:
+def _planned(run: StageRun, spec: LaptSpec) -> BudgetPlan | None:
+    """The step plan of a minutes budget (the ``budget`` input, a ``lapt-budget`` artifact); None for other budgets."""
+    if spec.needs_plan != ("budget" in run.artifacts):
         raise InputError("lapt.minutes needs its step plan: run the lapt-budget stage on the same model and split "
-                         "and pass it as the 'budget' input (focusflow lapt --minutes and the flows do)")
-    plan = json.loads((run.inputs["budget"] / BUDGET_FILE).read_text(encoding="utf-8"))
-    if plan.get("minutes") != spec.minutes or plan.get("checkpoint_minutes") != sorted(set(spec.checkpoint_minutes)):
-        raise InputError(f"the lapt-budget input plans {plan.get('minutes')} minutes (checkpoints at "
-                         f"{plan.get('checkpoint_minutes')}), but lapt.minutes is {spec.minutes} "
+                         "and pass it as the 'budget' input (focusflow lapt --minutes and the flows do)"
+                         if spec.needs_plan else "a lapt-budget input was given but lapt.minutes is not set")
+    if not spec.needs_plan:
+        return None
+    plan = BudgetPlan.model_validate_json((run.inputs["budget"] / BUDGET_FILE).read_text(encoding="utf-8"))
+    if plan.minutes != spec.minutes or plan.checkpoint_minutes != sorted(set(spec.checkpoint_minutes)):
+        raise InputError(f"the lapt-budget input plans {plan.minutes} minutes (checkpoints at "
+                         f"{plan.checkpoint_minutes}), but lapt.minutes is {spec.minutes} "
                          f"({sorted(set(spec.checkpoint_minutes))}); plan the budget with the same settings")
     return plan
 

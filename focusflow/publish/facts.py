@@ -14,8 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportRecord
 from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_language
 from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage.records import StageRecord
+from focusflow.tokenizer.record import TokenizerRecord
+from focusflow.training.records import AlignSummary, CheckpointRecord, LaptRecord, ModelRecord, SourceRecord
 
 UNKNOWN_LICENSE = "unknown"
 
@@ -127,24 +131,21 @@ class CardFacts:
     candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate the run built, side by side
 
 
-def _scalar_metrics(artifact: Artifact | None) -> dict[str, Any]:
-    if artifact is None:
-        return {}
-    return {k: v for k, v in artifact.metadata.items() if isinstance(v, (int, float, str, bool)) and k != "host"}
+def _scalar_metrics(record: StageRecord | None) -> dict[str, Any]:
+    return record.scalars() if record is not None else {}
 
 
 def _downstream(store: ArtifactStore, artifact: Artifact | None) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
     if artifact is None:
         return [], None
-    results = [dict(row) for row in artifact.metadata.get("results", [])]
+    results = [dict(row) for row in DownstreamRecord.of(artifact).results]
     runs = pd.read_csv(io.BytesIO(store.read_bytes(artifact, "runs.csv"))) if "runs.csv" in artifact.files else None
     return results, runs
 
 
 def _tokenizer_side(lineage: Lineage, side: str) -> float | None:
-    tokenizer = lineage.ancestors.get("tokenizer")
-    value = ((tokenizer.metadata.get("heldout") or {}).get(side) or {}).get("tokens_per_word") if tokenizer else None
-    return float(value) if isinstance(value, (int, float)) else None
+    tokenizer = TokenizerRecord.of_optional(lineage.ancestors.get("tokenizer"))
+    return tokenizer.tokens_per_word(side) if tokenizer is not None else None
 
 
 def _example_sentence(store: ArtifactStore, lineage: Lineage) -> str | None:
@@ -195,34 +196,27 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
     transfer = lineage.transfer
     totals = json.loads(store.read_bytes(transfer, TRANSFER_TOTALS)) if transfer is not None else {}
     config = json.loads(store.read_bytes(model, "config.json")) if "config.json" in model.files else {}
-    mine = _scalar_metrics(lineage.intrinsic)
-    original = _scalar_metrics(lineage.source_intrinsic)
+    mine = _scalar_metrics(IntrinsicRecord.of_optional(lineage.intrinsic))
+    original = _scalar_metrics(IntrinsicRecord.of_optional(lineage.source_intrinsic))
     results, runs = _downstream(store, lineage.downstream)
     source_results, source_runs = _downstream(store, lineage.source_downstream)
     lapt = ancestors.get("lapt") or (model if model.stage in ("lapt", "lapt-checkpoint") else None)
     align = ancestors.get("align") or (model if model.stage == "align" else None)
     corpus_artifact = ancestors.get("corpus")
     corpus = {**(corpus_artifact.params.get("corpus", {}) if corpus_artifact else {}),
-              **{k: v for k, v in _scalar_metrics(corpus_artifact).items() if k in ("documents", "bytes", "chars")}}
+              **{k: v for k, v in _scalar_metrics(StageRecord.of_optional(corpus_artifact)).items()
+                 if k in ("documents", "bytes", "chars")}}
     source_artifact = ancestors.get("source")
     source_spec = _source_spec(source_artifact)
     objective = str(mine.get("objective") or ("clm" if any(a.endswith(("ForCausalLM", "LMHeadModel"))
                                                           for a in config.get("architectures", [])) else "mlm"))
-    lapt_facts = {}
-    if lapt is not None:
-        summary = lapt.metadata if lapt.stage == "lapt" else {"steps": lapt.metadata.get("step"),
-                                                             **(lapt.metadata.get("metrics") or {})}
-        lapt_facts = {k: summary.get(k) for k in ("steps", "tokens", "final_heldout_loss", "initial_heldout_loss",
-                                                 "precision", "device") if summary.get(k) is not None}
-        lapt_facts.update({k: lapt.params.get("lapt", {}).get(k) for k in ("lr", "batch_size", "seq_len")
-                           if lapt.params.get("lapt", {}).get(k) is not None})
-        if lapt.stage == "lapt-checkpoint":
-            lapt_facts["checkpoint_of_total_steps"] = lapt.metadata.get("total_steps")
-        minutes = (lapt.metadata.get("budget") or {}).get("minutes") or lapt.metadata.get("lapt_minutes")
-        if minutes:  # a minutes budget: the cost behind the scores, as planned on the machine that trained
-            lapt_facts["minutes_planned"] = minutes
-    align_summary = (align.metadata.get("align") or {}) if align is not None else {}
-    align_facts = {k: align_summary.get(k) for k in ("steps", "tokens", "layer") if align_summary.get(k) is not None}
+    lapt_facts = _lapt_facts(lapt) if lapt is not None else {}
+    align_summary = ModelRecord.of(align).align if align is not None else None
+    align_facts = {k: v for k, v in (align_summary or AlignSummary()).model_dump(include={"steps", "tokens", "layer"})
+                   .items() if v is not None}
+    report = ReportRecord.of_optional(lineage.report)
+    init_record = ModelRecord.of_optional(init)
+    source_record = SourceRecord.of_optional(source_artifact)
     evaluation = dict((lineage.downstream.params.get("evaluation") or {}) if lineage.downstream else {})
     return CardFacts(
         language=recorded_language(lineage) or language or "unknown", label=lineage.label,
@@ -234,23 +228,40 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         if source_artifact is not None and source_artifact.params.get("source_model") != "local"
         else SourceModel(None, UNKNOWN_LICENSE),
         model=ModelFacts(lineage.label, mine, results, runs, _tokenizer_side(lineage, "target"),
-                         _int(mine.get("n_params")) or _int(init.metadata.get("n_params") if init else None),
+                         _int(mine.get("n_params")) or _int(init_record.n_params if init_record else None),
                          _int(mine.get("vocab_size")) or _int(config.get("vocab_size"))),
         original=ModelFacts("original", original, source_results, source_runs, _tokenizer_side(lineage, "source"),
-                            _int(original.get("n_params")) or _int(source_artifact.metadata.get("n_params")
-                                                                   if source_artifact else None),
-                            _int(original.get("vocab_size")) or _int(source_artifact.metadata.get("vocab_size")
-                                                                     if source_artifact else None)),
+                            _int(original.get("n_params")) or _int(source_record.n_params if source_record else None),
+                            _int(original.get("vocab_size")) or _int(source_record.vocab_size if source_record
+                                                                     else None)),
         fates={k: float(v) for k, v in totals.items() if k.endswith("_share") and isinstance(v, (int, float))},
         fate_counts={k: int(v) for k, v in totals.items()
                      if not k.endswith("_share") and isinstance(v, int) and not isinstance(v, bool)},
         lapt=lapt_facts, align=align_facts, corpus=corpus, evaluation=evaluation,
         datasets=_datasets(corpus, results), example=_example_sentence(store, lineage),
         heldout_sentences=_int(mine.get("n_sentences")),
-        product=(lineage.report.metadata.get("product") if lineage.report else None),
-        product_reason=(lineage.report.metadata.get("product_reason") if lineage.report else None),
-        candidates=list((lineage.report.metadata.get("candidates") or []) if lineage.report else []),
+        product=report.product if report else None, product_reason=report.product_reason if report else None,
+        candidates=list(report.candidates) if report else [],
     )
+
+
+def _lapt_facts(lapt: Artifact) -> dict[str, Any]:
+    """What the card says of the LAPT behind the model (a finished run, or the checkpoint published)."""
+    if lapt.stage == "lapt":
+        record: LaptRecord | CheckpointRecord = LaptRecord.of(lapt)
+        summary = record.model_dump()
+    else:
+        record = CheckpointRecord.of(lapt)
+        summary = {"steps": record.step, **record.metrics}
+    facts = {k: summary.get(k) for k in ("steps", "tokens", "final_heldout_loss", "initial_heldout_loss",
+                                         "precision", "device") if summary.get(k) is not None}
+    facts.update({k: lapt.params.get("lapt", {}).get(k) for k in ("lr", "batch_size", "seq_len")
+                  if lapt.params.get("lapt", {}).get(k) is not None})
+    if isinstance(record, CheckpointRecord):
+        facts["checkpoint_of_total_steps"] = record.total_steps
+    if record.planned_minutes:  # a minutes budget: the cost behind the scores, as planned on the machine that trained
+        facts["minutes_planned"] = record.planned_minutes
+    return facts
 
 
 def _int(value: Any) -> int | None:

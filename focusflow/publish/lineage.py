@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from focusflow.errors import InputError
+from focusflow.evaluation.records import ReportInput
 from focusflow.methods import model_label
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
+from focusflow.storage.records import StageRecord
+from focusflow.training.records import CheckpointRecord
 
 MODEL_STAGES = ("init", "align", "lapt", "lapt-checkpoint", "import")
 REPORT_STAGE = "report"
@@ -69,7 +72,7 @@ class _Index:
     """Every committed artifact of a store, by content hash and by the content hash of each input."""
 
     def __init__(self, artifacts: Iterable[Artifact]) -> None:
-        self.all = sorted(artifacts, key=lambda a: a.manifest.get("created", ""))
+        self.all = sorted(artifacts, key=lambda a: a.created)
         self.by_hash: dict[str, list[Artifact]] = {}
         for artifact in self.all:
             self.by_hash.setdefault(artifact.content_hash, []).append(artifact)
@@ -81,7 +84,7 @@ class _Index:
     def consumers(self, stage: str, content_hash: str, name: str = "model") -> list[Artifact]:
         """Artifacts of ``stage`` that took this content as input ``name``, newest first."""
         return [a for a in reversed(self.all)
-                if a.stage == stage and a.manifest.get("inputs", {}).get(name) == content_hash]
+                if a.stage == stage and a.inputs.get(name) == content_hash]
 
 
 def _method_label(ancestors: dict[str, Artifact], model: Artifact) -> str:
@@ -101,10 +104,10 @@ def _ancestors(index: _Index, store: ArtifactStore, model: Artifact) -> dict[str
         nxt: list[Artifact] = []
         for artifact in frontier:
             parents: list[Artifact] = []
-            for content_hash in artifact.manifest.get("inputs", {}).values():
+            for content_hash in artifact.inputs.values():
                 parents += [p for p in index.producers(content_hash) if p.stage not in _NOT_ANCESTORS][:1]
             if artifact.stage == "lapt-checkpoint":  # committed with its run's lineage as URIs, not as inputs
-                for uri in (artifact.metadata.get("lineage") or {}).values():
+                for uri in CheckpointRecord.of(artifact).lineage.values():
                     stage, _, key = str(uri).rstrip("/").rpartition("/")
                     found_here = store.find(stage.rpartition("/")[2], key) if stage and key else None
                     if found_here is not None:  # by stage and key: the store may have moved since
@@ -119,31 +122,30 @@ def _ancestors(index: _Index, store: ArtifactStore, model: Artifact) -> dict[str
     return found
 
 
-def _from_report(report: Artifact, index: _Index) -> dict[str, Artifact]:
+def _from_report(report: Artifact, index: _Index) -> dict[ReportInput, Artifact]:
     """The report's named inputs (``intrinsic:focus``, ``downstream:original`` …) as artifacts."""
-    named: dict[str, Artifact] = {}
-    for name, content_hash in report.manifest.get("inputs", {}).items():
-        kind = name.partition(":")[0]
+    named: dict[ReportInput, Artifact] = {}
+    for name, content_hash in report.inputs.items():
+        given = ReportInput.parse(name)
         candidates = index.producers(content_hash)
-        preferred = [a for a in candidates if a.stage == kind] if kind in _RESULT_KINDS else []
+        preferred = [a for a in candidates if a.stage == given.kind] if given.kind in _RESULT_KINDS else []
         if preferred or candidates:
-            named[name] = (preferred or candidates)[0]
+            named[given] = (preferred or candidates)[0]
     return named
 
 
-def _reading(report: Artifact, index: _Index, model: Artifact, label: str) -> tuple[str, dict[str, Artifact]]:
+def _reading(report: Artifact, index: _Index, model: Artifact, label: str) -> tuple[str, dict[ReportInput, Artifact]]:
     """The model's name in a report (``focus``, ``focus+align``, ``focus+lapt`` …) and the report's named inputs."""
     named = _from_report(report, index)
-    mine = next((name for name, a in named.items()
-                 if a.content_hash == model.content_hash and name.partition(":")[0] in ("init", "lapt")), None)
+    mine = next((given for given, a in named.items()
+                 if a.content_hash == model.content_hash and given.kind in ("init", "lapt")), None)
     if mine is not None:
-        kind, _, method = mine.partition(":")
-        label = model_label(method, lapt=kind == "lapt")
+        label = model_label(mine.name, lapt=mine.kind == "lapt")
     return label, named
 
 
-def _coverage(named: dict[str, Artifact], label: str) -> tuple[bool, ...]:
-    return tuple(f"{kind}:{name}" in named for kind in ("downstream", "intrinsic")
+def _coverage(named: dict[ReportInput, Artifact], label: str) -> tuple[bool, ...]:
+    return tuple(ReportInput(kind, name) in named for kind in ("downstream", "intrinsic")
                  for name in (label, SOURCE_LABEL))
 
 
@@ -160,14 +162,14 @@ def trace(store: ArtifactStore, model: Artifact) -> Lineage:
     lineage = Lineage(model=model, label=label, ancestors=ancestors)
     source = ancestors.get("source")
     reports = [a for a in reversed(index.all) if a.stage == REPORT_STAGE
-               and model.content_hash in a.manifest.get("inputs", {}).values()]
+               and model.content_hash in a.inputs.values()]
     if reports:  # the report that reports most about the model (a run's over a comparison's), newest first
         readings = [(report, *_reading(report, index, model, label)) for report in reports]
         lineage.report, lineage.label, named = max(readings, key=lambda r: _coverage(r[2], r[1]))
-        lineage.intrinsic = named.get(f"intrinsic:{lineage.label}")
-        lineage.downstream = named.get(f"downstream:{lineage.label}")
-        lineage.source_intrinsic = named.get(f"intrinsic:{SOURCE_LABEL}")
-        lineage.source_downstream = named.get(f"downstream:{SOURCE_LABEL}")
+        lineage.intrinsic = named.get(ReportInput("intrinsic", lineage.label))
+        lineage.downstream = named.get(ReportInput("downstream", lineage.label))
+        lineage.source_intrinsic = named.get(ReportInput("intrinsic", SOURCE_LABEL))
+        lineage.source_downstream = named.get(ReportInput("downstream", SOURCE_LABEL))
     lineage.intrinsic = lineage.intrinsic or _first(index.consumers("intrinsic", model.content_hash))
     lineage.downstream = lineage.downstream or _first(index.consumers("downstream", model.content_hash))
     if source is not None:
@@ -198,8 +200,9 @@ def recorded_language(lineage: Lineage) -> str | None:
         if artifact is not None and artifact.params.get("language"):
             return str(artifact.params["language"])
     for artifact in (lineage.model, *lineage.ancestors.values()):
-        if artifact.metadata.get("language"):
-            return str(artifact.metadata["language"])
+        recorded = StageRecord.of(artifact).language
+        if recorded:
+            return recorded
     return None
 
 

@@ -13,6 +13,7 @@ from focusflow.errors import InputError
 from focusflow.models.weights import WeightCheck, check_weights, folder_rms
 from focusflow.publish.lineage import Lineage
 from focusflow.storage import Artifact, ArtifactStore
+from focusflow.training.records import ModelRecord
 
 # The ancestors a model's weights started from, nearest first.
 _STARTS = ("lapt", "align", "init", "source")
@@ -21,8 +22,9 @@ _STARTS = ("lapt", "align", "init", "source")
 def stored_weight_check(artifact: Artifact) -> WeightCheck | None:
     """The check a training stage recorded for ``artifact`` (LAPT and its checkpoints at the top level, align
     in its ``align`` record); None when none was recorded."""
-    metadata = artifact.metadata
-    recorded: Any = metadata.get("weights_check") or (metadata.get("align") or {}).get("weights_check")
+    if artifact.stage not in ModelRecord.stages:  # an imported copy: checked on its files
+        return None
+    recorded: Any = ModelRecord.of(artifact).recorded_weights_check
     if not isinstance(recorded, dict) or "passed" not in recorded:
         return None
     return WeightCheck.from_dict(recorded)

@@ -70,7 +70,18 @@ class Artifact:
         return self.manifest.get("params", {})
 
     @property
+    def inputs(self) -> dict[str, str]:
+        """Input name -> the content hash of the artifact it was built from."""
+        return self.manifest.get("inputs", {})
+
+    @property
+    def created(self) -> str:
+        """When it was committed (ISO 8601, UTC)."""
+        return str(self.manifest.get("created", ""))
+
+    @property
     def metadata(self) -> dict[str, Any]:
+        """What its build recorded: read through its stage's record (``storage.records``), not here."""
         return self.manifest.get("metadata", {})
 
     @property

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
+from focusflow.publish.record import PublishRecord
 from focusflow.storage import Artifact, ArtifactStore, redact_uri
 from focusflow.tasks.common import artifact_key_name
 
 
 def publish_link(store: ArtifactStore, artifact: Artifact, language: str | None, label: str | None) -> None:
     """A link artifact to the pushed repository and the card's head; without a push, where the folder is stored."""
-    repo_id = artifact.metadata.get("repo_id", "?")
-    pushed = artifact.metadata.get("push")
+    record = PublishRecord.of(artifact)
+    repo_id, pushed = record.repo_id or "?", record.push
     key = artifact_key_name(language or "run", "publish", label or "model")
     if pushed:
         create_link_artifact(link=pushed["url"], link_text=repo_id, key=key,

@@ -6,13 +6,14 @@ import base64
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from focusflow.evaluation.records import DownstreamRecord
 from focusflow.storage import Artifact, ArtifactStore, redact_uri
 from focusflow.tasks.common import artifact_key_name, publish_stage
 
 
 def publish_downstream(store: ArtifactStore, artifact: Artifact, language: str | None, label: str | None) -> None:
     """The downstream results (mean ± std over seeds) as a table in the Prefect UI."""
-    results = artifact.metadata.get("results", [])
+    results = DownstreamRecord.of(artifact).results
     if results:
         create_table_artifact(table=results, key=artifact_key_name(language or "run", "downstream", label or "model"),
                               description=f"Downstream results of **{label or 'model'}** (mean ± std over seeds)")

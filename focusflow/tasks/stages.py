@@ -20,6 +20,7 @@ from focusflow.errors import FocusflowError
 from focusflow.pipeline import STAGES, Stage, run_stage
 from focusflow.stopping import stop_on_signals
 from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage.records import StageRecord
 from focusflow.tasks.checkpoints import checkpoint_callback
 from focusflow.tasks.common import ArtifactKeyPolicy, publish_stage, run_name, stage_slot, taken_call
 from focusflow.tasks.publish import publish_link
@@ -29,7 +30,7 @@ Publisher = Callable[[ArtifactStore, Artifact, str | None, str | None], None]
 
 
 def _publish_metrics(store: ArtifactStore, artifact: Artifact, language: str | None, label: str | None) -> None:
-    publish_stage(artifact.stage, language, artifact.uri, dict(artifact.metadata), label)
+    publish_stage(artifact.stage, language, artifact.uri, StageRecord.of(artifact).shown(), label)
 
 
 _PUBLISHERS: dict[str, Publisher] = {"downstream": publish_downstream, "report": publish_report,

@@ -56,9 +56,9 @@ class LaptRun(TrainingRun):
         super().__init__(spec, out_dir, on_checkpoint, progress)
         self.model_dir = Path(model_dir)
         self.total_steps = spec.total_steps
-        if spec.minutes:
+        if spec.needs_plan:
             raise InputError("a minutes budget is fixed as steps first (training.lapt_budget.plan_lapt_budget, the "
-                             "lapt-budget stage); pass spec.with_steps(...) of its plan")
+                             "lapt-budget stage); pass training.lapt_budget.planned_spec(spec, plan)")
         if self.total_steps <= 0:
             raise InputError("the LAPT budget is zero: set lapt.steps, lapt.samples, lapt.tokens or lapt.minutes")
         per_step = self.dist.world_size * spec.micro_batch_size

@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from focusflow.config import LaptSpec
+from focusflow.config import ConfigError, LaptSpec
 from focusflow.errors import InputError
 from focusflow.training.machine import machine_fingerprint
+from focusflow.training.records import BudgetPlan
 
 PROBE_STEPS_CEILING = 1_000_000  # the probe run's nominal length: long enough that both stages of a two-stage run exist
 
@@ -72,6 +73,19 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
                       tokens_per_step=spec.batch_size * spec.seq_len, probe_steps=spec.budget_probe_steps)
 
 
+def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
+    """``spec`` with its minutes budget replaced by the step count it was fixed at (a ``lapt-budget`` plan);
+    checkpoint steps of the user's that the planned count does not reach are an error, as for a step budget."""
+    steps = int(plan.steps or 0)
+    past = sorted(step for step in set(spec.checkpoint_steps) if step > steps)
+    if past:
+        raise ConfigError(f"lapt.checkpoint_steps {past} lie past the {steps} steps that lapt.minutes="
+                          f"{spec.minutes:g} buys on this machine: they could never be written; give steps "
+                          "within the budget, or checkpoint_minutes")
+    return spec.model_copy(update={"minutes": None, "checkpoint_minutes": [], "steps": steps,
+                                   "checkpoint_steps": sorted(set(spec.checkpoint_steps) | set(plan.checkpoint_steps))})
+
+
 def _time_steps(run: Any, first_step: int, count: int) -> float:
     """Median seconds of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step."""
     batches = run._step_batches(first_step)
@@ -88,4 +102,4 @@ def _time_steps(run: Any, first_step: int, count: int) -> float:
     return float(sorted(seconds)[len(seconds) // 2])
 
 
-__all__ = ["LaptBudget", "machine_fingerprint", "plan_lapt_budget", "steps_for_minutes"]
+__all__ = ["LaptBudget", "machine_fingerprint", "plan_lapt_budget", "planned_spec", "steps_for_minutes"]

@@ -51,15 +51,15 @@ def test_config_trains_on_text_decontaminated_against_the_ner_task_and_aligns_th
 
     by_stage = {stage: (params, inputs) for stage, params, inputs in calls}
     assert by_stage["decontaminate"][0]["tasks"] == ["ner:masakhaner2:swa"]
-    assert by_stage["split"][1] == {"dedup": branches["decontaminate"]}  # the split reads decontaminated text
+    assert by_stage["split"][1] == {"dedup": branches.stages["decontaminate"]}  # the split reads decontaminated text
     assert by_stage["align"][0]["align"]["layer"] == 12
     assert by_stage["align"][0]["align"]["steps"] == 150
-    assert set(branches["models"]) == {"focus", "focus+align"}
-    assert set(branches["intrinsic"]) == {"original", "focus", "focus+align"}
+    assert set(branches.models) == {"focus", "focus+align"}
+    assert set(branches.intrinsic) == {"original", "focus", "focus+align"}
     # one reference per tokenizer: the models share the target's, the original has the source's
     evaluated = {inputs["model"]: inputs["reference"] for stage, _, inputs in calls if stage == "intrinsic"}
-    source, references = branches["source"].result(), {n: r.result() for n, r in branches["references"].items()}
+    source, references = branches.source.result(), {n: r.result() for n, r in branches.references.items()}
     assert evaluated[source] == references["source"]
-    assert {evaluated[branches["models"][m].result()] for m in ("focus", "focus+align")} == {references["target"]}
+    assert {evaluated[branches.models[m].result()] for m in ("focus", "focus+align")} == {references["target"]}
     reference_inputs = [inputs for stage, _, inputs in calls if stage == "reference"]
-    assert [inputs.get("tokenizer") for inputs in reference_inputs] == [branches["tokenizer"], None]
+    assert [inputs.get("tokenizer") for inputs in reference_inputs] == [branches.tokenizer, None]

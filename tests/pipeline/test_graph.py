@@ -68,7 +68,7 @@ def test_extend_mode_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatch):
     branches = prepare_branches(cfg, cfg.store, local_tasks())
     store = ArtifactStore(cfg.store)
     for name in ("focus", "mean"):
-        metrics = store.resolve(branches["intrinsic"][name].result()).metadata
+        metrics = store.resolve(branches.intrinsic[name].result()).metadata
         assert metrics["n_sentences"] > 0 and metrics["mlm_loss"] > 0
 
 
@@ -143,9 +143,9 @@ def test_a_pruned_candidate_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatc
     cfg.init.methods, cfg.init.candidates = ["mean"], ["prune"]
     branches = prepare_branches(cfg, cfg.store, local_tasks())
     store = ArtifactStore(cfg.store)
-    pruned = store.resolve(branches["models"]["prune"].result())
+    pruned = store.resolve(branches.models["prune"].result())
     assert pruned.metadata["method"] == "prune" and pruned.metadata["mode"] == "prune"
-    metrics = {name: store.resolve(branches["intrinsic"][name].result()).metadata for name in ("prune", "original")}
+    metrics = {name: store.resolve(branches.intrinsic[name].result()).metadata for name in ("prune", "original")}
     assert metrics["prune"]["vocab_size"] < metrics["original"]["vocab_size"]
     # every token the corpus uses is kept: the held-out text is cut (nearly) as the source cuts it
     assert metrics["prune"]["tokens_per_word"] == pytest.approx(metrics["original"]["tokens_per_word"], rel=0.05)

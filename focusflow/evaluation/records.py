@@ -1,0 +1,54 @@
+"""The records of the evaluation stages (intrinsic, downstream, the report) and the report's named inputs
+(``storage.records``: read them, never the metadata dict)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Self
+
+from focusflow.storage.records import StageRecord
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """One input of the report: its kind (``stage``, ``init``, ``reference``, ``intrinsic``, ``lapt``,
+    ``downstream``) and its name (a stage, a model, a reference). Stored as the input's name ``<kind>:<name>``."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        kind, _, name = text.partition(":")
+        return cls(kind, name)
+
+
+class IntrinsicRecord(StageRecord):
+    """The intrinsic stage's measurements of one model on held-out text (its other metrics are kept as given)."""
+
+    stages = ("intrinsic",)
+    n_params: int | None = None
+    vocab_size: int | None = None
+    n_sentences: int | None = None
+    tokens_per_word: float | None = None
+    objective: str | None = None
+    continuations: list[dict[str, Any]] = []  # a decoder's greedy continuations of held-out prompts
+
+
+class DownstreamRecord(StageRecord):
+    """The downstream stage: its results table, one row per task and metric (mean, std, seeds)."""
+
+    stages = ("downstream",)
+    results: list[dict[str, Any]] = []
+
+
+class ReportRecord(StageRecord):
+    """The report: the model the run ships (``pipeline.product``), why, and every candidate beside the source."""
+
+    stages = ("report",)
+    product: str | None = None
+    product_reason: str | None = None
+    candidates: list[dict[str, Any]] = []

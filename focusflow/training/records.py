@@ -1,0 +1,100 @@
+"""The records of the stages whose builds train or convert a model: the source, an initialized or aligned model,
+LAPT, its checkpoints and its minutes budget (``storage.records``: read them, never the metadata dict)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from focusflow.storage.records import StageRecord
+
+
+class SourceRecord(StageRecord):
+    """The source stage: the converted source model's size."""
+
+    stages = ("source",)
+    n_params: int | None = None
+    vocab_size: int | None = None
+
+
+class AlignSummary(BaseModel):
+    """What the align refinement recorded (``init.refine``): its budget, cost and the state it kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    steps: int | None = None
+    tokens: int | None = None
+    layer: int | None = None
+    train_seconds: float | None = None
+    selection: dict[str, Any] | None = None  # keep-best: measure, kept_step, why … (``TrainingRun``)
+    weights_check: dict[str, Any] | None = None
+
+
+class ModelRecord(StageRecord):
+    """A model artifact's record: its size and the weight check of its last training (none for a plain init)."""
+
+    stages = ("init", "align", "lapt", "lapt-checkpoint")
+    n_params: int | None = None
+    weights_check: dict[str, Any] | None = None
+    align: AlignSummary | None = None
+
+    @property
+    def recorded_weights_check(self) -> dict[str, Any] | None:
+        """The check written with the model: its own training's, else its align refinement's."""
+        return self.weights_check or (self.align.weights_check if self.align is not None else None)
+
+
+class BudgetPlan(BaseModel):
+    """A LAPT minutes budget fixed as steps (``budget.json`` of a ``lapt-budget`` artifact, and the LAPT record's
+    ``budget``): the planned minutes and steps, and the steps of the minute marks to keep."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    minutes: float | None = None
+    steps: int | None = None
+    checkpoint_minutes: list[float] = []
+    checkpoint_steps: list[int] = []
+    seconds_per_step: float | None = None
+    train_seconds: float | None = None
+
+
+class LaptRecord(ModelRecord):
+    """A finished LAPT run's summary (``TrainingRun``'s) and, for a minutes budget, its plan."""
+
+    stages = ("lapt",)
+    objective: str | None = None
+    steps: int | None = None
+    tokens: int | None = None
+    initial_heldout_loss: float | None = None
+    final_heldout_loss: float | None = None
+    final_train_loss: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    precision: str | None = None
+    device: str | None = None
+    world_size: int | None = None
+    resumed_from: str | None = None
+    trainable_parameters: int | None = None
+    train_seconds_this_session: float | None = None
+    budget: BudgetPlan | None = None
+
+    @property
+    def planned_minutes(self) -> float | None:
+        """The minutes budget the run was planned with (None: a step budget)."""
+        return self.budget.minutes if self.budget is not None and self.budget.minutes else None
+
+
+class CheckpointRecord(ModelRecord):
+    """One committed LAPT checkpoint: its run, step, the metrics of that step and, for a kept minute mark, its
+    minutes."""
+
+    stages = ("lapt-checkpoint",)
+    run_key: str | None = None
+    step: int = 0
+    total_steps: int | None = None
+    metrics: dict[str, Any] = {}
+    milestone: bool = False
+    lapt_minutes: float | None = None
+
+    @property
+    def planned_minutes(self) -> float | None:
+        return self.lapt_minutes or None
