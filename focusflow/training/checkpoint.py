@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_folder, atomic_write, sha256_file
 
 log = logging.getLogger(__name__)
@@ -193,3 +194,46 @@ def load_tensors(folder: Path, stem: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def resume_point(out_dir: Path, resume: bool, main: bool, barrier: Callable[[], None]) -> Path | None:
+    """The checkpoint a run resumes from (None: it starts afresh). The main rank cleans what an interrupted write
+    left, discards earlier checkpoints when not resuming, and verifies them (moving damaged ones aside) before any
+    rank reads one."""
+    found = None
+    if main:
+        clean_partial(out_dir)
+        for leftover in out_dir.glob(".final.tmp-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        if not resume and (out_dir / CHECKPOINTS).exists():
+            log.warning("resume=False: discarding earlier checkpoints in %s", out_dir)
+            shutil.rmtree(out_dir / CHECKPOINTS)
+        if resume:
+            found = verified_checkpoint(out_dir)
+    barrier()
+    if resume and not main:
+        found = latest_checkpoint(out_dir)
+    return found
+
+
+def resumable_changes_only(spec: Any, saved: dict[str, Any], resumable: frozenset[str], out_dir: Path) -> None:
+    """Refuse to resume unless the checkpoint's settings equal ``spec``'s but for ``resumable`` ones; a setting the
+    checkpoint does not record (one added to focusflow after it was written) counts as its default, so an upgrade
+    resumes."""
+    current = spec.model_dump(mode="json")
+    try:
+        saved = {**type(spec).model_validate(saved).model_dump(mode="json"), **saved}
+    except ValueError:  # settings this version no longer reads: compared as written
+        pass
+    changed = sorted(k for k in current if k not in resumable and saved.get(k) != current[k])
+    if changed:
+        raise InputError(f"{out_dir} holds a run with different settings ({', '.join(changed)}); "
+                         "use a new out_dir or resume=False")
+    if spec.total_steps != type(spec).model_validate(saved).total_steps:
+        log.warning("the budget changed since the checkpoint: the learning-rate schedule changes with it")
+
+
+def restore_rng(folder: Path, rank: int) -> None:
+    """Put back the random state a checkpoint holds for ``rank`` (older checkpoints hold one for all ranks)."""
+    if (rng := load_tensors(folder, f"rng-rank{rank}") or load_tensors(folder, "rng")) is not None:
+        set_rng_state(rng)

@@ -3,8 +3,10 @@
 Each step computes the objective's loss, refuses a non-finite one in one clear line, and steps through the
 shared :class:`~focusflow.training.optimization.Optimization` (scaler, clipping, schedule); every ``eval_every``
 steps and at the last one the dev evaluation runs, and the state of the best evaluation is kept in memory for
-the caller to restore. The long runs that checkpoint to the store (LAPT, align) are ``training.loop.TrainingRun``,
-whose steps go through the same ``Optimization``.
+the caller to restore. The long runs that checkpoint to the store (LAPT, align) are ``training.loop.TrainingRun``:
+both loops share every piece but the checkpoints — the optimizer step (``Optimization``), the divergence check
+(``require_finite_loss``), the evaluation cadence (``evaluation_due``) and the best-state keeping
+(``training.selection.BestState``) — and differ in their objective and data.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import torch
 from torch import nn
 
 from focusflow.stopping import check_stop
-from focusflow.training.optimization import Optimization, all_finite, diverged
+from focusflow.training.optimization import Optimization, all_finite, diverged, evaluation_due, require_finite_loss
+from focusflow.training.selection import BestState
 
 State = dict[str, torch.Tensor]
 
@@ -52,35 +55,32 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         eval_every: int, *, evaluate_at_start: bool = False,
         on_step: Callable[[int, torch.Tensor, float | None], None] | None = None) -> FitResult:
     """Train for ``total_steps`` and return the dev curve with the best evaluation's state (not restored)."""
-    result = FitResult(best_score=-math.inf if objective.higher_is_better else math.inf)
+    result = FitResult()
+    best: BestState[State] = BestState(objective.state, objective.higher_is_better)
     parameters = list(parameters)
 
-    def evaluate(step: int) -> None:
+    def evaluate(step: int, keep: bool = False) -> None:
         started = time.perf_counter()
         score = float(objective.evaluate())
         result.eval_seconds += time.perf_counter() - started
-        result.history.append((step, score))
-        if score > result.best_score if objective.higher_is_better else score < result.best_score:
-            result.best_score, result.best_step, result.best_state = score, step, objective.state()
+        best.offer(step, score, keep=keep)
 
     if evaluate_at_start:
-        evaluate(0)
-        if result.best_state is None:  # the starting state is the best so far even when its score is NaN
-            result.best_score, result.best_step, result.best_state = result.history[0][1], 0, objective.state()
+        evaluate(0, keep=True)  # the starting state is the fallback even when its score is NaN
     for step in range(1, total_steps + 1):
         check_stop(f"in {objective.name} at step {step}/{total_steps} (a short run: nothing of it is kept)")
         started = time.perf_counter()
         loss = objective.loss(step)
-        if not torch.isfinite(loss):
-            raise diverged(objective.name, f" at step {step}/{total_steps}", f"the training loss became {loss.item()}",
-                           objective.lr)
+        require_finite_loss(loss.item(), objective.name, f" at step {step}/{total_steps}", objective.lr)
         optimization.backward(loss)
         optimization.step(parameters)
         result.train_seconds += time.perf_counter() - started
-        if step % eval_every == 0 or step == total_steps:
+        if evaluation_due(step, eval_every, step == total_steps):
             evaluate(step)
         if on_step is not None:
-            on_step(step, loss.detach(), result.history[-1][1] if result.history else None)
+            on_step(step, loss.detach(), best.history[-1][1] if best.history else None)
     if not all_finite(parameters):
         raise diverged(objective.name, "", f"the weights hold non-finite values after {total_steps} steps", objective.lr)
+    result.history, result.best_step, result.best_score, result.best_state = best.history, best.step, best.score, \
+        best.state
     return result

@@ -190,3 +190,12 @@ def _load_average() -> float | None:
 
 def mfu(tokens_per_s: float, flops_token: float | None, peak: float | None) -> float | None:
     return None if not peak or not flops_token else tokens_per_s * flops_token / peak
+
+
+def with_efficiency(summary: dict[str, Any], flops_token: float | None, measured_peak: Peak | None) -> dict[str, Any]:
+    """A run's summary with its MFU (unless it measured its own), FLOPs per token and the peak they are against."""
+    speed = summary.get("tokens_per_s")
+    peak_flops = measured_peak.flops if measured_peak is not None else None
+    return {**summary, "mfu": summary.get("mfu") or (mfu(speed, flops_token, peak_flops) if speed else None),
+            "flops_per_token": summary.get("flops_per_token") or flops_token,
+            **(measured_peak.to_dict() if measured_peak is not None else {})}

@@ -19,6 +19,7 @@ from typing import Any
 
 from focusflow.config import ConfigError, LaptSpec
 from focusflow.errors import InputError
+from focusflow.training.loop import TrainingRun
 from focusflow.training.machine import machine_fingerprint
 from focusflow.training.records import BudgetPlan
 
@@ -60,8 +61,9 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
     with tempfile.TemporaryDirectory(prefix="focusflow-lapt-budget-", dir=work_dir) as folder:
         run = lapt_run(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
                        progress=False, source_dir=source_dir)
-        first_full = getattr(run, "stage1_steps", 0)
-        stages = {"embeddings": 0, "full": first_full} if first_full > 0 else {"full": 0}
+        # each training stage that trains at least one step (one starting where the next does never does)
+        starts = {stage.first_step: stage.name for stage in run.trainable.stages}
+        stages = {name: first for first, name in starts.items()}
         timed = {name: _time_steps(run, first, spec.budget_probe_steps) for name, first in stages.items()}
     fraction = spec.embeddings_only_fraction if len(timed) == 2 else 0.0
     per_step = fraction * timed.get("embeddings", 0.0) + (1 - fraction) * timed["full"]
@@ -86,15 +88,14 @@ def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
                                    "checkpoint_steps": sorted(set(spec.checkpoint_steps) | set(plan.checkpoint_steps))})
 
 
-def _time_steps(run: Any, first_step: int, count: int) -> float:
+def _time_steps(run: TrainingRun, first_step: int, count: int) -> float:
     """Median seconds of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step."""
-    batches = run._step_batches(first_step)
+    batches = run.step_batches(first_step)
     seconds = []
     try:
         for index in range(count + 1):
-            run._set_stage(first_step + index)
             began = time.perf_counter()
-            run._optimizer_step(next(batches))
+            run.step(first_step + index, next(batches))
             if index:
                 seconds.append(time.perf_counter() - began)
     finally:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
-import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -28,18 +26,20 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
 from focusflow.models.weights import check_weights, tensor_rms
 from focusflow.precision import resolve_precision
 from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested, unstoppable
-from focusflow.storage.atomic import atomic_folder, atomic_write
+from focusflow.storage.atomic import atomic_folder
 from focusflow.training import checkpoint as ckpt
-from focusflow.training.flops import mfu, peak
-from focusflow.training.monitor import LossWindow, plot_loss_curve, write_metrics_csv
-from focusflow.training.optimization import Optimization, diverged
+from focusflow.training.flops import mfu, peak, with_efficiency
+from focusflow.training.monitor import LossWindow, write_metrics_csv, write_run_record
+from focusflow.training.optimization import Optimization, diverged, evaluation_due, require_finite_loss
+from focusflow.training.selection import BestState, kept_reason
 
 log = logging.getLogger(__name__)
+
+_NOTHING_COMMITTED = ". Nothing of this run was committed after its last good checkpoint"
 
 
 @dataclass
@@ -115,14 +115,22 @@ class Trainable:
         return [stage for stage in self.stages if stage.first_step <= step][-1]
 
 
+def data_parallel(module: nn.Module, device: torch.device) -> nn.Module:
+    """``module`` under DDP (gloo on CPU, one device per rank on GPUs)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(module, device_ids=None if device.type == "cpu" else [device.index])
+
+
 def decay_groups(parameters: list[nn.Parameter], weight_decay: float) -> list[dict[str, Any]]:
     """AdamW groups with weight decay on matrices only (never on biases, norms and other vectors)."""
     return [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
 
 
-class TrainingRun:
-    """The loop. A subclass is an objective with its data; it supplies
+class TrainingObjective:
+    """What a run trains, the contract between the loop (:class:`TrainingRun`) and an objective with its data
+    (LAPT's ``LaptRun``, the distillation's ``DistillRun``, align's ``AlignRun``). An objective supplies
 
     - ``_build_model() -> Trainable`` (called once the resume point is known: ``self.checkpoint``),
     - ``_step_batches(start_step)``: each optimizer step's micro-batches (each with ``predicted``, the loss's
@@ -143,18 +151,7 @@ class TrainingRun:
     # loss is only a proxy (align); None: the last state is the result
     selection: Callable[[], float] | None = None
     selection_name: str = ""
-
-    def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
-                 progress: bool):
-        self.spec, self.out_dir, self.on_checkpoint, self.progress = spec, Path(out_dir), on_checkpoint, progress
-        # steps that are checkpointed (and evaluated) besides every ``checkpoint_every``: a curve's points
-        self.milestones = frozenset(getattr(spec, "checkpoint_steps", None) or ())
-        self.dist = setup_distributed()
-
-    @property
-    def peak_flops(self) -> float | None:
-        """What MFU is measured against (the device's peak, a CPU's calibrated ceiling); None when unknown."""
-        return self.peak.flops if self.peak is not None else None
+    trainable: Trainable
 
     @property
     def hf_model(self) -> nn.Module:
@@ -164,52 +161,6 @@ class TrainingRun:
     def loss_model(self) -> nn.Module:
         return self.trainable.loss_model
 
-    def _start(self, resume: bool) -> None:
-        """Find the resume point, then build model and optimizer and restore their state."""
-        spec = self.spec
-        self.checkpoint: Path | None = None
-        if self.dist.main:
-            ckpt.clean_partial(self.out_dir)
-            for leftover in self.out_dir.glob(".final.tmp-*"):
-                shutil.rmtree(leftover, ignore_errors=True)
-            if not resume and (self.out_dir / ckpt.CHECKPOINTS).exists():
-                log.warning("resume=False: discarding earlier checkpoints in %s", self.out_dir)
-                shutil.rmtree(self.out_dir / ckpt.CHECKPOINTS)
-            if resume:  # rank 0 verifies (and moves damaged checkpoints aside) before any rank reads one
-                self.checkpoint = ckpt.verified_checkpoint(self.out_dir)
-        self.dist.barrier()
-        if resume and not self.dist.main:
-            self.checkpoint = ckpt.latest_checkpoint(self.out_dir)
-        self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "history": []}
-        if self.checkpoint is not None:
-            self.state = {"seconds": 0.0, **ckpt.load_trainer_state(self.checkpoint)}
-            self._check_compatible(self.state.get("spec", {}))
-            log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
-
-        torch.manual_seed(spec.seed)
-        self.precision = resolve_precision(spec.precision, self.dist.device)
-        self.peak = peak(self.dist.device, self.precision.dtype)  # a CPU's ceiling is measured once per machine
-        self.stage: str | None = None
-        self.ddp: nn.Module | None = None
-        self.trainable = self._build_model()
-        self.optimization = Optimization.from_spec(self.trainable.param_groups, spec, self.total_steps,
-                                                   self.dist.device, self.precision.needs_scaler)
-        self.best_params: list[torch.Tensor] | None = None
-        if self.checkpoint is not None:
-            self._restore_checkpoint_extras(self.checkpoint)
-            self.optimization.restore(self.checkpoint)
-            kept = ckpt.load_tensors(self.checkpoint, "best")
-            if kept is not None:
-                self.best_params = [t.to(self.dist.device) for t in kept["params"]]
-            rank_rng = ckpt.load_tensors(self.checkpoint, f"rng-rank{self.dist.rank}")
-            if (rng := rank_rng or ckpt.load_tensors(self.checkpoint, "rng")) is not None:
-                ckpt.set_rng_state(rng)
-        # what every checkpoint and the final model are checked against (a checkpoint of an older run lacks it:
-        # then its own weights, which passed the finite check when written, are the start)
-        self.state.setdefault("start_rms", tensor_rms(self.hf_model.named_parameters()))
-        self.weights_check: dict[str, Any] = {}
-
-    # ---------------------------------------------------------------- the objective (subclasses)
     def _build_model(self) -> Trainable:
         raise NotImplementedError
 
@@ -243,22 +194,55 @@ class TrainingRun:
     def _restore_checkpoint_extras(self, folder: Path) -> None:
         """Read back what ``_write_checkpoint_extras`` wrote."""
 
-    # ---------------------------------------------------------------- setup
-    def _check_compatible(self, saved: dict[str, Any]) -> None:
-        """The checkpoint's settings equal this run's but for ``resumable_changes``; a setting the checkpoint does not
-        record (one added to focusflow after it was written) counts as its default, so an upgrade resumes."""
-        current = self.spec.model_dump(mode="json")
-        try:
-            saved = {**type(self.spec).model_validate(saved).model_dump(mode="json"), **saved}
-        except ValueError:  # settings this version no longer reads: compared as written
-            pass
-        changed = sorted(k for k in current if k not in self.resumable_changes and saved.get(k) != current[k])
-        if changed:
-            raise InputError(f"{self.out_dir} holds a run with different settings ({', '.join(changed)}); "
-                             "use a new out_dir or resume=False")
-        if self.spec.total_steps != type(self.spec).model_validate(saved).total_steps:
-            log.warning("the budget changed since the checkpoint: the learning-rate schedule changes with it")
 
+class TrainingRun(TrainingObjective):
+    """The loop: budget, AdamW and schedule, trainable stages, precision, checkpoints and resume, held-out
+    evaluation and keep-best, progress, metrics and the final folder, for the objective a subclass defines."""
+
+    def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
+                 progress: bool):
+        self.spec, self.out_dir, self.on_checkpoint, self.progress = spec, Path(out_dir), on_checkpoint, progress
+        # steps that are checkpointed (and evaluated) besides every ``checkpoint_every``: a curve's points
+        self.milestones = frozenset(getattr(spec, "checkpoint_steps", None) or ())
+        self.dist = setup_distributed()
+
+    @property
+    def peak_flops(self) -> float | None:
+        """What MFU is measured against (the device's peak, a CPU's calibrated ceiling); None when unknown."""
+        return self.peak.flops if self.peak is not None else None
+
+    def _start(self, resume: bool) -> None:
+        """Find the resume point, then build model and optimizer and restore their state."""
+        spec = self.spec
+        self.checkpoint = ckpt.resume_point(self.out_dir, resume, self.dist.main, self.dist.barrier)
+        self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "history": []}
+        if self.checkpoint is not None:
+            self.state = {"seconds": 0.0, **ckpt.load_trainer_state(self.checkpoint)}
+            ckpt.resumable_changes_only(spec, self.state.get("spec", {}), self.resumable_changes, self.out_dir)
+            log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
+
+        torch.manual_seed(spec.seed)
+        self.precision = resolve_precision(spec.precision, self.dist.device)
+        self.peak = peak(self.dist.device, self.precision.dtype)  # a CPU's ceiling is measured once per machine
+        self.stage: str | None = None
+        self.ddp: nn.Module | None = None
+        self.trainable = self._build_model()
+        self.optimization = Optimization.from_spec(self.trainable.param_groups, spec, self.total_steps,
+                                                   self.dist.device, self.precision.needs_scaler)
+        self.best: BestState[list[torch.Tensor]] = BestState(
+            lambda: [p.detach().clone() for p in self.trainable.parameters])
+        if self.checkpoint is not None:
+            self._restore_checkpoint_extras(self.checkpoint)
+            self.optimization.restore(self.checkpoint)
+            kept = ckpt.load_tensors(self.checkpoint, "best")
+            self.best.restore(self.state, [t.to(self.dist.device) for t in kept["params"]] if kept else None)
+            ckpt.restore_rng(self.checkpoint, self.dist.rank)
+        # what every checkpoint and the final model are checked against (a checkpoint of an older run lacks it:
+        # then its own weights, which passed the finite check when written, are the start)
+        self.state.setdefault("start_rms", tensor_rms(self.hf_model.named_parameters()))
+        self.weights_check: dict[str, Any] = {}
+
+    # ---------------------------------------------------------------- setup
     def _set_stage(self, step: int) -> None:
         stage = self.trainable.stage_at(step)
         if stage.name == self.stage:
@@ -267,19 +251,16 @@ class TrainingRun:
             parameter.requires_grad_(id(parameter) in stage.parameters)
         self.stage = stage.name
         if self.dist.world_size > 1:  # DDP registers gradient hooks for the trainable set at construction
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = None if self.dist.device.type == "cpu" else [self.dist.device.index]
-            self.ddp = DistributedDataParallel(self.loss_model, device_ids=ids)
+            self.ddp = data_parallel(self.loss_model, self.dist.device)
         log.info("%s stage %r from step %d: %d trainable tensors", self.name, stage.name, step,
                  sum(p.requires_grad for p in self.hf_model.parameters()))
 
     # ---------------------------------------------------------------- divergence
     def _require_finite(self, step: int, loss_sum: float) -> None:
-        """Stop at ``step`` when the loss is not finite: a diverged run is never checkpointed or committed."""
-        if self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0:
-            raise diverged(self.name, f" at step {step}", f"the training loss became {loss_sum}", self.spec.lr,
-                           ". Nothing of this run was committed after its last good checkpoint")
+        """Stop at ``step`` when the loss is not finite on any rank: a diverged run is never committed."""
+        anywhere = self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0
+        require_finite_loss(math.nan if anywhere and math.isfinite(loss_sum) else loss_sum, self.name,
+                            f" at step {step}", self.spec.lr, _NOTHING_COMMITTED)
 
     def _require_sound(self, step: int) -> None:
         """Stop at ``step`` unless every weight is finite and no tensor grew past ten times its starting RMS
@@ -288,29 +269,26 @@ class TrainingRun:
         check = check_weights(tensor_rms(self.hf_model.named_parameters()), self.state["start_rms"])
         if not check.passed:
             raise diverged(self.name, f" at step {step}", f"the weights failed their check ({check.problem})",
-                           self.spec.lr, ". Nothing of this run was committed after its last good checkpoint")
+                           self.spec.lr, _NOTHING_COMMITTED)
         self.weights_check = {**check.to_dict(), "step": step}
 
     # ---------------------------------------------------------------- saving
+    @unstoppable()  # a checkpoint begun is finished: a stop's grace period does not cut it off
     def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
-        with unstoppable():  # a checkpoint begun is finished: a stop's grace period does not cut it off
-            return self._write_checkpoint(step, metrics)
-
-    def _write_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
         self._require_sound(step)
         rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
         folder = None
         if self.dist.main:
             tensors = {**self.optimization.state_tensors(), **rng}
-            if self.best_params is not None:
-                tensors["best"] = {"params": [t.detach().cpu() for t in self.best_params]}
+            if self.best.state is not None:
+                tensors["best"] = {"params": [t.detach().cpu() for t in self.best.state]}
 
             def write_model(target: Path) -> None:
                 self._write_hf_folder(target)
                 self._write_checkpoint_extras(target)
 
             trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
-            trainer_state.update({k: self.state[k] for k in ("selection", "best") if k in self.state})
+            trainer_state.update(self.best.to_record() if self.selection is not None else {})
             if self.dist.world_size == 1:  # a rank's own window: under DDP the first row after a resume is shorter
                 trainer_state["window"] = dataclasses.asdict(self.window)
             trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
@@ -343,10 +321,9 @@ class TrainingRun:
         bar = ProgressBar(self.name, self.total_steps, start_step) if self.progress and self.dist.main else None
         try:
             for step in range(start_step, self.total_steps):
-                self._set_stage(step)
                 began = time.perf_counter()
                 step_batches = next(batches)
-                loss_sum, predicted = self._optimizer_step(step_batches)
+                loss_sum, predicted = self.step(step, step_batches)
                 self._require_finite(step + 1, loss_sum)
                 elapsed = time.perf_counter() - began
                 samples, tokens = self._step_size(step_batches)
@@ -357,8 +334,8 @@ class TrainingRun:
                 state["seconds"] = spent_before + train_time
                 done = step + 1
                 last = done == self.total_steps or self._out_of_time()
-                checkpoint = done % spec.checkpoint_every == 0 or done in self.milestones or last
-                evaluate = done % spec.eval_every == 0 or done in self.milestones or last
+                checkpoint = evaluation_due(done, spec.checkpoint_every, last, self.milestones)
+                evaluate = evaluation_due(done, spec.eval_every, last, self.milestones)
                 if done % spec.log_every == 0 or evaluate or checkpoint:
                     last_metrics = self._log_row(done, window, train_time, evaluate=evaluate)
                 if bar is not None:
@@ -395,35 +372,19 @@ class TrainingRun:
         """Measure the model by ``selection`` and keep its trained parameters when it is the best so far."""
         if self.selection is None:
             return
-        score = float(self.selection())
-        self.state.setdefault("selection", []).append([step, score])
-        best = self.state.get("best")
-        if best is None or score < best["score"]:
-            self.state["best"] = {"step": step, "score": score}
-            self.best_params = [p.detach().clone() for p in self.trainable.parameters]
-        log.info("%s at step %d: %s %.4f (best %.4f at step %d)", self.name, step, self.selection_name, score,
-                 self.state["best"]["score"], self.state["best"]["step"])
+        self.best.offer(step, float(self.selection()), keep=True)
+        log.info("%s at step %d: %s %.4f (best %.4f at step %d)", self.name, step, self.selection_name,
+                 self.best.history[-1][1], self.best.score, self.best.step)
 
     def _keep_best(self) -> dict[str, Any]:
         """Put the best state's parameters back (the start's, when no step improved on it); the record of why."""
-        best, history = self.state.get("best"), self.state.get("selection") or []
-        if self.selection is None or best is None or self.best_params is None:
+        if self.selection is None or not self.best.history or self.best.state is None:
             return {}
-        last = history[-1] if history else [self.state["step"], math.nan]
-        if best["step"] != self.state["step"]:
+        if self.best.step != self.state["step"]:
             with torch.no_grad():
-                for parameter, kept in zip(self.trainable.parameters, self.best_params, strict=True):
+                for parameter, kept in zip(self.trainable.parameters, self.best.state, strict=True):
                     parameter.copy_(kept)
-        start = history[0][1] if history and history[0][0] == 0 else None
-        if best["step"] == self.state["step"]:
-            why = f"the last evaluation was the best ({best['score']:.4f})"
-        elif best["step"] == 0:
-            why = (f"no step improved on the start ({best['score']:.4f}; {last[1]:.4f} at step {last[0]}): the "
-                   "refinement left the model as it was")
-        else:
-            why = f"step {best['step']} was the best ({best['score']:.4f}; {last[1]:.4f} at step {last[0]})"
-        return {"measure": self.selection_name, "history": history, "kept_step": best["step"],
-                "kept": best["score"], "at_start": start, "at_end": last[1], "why": why}
+        return kept_reason(self.best, self.selection_name, self.state["step"])
 
     def _stop_asked(self) -> bool:
         """Whether a stop was asked for (SIGTERM, SIGINT: ``focusflow.stopping``), decided together on all ranks."""
@@ -439,9 +400,19 @@ class TrainingRun:
 
     def _out_of_time(self) -> bool:
         """Whether the time budget is spent (decided together on all ranks)."""
-        if self.time_limit_s is None:
-            return False
-        return self.dist.sum([float(self.state["seconds"] >= self.time_limit_s)])[0] > 0
+        limit = self.time_limit_s  # the same on every rank: all of them take part in the sum, or none
+        return limit is not None and self.dist.sum([float(self.state["seconds"] >= limit)])[0] > 0
+
+    # ---------------------------------------------------------------- one step, also for callers that time steps
+    def step_batches(self, start_step: int) -> Iterator[list[Any]]:
+        """Each optimizer step's micro-batches from ``start_step`` on (the objective's ``_step_batches``)."""
+        return self._step_batches(start_step)
+
+    def step(self, step: int, micro_batches: list[Any]) -> tuple[float, float]:
+        """Optimizer step number ``step`` on ``micro_batches`` in the training stage of that step; returns the
+        summed loss and the predicted tokens (``lapt_budget`` times these; ``train`` adds the bookkeeping)."""
+        self._set_stage(step)
+        return self._optimizer_step(micro_batches)
 
     def _optimizer_step(self, micro_batches: list[Any]) -> tuple[float, float]:
         world = self.dist.world_size
@@ -467,18 +438,10 @@ class TrainingRun:
         summary = {**self._summary(train_time, start_step, resumed_from), "weights_check": self.weights_check}
         if selection:
             summary["selection"] = selection
-        speed = summary.get("tokens_per_s")
-        summary["mfu"] = summary.get("mfu") or (mfu(speed, self.trainable.flops_per_token, self.peak_flops)
-                                                if speed else None)
-        summary["flops_per_token"] = summary.get("flops_per_token") or self.trainable.flops_per_token
-        summary.update(self.peak.to_dict() if self.peak is not None else {})
-        history = self.state["history"]
+        summary = with_efficiency(summary, self.trainable.flops_per_token, self.peak)
         if self.dist.main:
             with atomic_folder(self.out_dir / "final", replace=True) as staging:
                 self._write_hf_folder(staging)
-            write_metrics_csv(history, self.out_dir / "metrics.csv")
-            plot_loss_curve(history, self.out_dir / "loss_curve.png",
-                            title=f"{self.name} ({self.trainable.objective})")
-            atomic_write(self.out_dir / "summary.json", json.dumps(summary, indent=2))
+            write_run_record(self.out_dir, self.state["history"], summary, f"{self.name} ({self.trainable.objective})")
         self.dist.barrier()
         return summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,3 +87,10 @@ class LossWindow:
         result = loss / max(predicted, 1.0), self.tokens / max(self.seconds, 1e-9)
         self.seconds, self.loss, self.predicted, self.tokens = 0.0, 0.0, 0.0, 0
         return result
+
+
+def write_run_record(out_dir: Path, history: list[dict[str, Any]], summary: dict[str, Any], title: str) -> None:
+    """What a finished run leaves beside its final model: the metric history, the loss curve and the summary."""
+    write_metrics_csv(history, out_dir / "metrics.csv")
+    plot_loss_curve(history, out_dir / "loss_curve.png", title=title)
+    atomic_write(out_dir / "summary.json", json.dumps(summary, indent=2))

@@ -7,7 +7,8 @@ source's MLM head (``training.fit``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,17 @@ def all_finite(parameters: Iterable[torch.Tensor]) -> bool:
 def diverged(name: str, where: str, what: str, lr: float, then: str = "") -> TrainingDivergedError:
     """The one wording of a diverged run: what went non-finite, where, and the learning rate to lower."""
     return TrainingDivergedError(f"{name} diverged{where}: {what} (learning rate {lr:g}); lower the learning rate{then}")
+
+
+def require_finite_loss(loss: float, name: str, where: str, lr: float, then: str = "") -> None:
+    """Stop with one clear line when the training loss is not finite (the check of every training loop)."""
+    if not math.isfinite(loss):
+        raise diverged(name, where, f"the training loss became {loss}", lr, then)
+
+
+def evaluation_due(done: int, every: int, last: bool, marks: Collection[int] = ()) -> bool:
+    """Whether a loop evaluates after its step ``done``: every ``every`` steps, at its last and at ``marks``."""
+    return done % every == 0 or done in marks or last
 
 
 class Optimization:
