@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from focusflow.config import ConfigError, PipelineConfig
 from focusflow.storage import ArtifactStore
+from focusflow.tokenizer.training import chars_needed
 
 if TYPE_CHECKING:
     from focusflow.evaluation.downstream.sources import TaskSpec
@@ -114,8 +115,8 @@ def _check_vocabulary(cfg: PipelineConfig, files: list[Path]) -> None:
     if any(f.suffix in (".gz", ".zst", ".zstd", ".xz", ".bz2", ".parquet") for f in files):
         return  # compressed: the size on disk says little about the text
     at_most = sum(f.stat().st_size for f in files)
-    if int(size) * spec.chars_per_vocab_entry > at_most:
-        raise ConfigError(f"tokenizer.vocab_size={size:,} needs about {int(size) * spec.chars_per_vocab_entry / 1e6:.1f}M "
+    if chars_needed(size, spec) > at_most:
+        raise ConfigError(f"tokenizer.vocab_size={size:,} needs about {chars_needed(size, spec) / 1e6:.1f}M "
                           f"characters of training text; corpus.paths hold at most {at_most / 1e6:.1f}M: use "
                           "tokenizer.vocab_size=auto (the default), or add text")
 

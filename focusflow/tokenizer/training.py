@@ -138,6 +138,11 @@ def prepare_training_text(train: Path, pipeline: Pipeline, out_file: Path) -> di
     return {"sentences": n_sentences, "chars": n_chars, "char_counts": chars}
 
 
+def chars_needed(vocab_size: int, spec: TokenizerSpec) -> int:
+    """The characters of training text a ``vocab_size`` vocabulary needs (``spec.chars_per_vocab_entry`` each)."""
+    return int(vocab_size) * spec.chars_per_vocab_entry
+
+
 def supported_vocab_size(n_chars: int, spec: TokenizerSpec) -> int:
     """The largest vocabulary ``n_chars`` characters of text support under ``spec.chars_per_vocab_entry``."""
     size = n_chars // spec.chars_per_vocab_entry
@@ -153,7 +158,7 @@ def resolve_vocab_size(spec: TokenizerSpec, n_chars: int, minimum: int) -> int:
     if requested > max(supported, minimum):
         suggestion = max(supported, minimum)
         raise VocabularySizeError(
-            f"a {requested:,}-token vocabulary needs about {requested * spec.chars_per_vocab_entry / 1e6:.1f}M "
+            f"a {requested:,}-token vocabulary needs about {chars_needed(requested, spec) / 1e6:.1f}M "
             f"characters of training text, this corpus has {n_chars / 1e6:.2f}M: use tokenizer.vocab_size="
             f"{suggestion} (or 'auto'), add text, or lower tokenizer.chars_per_vocab_entry "
             f"(now {spec.chars_per_vocab_entry}) to accept rarely seen tokens")
@@ -404,4 +409,4 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
     return stats
 
 
-__all__ = ["train_tokenizer", "load_tokenizer", "VocabularySizeError", "supported_vocab_size"]
+__all__ = ["train_tokenizer", "load_tokenizer", "VocabularySizeError", "chars_needed", "supported_vocab_size"]

@@ -76,8 +76,13 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
 
 
 def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
-    """``spec`` with its minutes budget replaced by the step count it was fixed at (a ``lapt-budget`` plan);
-    checkpoint steps of the user's that the planned count does not reach are an error, as for a step budget."""
+    """``spec`` with its minutes budget replaced by the step count it was fixed at (a ``lapt-budget`` plan of the
+    same minutes); checkpoint steps of the user's that the planned count does not reach are an error, as for a step
+    budget."""
+    if plan.minutes != spec.minutes or plan.checkpoint_minutes != sorted(set(spec.checkpoint_minutes)):
+        raise InputError(f"the lapt-budget input plans {plan.minutes} minutes (checkpoints at "
+                         f"{plan.checkpoint_minutes}), but lapt.minutes is {spec.minutes} "
+                         f"({sorted(set(spec.checkpoint_minutes))}); plan the budget with the same settings")
     steps = int(plan.steps or 0)
     past = sorted(step for step in set(spec.checkpoint_steps) if step > steps)
     if past:
