@@ -91,6 +91,9 @@ def ner_scores(models: dict[str, Path], task: str, out: Path, args: argparse.Nam
 
 
 def main(argv: list[str] | None = None) -> int:
+    from focusflow.evaluation.records import ReportRecord
+    from focusflow.training.records import ModelRecord
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--language", required=True, help="ISO 639-1 code: ../shared/data/text/<code>.txt and "
                                                           "MasakhaNER 2.0 for it")
@@ -145,11 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     intrinsic_seconds = time.perf_counter() - started
     print(_markdown_table(frame))
     print(f"report: {report.uri}")
-    artifacts = {name: store.resolve(uri) for name, uri in report.metadata["artifacts"].items()}
+    artifacts = {name: store.resolve(uri) for name, uri in ReportRecord.of(report).artifacts.items()}
     aligned = artifacts["init:focus+align"]
     rows = intrinsic_rows(frame)
     focus, align, original = rows["focus"], rows["focus+align"], rows["original"]
-    align_summary = aligned.metadata.get("align", {})
+    aligned_record = ModelRecord.of(aligned)
+    align_summary = aligned_record.align.model_dump() if aligned_record.align is not None else {}
     summary: dict[str, Any] = {
         "language": args.language,
         "focus_top1": focus.get("retrieval_top1"), "align_top1": align.get("retrieval_top1"),
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         "focus_mlm_loss": focus.get("mlm_loss"), "align_mlm_loss": align.get("mlm_loss"),
         "original_mlm_loss": original.get("mlm_loss"), "unigram_loss": focus.get("unigram_loss"),
         "align_seconds": align_summary.get("train_seconds"),
-        "align_stage_seconds": aligned.metadata.get("build_seconds"),  # + tokenizing the corpus, loading, saving
+        "align_stage_seconds": aligned_record.build_seconds,  # + tokenizing the corpus, loading, saving
         "align_layer": align_summary.get("layer"), "align_depth": align_summary.get("depth"),
         "align_steps": align_summary.get("steps"), "align_tokens": align_summary.get("tokens"),
         "align_initial_heldout_loss": align_summary.get("initial_heldout_loss"),

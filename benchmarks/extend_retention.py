@@ -178,6 +178,8 @@ def rounded(value: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from focusflow.training.records import ModelRecord
+
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -198,11 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     built = build_extended(cfg, store)
     build_seconds = time.perf_counter() - started
     heldout = list(read_texts(store.fetch(built["split"]) / "heldout.jsonl", limit=args.heldout_documents))
+    init_record = ModelRecord.of(built["init"])
     summary: dict[str, Any] = {"language": args.language, "source": args.source, "requested": args.add,
-                               "added": built["init"].metadata.get("added")}
+                               "added": init_record.added}
     summary.update(measure(store.fetch(built["source"]), store.fetch(built["init"]), read_sentences(args.english),
                            heldout, cfg.evaluation.precision, args.english_sentences, args.seed))
-    summary.update(added_fates=built["init"].metadata.get("added_fates"), extended_model=built["init"].uri,
+    summary.update(added_fates=init_record.added_fates, extended_model=built["init"].uri,
                    build_seconds=round(build_seconds, 1), seconds=round(time.perf_counter() - started, 1),
                    load=[round(load_start, 2), round(os.getloadavg()[0], 2)])
     print(table(summary))

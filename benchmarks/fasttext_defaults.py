@@ -36,6 +36,9 @@ SHARED_STAGES = ("documents.jsonl", "split", "source", "tokenizer")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from focusflow.embeddings.record import FastTextRecord
+    from focusflow.evaluation.records import ReportRecord
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--language", required=True)
     parser.add_argument("--corpus", type=Path)
@@ -76,9 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         })
         report, frame = compare_locally(cfg, store)
         focus = frame.set_index("method").loc["focus"]
-        fasttext = store.resolve(next(uri for name_, uri in
-                                      report.metadata.get("artifacts", {}).items() if name_ == "stage:fasttext"))
-        line = {"language": args.language, "setting": name, "fasttext_s": round(fasttext.metadata.get("seconds", 0), 1),
+        fasttext = FastTextRecord.of(store.resolve(ReportRecord.of(report).artifacts["stage:fasttext"]))
+        line = {"language": args.language, "setting": name, "fasttext_s": round(fasttext.seconds or 0, 1),
                 **{k: (focus[k].item() if hasattr(focus[k], "item") else focus[k])
                    for k in ("fidelity", "retrieval_top1", "mlm_loss", "mlm_accuracy", "bits_per_byte", "copied",
                              "combined", "random")},

@@ -145,6 +145,7 @@ def lapt_row(name: str, model: Path, split: Path, lapt: dict[str, Any], work: Pa
 def torchrun_row(model: Path, split: Path, lapt: dict[str, Any], work: Path) -> dict[str, Any]:
     """The same LAPT through ``torchrun --nproc_per_node 1`` and ``focusflow lapt`` (its store, its stage)."""
     from focusflow.storage import ArtifactStore
+    from focusflow.training.records import LaptRecord
 
     store = work / "torchrun-store"
     sets = [item for key, value in lapt.items() if key != "steps" for item in ("--set", f"lapt.{key}={value}")]
@@ -158,7 +159,7 @@ def torchrun_row(model: Path, split: Path, lapt: dict[str, Any], work: Path) -> 
     if done.returncode != 0:
         raise SystemExit(f"error: torchrun LAPT failed ({done.returncode}):\n{done.stderr[-3000:]}")
     (artifact,) = ArtifactStore(store).list("lapt")
-    return _lapt_summary("LAPT torchrun ×1 (CLI)", artifact.metadata, time.perf_counter() - started)
+    return _lapt_summary("LAPT torchrun ×1 (CLI)", LaptRecord.of(artifact).shown(), time.perf_counter() - started)
 
 
 def _lapt_summary(name: str, summary: dict[str, Any], wall_s: float) -> dict[str, Any]:

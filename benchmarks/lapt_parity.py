@@ -93,6 +93,7 @@ def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[s
     """The method's curve: its initialization (0 minutes) and every kept checkpoint of its minutes-budget LAPT."""
     from focusflow.pipeline import params_for, run_stage
     from focusflow.pipeline.lapt_stage import stored_checkpoints
+    from focusflow.training.records import BudgetRecord, CheckpointRecord, LaptRecord
 
     model, split = store.resolve(branches.models[method]), store.resolve(branches.split)
     inputs = {"model": model, "split": split}
@@ -102,21 +103,22 @@ def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[s
     lineage = {"source": branches.source, "tokenizer": branches.tokenizer}
     lapt = run_stage(store, "lapt", params_for("lapt", cfg, lineage=lineage), {**inputs, "budget": budget},
                      language=cfg.language, progress=True, label=method)
+    record = LaptRecord.of(lapt)
     points = [{"method": method, "minutes": 0.0, "steps": 0, "tokens": 0, "artifact": model,
-               "heldout_loss": lapt.metadata.get("initial_heldout_loss")}]
+               "heldout_loss": record.initial_heldout_loss}]
     for checkpoint in stored_checkpoints(store, lapt.key):
-        minutes = checkpoint.metadata.get("lapt_minutes")
+        mark = CheckpointRecord.of(checkpoint)
+        minutes = mark.lapt_minutes
         if minutes is None:  # the final step: the whole budget
-            minutes = lapt.metadata["budget"]["minutes"] if checkpoint.metadata["step"] == lapt.metadata["steps"] else None
+            minutes = record.planned_minutes if mark.step == record.steps else None
         if minutes is None:
             continue
-        metrics = checkpoint.metadata.get("metrics", {})
-        points.append({"method": method, "minutes": float(minutes), "steps": checkpoint.metadata["step"],
-                       "tokens": metrics.get("tokens"), "artifact": checkpoint,
-                       "heldout_loss": metrics.get("heldout_loss")})
-    plan = budget.metadata
-    print(f"{method}: LAPT {plan['minutes']} min = {plan['steps']} steps at {plan['seconds_per_step']:.2f} s/step "
-          f"({plan['tokens_per_step']} tokens/step); trained {lapt.metadata.get('train_seconds_this_session')} s "
+        points.append({"method": method, "minutes": float(minutes), "steps": mark.step,
+                       "tokens": mark.metrics.get("tokens"), "artifact": checkpoint,
+                       "heldout_loss": mark.metrics.get("heldout_loss")})
+    plan = BudgetRecord.of(budget)
+    print(f"{method}: LAPT {plan.minutes} min = {plan.steps} steps at {plan.seconds_per_step:.2f} s/step "
+          f"({plan.tokens_per_step} tokens/step); trained {record.train_seconds_this_session} s "
           f"this session", flush=True)
     return sorted({p["minutes"]: p for p in points}.values(), key=lambda p: p["minutes"])
 

@@ -38,6 +38,8 @@ EQUAL_LOSS_NATS = 0.02
 
 
 def main(argv: list[str] | None = None) -> int:
+    from focusflow.training.records import LaptRecord
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--language", default="sw")
     parser.add_argument("--variants", default="base,dropout0,micro32")
@@ -75,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         artifact = run_stage(store, "lapt", params_for("lapt", variant), inputs, language=cfg.language,
                              progress=True, label=name)
-        meta = artifact.metadata
-        row = {"variant": name, "settings": VARIANTS[name], "steps": meta["steps"],
-               "heldout_loss": meta["final_heldout_loss"], "initial_heldout_loss": meta["initial_heldout_loss"],
-               "tokens_per_s": meta.get("tokens_per_s"), "mfu": meta.get("mfu"), "peak_source": meta.get("peak_source"),
-               "precision": meta.get("precision"), "seconds_here": round(time.perf_counter() - started, 1),
+        meta = LaptRecord.of(artifact)
+        row = {"variant": name, "settings": VARIANTS[name], "steps": meta.steps,
+               "heldout_loss": meta.final_heldout_loss, "initial_heldout_loss": meta.initial_heldout_loss,
+               "tokens_per_s": meta.tokens_per_s, "mfu": meta.mfu, "peak_source": meta.peak_source,
+               "precision": meta.precision, "seconds_here": round(time.perf_counter() - started, 1),
                "load": os.getloadavg()[0], "machine": machine_fingerprint(), "artifact": artifact.uri}
         if name == "base":
             base = row

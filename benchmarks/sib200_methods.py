@@ -49,6 +49,7 @@ STORE_MODELS = {"source": "stage:source", "focus": "init:focus", "focus+align": 
 
 def models_from_store(store_path: str, language: str, report_uri: str | None) -> dict[str, Path]:
     """The source, FOCUS and FOCUS+align model folders of the language's newest (or the given) run report."""
+    from focusflow.evaluation.records import ReportRecord
     from focusflow.storage import ArtifactStore
 
     store = ArtifactStore(store_path)
@@ -58,8 +59,8 @@ def models_from_store(store_path: str, language: str, report_uri: str | None) ->
         reports = [a for a in store.list("report") if a.params.get("language") in (language, None)]
         if not reports:
             raise SystemExit(f"error: no run report in {store_path}; pass --report URI or --models")
-        report = max(reports, key=lambda a: a.manifest.get("created", ""))
-    named = report.metadata.get("artifacts", {})
+        report = max(reports, key=lambda a: a.created)
+    named = ReportRecord.of(report).artifacts
     missing = [name for name in STORE_MODELS.values() if name not in named]
     if missing:
         raise SystemExit(f"error: report {report.uri} names no {missing}")

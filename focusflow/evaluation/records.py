@@ -52,3 +52,4 @@ class ReportRecord(StageRecord):
     product: str | None = None
     product_reason: str | None = None
     candidates: list[dict[str, Any]] = []
+    artifacts: dict[str, str] = {}  # each input's name (``ReportInput``) -> its artifact URI

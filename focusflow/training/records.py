@@ -37,6 +37,8 @@ class ModelRecord(StageRecord):
     n_params: int | None = None
     weights_check: dict[str, Any] | None = None
     align: AlignSummary | None = None
+    added: int | None = None  # extend mode: the tokens added to the source's vocabulary, and their fates
+    added_fates: dict[str, int] | None = None
 
     @property
     def recorded_weights_check(self) -> dict[str, Any] | None:
@@ -57,6 +59,17 @@ class BudgetPlan(BaseModel):
     train_seconds: float | None = None
 
 
+class BudgetRecord(StageRecord):
+    """The lapt-budget stage: the plan and the measurement behind it (``training.lapt_budget.LaptBudget``)."""
+
+    stages = ("lapt-budget",)
+    minutes: float | None = None
+    steps: int | None = None
+    seconds_per_step: float | None = None
+    tokens_per_step: int | None = None
+    machine: dict[str, Any] | None = None
+
+
 class LaptRecord(ModelRecord):
     """A finished LAPT run's summary (``TrainingRun``'s) and, for a minutes budget, its plan."""
 
@@ -75,6 +88,8 @@ class LaptRecord(ModelRecord):
     resumed_from: str | None = None
     trainable_parameters: int | None = None
     train_seconds_this_session: float | None = None
+    peak_source: str | None = None  # what the MFU is measured against (``training.flops.Peak``)
+    peak_gpu_memory_bytes: int | None = None
     budget: BudgetPlan | None = None
 
     @property
