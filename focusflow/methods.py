@@ -4,15 +4,56 @@ Everything that lists methods derives from :data:`INIT_METHODS`: ``InitMethod`` 
 ``METHODS`` (``focusflow.embeddings``), the ``--method`` choices of ``focusflow init`` and ``focusflow compare``,
 and the config check that refuses, in ``init.methods`` and ``orchestration.lapt_methods``, a method whose
 inputs the pipeline flow cannot supply. A new method (or a refinement such as ``focus+align``) is one more row.
-Torch-free on purpose: validating a config imports it.
+:class:`Fate` is what a method does with one target row, spelled once for the plan, its totals, the report and
+align. Torch-free on purpose: validating a config imports it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from focusflow.errors import InputError
+
+
+class Fate(StrEnum):
+    """What the initialization did with one target row; the value is its spelling in the per-token report, the
+    totals (``<fate>`` counts, ``<share group>_share`` shares) and every stored artifact."""
+
+    COPIED_EXACT = "copied_exact"
+    COPIED_FUZZY = "copied_fuzzy"
+    COPIED_SPECIAL = "copied_special"
+    COMBINED = "combined"
+    COMBINED_SUBWORD = "combined_subword"  # FOCUS's rare token, combined from its fastText subword vector
+    FVT = "fvt"  # FOCUS's rare token, the mean of its source pieces
+    RANDOM = "random"
+    MEAN = "mean"
+    KEPT = "kept"  # the source's own row (prune and extend keep the source vocabulary)
+
+    @property
+    def copied(self) -> bool:
+        """The row is a source row copied as it is (exact, fuzzy or special match)."""
+        return self.value.startswith("copied_")
+
+    @property
+    def share_group(self) -> str:
+        """Its share's name in the totals and the report (``<group>_share``): the three copies are one, ``copied``."""
+        return "copied" if self.copied else self.value
+
+    @property
+    def unchanged(self) -> bool:
+        """The row is its source token's row as it was (same token, a special, a kept row): align leaves it."""
+        return self in (Fate.COPIED_EXACT, Fate.COPIED_SPECIAL, Fate.KEPT)
+
+    @property
+    def rare_fallback(self) -> bool:
+        """A rare token's stand-in meaning (no fastText vector of its own): a 1-D per-token matrix draws these rows."""
+        return self in (Fate.COMBINED_SUBWORD, Fate.FVT)
+
+
+#: Every share of the totals once, in the order of :class:`Fate` (they add up to 1).
+SHARE_GROUPS: tuple[str, ...] = tuple(dict.fromkeys(fate.share_group for fate in Fate))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from focusflow.methods import (
     METHOD_NAMES,
     PIPELINE_METHOD_NAMES,
     REFINEMENTS,
+    SHARE_GROUPS,
+    Fate,
     InitMethodSpec,
     MethodInput,
     check_flow_method,
@@ -126,4 +128,26 @@ def test_a_models_name_is_spelled_by_one_function():
     offenders = [f"{path.relative_to(package)}:{number}" for path in package.rglob("*.py") if path.name != "methods.py"
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if by_hand.search(line)]
+    assert offenders == []
+
+
+def test_fates_keep_their_stored_spelling():
+    """Reports, totals and stored artifacts spell a fate by its value; the shares group the three copies as one."""
+    assert [fate.value for fate in Fate] == ["copied_exact", "copied_fuzzy", "copied_special", "combined",
+                                             "combined_subword", "fvt", "random", "mean", "kept"]
+    assert SHARE_GROUPS == ("copied", "combined", "combined_subword", "fvt", "random", "mean", "kept")
+    assert {fate for fate in Fate if fate.unchanged} == {Fate.COPIED_EXACT, Fate.COPIED_SPECIAL, Fate.KEPT}
+    assert {fate for fate in Fate if fate.rare_fallback} == {Fate.COMBINED_SUBWORD, Fate.FVT}
+
+
+def test_no_module_spells_a_fate_by_hand():
+    """A fate is ``Fate.X`` everywhere in the package: a new fate is one member, with no list to extend beside it."""
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "focusflow"
+    names = "|".join(fate.value for fate in Fate if "_" in fate.value)  # "fvt", "mean" … also name methods
+    spelled = re.compile(rf"""["']({names})["']""")
+    offenders = [f"{path.relative_to(package)}:{number}" for path in package.rglob("*.py") if path.name != "methods.py"
+                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if spelled.search(line)]
     assert offenders == []

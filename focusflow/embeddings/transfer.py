@@ -16,14 +16,13 @@ from focusflow.embeddings import baselines
 from focusflow.embeddings.auxiliary import AuxVectors
 from focusflow.embeddings.focus import sparsemax_similarity_weights
 from focusflow.embeddings.overlap import Overlap, compute_overlap
-from focusflow.embeddings.plan import FATES, PlanBuilder, TransferPlan
+from focusflow.embeddings.plan import PlanBuilder, TransferPlan
 from focusflow.errors import InputError
-from focusflow.methods import METHOD_NAMES, init_method
+from focusflow.methods import METHOD_NAMES, SHARE_GROUPS, Fate, init_method
 from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab
 
 log = logging.getLogger(__name__)
 METHODS = METHOD_NAMES  # the rows of focusflow.methods.INIT_METHODS
-SHARE_GROUPS = ("copied", "combined", "combined_subword", "fvt", "random", "mean", "kept")  # every fate once
 
 
 @dataclass
@@ -41,7 +40,7 @@ class TransferResult:
 
 
 def _copy_overlap(builder: PlanBuilder, overlap: Overlap) -> None:
-    fates = np.asarray(["copied_" + kind for kind in overlap.kinds], dtype=object)
+    fates = np.asarray([Fate(f"copied_{kind}") for kind in overlap.kinds], dtype=object)
     builder.copy(overlap.target_ids, overlap.source_ids, fates)
 
 
@@ -65,13 +64,13 @@ def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux
     rest = np.flatnonzero(~matched)
     if method == "random":
         specials = overlap.kinds == "special"
-        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], "copied_special")
+        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], Fate.COPIED_SPECIAL)
         special_copied = np.zeros(n_target, bool)
         special_copied[overlap.target_ids[specials]] = True
         baselines.random_rows(builder, np.flatnonzero(~special_copied), seed)
     elif method == "wechsel":
         specials = overlap.kinds == "special"
-        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], "copied_special")
+        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], Fate.COPIED_SPECIAL)
         taken = np.zeros(n_target, bool)
         taken[overlap.target_ids[specials]] = True
         missing = [name for name in ("wechsel_source_vectors", "wechsel_target_vectors") if not options.get(name)]
@@ -119,10 +118,10 @@ def _focus_rows(builder: PlanBuilder, details: dict[str, Any], aux: AuxVectors |
     new_rows = rest[aux_rows[rest] >= 0]
     details.update(anchor_targets=anchor_targets, anchor_sources=anchor_sources, new_rows=new_rows)
     rare = rest[(aux_rows[rest] < 0) & ~is_special[rest]]
-    passes = [(new_rows, aux_rows, "combined")]
+    passes = [(new_rows, aux_rows, Fate.COMBINED)]
     if rare_tokens == "subword":
         subword_rows = aux.lookup(tokens, subwords=True)
-        passes.append((rare[subword_rows[rare] >= 0], subword_rows, "combined_subword"))
+        passes.append((rare[subword_rows[rare] >= 0], subword_rows, Fate.COMBINED_SUBWORD))
         rare = rare[subword_rows[rare] < 0]
     tops = []
     for rows, vector_rows, fate in passes:
@@ -135,7 +134,7 @@ def _focus_rows(builder: PlanBuilder, details: dict[str, Any], aux: AuxVectors |
         details.update(top_rows=np.concatenate([t[0] for t in tops]), top_sources=np.concatenate([t[1] for t in tops]),
                        top_weights=np.concatenate([t[2] for t in tops]))
     if rare_tokens != "random":
-        baselines.fvt_rows(builder, rare, target_forms, source_tokenizer, fate="fvt")
+        baselines.fvt_rows(builder, rare, target_forms, source_tokenizer, fate=Fate.FVT)
 
 
 def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[CanonicalToken],
@@ -164,14 +163,14 @@ def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[
 
 def summarize(plan: TransferPlan, details: dict[str, Any], method: str) -> dict[str, Any]:
     counts = pd.Series(plan.fate).value_counts()
-    combined = plan.support[plan.fate == "combined"]
+    combined = plan.support[plan.fate == Fate.COMBINED]
     totals: dict[str, Any] = {
         "method": method,
         "target_vocab_size": int(plan.n_target),
         "source_vocab_size": int(plan.n_source),
-        **{f: int(counts.get(f, 0)) for f in FATES},
+        **{fate.value: int(counts.get(fate, 0)) for fate in Fate},
     }
-    totals["copied"] = totals["copied_exact"] + totals["copied_fuzzy"] + totals["copied_special"]
+    totals["copied"] = sum(totals[fate] for fate in Fate if fate.copied)
     # shares of the target vocabulary (they add up to 1): what the comparison table shows
     totals.update({f"{group}_share": totals[group] / max(1, plan.n_target) for group in SHARE_GROUPS})
     if "anchor_targets" in details:
