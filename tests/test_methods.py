@@ -82,10 +82,11 @@ def test_config_accepts_every_method_the_flow_can_feed():
 
 def test_flow_check_reads_the_inputs_from_the_table(monkeypatch):
     needs_lexicon = MethodInput("a hand-made lexicon", flow_supplies=False)
-    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", (needs_lexicon,)))
+    monkeypatch.setitem(INIT_METHODS, "lexicon",
+                        InitMethodSpec("lexicon", "from a lexicon", "lexicon_plan", (needs_lexicon,)))
     with pytest.raises(ValueError, match="'lexicon' cannot run in the pipeline flow: it needs a hand-made lexicon"):
         check_flow_method("lexicon")
-    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon"))
+    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", "lexicon_plan"))
     assert check_flow_method("lexicon") == "lexicon"
     with pytest.raises(ValueError, match="unknown method 'magic'"):
         check_flow_method("magic")
