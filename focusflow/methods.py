@@ -3,16 +3,59 @@
 Everything that lists methods derives from :data:`INIT_METHODS`: ``InitMethod`` (``focusflow.config``),
 ``METHODS`` (``focusflow.embeddings``), the ``--method`` choices of ``focusflow init`` and ``focusflow compare``,
 and the config check that refuses, in ``init.methods`` and ``orchestration.lapt_methods``, a method whose
-inputs the pipeline flow cannot supply. A new method (or a refinement such as ``focus+align``) is one more row.
-Torch-free on purpose: validating a config imports it.
+inputs the pipeline flow cannot supply. A new method is one more row plus the builder it names in
+``focusflow.embeddings.builders``; a refinement (such as ``focus+align``) is one row of :data:`REFINEMENTS`.
+:class:`Fate` is what a method does with one target row, spelled once for the plan, its totals, the report and
+align. Torch-free on purpose: validating a config imports it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
 
 from focusflow.errors import InputError
+
+
+class Fate(StrEnum):
+    """What the initialization did with one target row; the value is its spelling in the per-token report, the
+    totals (``<fate>`` counts, ``<share group>_share`` shares) and every stored artifact."""
+
+    COPIED_EXACT = "copied_exact"
+    COPIED_FUZZY = "copied_fuzzy"
+    COPIED_SPECIAL = "copied_special"
+    COMBINED = "combined"
+    COMBINED_SUBWORD = "combined_subword"  # FOCUS's rare token, combined from its fastText subword vector
+    FVT = "fvt"  # FOCUS's rare token, the mean of its source pieces
+    RANDOM = "random"
+    MEAN = "mean"
+    KEPT = "kept"  # the source's own row (prune and extend keep the source vocabulary)
+
+    @property
+    def copied(self) -> bool:
+        """The row is a source row copied as it is (exact, fuzzy or special match)."""
+        return self.value.startswith("copied_")
+
+    @property
+    def share_group(self) -> str:
+        """Its share's name in the totals and the report (``<group>_share``): the three copies are one, ``copied``."""
+        return "copied" if self.copied else self.value
+
+    @property
+    def unchanged(self) -> bool:
+        """The row is its source token's row as it was (same token, a special, a kept row): align leaves it."""
+        return self in (Fate.COPIED_EXACT, Fate.COPIED_SPECIAL, Fate.KEPT)
+
+    @property
+    def rare_fallback(self) -> bool:
+        """A rare token's stand-in meaning (no fastText vector of its own): a 1-D per-token matrix draws these rows."""
+        return self in (Fate.COMBINED_SUBWORD, Fate.FVT)
+
+
+#: Every share of the totals once, in the order of :class:`Fate` (they add up to 1).
+SHARE_GROUPS: tuple[str, ...] = tuple(dict.fromkeys(fate.share_group for fate in Fate))
 
 
 @dataclass(frozen=True)
@@ -34,11 +77,18 @@ ALIGNED_WORD_VECTORS = MethodInput(
 
 @dataclass(frozen=True)
 class InitMethodSpec:
-    """One row of the table: a method name, a one-line description and the inputs it needs."""
+    """One row of the table: a method name, a one-line description, the function that builds its plan, the inputs
+    it needs and the overlap it copies.
+
+    ``builder`` names a function of ``focusflow.embeddings.builders`` (by name: this table sits below the
+    embeddings and must not import them); ``build_plan`` calls it and nothing else, so a row is its method.
+    """
 
     name: str
     description: str
+    builder: str
     needs: tuple[MethodInput, ...] = ()
+    overlap: Literal["full", "symbolic"] = "full"  # compute_overlap's ``match``: which tokens are copied as they are
 
     @property
     def flow_can_run(self) -> bool:
@@ -51,14 +101,17 @@ class InitMethodSpec:
 
 INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
     InitMethodSpec("focus", "new tokens as sparsemax-weighted sums of overlapping source embeddings, similar "
-                            "in auxiliary fastText vectors (FOCUS)", (AUX_VECTORS,)),
-    InitMethodSpec("random", "every non-special row a random row of the source matrix (Zoph et al. 2016)"),
-    InitMethodSpec("mean", "overlap copied, other rows the source mean"),
-    InitMethodSpec("fvt", "overlap copied, other rows the mean of the token's source pieces (FVT)"),
-    InitMethodSpec("focus-symbolic", "FOCUS with the symbolic-only overlap (the paper's ablation)", (AUX_VECTORS,)),
+                            "in auxiliary fastText vectors (FOCUS)", "focus_plan", (AUX_VECTORS,)),
+    InitMethodSpec("random", "every non-special row a random row of the source matrix (Zoph et al. 2016)",
+                   "random_plan"),
+    InitMethodSpec("mean", "overlap copied, other rows the source mean", "mean_plan"),
+    InitMethodSpec("fvt", "overlap copied, other rows the mean of the token's source pieces (FVT)", "fvt_plan"),
+    InitMethodSpec("focus-symbolic", "FOCUS with the symbolic-only overlap (the paper's ablation)", "focus_plan",
+                   (AUX_VECTORS,), overlap="symbolic"),
     InitMethodSpec("wechsel", "rows from the most similar source tokens in an aligned bilingual word-vector "
-                              "space (WECHSEL)", (ALIGNED_WORD_VECTORS,)),
-    InitMethodSpec("avg-eg", "overlap copied, other rows the mean of source sub- and super-words (AVG-EG)"),
+                              "space (WECHSEL)", "wechsel_plan", (ALIGNED_WORD_VECTORS,)),
+    InitMethodSpec("avg-eg", "overlap copied, other rows the mean of source sub- and super-words (AVG-EG)",
+                   "avg_eg_plan"),
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(INIT_METHODS)
 

@@ -18,6 +18,8 @@ from focusflow.methods import (
     METHOD_NAMES,
     PIPELINE_METHOD_NAMES,
     REFINEMENTS,
+    SHARE_GROUPS,
+    Fate,
     InitMethodSpec,
     MethodInput,
     check_flow_method,
@@ -80,10 +82,11 @@ def test_config_accepts_every_method_the_flow_can_feed():
 
 def test_flow_check_reads_the_inputs_from_the_table(monkeypatch):
     needs_lexicon = MethodInput("a hand-made lexicon", flow_supplies=False)
-    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", (needs_lexicon,)))
+    monkeypatch.setitem(INIT_METHODS, "lexicon",
+                        InitMethodSpec("lexicon", "from a lexicon", "lexicon_plan", (needs_lexicon,)))
     with pytest.raises(ValueError, match="'lexicon' cannot run in the pipeline flow: it needs a hand-made lexicon"):
         check_flow_method("lexicon")
-    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon"))
+    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", "lexicon_plan"))
     assert check_flow_method("lexicon") == "lexicon"
     with pytest.raises(ValueError, match="unknown method 'magic'"):
         check_flow_method("magic")
@@ -126,4 +129,26 @@ def test_a_models_name_is_spelled_by_one_function():
     offenders = [f"{path.relative_to(package)}:{number}" for path in package.rglob("*.py") if path.name != "methods.py"
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if by_hand.search(line)]
+    assert offenders == []
+
+
+def test_fates_keep_their_stored_spelling():
+    """Reports, totals and stored artifacts spell a fate by its value; the shares group the three copies as one."""
+    assert [fate.value for fate in Fate] == ["copied_exact", "copied_fuzzy", "copied_special", "combined",
+                                             "combined_subword", "fvt", "random", "mean", "kept"]
+    assert SHARE_GROUPS == ("copied", "combined", "combined_subword", "fvt", "random", "mean", "kept")
+    assert {fate for fate in Fate if fate.unchanged} == {Fate.COPIED_EXACT, Fate.COPIED_SPECIAL, Fate.KEPT}
+    assert {fate for fate in Fate if fate.rare_fallback} == {Fate.COMBINED_SUBWORD, Fate.FVT}
+
+
+def test_no_module_spells_a_fate_by_hand():
+    """A fate is ``Fate.X`` everywhere in the package: a new fate is one member, with no list to extend beside it."""
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "focusflow"
+    names = "|".join(fate.value for fate in Fate if "_" in fate.value)  # "fvt", "mean" … also name methods
+    spelled = re.compile(rf"""["']({names})["']""")
+    offenders = [f"{path.relative_to(package)}:{number}" for path in package.rglob("*.py") if path.name != "methods.py"
+                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if spelled.search(line)]
     assert offenders == []

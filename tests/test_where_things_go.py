@@ -13,6 +13,7 @@ from focusflow.evaluation.downstream.kinds import KINDS, require_task_head, task
 from focusflow.evaluation.downstream.sources import parse_task
 from focusflow.models.model_type import source_model_type
 from focusflow.tokenizer.gguf_wheels import GGUF_SOURCES, is_gguf_source
+from focusflow.tokenizer.source_ids import SourceLicence, source_licence
 
 ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
 
@@ -34,9 +35,11 @@ def test_an_offline_gguf_source_is_one_row_that_resolving_and_the_plan_read(spec
     assert is_gguf_source(spec)  # resolve_source and load_tokenizer take it as a GGUF source
     assert source_model_type(spec) == row.model_type  # the plan check knows its family without converting it
     assert row.install and row.file_name.endswith(".gguf")
+    assert source_licence(spec) == SourceLicence(row.hub_id, row.licence_id)  # the card's licence, from the row
 
 
 def test_the_architecture_document_names_the_tables_it_promises():
     text = ARCHITECTURE.read_text(encoding="utf-8")
-    for table in ("evaluation/downstream/kinds.py", "gguf_wheels.py", "focusflow/methods.py", "from_config"):
+    for table in ("evaluation/downstream/kinds.py", "gguf_wheels.py", "focusflow/methods.py", "from_config",
+                  "embeddings/builders.py", "tokenizer/source_ids.py", "tests/embeddings/test_builders.py"):
         assert table in text

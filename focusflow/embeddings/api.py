@@ -17,7 +17,7 @@ from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, freque
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
 from focusflow.errors import InputError
-from focusflow.methods import init_method
+from focusflow.methods import Fate, init_method
 from focusflow.models.loading import load_source
 from focusflow.models.surgery import token_parameters, write_model
 from focusflow.storage.atomic import atomic_path, atomic_write
@@ -74,7 +74,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
         counts = count_token_ids(source_tokenizer, read_texts(train))
         target_tokenizer, kept = prune_tokenizer(source_tokenizer, np.flatnonzero(counts))
         builder = PlanBuilder(len(kept), len(source_tokenizer))
-        builder.copy(np.arange(len(kept)), kept, "kept")
+        builder.copy(np.arange(len(kept)), kept, Fate.KEPT)
         plan = builder.build()
         matrices = {name: plan.apply(matrix) for name, matrix in params.matrices.items()}
         report = make_report(plan, {}, canonical_vocab(source_tokenizer), canonical_vocab(target_tokenizer))
@@ -111,7 +111,8 @@ def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str
     aux = _aux_for(method, language_dir, aux_dir, out_dir, options)
     result = transfer_embeddings(source_tokenizer, language, source_matrices, method, aux=aux, seed=seed, **transfer_options)
     forms = canonical_vocab(language)
-    is_new = ~result.report["fate"].str.startswith("copied").to_numpy() & np.array([f.kind != "special" for f in forms])
+    copied = result.report["fate"].isin([fate for fate in Fate if fate.copied]).to_numpy()
+    is_new = ~copied & np.array([f.kind != "special" for f in forms])
     train = options.get("train")
     order = frequency_order(language, read_texts(train) if train else None)
     top_n = int(options.get("extend_top_n", 10_000))
@@ -129,7 +130,7 @@ def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str
                 for name, matrix in source_matrices.items()}
     kept = pd.DataFrame({"target_id": np.arange(n_source),
                          "token": source_tokenizer.convert_ids_to_tokens(list(range(n_source))),
-                         "fate": "kept", "source_id": np.arange(n_source), "source_token": None, "support": 0,
+                         "fate": Fate.KEPT.value, "source_id": np.arange(n_source), "source_token": None, "support": 0,
                          "top_anchors": ""})
     new_part = result.report.iloc[added_ids].copy()
     new_part["target_id"] = np.arange(len(added_ids)) + n_source

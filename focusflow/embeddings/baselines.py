@@ -18,6 +18,7 @@ import torch
 
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.errors import InputError
+from focusflow.methods import Fate
 from focusflow.tokenizer.canonical import CanonicalToken
 
 
@@ -27,11 +28,11 @@ def random_rows(builder: PlanBuilder, non_special: np.ndarray, seed: int) -> Non
     if len(non_special) > len(permutation):
         permutation = np.concatenate([permutation, rng.integers(0, builder.n_source, len(non_special) - len(permutation))])
     builder.combine(non_special, permutation[: len(non_special)], np.ones(len(non_special), np.float32))
-    builder.fate[non_special] = "random"
+    builder.fate[non_special] = Fate.RANDOM
 
 
 def fvt_rows(builder: PlanBuilder, rows: np.ndarray, target_forms: list[CanonicalToken], source_tokenizer: Any,
-             fate: str = "combined") -> np.ndarray:
+             fate: Fate = Fate.COMBINED) -> np.ndarray:
     """Mean of the source pieces of each token's text; returns the rows FVT could not decompose."""
     texts, usable = [], []
     for row in rows.tolist():

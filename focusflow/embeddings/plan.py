@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-# combined_subword / fvt: FOCUS's rare tokens (no fastText vector) combined from their subword vector / their pieces
-FATES = ("copied_exact", "copied_fuzzy", "copied_special", "combined", "combined_subword", "fvt", "random", "mean",
-         "kept")
+from focusflow.methods import Fate
+
 # Rare-token fallbacks give a row a meaning, not a frequency: a 1-D per-token matrix (the MLM output bias, a unigram
 # prior) keeps the paper's N(mean, std) draw for these rows, as it was below minCount (a combination of frequent
 # anchors or pieces would give a rare token a frequent token's prior and raise the LM loss).
-RARE_FATES = ("combined_subword", "fvt")
+RARE_FATES = tuple(fate for fate in Fate if fate.rare_fallback)
 
 
 @dataclass
@@ -31,7 +30,7 @@ class TransferPlan:
     weights: np.ndarray         # float32
     random_rows: np.ndarray     # bool, n_target: N(mean, std) per column, seeded
     mean_rows: np.ndarray       # bool, n_target: column mean of the source matrix
-    fate: np.ndarray            # object, n_target
+    fate: np.ndarray            # object, n_target: a Fate per row
     source_id: np.ndarray = field(default=None)      # int64, copied source id or -1
     support: np.ndarray = field(default=None)        # int64, entries combined (0 for copies)
     prior_rows: np.ndarray = field(default=None)     # bool, n_target: drawn like random_rows in 1-D matrices
@@ -103,7 +102,7 @@ class PlanBuilder:
 
     def __init__(self, n_target: int, n_source: int) -> None:
         self.n_target, self.n_source = n_target, n_source
-        self.fate = np.full(n_target, "random", dtype=object)
+        self.fate = np.full(n_target, Fate.RANDOM, dtype=object)
         self.source_id = np.full(n_target, -1, np.int64)
         self.support = np.zeros(n_target, np.int64)
         self._rows: list[np.ndarray] = []
@@ -111,14 +110,14 @@ class PlanBuilder:
         self._vals: list[np.ndarray] = []
         self.mean_rows = np.zeros(n_target, bool)
 
-    def copy(self, target_ids: np.ndarray, source_ids: np.ndarray, fates: np.ndarray | str) -> None:
+    def copy(self, target_ids: np.ndarray, source_ids: np.ndarray, fates: np.ndarray | Fate) -> None:
         target_ids = np.asarray(target_ids, np.int64)
         self._add(target_ids, np.asarray(source_ids, np.int64), np.ones(len(target_ids), np.float32))
         self.fate[target_ids] = fates
         self.source_id[target_ids] = source_ids
         self.support[target_ids] = 0
 
-    def combine(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, fate: str = "combined") -> None:
+    def combine(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, fate: Fate = Fate.COMBINED) -> None:
         """Weighted combinations: triplets (target row, source id, weight)."""
         rows = np.asarray(rows, np.int64)
         self._add(rows, np.asarray(cols, np.int64), np.asarray(vals, np.float32))
@@ -128,7 +127,7 @@ class PlanBuilder:
 
     def mean(self, target_ids: np.ndarray) -> None:
         self.mean_rows[target_ids] = True
-        self.fate[target_ids] = "mean"
+        self.fate[target_ids] = Fate.MEAN
 
     def _add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
         self._rows.append(rows)
@@ -144,7 +143,7 @@ class PlanBuilder:
         indptr = np.zeros(self.n_target + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
         random_rows = (counts == 0) & ~self.mean_rows
-        self.fate[random_rows] = "random"
+        self.fate[random_rows] = Fate.RANDOM
         return TransferPlan(self.n_target, self.n_source, indptr, cols[order], vals[order].astype(np.float32),
                             random_rows, self.mean_rows.copy(), self.fate, self.source_id, self.support,
                             np.isin(self.fate, RARE_FATES))

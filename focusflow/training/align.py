@@ -31,6 +31,7 @@ from focusflow.config import AlignSpec
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
+from focusflow.methods import Fate
 from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source, usable_positions
 from focusflow.training.data import SampleOrder
@@ -43,7 +44,7 @@ from focusflow.training.wordpool import flat_word_index, pool_words, segment_mea
 
 log = logging.getLogger(__name__)
 
-EXACT_FATES = frozenset({"copied_exact", "copied_special", "kept"})
+EXACT_FATES = tuple(fate for fate in Fate if fate.unchanged)  # the rows copied exactly: align leaves them
 _TOKENIZE_CHUNK = 1000
 
 

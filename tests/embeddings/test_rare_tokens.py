@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from focusflow.embeddings import AuxVectors, compute_overlap, load_aux_vectors, transfer_embeddings
-from focusflow.embeddings.plan import FATES
+from focusflow.methods import SHARE_GROUPS, Fate
 from focusflow.tokenizer.canonical import canonical_vocab
 from tests.tiny_models import sample_texts, train_tokenizer
 
@@ -114,11 +114,10 @@ def test_totals_count_every_fate_and_add_up(case, option) -> None:
     *_, results = case
     result = results[option]
     totals, fates = result.totals, result.report["fate"].value_counts()
-    assert set(fates.index) <= set(FATES)
-    assert all(totals[fate] == fates.get(fate, 0) for fate in FATES)
-    assert sum(totals[fate] for fate in FATES) == totals["target_vocab_size"] == len(result.report)
-    shares = [totals[f"{group}_share"] for group in ("copied", "combined", "combined_subword", "fvt", "random",
-                                                     "mean", "kept")]
+    assert set(fates.index) <= set(Fate)
+    assert all(totals[fate] == fates.get(fate, 0) for fate in Fate)
+    assert sum(totals[fate] for fate in Fate) == totals["target_vocab_size"] == len(result.report)
+    shares = [totals[f"{group}_share"] for group in SHARE_GROUPS]
     assert sum(shares) == pytest.approx(1.0)
     assert totals["random_share"] == pytest.approx((result.plan.fate == "random").mean())
     assert (totals["combined_subword"] > 0) == (option == "subword") and (totals["fvt"] > 0) == (option != "random")

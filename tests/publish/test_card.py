@@ -259,3 +259,11 @@ def test_the_card_shows_every_candidate_of_the_run_and_whether_this_model_is_its
     other = build_card(replace(facts, product="prune", product_reason="closest", candidates=candidates), REPO,
                        "9.9.9").text
     assert "**This model is not the run's product**: the run ships `prune` (closest)" in other
+
+
+def test_the_card_names_every_share_of_the_totals():
+    """A new fate's share gets its words in the card (``SHARE_NAMES``) rather than its bare column name."""
+    from focusflow.methods import SHARE_GROUPS
+    from focusflow.publish.card import SHARE_NAMES
+
+    assert set(SHARE_NAMES) == {f"{group}_share" for group in SHARE_GROUPS}

@@ -1,0 +1,65 @@
+"""The method table is the dispatch: each row of ``focusflow.methods.INIT_METHODS`` names the builder of its plan,
+``build_plan`` calls that builder and no other, and a row without one fails instead of running FOCUS."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from focusflow.embeddings import build_plan, builders, compute_overlap
+from focusflow.embeddings.transfer import plan_method
+from focusflow.errors import InputError
+from focusflow.methods import INIT_METHODS, InitMethodSpec
+from tests.tiny_models import sample_texts, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizers():
+    return (train_tokenizer("xlmr", sample_texts(200, seed=0), vocab_size=200),
+            train_tokenizer("xlmr", sample_texts(200, seed=1), vocab_size=150))
+
+
+def test_every_row_names_a_builder_and_every_builder_has_its_row():
+    """The builders are exactly the functions the rows name: no row without its builder, no builder left over."""
+    public = {name for name, value in vars(builders).items() if inspect.isfunction(value)
+              and value.__module__ == builders.__name__ and not name.startswith("_")}
+    assert {spec.builder for spec in INIT_METHODS.values()} == public
+    for name, spec in INIT_METHODS.items():
+        assert plan_method(name) is getattr(builders, spec.builder)
+
+
+@pytest.mark.parametrize("method", list(INIT_METHODS))
+def test_each_row_dispatches_to_its_own_builder(monkeypatch, tokenizers, method):
+    calls: list[tuple[str, str]] = []
+    for spec in INIT_METHODS.values():
+        def spy(plan, inputs, name=spec.builder):
+            calls.append((name, inputs.overlap.kinds.dtype.kind))
+            return {"built_by": name}
+        monkeypatch.setattr(builders, spec.builder, spy)
+    plan, details = build_plan(*tokenizers, method)
+    assert [name for name, _ in calls] == [INIT_METHODS[method].builder] and details["built_by"] == calls[0][0]
+    assert np.all(plan.fate == "random")  # the spy built nothing: every row is left to the plan's default
+
+
+def test_the_row_chooses_the_overlap_its_builder_copies(monkeypatch, tokenizers):
+    """``focus`` and ``focus-symbolic`` share FOCUS's builder; each row names the overlap it is given."""
+    seen = {}
+    monkeypatch.setattr(builders, "focus_plan", lambda plan, inputs: seen.setdefault(len(seen), inputs.overlap) and {})
+    for method in ("focus", "focus-symbolic"):
+        build_plan(*tokenizers, method)
+    for (_, overlap), match in zip(sorted(seen.items()), ("full", "symbolic"), strict=True):
+        assert np.array_equal(overlap.target_ids, compute_overlap(*tokenizers, match).target_ids)
+    assert len(seen[1]) < len(seen[0])
+
+
+def test_a_row_without_its_builder_fails_instead_of_running_another(monkeypatch, tokenizers):
+    with pytest.raises(TypeError):
+        InitMethodSpec("lexicon", "from a lexicon")  # a row must name its builder
+    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", "lexicon_plan"))
+    with pytest.raises(InputError, match="'lexicon' names the builder 'lexicon_plan'"):
+        build_plan(*tokenizers, "lexicon")
+    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", "PlanInputs"))
+    with pytest.raises(InputError, match="names the builder 'PlanInputs'"):  # a name there, but not a builder
+        build_plan(*tokenizers, "lexicon")
