@@ -19,6 +19,7 @@ from focusflow.cli.stage_io import (
     run_config,
     split_layout,
     stage_input,
+    vocab_size_option,
 )
 from focusflow.methods import FLOW_METHOD_NAMES, check_flow_method
 from focusflow.storage import ArtifactStore
@@ -92,7 +93,7 @@ def compare_command(
     from focusflow.pipeline.graph import compare, local_tasks
     from focusflow.pipeline.plan import check_plan
 
-    size = int(vocab_size) if vocab_size and vocab_size.isdigit() else vocab_size
+    size = vocab_size_option(vocab_size)
     chosen = [check_flow_method(m.strip()) for m in methods.split(",") if m.strip()] if methods else None
     corpus_section = {"max_documents": max_documents}
     if corpus is not None:
