@@ -17,8 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_TEXT = ROOT.parent / "shared" / "data" / "text"
+from _preamble import SHARED
+
+SHARED_TEXT = SHARED / "text"
 
 
 def given(**values: object) -> dict[str, object]:

@@ -17,18 +17,15 @@ import csv
 import json
 import logging
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from _preamble import SHARED
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data"
 E5_SMALL = dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=12, intermediate_size=1536)
-NER_TASK = "ner:" + str(DATA / "ner" / "wikiann" / "swa")
+NER_TASK = "ner:" + str(SHARED / "ner" / "wikiann" / "swa")
 
 
 def build_model(folder: Path, vocab_size: int, layers: int) -> Path:
@@ -39,7 +36,7 @@ def build_model(folder: Path, vocab_size: int, layers: int) -> Path:
     from focusflow.corpus.io import write_texts
     from tests.tiny_models import train_tokenizer
 
-    lines = [line.strip() for line in (DATA / "text" / "sw.txt").read_text(encoding="utf-8").splitlines()
+    lines = [line.strip() for line in (SHARED / "text" / "sw.txt").read_text(encoding="utf-8").splitlines()
              if len(line.split()) >= 5]
     tokenizer = train_tokenizer("bert", lines[:20_000], vocab_size=vocab_size)
     torch.manual_seed(0)

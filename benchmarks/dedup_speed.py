@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+import _preamble  # noqa: F401  (this checkout's focusflow first)
 import numpy as np
 
 SYLLABLES = ["ka", "ta", "na", "ma", "wa", "ki", "ni", "mu", "la", "sa", "ya", "zi", "ku", "po", "ha", "re", "to",

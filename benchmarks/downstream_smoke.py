@@ -35,15 +35,11 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from downstream_protocol import CPU_PROTOCOL, add_protocol_arguments, evaluate_protocol, protocol_from_args  # noqa: E402
+from _preamble import SHARED
+from downstream_protocol import CPU_PROTOCOL, add_protocol_arguments, evaluate_protocol, protocol_from_args
 
 log = logging.getLogger("downstream_smoke")
 WINDOW = 40
@@ -133,7 +129,7 @@ def main() -> None:
     parser.add_argument("--models", help="name=folder,... (skips --build)")
     parser.add_argument("--build", type=Path, help="work folder in which to build source/focus/random")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--data-root", type=Path, default=SHARED)
     parser.add_argument("--language", default="sw", help="corpus file <data-root>/text/<language>.txt")
     parser.add_argument("--task", action="append", default=None)
     parser.add_argument("--seeds", default="3", help="N (seeds 1..N) or a list (2,3)")

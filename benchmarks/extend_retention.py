@@ -43,8 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+from _preamble import SHARED
+
 ENGLISH_MAX_LENGTH = 128  # the intrinsic evaluation's sequence limit
 
 

@@ -19,8 +19,9 @@ import logging
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_TEXT = ROOT.parent / "shared" / "data" / "text"
+from _preamble import SHARED
+
+SHARED_TEXT = SHARED / "text"
 
 # name -> FastTextSpec overrides (threads/seed fixed below)
 SETTINGS = {

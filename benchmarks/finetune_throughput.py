@@ -24,12 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import _preamble  # noqa: F401  (this checkout's focusflow first)
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.cpu_precision import ner_setup  # noqa: E402
+from benchmarks.cpu_precision import ner_setup
 
 
 def run_ours(model_dir: Path, args) -> tuple[float, int]:

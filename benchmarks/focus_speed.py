@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _preamble import SHARED
 
-DEFAULT_TEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "text" / "sw.txt"
+DEFAULT_TEXT = SHARED / "text" / "sw.txt"
 
 
 def _unigram(pieces: list[tuple[str, float]]):

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import _preamble  # noqa: F401  (this checkout's focusflow first)
 
 
 def read_prompts(path: Path, count: int, words: int) -> list[str]:

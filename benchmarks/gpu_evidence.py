@@ -37,9 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-sys.path.insert(0, str(ROOT))
+from _preamble import ROOT, SHARED
 
 SIB_TASK, SIB_FOLDER = "cls:sib200:sw", Path("cls") / "sib200" / "swh_Latn"
 # focusflow's imports that a bare GPU image may lack (the module, the package to carry)

@@ -33,11 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from downstream_protocol import (  # noqa: E402
+from _preamble import SHARED
+from downstream_protocol import (
     SIB200_PROTOCOL,
     add_protocol_arguments,
     evaluate_protocol,
@@ -45,7 +42,7 @@ from downstream_protocol import (  # noqa: E402
     sib200_task,
 )
 
-from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN  # noqa: E402
+from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN
 
 # The LAPT recipe measured here for a 2-core CPU (the FOCUS paper's batch of 128 x 256 tokens would give a few
 # dozen steps in 30 minutes): 32 sequences of 128 tokens a step, lr 1e-4 after 10% warm-up, constant.

@@ -19,14 +19,11 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from lapt_parity import CPU_LAPT, SHARED, pipeline_config  # noqa: E402
+import _preamble  # noqa: F401  (this checkout's focusflow first)
+from lapt_parity import CPU_LAPT, SHARED, pipeline_config
 
 VARIANTS = {
     "base": {},

@@ -26,10 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _preamble  # noqa: F401  (this checkout's focusflow first)
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 PRESETS = {
     "small": dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=12, intermediate_size=1536,

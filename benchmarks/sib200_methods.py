@@ -32,11 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from downstream_protocol import (  # noqa: E402
+from _preamble import SHARED
+from downstream_protocol import (
     SIB200_PROTOCOL,
     add_protocol_arguments,
     evaluate_protocol,

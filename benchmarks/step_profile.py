@@ -20,16 +20,13 @@ import argparse
 import json
 import logging
 import os
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
+import _preamble  # noqa: F401  (this checkout's focusflow first)
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 CATEGORIES = (  # first match wins: (category, substrings of the operator's name)
     ("optimizer", ("adam", "clip_grad", "_foreach", "zero_", "fused_adamw", "optimizer")),

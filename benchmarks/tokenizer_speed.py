@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import _preamble  # noqa: F401  (this checkout's focusflow first)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 def generate_corpus(path: Path, target_bytes: int, seed: int = 0) -> int:

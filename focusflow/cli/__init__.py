@@ -19,6 +19,7 @@ from focusflow.cli import publish as _publish  # noqa: F401
 from focusflow.cli import store as _store  # noqa: F401
 from focusflow.cli import transfer as _transfer  # noqa: F401
 from focusflow.cli.app import app
+from focusflow.orchestration import results as _results  # noqa: F401 — the store's listings pass over Prefect's folder
 
 __all__ = ["app", "main"]
 

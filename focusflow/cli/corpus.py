@@ -22,6 +22,7 @@ from focusflow.cli.stage_io import (
     run_config,
     split_layout,
     stage_input,
+    vocab_size_option,
 )
 from focusflow.config import ConfigError
 from focusflow.storage import ArtifactStore
@@ -132,12 +133,7 @@ def tokenizer_command(
     """Train the target-language tokenizer (sentencepiece Unigram by default) and store it."""
     from focusflow.pipeline import params_for
 
-    size: int | str | None = vocab_size
-    if vocab_size is not None and vocab_size != "auto":
-        if not vocab_size.isdigit():
-            raise ConfigError(f"--vocab-size must be a number or 'auto', got {vocab_size!r}")
-        size = int(vocab_size)
-    cfg = run_config(config, set_, {"tokenizer": {"vocab_size": size, "algorithm": algorithm}})
+    cfg = run_config(config, set_, {"tokenizer": {"vocab_size": vocab_size_option(vocab_size), "algorithm": algorithm}})
     held = Path(heldout) if heldout else None
     inputs = {"split": lambda s: stage_input(s, corpus, "split", split_layout(held))}
     if source is not None:

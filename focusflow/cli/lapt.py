@@ -7,7 +7,6 @@ machine that shares the store; the final model is the ``lapt`` artifact (``--out
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -75,11 +74,12 @@ def lapt_command(
     """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON."""
     from focusflow.pipeline import params_for, run_stage
     from focusflow.pipeline.lapt_stage import NotMainRank
+    from focusflow.training.distributed import world_size
 
     cfg = run_config(config, set_, {"lapt": {"steps": steps, "minutes": minutes}})
     if not cfg.lapt.has_budget:
         raise ConfigError("LAPT needs a budget: --steps N or --lapt-minutes M (or --set lapt.samples=/lapt.tokens=)")
-    if cfg.lapt.minutes and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if cfg.lapt.minutes and world_size() > 1:
         raise ConfigError("--lapt-minutes is planned by one process; under torchrun give --steps (the plan's "
                           "steps: focusflow lapt --lapt-minutes M once without torchrun prints them)")
     local = Path(corpus).expanduser()

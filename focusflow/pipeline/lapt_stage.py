@@ -130,13 +130,14 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     """
     from focusflow.training import run_lapt
     from focusflow.training.checkpoint import STATE_FILE
+    from focusflow.training.distributed import rank
 
     store, run_key, settings = run.store, run.key, run.settings
     spec = settings.lapt
     lineage = {**{name: artifact.uri for name, artifact in run.artifacts.items()}, **settings.lineage}
     work = Path(settings.work_root or default_work_root()) / LAPT_STAGE / run_key
     work.mkdir(parents=True, exist_ok=True)
-    if int(os.environ.get("RANK", "0")) == 0:  # the other ranks wait for rank 0 inside run_lapt
+    if rank() == 0:  # the other ranks wait for rank 0 inside run_lapt
         restore_checkpoint(store, run_key, work)
 
     def checkpoint_committed(folder: Path, step: int, metrics: Mapping[str, Any]) -> None:
@@ -161,7 +162,7 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     teacher = run.inputs["source"] if "source" in run.artifacts else None  # lapt.objective=distill's teacher
     summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
                        resume=True, on_checkpoint=checkpoint_committed, progress=run.progress, source_dir=teacher)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if rank() != 0:
         raise NotMainRank()
     shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
     record = store_training_record(work, run.out)

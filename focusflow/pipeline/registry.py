@@ -84,6 +84,16 @@ class StageSettings(BaseModel):
         return self.model_dump(mode="json", by_alias=True, include=set(self.model_fields_set), context=KEY_CONTEXT)
 
 
+class SectionSettings(StageSettings):
+    """Settings that are one section of the run configuration, under its name (``dedup: DedupSpec``): the one
+    field says which section, so the stages that read a section as it is spell no ``from_config`` of their own."""
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        (section,) = cls.model_fields
+        return cls(**{section: getattr(cfg, section)})
+
+
 @dataclass
 class StageRun:
     """Everything a build sees: the folder to fill, its inputs, its settings and where it is stored."""

@@ -11,7 +11,7 @@ from focusflow.storage.artifact import Artifact, BrokenArtifact
 from focusflow.storage.atomic import sha256_file
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
 from focusflow.storage.keys import UnsafeNameError, artifact_key, canonical_json, redact_uri, shorten_key
-from focusflow.storage.listing import Usage, disk_usage, unique_prefixes
+from focusflow.storage.listing import Usage, disk_usage, keep_records, unique_prefixes
 from focusflow.storage.store import ArtifactStore, on_delete
 from focusflow.storage.transport import default_store_uri
 
@@ -28,6 +28,7 @@ __all__ = [
     "canonical_json",
     "default_store_uri",
     "disk_usage",
+    "keep_records",
     "locate",
     "on_delete",
     "redact_uri",

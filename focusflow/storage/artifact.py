@@ -24,7 +24,6 @@ from focusflow.storage.keys import UnsafeNameError, redact_secrets, redact_uri, 
 log = logging.getLogger(__name__)
 
 MANIFEST = "_manifest.json"
-RESULTS_FOLDER = "prefect-results"  # records other layers keep about artifacts (the tasks' cached results): no stage
 MANIFEST_FORMAT = 1
 DATA_PREFIX = "d-"  # data folders: d-<uuid>
 PENDING_PREFIX = ".manifest-"  # a manifest being written

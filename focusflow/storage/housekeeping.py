@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from focusflow.storage.artifact import MANIFEST, RESULTS_FOLDER, is_leftover
+from focusflow.storage.artifact import MANIFEST, is_leftover
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
 from focusflow.storage.keys import UnsafeNameError, redact_uri, validate_segment
-from focusflow.storage.listing import Catalog
+from focusflow.storage.listing import Catalog, is_records_folder
 from focusflow.storage.reads import Reader
 from focusflow.storage.transport import Transport, newest_mtime, store_slug
 
@@ -37,7 +37,7 @@ def delete_artifact(transport: Transport, stage: str, key: str) -> bool:
     False when there was nothing. A key folder holding anything the store does not write is refused."""
     validate_segment(stage, "stage"), validate_segment(key, "key")
     transport.require_root()
-    if stage == RESULTS_FOLDER:
+    if is_records_folder(stage):
         raise StoreError(f"{stage}/{key} is not an artifact (other layers' records about artifacts live there)")
     entries = transport.names(stage, key)
     foreign = [entry for entry in entries if entry != MANIFEST and not is_leftover(entry)]
@@ -55,10 +55,12 @@ def delete_artifact(transport: Transport, stage: str, key: str) -> bool:
     return removed
 
 
-def remove_records(transport: Transport, pattern: str) -> int:
-    """Remove the files of the records folder whose names match the glob ``pattern``; how many were removed."""
-    validate_segment(pattern.replace("*", "x"), "record pattern")
-    records = transport.retry("list records", lambda: transport.fs.glob(transport.path(RESULTS_FOLDER, pattern)))
+def remove_records(transport: Transport, folder: str, pattern: str) -> int:
+    """Remove the files of a records folder whose names match the glob ``pattern``; how many were removed."""
+    validate_segment(folder, "records folder"), validate_segment(pattern.replace("*", "x"), "record pattern")
+    if not is_records_folder(folder):
+        raise StoreError(f"{folder} is no records folder (a layer registers its own with storage.keep_records)")
+    records = transport.retry("list records", lambda: transport.fs.glob(transport.path(folder, pattern)))
     for record in records:
         transport.retry("delete record", lambda r=record: transport.fs.rm_file(r))
     return len(records)

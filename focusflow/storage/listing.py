@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from focusflow.storage.artifact import MANIFEST, RESULTS_FOLDER, Artifact, BrokenArtifact
+from focusflow.storage.artifact import MANIFEST, Artifact, BrokenArtifact
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
 from focusflow.storage.keys import (
     ELISION,
@@ -27,6 +27,20 @@ from focusflow.storage.transport import Transport
 
 log = logging.getLogger(__name__)
 
+# Folders that layers above keep in every store beside the stages (their records about artifacts), by name.
+_RECORDS_FOLDERS: set[str] = set()
+
+
+def keep_records(folder: str) -> str:
+    """Register ``folder`` as one that a layer above keeps its records in: the layer owns the name, the store
+    only knows it is no stage (never listed, scanned or collected; its files removed by pattern only)."""
+    _RECORDS_FOLDERS.add(validate_segment(folder, "records folder"))
+    return folder
+
+
+def is_records_folder(name: str) -> bool:
+    return name in _RECORDS_FOLDERS
+
 
 class Catalog:
     """Listings of one store."""
@@ -35,7 +49,7 @@ class Catalog:
         self.transport, self.reader = transport, reader
 
     def stage_names(self) -> list[str]:
-        return [s for s in self.transport.names() if not s.startswith(".") and s != RESULTS_FOLDER]
+        return [s for s in self.transport.names() if not s.startswith(".") and not is_records_folder(s)]
 
     def stages(self) -> list[str]:
         self.transport.require_root()

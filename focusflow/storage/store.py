@@ -11,8 +11,8 @@ The store is the public API over its parts, each in its own module: what a commi
 reads (:mod:`~focusflow.storage.reads`), listings (:mod:`~focusflow.storage.listing`) and deletion and
 garbage collection (:mod:`~focusflow.storage.housekeeping`). The store root is created by the first
 write; reading a local store that does not exist is an error, so a misspelled path is not an empty store.
-Layers above that keep records about artifacts register an :func:`on_delete` hook; the store knows
-nothing of them.
+Layers above that keep records about artifacts name their folder with :func:`keep_records` and register an
+:func:`on_delete` hook; the store knows nothing else of them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from platformdirs import user_cache_dir
 
 from focusflow.storage import housekeeping
-from focusflow.storage.artifact import MANIFEST, RESULTS_FOLDER, Artifact, BrokenArtifact, input_hashes
+from focusflow.storage.artifact import MANIFEST, Artifact, BrokenArtifact, input_hashes
 from focusflow.storage.commit import commit_folder
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
 from focusflow.storage.keys import artifact_key, redact_uri, shorten_key, validate_relative_path, validate_segment
@@ -41,7 +41,7 @@ from focusflow.storage.listing import Catalog
 from focusflow.storage.reads import Reader
 from focusflow.storage.transport import Transport, default_store_uri
 
-__all__ = ["MANIFEST", "RESULTS_FOLDER", "Artifact", "ArtifactNotFound", "ArtifactStore", "BrokenArtifact",
+__all__ = ["MANIFEST", "Artifact", "ArtifactNotFound", "ArtifactStore", "BrokenArtifact",
            "CorruptArtifactError", "StoreError", "default_store_uri", "on_delete", "redact_uri"]
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ _DELETE_HOOKS: list[DeleteHook] = []
 
 def on_delete(hook: DeleteHook) -> DeleteHook:
     """Register ``hook(store, stage, key)``, called after an artifact is deleted: a layer above that keeps
-    records about artifacts (the Prefect tasks' cache records) removes them there. Registering twice is a no-op."""
+    records about artifacts (the orchestrator's cached task results) removes them there. Registering twice is a no-op."""
     if hook not in _DELETE_HOOKS:
         _DELETE_HOOKS.append(hook)
     return hook
@@ -270,10 +270,10 @@ class ArtifactStore:
             hook(self, stage, key)
         return removed
 
-    def remove_records(self, pattern: str) -> int:
-        """Remove the files of the records folder whose names match the glob ``pattern`` (for the layers that
-        keep records about artifacts there, see :func:`on_delete`); how many were removed."""
-        return housekeeping.remove_records(self.transport, pattern)
+    def remove_records(self, folder: str, pattern: str) -> int:
+        """Remove the files of a records folder (:func:`keep_records`) whose names match the glob ``pattern``
+        (for the layer that keeps its records there, see :func:`on_delete`); how many were removed."""
+        return housekeeping.remove_records(self.transport, folder, pattern)
 
     def gc(self, grace_s: float = 24 * 3600, dry_run: bool = False) -> list[str]:
         """Remove what killed or losing writers left, untouched for ``grace_s``; return what was (or would be) removed.

@@ -16,10 +16,10 @@ from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 
+from focusflow.orchestration.results import RESULTS_FOLDER
 from focusflow.pipeline import StageCall, get_stage, stage_call
 from focusflow.pipeline.report import flatten_metrics
-from focusflow.storage import ArtifactStore, CorruptArtifactError, redact_uri
-from focusflow.storage.store import RESULTS_FOLDER, on_delete
+from focusflow.storage import ArtifactStore, CorruptArtifactError, on_delete, redact_uri
 
 # transformers' from_pretrained initializes on the meta device through process-global state and
 # is not thread-safe; torch already spreads one model's work over every core. So in a thread
@@ -99,7 +99,7 @@ def cache_record_name(stage: str, version: int | str, key: str) -> str:
 @on_delete
 def remove_cache_records(store: ArtifactStore, stage: str, key: str) -> None:
     """When an artifact is deleted, its cache records go too (whatever stage version wrote them)."""
-    store.remove_records(cache_record_name(stage, "*", key))
+    store.remove_records(RESULTS_FOLDER, cache_record_name(stage, "*", key))
 
 
 def result_storage_for(store_uri: str) -> Path | WritableFileSystem:

@@ -23,6 +23,7 @@ from platformdirs import user_cache_dir
 
 from focusflow.errors import FocusflowError
 from focusflow.storage.atomic import atomic_path, sha256_file
+from focusflow.tokenizer.source_record import has_source_record
 
 LLM_EXTRA = "pip install 'focusflow[llm]'"
 CONVERSION_VERSION = 1  # bump when the converted folder's content changes
@@ -205,7 +206,7 @@ def gguf_tokenizer(spec: str, cache_dir: str | os.PathLike[str] | None = None):
     from transformers import AutoTokenizer
 
     converted = converted_folder(spec, cache_dir)
-    if (converted / "focusflow_source.json").is_file():
+    if has_source_record(converted):
         return AutoTokenizer.from_pretrained(converted)
     with tempfile.TemporaryDirectory(prefix="focusflow-gguf-") as work, gguf_file(spec, work) as path:
         return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)

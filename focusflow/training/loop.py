@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from focusflow.logs import ProgressBar
@@ -32,6 +30,7 @@ from focusflow.precision import resolve_precision
 from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested, unstoppable
 from focusflow.storage.atomic import atomic_folder
 from focusflow.training import checkpoint as ckpt
+from focusflow.training.distributed import setup_distributed
 from focusflow.training.flops import mfu, peak, with_efficiency
 from focusflow.training.monitor import LossWindow, write_metrics_csv, write_run_record
 from focusflow.training.optimization import Optimization, diverged, evaluation_due, require_finite_loss
@@ -40,48 +39,6 @@ from focusflow.training.selection import BestState, kept_reason
 log = logging.getLogger(__name__)
 
 _NOTHING_COMMITTED = ". Nothing of this run was committed after its last good checkpoint"
-
-
-@dataclass
-class Distributed:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    device: torch.device = torch.device("cpu")
-    owns_group: bool = False  # this run initialized the process group (and tears it down)
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            dist.barrier()
-
-    def sum(self, values: list[float]) -> list[float]:
-        if self.world_size == 1:
-            return values
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        dist.all_reduce(tensor)
-        return tensor.tolist()
-
-
-def setup_distributed() -> Distributed:
-    """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); NCCL on CUDA, gloo on CPU.
-
-    ``FOCUSFLOW_DEVICE`` (e.g. ``cpu``) overrides the device choice.
-    """
-    forced = os.environ.get("FOCUSFLOW_DEVICE")
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = torch.cuda.is_available() and (forced is None or forced.startswith("cuda"))
-    device = torch.device(f"cuda:{local_rank}" if use_cuda else (forced or "cpu"))
-    if use_cuda:
-        torch.cuda.set_device(device)
-    owns = world > 1 and not dist.is_initialized()
-    if owns:
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-    return Distributed(rank, world, local_rank, device, owns)
 
 
 @dataclass(frozen=True)

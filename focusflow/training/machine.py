@@ -12,12 +12,14 @@ from typing import Any
 
 import torch
 
+from focusflow.training.distributed import world_size
+
 
 def machine_fingerprint() -> dict[str, Any]:
     """What a step time depends on besides the run's settings: the processor, threads, accelerator, torch."""
     accelerator = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": _cpu_name(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
-            "accelerator": accelerator, "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+            "accelerator": accelerator, "world_size": world_size(),
             "torch": torch.__version__.split("+")[0]}
 
 

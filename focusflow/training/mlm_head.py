@@ -14,7 +14,6 @@ their smoothed unigram bias). The result is saved as ``BertForMaskedLM`` weights
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -36,6 +35,7 @@ from focusflow.models.source import resolve_source, source_stats
 from focusflow.precision import Precision, resolve_precision
 from focusflow.stopping import check_stop
 from focusflow.storage.atomic import atomic_folder
+from focusflow.tokenizer.source_record import read_source_record, write_source_record
 from focusflow.training.fit import Objective, fit
 from focusflow.training.optimization import Optimization
 
@@ -150,12 +150,10 @@ def _save(model, tokenizer, out: Path, source_dir: Path, stats: dict) -> None:
     with atomic_folder(out) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        record = {}
-        if (source_dir / "focusflow_source.json").is_file():
-            record = json.loads((source_dir / "focusflow_source.json").read_text(encoding="utf-8"))
+        record = read_source_record(source_dir)
         record["architecture"] = "BertForMaskedLM"
         record["mlm_head"] = stats
-        (staging / "focusflow_source.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+        write_source_record(staging, record)
 
 
 def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: torch.Tensor, features: torch.Tensor,

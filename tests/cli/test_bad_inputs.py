@@ -30,6 +30,10 @@ class Case:
     s3: bool = False
 
 
+# One parse of --vocab-size (``cli.stage_io.vocab_size_option``): every command that has it says the same line.
+VOCAB_SIZE_MANY = "--vocab-size must be a number or 'auto', got 'many'"
+
+
 def jsonl(path: Path, texts: list[str]) -> Path:
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     return path
@@ -222,7 +226,7 @@ CASES: dict[str, Case] = {
     "split utf-16": Case(lambda d: ["split", str(d / "utf16.txt")], ("utf16.txt is not UTF-8 text",), stage="split"),
     # tokenizer / tokenizer-stats
     "tokenizer vocab size not a number": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"),
-                                                         "--vocab-size", "many"], ("--vocab-size", "'auto'")),
+                                                         "--vocab-size", "many"], (VOCAB_SIZE_MANY,)),
     "tokenizer misspelled section": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"), "--config",
                                                     str(d / "tokeniser.yaml")], ("did you mean 'tokenizer'",)),
     "tokenizer vocabulary too large": Case(lambda d: ["tokenizer", "--corpus", str(d / "docs.jsonl"), "--vocab-size",
@@ -282,6 +286,8 @@ CASES: dict[str, Case] = {
     "compare corpus not text": Case(lambda d: ["compare", "-l", "sw", "--corpus", str(d / "random.txt"), "--out",
                                                "{out}"], ("random.txt is not UTF-8 text",),
                                     stage="corpus"),
+    "compare vocab size not a number": Case(lambda d: ["compare", "-l", "sw", "--corpus", str(d / "docs.jsonl"),
+                                                       "--vocab-size", "many"], (VOCAB_SIZE_MANY,)),
     "compare invalid yaml": Case(lambda d: ["compare", "-l", "sw", "--config", str(d / "broken.yaml")],
                                  ("not valid YAML",)),
     "compare unknown language": Case(lambda d: ["compare", "-l", "zz", "--corpus", str(d / "docs.jsonl")],

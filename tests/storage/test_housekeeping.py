@@ -176,3 +176,34 @@ def test_rm_in_a_fresh_process_removes_the_task_cache_records_too(local_store):
     subprocess.run([sys.executable, "-c", "from focusflow.cli import main; main()", "store", "rm", artifact.uri],
                    check=True, env=env, capture_output=True)
     assert [p.name for p in records.iterdir()] == [other]
+
+
+def test_the_store_names_no_orchestrator():
+    """The records folder's name belongs to the layer that keeps it there: nothing in ``storage`` names Prefect."""
+    import focusflow.storage
+
+    package = Path(focusflow.storage.__file__).parent
+    assert [path.name for path in package.rglob("*.py") if "prefect" in path.read_text(encoding="utf-8").lower()] == []
+
+
+def test_a_records_folder_is_no_stage(local_store):
+    """A folder a layer registers with ``keep_records`` is not listed, scanned, collected or deleted as an artifact;
+    its files go only by pattern, and only a registered folder's."""
+    from focusflow.storage import keep_records
+
+    folder = keep_records("another-layers-records")
+    local_store.put_bytes("stage", "k1", "a.txt", b"x")
+    records = Path(local_store.root) / folder
+    (records / "k2").mkdir(parents=True)
+    (records / "k2" / "d-0123456789abcdef").mkdir()
+    _age(records, 48 * 3600)
+    (records / "rec-1").write_text("{}")
+    (records / "rec-2").write_text("{}")
+    assert local_store.stages() == ["stage"] and [a.stage for a in local_store.scan()] == ["stage"]
+    assert local_store.gc(grace_s=0) == []
+    with pytest.raises(StoreError, match="is not an artifact"):
+        local_store.delete(folder, "k2")
+    assert local_store.remove_records(folder, "rec-*") == 2 and sorted(p.name for p in records.iterdir()) == ["k2"]
+    with pytest.raises(StoreError, match="no records folder"):
+        local_store.remove_records("stage", "*")
+    assert (Path(local_store.root) / "stage" / "k1").is_dir()

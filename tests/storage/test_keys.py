@@ -93,7 +93,7 @@ def test_tokenizer_files_do_not_depend_on_where_the_source_folder_lies(tmp_path:
 def test_whole_chain_in_two_stores_gives_the_same_keys_and_content(tmp_path: Path):
     """corpus → … → init → intrinsic in two stores at different paths: every key and every file agree."""
     from focusflow.corpus.io import write_texts
-    from focusflow.pipeline.stages import SourceSettings
+    from focusflow.pipeline.source_stage import SourceSettings
     from tests.tiny_models import save_tiny
 
     corpus = tmp_path / "corpus.jsonl"

@@ -1,0 +1,56 @@
+"""Embedding initialization (FOCUS and the baselines, in any mode) as a stored stage
+(``focusflow.embeddings.initialize_model``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self
+
+from pydantic import Field
+
+from focusflow.config import PipelineConfig
+from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
+
+
+class InitSettings(StageSettings):
+    method: str
+    mode: str
+    seed: int = 0
+    options: dict[str, Any] = Field(default_factory=dict)  # the method's options (extend_top_n, rare_tokens)
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, *, method: str, mode: str | None = None, **variant: Any) -> Self:
+        """``method``: the base method (``focus`` of ``focus+align``); only the options it reads join its key.
+        ``mode``: a candidate's own (``prune`` beside the methods), else the run's ``init.mode``."""
+        from focusflow.methods import init_method
+
+        mode = mode or cfg.init.mode
+        options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if mode == "extend" else {}
+        if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
+            options["rare_tokens"] = cfg.init.rare_tokens
+        return cls(method=method, mode=mode, seed=cfg.init.seed, options=options)
+
+
+def _init(run: StageRun) -> Mapping[str, Any]:
+    """Prune mode needs no tokenizer; methods without an auxiliary space need no fastText; WECHSEL reads
+    its aligned vectors and dictionary from the ``wechsel`` input (``source.bin``, ``target.bin``,
+    ``dictionary.tsv``)."""
+    from focusflow.embeddings import initialize_model
+
+    s: InitSettings = run.settings
+    given = run.inputs
+    options = dict(s.options)
+    if "split" in given:
+        options["train"] = given["split"] / "train.jsonl"
+    if "wechsel" in given:
+        options.update(wechsel_source_vectors=given["wechsel"] / "source.bin",
+                       wechsel_target_vectors=given["wechsel"] / "target.bin",
+                       wechsel_dictionary=given["wechsel"] / "dictionary.tsv")
+    return initialize_model(given["source"], given["tokenizer"] if "tokenizer" in given else None, run.out,
+                            method=s.method, mode=s.mode,
+                            aux_dir=given["fasttext"] if "fasttext" in given else None, seed=s.seed, **options)
+
+
+INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
+                      optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True,
+                      work=("target_vocab_size", "rows"), settings=InitSettings))

@@ -1,0 +1,42 @@
+"""The held-out reference as a stored stage: one tokenizer's held-out sentences and the source model's embeddings
+of them, which every model of that tokenizer is measured against (``focusflow.evaluation.intrinsic``).
+
+Its settings are the intrinsic stage's too (``intrinsic_stage``): the same for every model, so that their
+numbers compare."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self
+
+from focusflow.config import PipelineConfig, PrecisionName
+from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
+
+
+class HeldoutSettings(StageSettings):
+    """The reference and intrinsic stages: the same for every model, so that their numbers compare."""
+
+    max_sentences: int
+    seed: int = 0
+    precision: PrecisionName = "auto"
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        return cls(max_sentences=cfg.evaluation.heldout_sentences, seed=cfg.split.seed,
+                   precision=cfg.evaluation.precision)
+
+
+def _reference(run: StageRun) -> Mapping[str, Any]:
+    """Held-out sentences for one tokenizer and the source's embeddings of them, shared by its models."""
+    from focusflow.evaluation.intrinsic import build_reference
+
+    s: HeldoutSettings = run.settings
+    return build_reference(run.inputs["source"], run.inputs["split"] / "heldout.jsonl", run.out,
+                           tokenizer_dir=run.inputs["tokenizer"] if "tokenizer" in run.inputs else None,
+                           max_sentences=s.max_sentences, seed=s.seed, precision=s.precision)
+
+
+REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,
+                           "held-out sentences for one tokenizer and the source model's embeddings of them",
+                           optional=("tokenizer",), uses_model=True, work=("n_sentences", "sentences"),
+                           settings=HeldoutSettings))

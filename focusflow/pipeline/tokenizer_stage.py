@@ -1,0 +1,28 @@
+"""The target-language tokenizer, trained on the train split, as a stored stage (``focusflow.tokenizer``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from focusflow.config import TokenizerSpec
+from focusflow.pipeline.registry import SectionSettings, Stage, StageRun, register
+
+
+class TokenizerSettings(SectionSettings):
+    tokenizer: TokenizerSpec
+
+
+def _tokenizer(run: StageRun) -> Mapping[str, Any]:
+    from focusflow.tokenizer import train_tokenizer
+
+    s: TokenizerSettings = run.settings
+    split = run.inputs["split"]
+    heldout = split / "heldout.jsonl"
+    return train_tokenizer(split / "train.jsonl", s.tokenizer, run.out,
+                           source_tokenizer=run.inputs["source"] if "source" in run.inputs else None,
+                           heldout=heldout if heldout.is_file() else None)
+
+
+TOKENIZER = register(Stage("tokenizer", 2, ("split",), _tokenizer, "language tokenizer from the train split",
+                           optional=("source",), work=("training_chars", "chars"), settings=TokenizerSettings))

@@ -1,0 +1,71 @@
+"""Where this process stands in a ``torchrun`` launch: the one reader of ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``.
+
+The training loop sets its process group up from them (:func:`setup_distributed`); the LAPT stage (rank 0
+restores and commits), the machine fingerprint and the command line (a minutes budget is planned by one
+process) ask here too, so the environment's names and defaults are read in one place.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+def rank() -> int:
+    """This process's rank among all of the launch (0 outside ``torchrun``)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def world_size() -> int:
+    """How many processes the launch has (1 outside ``torchrun``)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def local_rank() -> int:
+    """This process's rank on its machine: the GPU it takes (0 outside ``torchrun``)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    owns_group: bool = False  # this run initialized the process group (and tears it down)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()
+
+    def sum(self, values: list[float]) -> list[float]:
+        if self.world_size == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+
+def setup_distributed() -> Distributed:
+    """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); NCCL on CUDA, gloo on CPU.
+
+    ``FOCUSFLOW_DEVICE`` (e.g. ``cpu``) overrides the device choice.
+    """
+    forced = os.environ.get("FOCUSFLOW_DEVICE")
+    world = world_size()
+    this_rank, this_local_rank = rank(), local_rank()
+    use_cuda = torch.cuda.is_available() and (forced is None or forced.startswith("cuda"))
+    device = torch.device(f"cuda:{this_local_rank}" if use_cuda else (forced or "cpu"))
+    if use_cuda:
+        torch.cuda.set_device(device)
+    owns = world > 1 and not dist.is_initialized()
+    if owns:
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    return Distributed(this_rank, world, this_local_rank, device, owns)
