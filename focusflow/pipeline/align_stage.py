@@ -32,15 +32,14 @@ def _align(run: StageRun) -> Mapping[str, Any]:
     import shutil
 
     from focusflow.embeddings.api import TOTALS_FILE
-    from focusflow.pipeline.lapt_stage import default_work_root, store_training_record
     from focusflow.training import align_embeddings
+    from focusflow.training.work import default_work_root, store_finished_run
 
     s: AlignSettings = run.settings
     work = Path(s.work_root or default_work_root()) / "align" / run.key
     summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "train.jsonl", work,
                                s.align, resume=True, progress=run.progress)
-    shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
-    record = store_training_record(work, run.out)
+    record = store_finished_run(work, run.out)
     run.after_commit.append(lambda: shutil.rmtree(work, ignore_errors=True))
     totals_file = run.inputs["model"] / TOTALS_FILE
     totals = json.loads(totals_file.read_text(encoding="utf-8")) if totals_file.is_file() else {}

@@ -10,16 +10,13 @@ loss curve, metrics CSV and summary beside it.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
-from platformdirs import user_cache_dir
 from pydantic import Field
 
 from focusflow.config import LaptSpec, PipelineConfig
@@ -29,17 +26,12 @@ from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training.lapt_budget import planned_spec
 from focusflow.training.records import BudgetPlan, CheckpointRecord
+from focusflow.training.work import default_work_root, store_finished_run
 
 log = logging.getLogger(__name__)
 
 LAPT_STAGE, CHECKPOINT_STAGE, LAPT_VERSION = "lapt", "lapt-checkpoint", 1
 BUDGET_STAGE, BUDGET_FILE = "lapt-budget", "budget.json"
-
-
-def default_work_root() -> Path:
-    """Local scratch for resumable work: ``FOCUSFLOW_WORK_DIR`` or the user cache directory."""
-    configured = os.environ.get("FOCUSFLOW_WORK_DIR")
-    return Path(configured) if configured else Path(user_cache_dir("focusflow")) / "work"
 
 
 def checkpoint_key(run_key: str, step: int) -> str:
@@ -82,24 +74,6 @@ def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path |
         log.info("restored LAPT checkpoint %s from the store", name)
         return work / CHECKPOINTS / name
     return local
-
-
-def store_training_record(work: Path, out: Path) -> dict[str, Any]:
-    """Put a finished training run's record into the artifact folder ``out``: the loss curve and the metric
-    history without its measured columns (the artifact's content must not depend on how fast the machine was).
-    Returns what goes into the manifest instead: the measured columns per logged step. The summary is the
-    manifest's metadata already."""
-    from focusflow.training.monitor import TIMING_COLUMNS, write_metrics_csv
-
-    if (work / "loss_curve.png").exists():
-        shutil.copy2(work / "loss_curve.png", out / "loss_curve.png")
-    if not (work / "metrics.csv").exists():
-        return {}
-    with (work / "metrics.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    write_metrics_csv(rows, out / "metrics.csv", timings=False)
-    return {"timings": [{"step": int(row["step"]), **{name: float(row[name]) for name in TIMING_COLUMNS if row.get(name)}}
-                        for row in rows]}
 
 
 class LaptSettings(StageSettings):
@@ -164,8 +138,7 @@ def _lapt(run: StageRun) -> dict[str, Any]:
                        resume=True, on_checkpoint=checkpoint_committed, progress=run.progress, source_dir=teacher)
     if rank() != 0:
         raise NotMainRank()
-    shutil.copytree(work / "final", run.out, dirs_exist_ok=True)
-    record = store_training_record(work, run.out)
+    record = store_finished_run(work, run.out)
     # committed: the store keeps the last K checkpoints
     run.after_commit.append(lambda: shutil.rmtree(work / "checkpoints", ignore_errors=True))
     planned = ({"budget": {**budget.model_dump(exclude_unset=True),
