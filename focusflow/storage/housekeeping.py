@@ -96,7 +96,7 @@ def _unreferenced(catalog: Catalog, reader: Reader) -> list[str]:
     """Leftover entries of key folders that no readable manifest names (unreadable manifests: left alone)."""
     transport, found = catalog.transport, []
     for stage in catalog.stage_names():
-        for key in transport.names(stage):
+        for key in transport.names(stage, folders=True):
             try:
                 named = {reader.manifest(stage, key).data_dir}
             except ArtifactNotFound:

@@ -65,7 +65,7 @@ class Catalog:
         stages = [validate_segment(stage, "stage")] if stage else self.stage_names()
         found: list[Artifact | BrokenArtifact] = []
         for name in stages:
-            for key in self.transport.names(name):
+            for key in self.transport.names(name, folders=True):  # a key is a folder: a file beside them is not ours
                 try:
                     validate_segment(key, "key")
                     found.append(self.reader.manifest(name, key))

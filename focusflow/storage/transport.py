@@ -181,8 +181,9 @@ class Transport:
         except FileNotFoundError:
             raise StoreError(f"no bucket {bucket!r} at {self.where()}") from None
 
-    def names(self, *segments: str) -> list[str]:
-        """Names of the entries in a folder of the store; [] for a folder that does not exist (yet)."""
+    def names(self, *segments: str, folders: bool = False) -> list[str]:
+        """Names of the entries in a folder of the store (``folders``: its subfolders only); [] for a folder that
+        does not exist (yet)."""
         folder = self.path(*segments)
 
         def listing() -> list[str]:
@@ -192,7 +193,8 @@ class Transport:
                 return []
             if len(entries) == 1 and entries[0]["name"].rstrip("/") == folder and entries[0].get("type") == "file":
                 return []  # fsspec lists a file as itself: a file is no folder
-            return sorted(entry["name"].rstrip("/").rsplit("/", 1)[-1] for entry in entries)
+            return sorted(entry["name"].rstrip("/").rsplit("/", 1)[-1] for entry in entries
+                          if not folders or entry.get("type") == "directory")
 
         return self.retry("list " + "/".join(segments or ("store",)), listing)
 

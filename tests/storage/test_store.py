@@ -314,3 +314,13 @@ def test_delete_removes_artifact_and_its_cache_records(local_store):
     local_store.delete("stage", "k1")
     assert not local_store.exists("stage", "k1")
     assert [p.name for p in records.iterdir()] == ["focusflow-stage-v1-otherkey"]
+
+
+def test_files_another_program_put_beside_the_stages_are_passed_over(local_store):
+    """A folder of files no layer registered (another program's records, an orchestrator's results read by a script
+    that never loaded the layer that names them) holds no keys: listings and gc read past it."""
+    artifact = local_store.put_bytes("corpus", "k" * 16, "a.txt", b"text")
+    (Path(local_store.root) / "someone-elses-records").mkdir()
+    (Path(local_store.root) / "someone-elses-records" / "0123abcd").write_text("{}", encoding="utf-8")
+    assert [a.uri for a in local_store.list()] == [artifact.uri]
+    assert local_store.gc(grace_s=0, dry_run=True) == []
