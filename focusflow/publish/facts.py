@@ -14,10 +14,10 @@ from typing import Any
 
 import pandas as pd
 
+from focusflow.corpus.record import CorpusRecord
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportRecord
 from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_language
 from focusflow.storage import Artifact, ArtifactStore
-from focusflow.storage.records import StageRecord
 from focusflow.tokenizer.record import TokenizerRecord
 from focusflow.tokenizer.source_ids import UNKNOWN_LICENSE, source_licence
 from focusflow.training.records import AlignSummary, CheckpointRecord, LaptRecord, ModelRecord, SourceRecord
@@ -110,10 +110,6 @@ class CardFacts:
     candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate the run built, side by side
 
 
-def _scalar_metrics(record: StageRecord | None) -> dict[str, Any]:
-    return record.scalars() if record is not None else {}
-
-
 def _downstream(store: ArtifactStore, artifact: Artifact | None) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
     if artifact is None:
         return [], None
@@ -175,19 +171,20 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
     transfer = lineage.transfer
     totals = json.loads(store.read_bytes(transfer, TRANSFER_TOTALS)) if transfer is not None else {}
     config = json.loads(store.read_bytes(model, "config.json")) if "config.json" in model.files else {}
-    mine = _scalar_metrics(IntrinsicRecord.of_optional(lineage.intrinsic))
-    original = _scalar_metrics(IntrinsicRecord.of_optional(lineage.source_intrinsic))
+    measured = IntrinsicRecord.of_optional(lineage.intrinsic) or IntrinsicRecord()
+    measured_original = IntrinsicRecord.of_optional(lineage.source_intrinsic) or IntrinsicRecord()
+    mine, original = measured.scalars(), measured_original.scalars()  # every metric, for the card's tables
     results, runs = _downstream(store, lineage.downstream)
     source_results, source_runs = _downstream(store, lineage.source_downstream)
     lapt = ancestors.get("lapt") or (model if model.stage in ("lapt", "lapt-checkpoint") else None)
     align = ancestors.get("align") or (model if model.stage == "align" else None)
     corpus_artifact = ancestors.get("corpus")
     corpus = {**(corpus_artifact.params.get("corpus", {}) if corpus_artifact else {}),
-              **{k: v for k, v in _scalar_metrics(StageRecord.of_optional(corpus_artifact)).items()
-                 if k in ("documents", "bytes", "chars")}}
+              **(CorpusRecord.of(corpus_artifact).model_dump(exclude_unset=True, include={"documents", "bytes", "chars"})
+                 if corpus_artifact else {})}
     source_artifact = ancestors.get("source")
     source_spec = _source_spec(source_artifact)
-    objective = str(mine.get("objective") or ("clm" if any(a.endswith(("ForCausalLM", "LMHeadModel"))
+    objective = str(measured.objective or ("clm" if any(a.endswith(("ForCausalLM", "LMHeadModel"))
                                                           for a in config.get("architectures", [])) else "mlm"))
     lapt_facts = _lapt_facts(lapt) if lapt is not None else {}
     align_summary = ModelRecord.of(align).align if align is not None else None
@@ -207,18 +204,17 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         if source_artifact is not None and source_artifact.params.get("source_model") != "local"
         else SourceModel(None, UNKNOWN_LICENSE),
         model=ModelFacts(lineage.label, mine, results, runs, _tokenizer_side(lineage, "target"),
-                         _int(mine.get("n_params")) or _int(init_record.n_params if init_record else None),
-                         _int(mine.get("vocab_size")) or _int(config.get("vocab_size"))),
+                         measured.n_params or (init_record.n_params if init_record else None),
+                         measured.vocab_size or _int(config.get("vocab_size"))),
         original=ModelFacts("original", original, source_results, source_runs, _tokenizer_side(lineage, "source"),
-                            _int(original.get("n_params")) or _int(source_record.n_params if source_record else None),
-                            _int(original.get("vocab_size")) or _int(source_record.vocab_size if source_record
-                                                                     else None)),
+                            measured_original.n_params or (source_record.n_params if source_record else None),
+                            measured_original.vocab_size or (source_record.vocab_size if source_record else None)),
         fates={k: float(v) for k, v in totals.items() if k.endswith("_share") and isinstance(v, (int, float))},
         fate_counts={k: int(v) for k, v in totals.items()
                      if not k.endswith("_share") and isinstance(v, int) and not isinstance(v, bool)},
         lapt=lapt_facts, align=align_facts, corpus=corpus, evaluation=evaluation,
         datasets=_datasets(corpus, results), example=_example_sentence(store, lineage),
-        heldout_sentences=_int(mine.get("n_sentences")),
+        heldout_sentences=measured.n_sentences,
         product=report.product if report else None, product_reason=report.product_reason if report else None,
         candidates=list(report.candidates) if report else [],
     )
