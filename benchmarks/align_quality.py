@@ -89,7 +89,7 @@ def ner_scores(models: dict[str, Path], task: str, out: Path, args: argparse.Nam
 
 def main(argv: list[str] | None = None) -> int:
     from focusflow.evaluation.records import ReportRecord
-    from focusflow.training.records import ModelRecord
+    from focusflow.training.records import AlignSummary, ModelRecord
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--language", required=True, help="ISO 639-1 code: ../shared/data/text/<code>.txt and "
@@ -150,20 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     rows = intrinsic_rows(frame)
     focus, align, original = rows["focus"], rows["focus+align"], rows["original"]
     aligned_record = ModelRecord.of(aligned)
-    align_summary = aligned_record.align.model_dump() if aligned_record.align is not None else {}
+    align_summary = aligned_record.align or AlignSummary()
     summary: dict[str, Any] = {
         "language": args.language,
         "focus_top1": focus.get("retrieval_top1"), "align_top1": align.get("retrieval_top1"),
         "focus_fidelity": focus.get("fidelity"), "align_fidelity": align.get("fidelity"),
         "focus_mlm_loss": focus.get("mlm_loss"), "align_mlm_loss": align.get("mlm_loss"),
         "original_mlm_loss": original.get("mlm_loss"), "unigram_loss": focus.get("unigram_loss"),
-        "align_seconds": align_summary.get("train_seconds"),
+        "align_seconds": align_summary.train_seconds,
         "align_stage_seconds": aligned_record.build_seconds,  # + tokenizing the corpus, loading, saving
-        "align_layer": align_summary.get("layer"), "align_depth": align_summary.get("depth"),
-        "align_steps": align_summary.get("steps"), "align_tokens": align_summary.get("tokens"),
-        "align_initial_heldout_loss": align_summary.get("initial_heldout_loss"),
-        "align_final_heldout_loss": align_summary.get("final_heldout_loss"),
-        "align_trainable_rows": align_summary.get("trainable_rows"),
+        "align_layer": align_summary.layer, "align_depth": align_summary.depth,
+        "align_steps": align_summary.steps, "align_tokens": align_summary.tokens,
+        "align_initial_heldout_loss": align_summary.initial_heldout_loss,
+        "align_final_heldout_loss": align_summary.final_heldout_loss,
+        "align_trainable_rows": align_summary.trainable_rows,
         "vocab_size": focus.get("vocab_size"),
         "focus_random_share": focus.get("random_share"), "focus_fvt_share": focus.get("fvt_share"),
         "heldout_sentences": args.heldout_sentences, "head_steps": args.head_steps, "quick": quick,

@@ -85,9 +85,8 @@ def lapt_row(kind: str, folder: Path, args) -> dict:
                     eval_every=10 ** 6, checkpoint_every=10 ** 6, eval_sequences=args.micro_batch_size)
     run = LaptRun(model, folder / "train.jsonl", folder / "heldout.jsonl", spec, folder / f"run-{kind}", resume=False,
                   on_checkpoint=None, progress=False)
-    run._set_stage(0)
-    batches = run._step_batches(0)
-    seconds, wall = profile(lambda: run._optimizer_step(next(batches)), args.steps)
+    batches = run.step_batches(0)
+    seconds, wall = profile(lambda: run.step(0, next(batches)), args.steps)
     batches.close()
     tokens = args.steps * args.batch_size * args.seq_len
     return {"row": f"LAPT {kind}", "precision": run.precision.name, "tokens_per_s": round(tokens / wall, 1),

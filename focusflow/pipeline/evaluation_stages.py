@@ -113,7 +113,7 @@ def _downstream(run: StageRun) -> dict[str, Any]:
 
 
 def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
-                    tokenizer_metrics: Mapping[str, Any]) -> dict[str, Any]:
+                    tokenizer: TokenizerRecord | None) -> dict[str, Any]:
     """One row: intrinsic metrics + the initialization's token fates + the tokenizer's efficiency."""
     method, _, stage = label.partition("+")
     row: dict[str, Any] = {"method": method, "stage": stage or "init"}
@@ -122,8 +122,8 @@ def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
         for key, value in values.items():
             if key in COMPARISON_COLUMNS and (isinstance(value, (int, float, str, bool)) or value is None):
                 row.setdefault(key, value)
-    side = "source" if method == "original" else "target"
-    row.setdefault("tokens_per_word", tokenizer_metrics.get(f"heldout.{side}.tokens_per_word"))
+    row.setdefault("tokens_per_word", tokenizer.tokens_per_word("source" if method == "original" else "target")
+                   if tokenizer is not None else None)
     if intrinsic.continuations:  # a decoder's: the collapse into one repeated word, as a number
         row["repetition_rate"] = repetition_rate([c.get("continuation", "") for c in intrinsic.continuations])
     return row
@@ -155,8 +155,8 @@ def _report(run: StageRun) -> dict[str, Any]:
         given = ReportInput.parse(name)
         by_kind.setdefault(given.kind, {})[given.name] = artifact
     tokenizer = by_kind.get("stage", {}).get("tokenizer")
-    tokenizer_metrics = flatten_metrics(TokenizerRecord.of(tokenizer).shown()) if tokenizer else {}
-    rows = [_comparison_row(label, evaluation, by_kind.get("init", {}).get(label), tokenizer_metrics)
+    tokenizer_record = TokenizerRecord.of_optional(tokenizer)
+    rows = [_comparison_row(label, evaluation, by_kind.get("init", {}).get(label), tokenizer_record)
             for label, evaluation in by_kind.get("intrinsic", {}).items()]
     downstream = [pd.DataFrame(DownstreamRecord.of(a).results) for a in by_kind.get("downstream", {}).values()]
     downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
@@ -245,9 +245,9 @@ _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss"
 def _lapt_summary(lapt: Artifact) -> dict[str, Any]:
     """What the report shows of a LAPT run; a minutes budget adds its plan (minutes, seconds per step)."""
     record = LaptRecord.of(lapt)
-    summary = record.model_dump(include=set(_LAPT_SUMMARY), exclude_unset=True)
+    summary = {k: v for k, v in record.shown().items() if k in _LAPT_SUMMARY}  # in the order the run wrote them
     if record.budget is not None:
-        summary.update(budget_minutes=record.budget.minutes, planned_seconds_per_step=record.budget.seconds_per_step)
+        summary["budget_minutes"] = record.budget.minutes
     return summary
 
 

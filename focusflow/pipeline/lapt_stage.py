@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from focusflow.config import LaptSpec, PipelineConfig
 from focusflow.errors import InputError
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage import Artifact, ArtifactStore, CorruptArtifactError
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.training.lapt_budget import planned_spec
 from focusflow.training.records import BudgetPlan, CheckpointRecord
@@ -40,8 +40,8 @@ def checkpoint_key(run_key: str, step: int) -> str:
 
 def stored_checkpoints(store: ArtifactStore, run_key: str) -> list[Artifact]:
     """This run's checkpoints in the store, oldest step first."""
-    mine = [(record, a) for a in store.list(CHECKPOINT_STAGE) if (record := CheckpointRecord.of(a)).run_key == run_key]
-    return [a for record, a in sorted(mine, key=lambda pair: pair[0].step)]
+    mine = [a for a in store.list(CHECKPOINT_STAGE) if a.params.get("run_key") == run_key]  # another run's: unread
+    return sorted(mine, key=lambda a: CheckpointRecord.of(a).step or 0)
 
 
 def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path | None:
@@ -58,6 +58,8 @@ def restore_checkpoint(store: ArtifactStore, run_key: str, work: Path) -> Path |
     local_step = int(local.name.removeprefix("step-")) if local is not None else -1
     for stored in reversed(stored_checkpoints(store, run_key)):
         step = CheckpointRecord.of(stored).step
+        if step is None:  # not a checkpoint of a step: nothing to resume from
+            continue
         if step <= local_step:
             break
         try:
@@ -154,7 +156,11 @@ def _planned(run: StageRun, spec: LaptSpec) -> BudgetPlan | None:
                          if spec.needs_plan else "a lapt-budget input was given but lapt.minutes is not set")
     if not spec.needs_plan:
         return None
-    return BudgetPlan.model_validate_json((run.inputs["budget"] / BUDGET_FILE).read_text(encoding="utf-8"))
+    try:
+        return BudgetPlan.model_validate_json((run.inputs["budget"] / BUDGET_FILE).read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise CorruptArtifactError(f"{run.artifacts['budget'].uri}: {BUDGET_FILE} is not a LAPT plan "
+                                   f"({exc.errors()[0]['loc']}: {exc.errors()[0]['msg']})") from None
 
 
 class LaptBudgetSettings(StageSettings):

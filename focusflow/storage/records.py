@@ -52,7 +52,7 @@ class StageRecord(BaseModel):
 
     def shown(self) -> dict[str, Any]:
         """Every field the build recorded, undeclared ones included, exactly as stored: for views that show it
-        whole (a report's stage sections, ``focusflow store show``, the UI)."""
+        whole (a report's stage sections, the stage commands' JSON output, the UI)."""
         return copy.deepcopy(self._stored) if self._stored else self.model_dump(exclude_unset=True)
 
     def scalars(self) -> dict[str, Any]:

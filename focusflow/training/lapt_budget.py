@@ -54,7 +54,7 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
     and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps."""
     from focusflow.training.lapt import lapt_run
 
-    if not spec.minutes:
+    if not spec.needs_plan:
         raise InputError("plan_lapt_budget needs a minutes budget (lapt.minutes)")
     probe = spec.model_copy(update={"minutes": None, "checkpoint_minutes": [], "checkpoint_steps": [],
                                     "steps": PROBE_STEPS_CEILING})
@@ -83,7 +83,7 @@ def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
         raise InputError(f"the lapt-budget input plans {plan.minutes} minutes (checkpoints at "
                          f"{plan.checkpoint_minutes}), but lapt.minutes is {spec.minutes} "
                          f"({sorted(set(spec.checkpoint_minutes))}); plan the budget with the same settings")
-    steps = int(plan.steps or 0)
+    steps = plan.steps
     past = sorted(step for step in set(spec.checkpoint_steps) if step > steps)
     if past:
         raise ConfigError(f"lapt.checkpoint_steps {past} lie past the {steps} steps that lapt.minutes="

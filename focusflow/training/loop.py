@@ -1,8 +1,9 @@
 """``TrainingRun``: the project's one training loop (budget, AdamW and schedule, trainable stages, precision,
-atomic checkpoints and bit-for-bit resume, held-out evaluation, progress, metrics, the final folder), and the
-contract an objective fulfils to use it (:class:`Trainable`).
+atomic checkpoints and bit-for-bit resume, held-out evaluation, progress, metrics, the final folder), the contract
+an objective fulfils to use it (:class:`TrainingObjective`) and what its model hands the loop (:class:`Trainable`).
 
-LAPT (``focusflow.training.lapt``) and embedding alignment (``focusflow.training.align``) are its two users. One
+LAPT (``focusflow.training.lapt``, the distillation in ``training.distill``) and embedding alignment
+(``focusflow.training.align``) are its users; the short in-memory runs (``training.fit``) share its pieces. One
 loop serves one CPU, one GPU or ``torchrun`` (DDP, rank 0 writes). Checkpoints are atomic, carry a manifest of
 their files' hashes and are verified before a run resumes from them (see ``focusflow.training.checkpoint``); the
 optimizer, schedule and scaler move together as one ``focusflow.training.optimization.Optimization``.
@@ -163,11 +164,6 @@ class TrainingRun(TrainingObjective):
         self.milestones = frozenset(getattr(spec, "checkpoint_steps", None) or ())
         self.dist = setup_distributed()
 
-    @property
-    def peak_flops(self) -> float | None:
-        """What MFU is measured against (the device's peak, a CPU's calibrated ceiling); None when unknown."""
-        return self.peak.flops if self.peak is not None else None
-
     def _start(self, resume: bool) -> None:
         """Find the resume point, then build model and optimizer and restore their state."""
         spec = self.spec
@@ -181,6 +177,7 @@ class TrainingRun(TrainingObjective):
         torch.manual_seed(spec.seed)
         self.precision = resolve_precision(spec.precision, self.dist.device)
         self.peak = peak(self.dist.device, self.precision.dtype)  # a CPU's ceiling is measured once per machine
+        self.peak_flops = self.peak.flops if self.peak is not None else None  # what MFU is measured against
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
         self.trainable = self._build_model()
@@ -215,9 +212,10 @@ class TrainingRun(TrainingObjective):
     # ---------------------------------------------------------------- divergence
     def _require_finite(self, step: int, loss_sum: float) -> None:
         """Stop at ``step`` when the loss is not finite on any rank: a diverged run is never committed."""
-        anywhere = self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0
-        require_finite_loss(math.nan if anywhere and math.isfinite(loss_sum) else loss_sum, self.name,
-                            f" at step {step}", self.spec.lr, _NOTHING_COMMITTED)
+        if self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0:
+            require_finite_loss(loss_sum, self.name, f" at step {step}", self.spec.lr, _NOTHING_COMMITTED)
+            raise diverged(self.name, f" at step {step}", "another rank's training loss became non-finite",
+                           self.spec.lr, _NOTHING_COMMITTED)
 
     def _require_sound(self, step: int) -> None:
         """Stop at ``step`` unless every weight is finite and no tensor grew past ten times its starting RMS
@@ -278,6 +276,7 @@ class TrainingRun(TrainingObjective):
         bar = ProgressBar(self.name, self.total_steps, start_step) if self.progress and self.dist.main else None
         try:
             for step in range(start_step, self.total_steps):
+                self._set_stage(step)  # before the clock: a stage switch (DDP's rewrap) is no training time
                 began = time.perf_counter()
                 step_batches = next(batches)
                 loss_sum, predicted = self.step(step, step_batches)

@@ -25,6 +25,10 @@ class AlignSummary(BaseModel):
     steps: int | None = None
     tokens: int | None = None
     layer: int | None = None
+    depth: int | None = None  # the model's layers
+    trainable_rows: int | None = None
+    initial_heldout_loss: float | None = None
+    final_heldout_loss: float | None = None
     train_seconds: float | None = None
     selection: dict[str, Any] | None = None  # keep-best: measure, kept_step, why … (``TrainingRun``)
     weights_check: dict[str, Any] | None = None
@@ -51,12 +55,11 @@ class BudgetPlan(BaseModel):
     ``budget``): the planned minutes and steps, and the steps of the minute marks to keep."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    minutes: float | None = None
-    steps: int | None = None
+    minutes: float
+    steps: int
     checkpoint_minutes: list[float] = []
     checkpoint_steps: list[int] = []
-    seconds_per_step: float | None = None
-    train_seconds: float | None = None
+    train_seconds: float | None = None  # in the LAPT record's copy: the seconds it really trained
 
 
 class BudgetRecord(StageRecord):
@@ -104,7 +107,7 @@ class CheckpointRecord(ModelRecord):
 
     stages = ("lapt-checkpoint",)
     run_key: str | None = None
-    step: int = 0
+    step: int | None = None
     total_steps: int | None = None
     metrics: dict[str, Any] = {}
     milestone: bool = False

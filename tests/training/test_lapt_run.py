@@ -64,7 +64,7 @@ def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_
 def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_corpus, tmp_path):
     spec = small_spec(steps=4, embeddings_only_fraction=0.5)
     run = LaptRun(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", True, None, False)
-    batch = next(run._step_batches(0))
+    batch = next(run.step_batches(0))
 
     def grads_after_backward(step: int) -> set[str]:
         run._set_stage(step)
