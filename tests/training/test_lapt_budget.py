@@ -113,3 +113,24 @@ def test_the_flow_plans_a_minutes_budget_before_each_lapt(tmp_path):
     assert [params for stage, params, _ in calls if stage == "lapt-budget"][0] == params_for("lapt-budget", cfg)
     assert params_for("lapt", cfg)["lapt"]["minutes"] == 5
     assert load_config(language="sw", lapt={"steps": 0}).lapt.minutes is None
+
+
+def test_a_plan_turns_minutes_into_its_steps_and_keeps_the_users_checkpoints():
+    from focusflow.training.records import BudgetPlan
+
+    spec = LaptSpec(minutes=5, checkpoint_minutes=[1], checkpoint_steps=[3])
+    planned = lapt_budget.planned_spec(spec, BudgetPlan(minutes=5, steps=40, checkpoint_minutes=[1],
+                                                        checkpoint_steps=[8]))
+    assert (planned.minutes, planned.steps, planned.checkpoint_steps, planned.needs_plan) == (None, 40, [3, 8], False)
+    with pytest.raises(ValueError, match=r"checkpoint_steps \[50\] lie past the 40 steps"):
+        lapt_budget.planned_spec(spec.model_copy(update={"checkpoint_steps": [50]}),
+                                 BudgetPlan(minutes=5, steps=40, checkpoint_minutes=[1]))
+
+
+def test_a_truncated_plan_is_a_damaged_artifact_not_a_zero_budget(staged):
+    from focusflow.storage import CorruptArtifactError
+
+    store, inputs = staged
+    budget = store.put_bytes("lapt-budget", "b" * 16, "budget.json", b'{"checkpoint_minutes": []}')
+    with pytest.raises(CorruptArtifactError, match="budget.json is not a LAPT plan.*minutes"):
+        run_stage(store, "lapt", _params(minutes=0.2), {**inputs, "budget": budget})
