@@ -52,8 +52,9 @@ class Catalog:
         return [s for s in self.transport.names() if not s.startswith(".") and not is_records_folder(s)]
 
     def stages(self) -> list[str]:
+        """The stages with at least one key folder (a folder of another program's files is none)."""
         self.transport.require_root()
-        return self.stage_names()
+        return [stage for stage in self.stage_names() if self.transport.names(stage, folders=True)]
 
     def keys(self, stage: str) -> list[str]:
         """Names of the key folders of a stage (committed or not): what a key prefix is matched against."""

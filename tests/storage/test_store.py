@@ -322,5 +322,5 @@ def test_files_another_program_put_beside_the_stages_are_passed_over(local_store
     artifact = local_store.put_bytes("corpus", "k" * 16, "a.txt", b"text")
     (Path(local_store.root) / "someone-elses-records").mkdir()
     (Path(local_store.root) / "someone-elses-records" / "0123abcd").write_text("{}", encoding="utf-8")
-    assert [a.uri for a in local_store.list()] == [artifact.uri]
+    assert [a.uri for a in local_store.list()] == [artifact.uri] and local_store.stages() == ["corpus"]
     assert local_store.gc(grace_s=0, dry_run=True) == []
