@@ -27,8 +27,6 @@ from focusflow.pipeline.publish_stage import PRODUCT, configured_product
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
 from focusflow.storage import ArtifactStore
 
-CORPUS_AND_VOCABULARY_STAGES = ("corpus", "dedup", "decontaminate", "split", "tokenizer", "fasttext")
-
 log = logging.getLogger(__name__)
 
 
@@ -247,15 +245,9 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
                  "source_intrinsic": intrinsic.get("original"), "downstream": downstream.get(name),
                  "source_downstream": downstream.get("original")}
         published[name] = run("publish", params, label=name, **{k: v for k, v in given.items() if v is not None})
-    resolved: dict[str, Any] = {name: _value(branches.stages[name]) for name in CORPUS_AND_VOCABULARY_STAGES
-                                if name in branches.stages}
-    resolved["source"] = _value(branches.source)
-    resolved["models"] = {m: _value(f) for m, f in models.items()}
-    resolved["lapt"] = {m: _value(f) for m, f in lapt.items()}
-    resolved["downstream"] = {m: _value(f) for m, f in downstream.items()}
-    resolved["report"] = report
-    resolved["publish"] = published
-    return resolved
+    done = branches.resolved()
+    return {**done.stages, "source": done.source, "models": done.models, "lapt": {m: _value(f) for m, f in lapt.items()},
+            "downstream": {m: _value(f) for m, f in downstream.items()}, "report": report, "publish": published}
 
 
 def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> str:
