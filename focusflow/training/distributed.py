@@ -69,3 +69,10 @@ def setup_distributed() -> Distributed:
     if owns:
         dist.init_process_group("nccl" if use_cuda else "gloo")
     return Distributed(this_rank, world, this_local_rank, device, owns)
+
+
+def data_parallel(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``module`` under DDP (gloo on CPU, one device per rank on GPUs), for the process group set up above."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(module, device_ids=None if device.type == "cpu" else [device.index])

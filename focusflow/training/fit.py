@@ -5,7 +5,7 @@ shared :class:`~focusflow.training.optimization.Optimization` (scaler, clipping,
 steps and at the last one the dev evaluation runs, and the state of the best evaluation is kept in memory for
 the caller to restore. The long runs that checkpoint to the store (LAPT, align) are ``training.loop.TrainingRun``:
 both loops share every piece but the checkpoints — the optimizer step (``Optimization``), the divergence check
-(``require_finite_loss``), the evaluation cadence (``evaluation_due``) and the best-state keeping
+(``require_finite_loss``), the evaluation cadence (``cadence_due``) and the best-state keeping
 (``training.selection.BestState``) — and differ in their objective and data.
 """
 
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from focusflow.stopping import check_stop
-from focusflow.training.optimization import Optimization, all_finite, diverged, evaluation_due, require_finite_loss
+from focusflow.training.optimization import Optimization, all_finite, cadence_due, diverged, require_finite_loss
 from focusflow.training.selection import BestState
 
 State = dict[str, torch.Tensor]
@@ -75,7 +75,7 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         optimization.backward(loss)
         optimization.step(parameters)
         result.train_seconds += time.perf_counter() - started
-        if evaluation_due(step, eval_every, step == total_steps):
+        if cadence_due(step, eval_every, step == total_steps):
             evaluate(step)
         if on_step is not None:
             on_step(step, loss.detach(), best.history[-1][1] if best.history else None)

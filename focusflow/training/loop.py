@@ -31,10 +31,10 @@ from focusflow.precision import resolve_precision
 from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested, unstoppable
 from focusflow.storage.atomic import atomic_folder
 from focusflow.training import checkpoint as ckpt
-from focusflow.training.distributed import setup_distributed
+from focusflow.training.distributed import data_parallel, setup_distributed
 from focusflow.training.flops import mfu, peak, with_efficiency
 from focusflow.training.monitor import LossWindow, write_metrics_csv, write_run_record
-from focusflow.training.optimization import Optimization, diverged, evaluation_due, require_finite_loss
+from focusflow.training.optimization import Optimization, cadence_due, diverged, require_finite_loss
 from focusflow.training.selection import BestState, kept_reason
 
 log = logging.getLogger(__name__)
@@ -71,13 +71,6 @@ class Trainable:
 
     def stage_at(self, step: int) -> TrainingStage:
         return [stage for stage in self.stages if stage.first_step <= step][-1]
-
-
-def data_parallel(module: nn.Module, device: torch.device) -> nn.Module:
-    """``module`` under DDP (gloo on CPU, one device per rank on GPUs)."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    return DistributedDataParallel(module, device_ids=None if device.type == "cpu" else [device.index])
 
 
 def decay_groups(parameters: list[nn.Parameter], weight_decay: float) -> list[dict[str, Any]]:
@@ -290,8 +283,8 @@ class TrainingRun(TrainingObjective):
                 state["seconds"] = spent_before + train_time
                 done = step + 1
                 last = done == self.total_steps or self._out_of_time()
-                checkpoint = evaluation_due(done, spec.checkpoint_every, last, self.milestones)
-                evaluate = evaluation_due(done, spec.eval_every, last, self.milestones)
+                checkpoint = cadence_due(done, spec.checkpoint_every, last, self.milestones)
+                evaluate = cadence_due(done, spec.eval_every, last, self.milestones)
                 if done % spec.log_every == 0 or evaluate or checkpoint:
                     last_metrics = self._log_row(done, window, train_time, evaluate=evaluate)
                 if bar is not None:

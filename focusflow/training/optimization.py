@@ -37,8 +37,9 @@ def require_finite_loss(loss: float, name: str, where: str, lr: float, then: str
         raise diverged(name, where, f"the training loss became {loss}", lr, then)
 
 
-def evaluation_due(done: int, every: int, last: bool, marks: Collection[int] = ()) -> bool:
-    """Whether a loop evaluates after its step ``done``: every ``every`` steps, at its last and at ``marks``."""
+def cadence_due(done: int, every: int, last: bool, marks: Collection[int] = ()) -> bool:
+    """Whether a loop's periodic work (an evaluation, a checkpoint) falls after its step ``done``: every ``every``
+    steps, at its last and at ``marks``."""
     return done % every == 0 or done in marks or last
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from focusflow.errors import TrainingDivergedError
-from focusflow.training.optimization import evaluation_due, require_finite_loss
+from focusflow.training.optimization import cadence_due, require_finite_loss
 from focusflow.training.selection import BestState, kept_reason
 
 
@@ -55,7 +55,7 @@ def test_the_reason_names_the_step_kept():
 
 
 def test_evaluations_fall_every_n_steps_at_marks_and_at_the_last():
-    assert [d for d in range(1, 11) if evaluation_due(d, 4, d == 10, marks={3})] == [3, 4, 8, 10]
+    assert [d for d in range(1, 11) if cadence_due(d, 4, d == 10, marks={3})] == [3, 4, 8, 10]
 
 
 def test_a_non_finite_loss_is_one_line_naming_the_learning_rate():
