@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from focusflow.storage.work_folders import claim
+
 #: Offline, no-telemetry settings for a local Prefect server.
 OFFLINE_SERVER_ENV = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
@@ -157,9 +159,14 @@ def local_api() -> Iterator[str | None]:
         yield os.environ["PREFECT_API_URL"]
         return
     timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"))
-    api = start_local_api()
+    with claim(_prefect_home() / "focusflow-api-start"):  # two runs with one PREFECT_HOME: one migrates its database
+        api = start_local_api()
+        try:
+            api = wait_healthy(api, timeout)
+        except BaseException:
+            api.stop()
+            raise
     try:
-        api = wait_healthy(api, timeout)
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         os.environ["PREFECT_API_URL"] = api.api_url  # and so for subprocesses
@@ -171,6 +178,13 @@ def local_api() -> Iterator[str | None]:
             os.environ.pop("PREFECT_API_URL", None)
     finally:
         api.stop()
+
+
+def _prefect_home() -> Path:
+    """The folder of Prefect's database: what a local API server opens (and migrates) on start."""
+    from prefect.settings import get_current_settings
+
+    return Path(get_current_settings().home).expanduser()
 
 
 def _drain_prefect_workers() -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Self
 
 from pydantic import Field
@@ -33,10 +32,10 @@ def _align(run: StageRun) -> Mapping[str, Any]:
 
     from focusflow.embeddings.api import TOTALS_FILE
     from focusflow.training import align_embeddings
-    from focusflow.training.work import default_work_root, store_finished_run
+    from focusflow.training.work import store_finished_run
 
     s: AlignSettings = run.settings
-    work = Path(s.work_root or default_work_root()) / "align" / run.key
+    work = run.work  # <work root>/align/<key>, claimed for this run
     summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "train.jsonl", work,
                                s.align, resume=True, progress=run.progress)
     record = store_finished_run(work, run.out)
@@ -50,4 +49,4 @@ def _align(run: StageRun) -> Mapping[str, Any]:
 # version 2: the best state by the language model's dev loss is kept, the start included (align.keep_best)
 ALIGN = register(Stage("align", 2, ("model", "source", "split"), _align,
                       "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True,
-                      work=("align.tokens", "tokens"), settings=AlignSettings))
+                      work=("align.tokens", "tokens"), work_folder=True, settings=AlignSettings))

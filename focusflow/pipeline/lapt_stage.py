@@ -24,9 +24,10 @@ from focusflow.errors import InputError
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
 from focusflow.storage import Artifact, ArtifactStore, CorruptArtifactError
 from focusflow.storage.atomic import atomic_folder, atomic_write
+from focusflow.storage.work_folders import default_work_root
 from focusflow.training.lapt_budget import planned_spec
 from focusflow.training.records import BudgetPlan, CheckpointRecord
-from focusflow.training.work import default_work_root, store_finished_run
+from focusflow.training.work import store_finished_run
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     store, run_key, settings = run.store, run.key, run.settings
     spec = settings.lapt
     lineage = {**{name: artifact.uri for name, artifact in run.artifacts.items()}, **settings.lineage}
-    work = Path(settings.work_root or default_work_root()) / LAPT_STAGE / run_key
+    work = run.work  # <work root>/lapt/<key>, claimed for this run: a second run waits instead of sharing it
     work.mkdir(parents=True, exist_ok=True)
     if rank() == 0:  # the other ranks wait for rank 0 inside run_lapt
         restore_checkpoint(store, run_key, work)
@@ -206,5 +207,5 @@ LAPT_BUDGET = register(Stage(BUDGET_STAGE, 1, ("model", "split"), _lapt_budget,
 
 LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget", "source"),
                       description="language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
-                      work=("tokens", "tokens"), settings=LaptSettings,
+                      work=("tokens", "tokens"), work_folder=True, settings=LaptSettings,
                       hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True)))

@@ -24,6 +24,7 @@ from focusflow.errors import FocusflowError
 from focusflow.logs import STAGE_LOGGER
 from focusflow.stopping import check_stop, stoppable
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
+from focusflow.storage.work_folders import Holder, claim, default_work_root
 
 if TYPE_CHECKING:
     from focusflow.config import PipelineConfig
@@ -109,6 +110,7 @@ class StageRun:
     progress: bool = False
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     settings: Any = None  # the row's ``settings`` model parsed from ``params`` (None for a stage without one)
+    work: Path | None = None  # a stage with ``work_folder``: its local folder for resumable work, claimed for it
 
 
 Build = Callable[[StageRun], Mapping[str, Any] | None]
@@ -149,6 +151,7 @@ class Stage:
     key_params: Callable[[Mapping[str, Any]], dict[str, Any]] = default_key_params
     uses_model: bool = False  # loads a transformers model (see focusflow.tasks: they take turns in threads)
     work: tuple[str, str] | None = None  # (metadata key, unit) of the work done: the report's throughput column
+    work_folder: bool = False  # keeps resumable work in ``<work root>/<stage>/<key>`` (``StageRun.work``)
     settings: type[StageSettings] | None = None
     hints: RunHints = RunHints()
 
@@ -241,6 +244,14 @@ def stage_key(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
     return stage_call(store, stage, params, inputs).key
 
 
+def _claims_here() -> bool:
+    """Whether this process claims the stages it builds: under torchrun only rank 0 does (the other ranks follow
+    it inside the same build, and would wait for it forever)."""
+    from focusflow.training.distributed import rank
+
+    return rank() == 0
+
+
 def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
               inputs: Mapping[str, Artifact | str] | None = None, *, language: str | None = None,
               on_checkpoint: CheckpointCallback | None = None, progress: bool = False,
@@ -257,6 +268,8 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
     after_commit: list[Callable[[], None]] = []
     name = f"{spec.name}[{label}]" if label else spec.name
     started: list[float] = []
+    settings = spec.parse(params)
+    work = Path(getattr(settings, "work_root", None) or default_work_root()) / spec.name / key
 
     def build(folder: Path) -> Mapping[str, Any] | None:
         check_stop(f"before {name}")  # a stop asked for while earlier stages ran: this one does not start
@@ -264,17 +277,28 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
         started.append(time.perf_counter())
         run = StageRun(out=folder, inputs=_FetchedInputs(store, artifacts), artifacts=artifacts, params=params,
                        key=key, store=store, language=language, on_checkpoint=on_checkpoint, progress=progress,
-                       after_commit=after_commit, settings=spec.parse(params))
+                       after_commit=after_commit, settings=settings, work=work if spec.work_folder else None)
         with stoppable(name):  # past the grace period, a stop interrupts the build where it is
             return spec.build(run)
 
-    artifact = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
-                                  version=spec.version, key=key)
+    def build_or_get() -> Artifact:
+        found = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
+                                   version=spec.version, key=key)
+        for action in after_commit:  # still under the claim: a waiting run finds the work folder as it was left
+            action()
+        return found
+
+    if store.find(spec.name, key) is not None or not _claims_here():
+        artifact = build_or_get()
+    else:  # another run of this machine may be building it: wait for it, then it is a cache hit
+        def waiting(holder: Holder) -> None:
+            stage_lines.info("%s: waiting for %s, which builds it (%s/%s)", name, holder, spec.name, shorten_key(key))
+
+        with claim(work, waiting=waiting, still_wanted=lambda: check_stop(f"while {name} waited for another run")):
+            artifact = build_or_get()
     if started:
         stage_lines.info("%s: done in %.1f s (%s/%s)", name, time.perf_counter() - started[0], spec.name,
                          shorten_key(key))
     else:
         stage_lines.info("%s: cache hit (%s/%s)", name, spec.name, shorten_key(key))
-    for action in after_commit:
-        action()
     return artifact

@@ -1,24 +1,15 @@
-"""Where a resumable training run works, and what a finished one hands to its artifact: the one place the LAPT and
-align stages share (each trains in a local folder keyed by its artifact key, so a killed run resumes from its last
-checkpoint, and commits the final model with its record)."""
+"""What a finished resumable training run hands to its artifact: the one place the LAPT and align stages share
+(each trains in its claimed work folder, ``StageRun.work``, keyed by its artifact key, so a killed run resumes from its
+last checkpoint, and commits the final model with its record)."""
 
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_cache_dir
-
 from focusflow.training.monitor import TIMING_COLUMNS, write_metrics_csv
-
-
-def default_work_root() -> Path:
-    """Local scratch for resumable work: ``FOCUSFLOW_WORK_DIR`` or the user cache directory."""
-    configured = os.environ.get("FOCUSFLOW_WORK_DIR")
-    return Path(configured) if configured else Path(user_cache_dir("focusflow")) / "work"
 
 
 def store_finished_run(work: Path, out: Path) -> dict[str, Any]:

@@ -168,11 +168,54 @@ def test_a_build_receives_its_parameters_parsed_into_the_rows_settings(tmp_path)
 
     stage = Stage("typed", 1, (), build, settings=Settings)
     store = ArtifactStore(tmp_path / "store")
-    run_stage(store, stage, {"steps": 3, "_work_root": "/scratch"})
-    assert seen == [Settings(steps=3, work_root="/scratch")]
+    run_stage(store, stage, {"steps": 3, "_work_root": str(tmp_path / "scratch")})
+    assert seen == [Settings(steps=3, work_root=str(tmp_path / "scratch"))]
     with pytest.raises(StageSettingsError, match="stage typed: invalid parameters \\(steps: "):
         run_stage(store, stage, {"steps": "many"})
     assert all(spec.settings is not None for spec in STAGES.values())  # every stage reads typed settings
+
+
+def test_two_runs_of_one_stage_at_once_build_it_once_and_the_second_waits_for_it(tmp_path, caplog):
+    """Two runs of one configuration on one store: the first to reach a stage claims it, the other waits and
+    returns the artifact the first committed; a stage with a work folder gets it, claimed, under the work root."""
+    import logging
+    import threading
+    import time
+
+    from pydantic import Field
+
+    from focusflow.logs import STAGE_LOGGER
+    from focusflow.pipeline import Stage, StageSettings
+
+    class Settings(StageSettings):
+        work_root: str | None = Field(None, alias="_work_root")
+
+    builds, folders = [], []
+
+    def build(run):
+        builds.append(run.key)
+        folders.append(run.work)
+        run.work.mkdir(parents=True, exist_ok=True)
+        (run.work / "checkpoint").write_text(str(len(builds)), encoding="utf-8")  # one writer at a time
+        time.sleep(1.0)
+        (run.out / "model.txt").write_text("trained", encoding="utf-8")
+
+    stage = Stage("slow", 1, (), build, settings=Settings, work_folder=True)
+    store = ArtifactStore(tmp_path / "store")
+    params = {"_work_root": str(tmp_path / "work")}
+    results: list[str] = []
+    caplog.set_level(logging.INFO, logger=STAGE_LOGGER)
+    runs = [threading.Thread(target=lambda: results.append(run_stage(store, stage, params).uri)) for _ in range(2)]
+    for run in runs:
+        run.start()
+        time.sleep(0.2)
+    for run in runs:
+        run.join()
+    assert len(builds) == 1 and results[0] == results[1]
+    assert folders == [tmp_path / "work" / "slow" / builds[0]]
+    lines = [record.getMessage() for record in caplog.records if record.name == STAGE_LOGGER]
+    assert any(line.startswith("slow: waiting for process") for line in lines), lines
+    assert sum(line.startswith("slow: cache hit") for line in lines) == 1, lines
 
 
 def test_each_stage_task_runs_as_its_row_says():
