@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -21,7 +21,15 @@ from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportInput
 from focusflow.methods import model_label, read_model_label
-from focusflow.pipeline.product import SOURCE, Candidate, Product, add_verdicts, candidates_markdown, choose_product
+from focusflow.pipeline.product import (
+    SOURCE,
+    Candidate,
+    Product,
+    add_verdicts,
+    candidate_names,
+    candidates_markdown,
+    choose_product,
+)
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
 from focusflow.storage import Artifact
@@ -43,7 +51,8 @@ DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 4
 MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "train_mfu", "seconds_per_run")
 MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", "eval_seconds", "train_tokens_per_s",
                        "train_mfu", "provenance")
-REPORT_STAGE, REPORT_VERSION = "report", 5  # 4: the LAPT behind each +lapt row, the protocol; 5: the product
+REPORT_STAGE, REPORT_VERSION = "report", 6  # 4: the LAPT behind each +lapt row, the protocol; 5: the product;
+# 6: every candidate the run built, measured or not, with its held-out bits per byte and its address
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol")
@@ -178,7 +187,7 @@ def _report(run: StageRun) -> dict[str, Any]:
     continuations = {label: record.continuations for label, a in by_kind.get("intrinsic", {}).items()
                      if (record := IntrinsicRecord.of(a)).continuations}
     refined = [_refinement_note(label, a) for label, a in by_kind.get("init", {}).items()]
-    candidates, product, source_row = _product(by_kind, downstream_frame, runs_table)
+    candidates, product, source_row = _product(by_kind, downstream_frame, runs_table, run.settings.candidates)
     headline = write_report(run.out, run.settings.language, rows, sections, downstream_frame,
                             stage_times(_timing_rows(run.artifacts)), continuations, downstream_notes=notes,
                             refinement_notes=[note for note in refined if note],
@@ -189,8 +198,9 @@ def _report(run: StageRun) -> dict[str, Any]:
 
 
 def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFrame | None,
-             runs: pd.DataFrame | None) -> tuple[list[Candidate], Product, dict[str, Any]]:
-    """Every model evaluated downstream as a candidate beside the source, and the one the run ships."""
+             runs: pd.DataFrame | None, names: Sequence[str]) -> tuple[list[Candidate], Product, dict[str, Any]]:
+    """Every model the run could ship as a candidate beside the source (``names``, the configured one first; a report
+    given none: the models evaluated downstream), and the one the run ships."""
     tasks = list(dict.fromkeys(runs["task"])) if runs is not None and not runs.empty else []
     main = results[results["main"].astype(bool)] if results is not None and "main" in results else None
 
@@ -204,20 +214,32 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
         intrinsic = by_kind.get("intrinsic", {}).get(label)
         return IntrinsicRecord.of(intrinsic) if intrinsic is not None else IntrinsicRecord()
 
+    def stored(label: str) -> str | None:
+        method, after_lapt = read_model_label(label)
+        model = by_kind.get("lapt" if after_lapt else "init", {}).get(method)
+        return model.uri if model is not None else None
+
+    listed = [name for name in names if stored(name) is not None or name in by_kind.get("downstream", {})]
+    listed = listed or [label for label in by_kind.get("downstream", {}) if label != SOURCE]
     candidates = []
-    for label in by_kind.get("downstream", {}):
-        if label == SOURCE:
-            continue
+    for label in listed:
         measured = facts(label)
         candidate = Candidate(label, measured.n_params, measured.tokens_per_word, _cpu_minutes(label, by_kind),
-                              scores(label))
+                              test=scores(label), bits_per_byte=_held_out_bits(measured), artifact=stored(label))
         candidates.append(add_verdicts(candidate, runs, tasks))
     lapt_methods = list(by_kind.get("lapt", {}))
-    configured = model_label(lapt_methods[0], lapt=True) if lapt_methods else next(iter(by_kind.get("init", {})), "-")
+    configured = (listed[0] if listed else model_label(lapt_methods[0], lapt=True) if lapt_methods
+                  else next(iter(by_kind.get("init", {})), "-"))
     source = facts(SOURCE)
-    return candidates, choose_product(candidates, configured), {"n_params": source.n_params,
-                                                                 "tokens_per_word": source.tokens_per_word,
-                                                                 "test": scores(SOURCE)}
+    source_model = by_kind.get("stage", {}).get("source")
+    return candidates, choose_product(candidates, configured), {
+        "n_params": source.n_params, "tokens_per_word": source.tokens_per_word, "test": scores(SOURCE),
+        "bits_per_byte": _held_out_bits(source), "artifact": source_model.uri if source_model is not None else None}
+
+
+def _held_out_bits(record: IntrinsicRecord) -> float | None:
+    value = record.shown().get("bits_per_byte")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _cpu_minutes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> float | None:
@@ -276,10 +298,11 @@ def _downstream_note(label: str, lapt: Artifact) -> str:
 
 class ReportSettings(StageSettings):
     language: str
+    candidates: list[str] = []  # the models the run could ship (``product.candidate_names``), the configured first
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
-        return cls(language=cfg.language)
+        return cls(language=cfg.language, candidates=candidate_names(cfg))
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,

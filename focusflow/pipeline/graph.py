@@ -23,7 +23,8 @@ from typing import Any
 from focusflow.config import PipelineConfig
 from focusflow.evaluation.records import ReportInput, ReportRecord
 from focusflow.methods import model_label, read_model_label, split_method
-from focusflow.pipeline.publish_stage import PRODUCT, configured_product
+from focusflow.pipeline.product import candidate_names, configured_product
+from focusflow.pipeline.publish_stage import PRODUCT
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
 from focusflow.storage import ArtifactStore
 
@@ -225,8 +226,7 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
                       for method, model in lapt.items()}
     downstream = {}
     if cfg.evaluation.tasks:
-        candidates = {model_label(m, lapt=True): f for m, f in lapt.items()} or {m: models[m] for m in cfg.init.methods}
-        candidates.update({name: models[name] for name in cfg.init.built_candidates})
+        candidates = {name: _model_of(name, models, lapt) for name in candidate_names(cfg)}
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches.source, **candidates}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
@@ -239,15 +239,19 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
         del publishing[PRODUCT]
     published = {}
     for name, params in publishing.items():  # after the report: the card reports its results
-        method, after_lapt = read_model_label(name)
-        model = lapt[method] if after_lapt else models[method]
-        given = {"model": model, "report": report, "intrinsic": intrinsic.get(name),
+        given = {"model": _model_of(name, models, lapt), "report": report, "intrinsic": intrinsic.get(name),
                  "source_intrinsic": intrinsic.get("original"), "downstream": downstream.get(name),
                  "source_downstream": downstream.get("original")}
         published[name] = run("publish", params, label=name, **{k: v for k, v in given.items() if v is not None})
     done = branches.resolved()
     return {**done.stages, "source": done.source, "models": done.models, "lapt": {m: _value(f) for m, f in lapt.items()},
             "downstream": {m: _value(f) for m, f in downstream.items()}, "report": report, "publish": published}
+
+
+def _model_of(name: str, models: Mapping[str, Any], lapt: Mapping[str, Any]) -> Any:
+    """The stage result that holds the model named ``name`` (``focus+lapt``: its LAPT; ``prune``: its init)."""
+    method, after_lapt = read_model_label(name)
+    return lapt[method] if after_lapt else models[method]
 
 
 def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> str:

@@ -1,7 +1,8 @@
-"""The run's product: among every candidate the run built and evaluated downstream (each method after LAPT, a
-pruned source, …), the one with the fewest tokens per word (what inference costs) among those at parity with the
-source on **dev** on every task; else the best one, and the reason says so. The test score is reported, never used
-to pick. A run without a downstream task cannot measure the choice: its product is the configured model.
+"""The run's product: among every candidate the run built (each method after LAPT, or each method where nothing
+was trained; a pruned source, …), the one with the fewest tokens per word (what inference costs) among those at
+parity with the source on **dev** on every task; else the closest one, and the reason says so. The test score is
+reported, never used to pick. A run without a downstream task cannot measure the choice: its product is the
+configured model, and the report still shows every candidate with what it costs and its held-out measures.
 """
 
 from __future__ import annotations
@@ -9,11 +10,36 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, parity_word, seed_scores
+from focusflow.methods import model_label
+from focusflow.storage import shorten_key
+
+if TYPE_CHECKING:
+    from focusflow.config import PipelineConfig
 
 SOURCE = "original"
+
+
+def lapt_models(cfg: PipelineConfig) -> list[str]:
+    """The methods a run continues with LAPT (``orchestration.lapt_methods`` among the run's methods, when LAPT has
+    a budget)."""
+    return [m for m in cfg.orchestration.lapt_methods if m in cfg.init.methods] if cfg.lapt.has_budget else []
+
+
+def candidate_names(cfg: PipelineConfig) -> list[str]:
+    """The models a run could ship, by name: each method after its LAPT (the methods themselves when the run trains
+    none), then the candidates built beside them (``init.candidates``, a pruned source). The downstream evaluation,
+    the report's candidates table and the product choice all read this one list."""
+    trained = [model_label(method, lapt=True) for method in lapt_models(cfg)]
+    return list(dict.fromkeys([*(trained or cfg.init.methods), *cfg.init.built_candidates]))
+
+
+def configured_product(cfg: PipelineConfig) -> str:
+    """The product of a run that cannot measure the choice (no downstream task): its first candidate (its first LAPT
+    model, else its first method)."""
+    return candidate_names(cfg)[0]
 
 
 @dataclass
@@ -24,6 +50,8 @@ class Candidate:
     n_params: int | None = None
     tokens_per_word: float | None = None
     cpu_minutes: float | None = None  # training spent on it (LAPT, align), on the machine that trained
+    bits_per_byte: float | None = None  # on the run's held-out text (its intrinsic evaluation)
+    artifact: str | None = None  # the stored model's address (``lapt/<key>``, ``init/<key>``)
     test: dict[str, str] = field(default_factory=dict)  # task → "mean ± std" (×100)
     dev_verdicts: dict[str, Verdict | None] = field(default_factory=dict)
     test_verdicts: dict[str, Verdict | None] = field(default_factory=dict)
@@ -79,40 +107,61 @@ def choose_product(candidates: Sequence[Candidate], configured: str) -> Product:
                                   f"({_number(best.tokens_per_word)})"
                                   + (f" of the {len(at_parity)} candidates at parity" if others else ""), True)
     best = max(measured, key=lambda c: c.dev_gap)
+    if best.dev_gap >= 0:
+        return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one scored "
+                                  f"highest, {best.dev_gap:+.1f} points against the source on dev (paired by seed), "
+                                  "above it, but with too few seeds to call it parity: add seeds", True)
     return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one came "
                               f"closest ({best.dev_gap:+.1f} points on dev, paired by seed)", True)
 
 
-def _number(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.2f}"
+def _number(value: float | None, digits: int = 2) -> str:
+    return "unknown" if value is None else f"{value:.{digits}f}"
 
 
 def candidates_markdown(candidates: Sequence[Candidate], product: Product,
                         source_row: Mapping[str, Any] | None = None) -> str:
-    """The product first, then every candidate side by side: size, tokens per word, test scores beside the source
-    with the paired difference, the dev verdict that picked, the CPU-minutes spent."""
-    lines = [f"**Product: {product.name}**: {product.reason}.", ""]
+    """The product first, then every candidate side by side: size, tokens per word, held-out bits per byte and test
+    scores beside the source (with the paired difference), the dev verdict that picked, the CPU-minutes spent, and
+    where each is stored."""
+    picked = next((c for c in candidates if c.name == product.name), None)
+    where = f" (`{picked.artifact}`)" if picked is not None and picked.artifact else ""
+    lines = [f"**Product: {product.name}**{where}: {product.reason}.", ""]
     tasks = list(dict.fromkeys(task for c in candidates for task in c.test))
-    header = ["model", "params", "tokens/word", *[f"{task} test" for task in tasks], "dev verdict", "CPU-minutes"]
+    header = ["model", "params", "tokens/word", "held-out bits/byte", *[f"{task} test" for task in tasks],
+              "dev verdict", "CPU-minutes", "stored as"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     if source_row:
         lines.append("| " + " | ".join([SOURCE, _count(source_row.get("n_params")),
                                         _number(source_row.get("tokens_per_word")),
-                                        *[source_row.get("test", {}).get(t, "-") for t in tasks], "", ""]) + " |")
+                                        _number(source_row.get("bits_per_byte"), 3),
+                                        *[source_row.get("test", {}).get(t, "-") for t in tasks], "", "",
+                                        _address(source_row.get("artifact"))]) + " |")
     for c in sorted(candidates, key=lambda c: c.name != product.name):
         test = [f"{c.test.get(t, '-')} ({v.mean:+.1f})" if (v := c.test_verdicts.get(t)) else c.test.get(t, "-")
                 for t in tasks]
         dev = "; ".join(f"{parity_word(v.parity)} "
                         f"({v.mean:+.1f}, {v.low:+.1f}…{v.high:+.1f})" if v and v.low is not None else "-"
-                        for v in c.dev_verdicts.values()) or "-"
+                        for v in c.dev_verdicts.values()) or ("-" if c.dev_verdicts else "not measured")
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
-                                        _number(c.tokens_per_word), *test, dev, minutes]) + " |")
+                                        _number(c.tokens_per_word), _number(c.bits_per_byte, 3), *test, dev, minutes,
+                                        _address(c.artifact)]) + " |")
     return "\n".join(lines)
 
 
+def _address(uri: Any) -> str:
+    """``lapt/3027b661e3b0`` for a stored artifact's URI: the short address every command accepts."""
+    parts = str(uri or "").rstrip("/").split("/")
+    return f"`{parts[-2]}/{shorten_key(parts[-1])}`" if len(parts) >= 2 and parts[-1] else "-"
+
+
 def _count(value: Any) -> str:
-    return f"{int(value) / 1e6:.1f}M" if isinstance(value, (int, float)) else "-"
+    """Parameters in millions (a tiny model's in thousands, so that it does not read 0.0M)."""
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{int(value) / 1e6:.1f}M" if value >= 1e5 else f"{int(value) / 1e3:.1f}k"
 
 
-__all__ = ["Candidate", "Product", "add_verdicts", "candidates_markdown", "choose_product"]
+__all__ = ["Candidate", "Product", "add_verdicts", "candidate_names", "candidates_markdown", "choose_product",
+           "configured_product", "lapt_models"]

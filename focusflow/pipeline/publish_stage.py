@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Self
 
 from focusflow.methods import model_label
+from focusflow.pipeline.product import configured_product, lapt_models
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.storage import Artifact, ArtifactStore
 
@@ -32,18 +33,7 @@ PRODUCT = "product"
 def publishable_models(cfg: PipelineConfig) -> list[str]:
     """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt``, ``prune`` …): what
     ``publish.models`` lists, besides ``product``."""
-    names = [*cfg.init.methods, *cfg.init.built_candidates]
-    if cfg.lapt.has_budget:
-        names += [model_label(method, lapt=True) for method in cfg.orchestration.lapt_methods
-                  if method in cfg.init.methods]
-    return names
-
-
-def configured_product(cfg: PipelineConfig) -> str:
-    """The product of a run that cannot measure the choice (no downstream task): its first LAPT model, else its
-    first method (what the report names then, too)."""
-    lapt = [m for m in cfg.orchestration.lapt_methods if m in cfg.init.methods] if cfg.lapt.has_budget else []
-    return model_label(lapt[0], lapt=True) if lapt else cfg.init.methods[0]
+    return [*cfg.init.methods, *cfg.init.built_candidates, *(model_label(m, lapt=True) for m in lapt_models(cfg))]
 
 
 def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | None = None) -> dict[str, Artifact]:

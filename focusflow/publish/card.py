@@ -160,16 +160,18 @@ def _candidates(facts: CardFacts) -> list[str]:
     mine = "This model is the run's product" if facts.product == facts.label else \
         f"**This model is not the run's product**: the run ships `{facts.product}`"
     lines = ["### Which model of this run to use", "", f"{mine} ({facts.product_reason}).", "",
-             "| model | parameters | tokens per word | dev verdict vs the source | CPU-minutes |", "|---|---|---|---|---|"]
+             "| model | parameters | tokens per word | held-out bits per byte | dev verdict vs the source | "
+             "CPU-minutes |", "|---|---|---|---|---|---|"]
     for candidate in facts.candidates:
         verdicts = [v for v in (candidate.get("dev_verdicts") or {}).values() if v]
         dev = "; ".join(f"{v['mean']:+.1f} ({parity_word(v['parity'])})"
-                        for v in verdicts) or "-"
+                        for v in verdicts) or ("-" if candidate.get("dev_verdicts") else "not measured")
+        bits = f"{candidate['bits_per_byte']:.3f}" if candidate.get("bits_per_byte") is not None else "-"
         params = f"{candidate['n_params'] / 1e6:.1f}M" if candidate.get("n_params") else "-"
         tpw = f"{candidate['tokens_per_word']:.2f}" if candidate.get("tokens_per_word") else "-"
         minutes = f"{candidate['cpu_minutes']:.1f}" if candidate.get("cpu_minutes") is not None else "-"
         name = f"**{candidate['name']}**" if candidate["name"] == facts.label else candidate["name"]
-        lines.append(f"| {name} | {params} | {tpw} | {dev} | {minutes} |")
+        lines.append(f"| {name} | {params} | {tpw} | {bits} | {dev} | {minutes} |")
     return [*lines, ""]
 
 

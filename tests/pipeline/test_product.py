@@ -49,3 +49,54 @@ def test_the_test_score_never_picks():
 def test_without_downstream_results_the_configured_model_is_the_product_unmeasured():
     product = choose_product([Candidate("focus+lapt")], "focus+lapt")
     assert product.name == "focus+lapt" and not product.measured and "not measured" in product.reason
+
+
+def test_a_candidate_above_the_source_whose_verdict_is_undecided_is_said_to_be_above_it():
+    runs = _runs({"original": (0.60, 0.62, 0.61), "focus+lapt": (0.66, 0.60, 0.68)})
+    candidate = add_verdicts(Candidate("focus+lapt", tokens_per_word=2.0), runs, [TASK])
+    assert not candidate.at_parity_on_dev and candidate.dev_gap > 0
+    product = choose_product([candidate], "focus+lapt")
+    assert "came closest" not in product.reason
+    assert "+3.7 points against the source on dev" in product.reason and "above it" in product.reason
+    assert "add seeds" in product.reason
+
+
+def test_a_runs_candidates_are_its_methods_after_lapt_or_its_methods_then_what_it_builds_beside_them():
+    from focusflow.config import build_config
+    from focusflow.pipeline.product import candidate_names, configured_product
+
+    trained = build_config({"language": "sw", "init": {"methods": ["focus", "fvt"]},
+                            "lapt": {"steps": 10}, "orchestration": {"lapt_methods": ["focus"]}})
+    assert candidate_names(trained) == ["focus+lapt", "prune"] and configured_product(trained) == "focus+lapt"
+    untrained = build_config({"language": "sw", "init": {"methods": ["focus", "fvt"]}, "lapt": {"steps": 0}})
+    assert candidate_names(untrained) == ["focus", "fvt", "prune"] and configured_product(untrained) == "focus"
+
+
+def test_without_a_downstream_task_the_report_still_lists_every_candidate_it_built_the_product_first(tmp_path):
+    """The report's candidates table had only the source's row when the run evaluated no downstream task."""
+    from focusflow.pipeline import run_stage
+    from focusflow.storage import ArtifactStore
+
+    store = ArtifactStore(tmp_path / "store")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+
+    def put(stage: str, fill: str, **metadata) -> str:
+        return store.put_dir(stage, fill * 64, folder, metadata=metadata).uri
+
+    inputs = {"stage:source": put("source", "a"), "init:focus": put("init", "b"), "init:prune": put("init", "c"),
+              "lapt:focus": put("lapt", "d", steps=40, tokens=81920),
+              "intrinsic:original": put("intrinsic", "e", n_params=117_900_000, tokens_per_word=2.86, bits_per_byte=3.8),
+              "intrinsic:focus": put("intrinsic", "f", n_params=26_300_000, tokens_per_word=1.95, bits_per_byte=3.1),
+              "intrinsic:prune": put("intrinsic", "1", n_params=27_200_000, tokens_per_word=2.87, bits_per_byte=3.7),
+              "intrinsic:focus+lapt": put("intrinsic", "2", n_params=26_300_000, tokens_per_word=1.95,
+                                          bits_per_byte=2.4)}
+    report = run_stage(store, "report", {"language": "ny", "candidates": ["focus+lapt", "prune"]}, inputs)
+    text = (store.fetch(report) / "report.md").read_text(encoding="utf-8")
+    table = text[text.index("**Product: focus+lapt**"):text.index("## Method comparison")]
+    assert f"(`{inputs['lapt:focus']}`)" in table.splitlines()[0], "the product's own address, whole"
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| model")]
+    assert [row.split(" | ")[0] for row in rows] == ["| original", "| **focus+lapt**", "| prune"]
+    assert "| 26.3M | 1.95 | 2.400 | not measured |" in rows[1] and "`init/cccccccccccc`" in rows[2]
+    assert "| 117.9M | 2.86 | 3.800 |" in rows[0]

@@ -255,10 +255,16 @@ def test_the_card_shows_every_candidate_of_the_run_and_whether_this_model_is_its
     mine = build_card(replace(facts, product=facts.label, product_reason="at parity, fewest tokens per word",
                               candidates=candidates), REPO, "9.9.9").text
     assert "This model is the run's product (at parity, fewest tokens per word)" in mine
-    assert f"| **{facts.label}** | 26.3M | 2.00 | -0.4 (parity) | 20.0 |" in mine and "| prune | 27.2M | 2.93 |" in mine
+    assert f"| **{facts.label}** | 26.3M | 2.00 | - | -0.4 (parity) | 20.0 |" in mine and "| prune | 27.2M | 2.93 |" in mine
     other = build_card(replace(facts, product="prune", product_reason="closest", candidates=candidates), REPO,
                        "9.9.9").text
     assert "**This model is not the run's product**: the run ships `prune` (closest)" in other
+    unmeasured = [{"name": facts.label, "n_params": 26_300_000, "tokens_per_word": 2.0, "bits_per_byte": 2.4,
+                   "dev_verdicts": {}}, {"name": "prune", "n_params": 27_200_000, "dev_verdicts": {}}]
+    card = build_card(replace(facts, product=facts.label, product_reason="not measured: the configured model",
+                              candidates=unmeasured), REPO, "9.9.9").text
+    assert "### Which model of this run to use" in card, "a run without a downstream task shows its candidates too"
+    assert f"| **{facts.label}** | 26.3M | 2.00 | 2.400 | not measured |" in card
 
 
 def test_the_card_names_every_share_of_the_totals():
