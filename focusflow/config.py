@@ -387,6 +387,9 @@ class DownstreamSettings(_Section):
     max_length: int | None = Field(default=None, ge=8, description="override the task's sub-tokens per input")
     batch_size: int = Field(default=32, ge=1)
     eval_every_fraction: float = Field(default=0.05, gt=0, le=1, description="dev evaluation cadence")
+    patience: int | None = Field(default=None, ge=1, description="stop a fine-tuning once this many dev evaluations "
+                                 "in a row did not improve on the best (epochs is then a maximum): a run that ends "
+                                 "when its dev score stops rising, not when a fixed count of steps ends it")
     max_train_samples: int | None = Field(default=None, gt=0, description="seeded training subset")
     max_eval_samples: int | None = Field(default=None, gt=0, description="cap on the dev set (selection)")
     max_test_samples: int | None = Field(default=None, gt=0, description="cap on the test set (smoke runs only)")

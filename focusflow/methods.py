@@ -11,10 +11,10 @@ align. Torch-free on purpose: validating a config imports it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from focusflow.errors import InputError
 
@@ -115,19 +115,33 @@ INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(INIT_METHODS)
 
-#: What a model's name ends with after language-adaptive pretraining (``focus+lapt``, ``focus+align+lapt``).
-LAPT_SUFFIX = "+lapt"
+#: What a model's name ends with after language-adaptive pretraining, by its objective (``lapt.objective``): the
+#: masked/causal LM's ``focus+lapt``, a distillation's ``focus+distill``, both at once ``focus+mlm+distill``.
+LAPT_SUFFIXES: dict[str, str] = {"mlm": "+lapt", "distill": "+distill", "mlm+distill": "+mlm+distill"}
+LAPT_SUFFIX = LAPT_SUFFIXES["mlm"]
 
 
-def model_label(method: str, refinements: Iterable[str] = (), *, lapt: bool = False) -> str:
+def model_label(method: str, refinements: Iterable[str] = (), *, lapt: bool = False, objective: str = "mlm") -> str:
     """The one spelling of a model's name in reports, cards, results and ``publish.models``: the method, its
-    refinements, and ``+lapt`` after LAPT (``focus``, ``focus+align``, ``focus+lapt``)."""
-    return "+".join((method, *refinements)) + (LAPT_SUFFIX if lapt else "")
+    refinements, and after LAPT its objective's suffix (``focus``, ``focus+align``, ``focus+lapt``,
+    ``focus+distill``)."""
+    return "+".join((method, *refinements)) + (LAPT_SUFFIXES[objective] if lapt else "")
+
+
+def lapt_objective(params: Mapping[str, Any]) -> str:
+    """The objective of a stored LAPT run from its parameters (``lapt.objective``, keyed only when not the
+    default): what its model's name ends with."""
+    objective = (params.get("lapt") or {}).get("objective") if isinstance(params.get("lapt"), Mapping) else None
+    return objective if objective in LAPT_SUFFIXES else "mlm"
 
 
 def read_model_label(label: str) -> tuple[str, bool]:
-    """``"focus+align+lapt"`` → ``("focus+align", True)``: the pipeline method and whether LAPT followed."""
-    return label.removesuffix(LAPT_SUFFIX), label.endswith(LAPT_SUFFIX)
+    """``"focus+align+lapt"`` → ``("focus+align", True)``, ``"prune+distill"`` → ``("prune", True)``: the pipeline
+    method and whether LAPT followed (whatever its objective)."""
+    for suffix in sorted(LAPT_SUFFIXES.values(), key=len, reverse=True):
+        if label.endswith(suffix):
+            return label.removesuffix(suffix), True
+    return label, False
 
 
 # Refinements run after any initialization: ``<method>+<refinement>`` (``focus+align``) in the pipeline.

@@ -152,3 +152,24 @@ def test_no_module_spells_a_fate_by_hand():
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if spelled.search(line)]
     assert offenders == []
+
+
+def test_a_models_name_carries_its_lapt_objective_where_it_is_not_the_language_models_own():
+    """Issue 44: both LAPT runs were named focus+lapt in every row, the MLM one and the distilled one."""
+    from focusflow.methods import lapt_objective, model_label, read_model_label
+
+    assert model_label("focus", lapt=True) == "focus+lapt"
+    assert model_label("focus", lapt=True, objective="distill") == "focus+distill"
+    assert model_label("focus", ("align",), lapt=True, objective="mlm+distill") == "focus+align+mlm+distill"
+    for label, read in (("focus+lapt", ("focus", True)), ("prune+distill", ("prune", True)),
+                        ("focus+align+mlm+distill", ("focus+align", True)), ("focus+align", ("focus+align", False))):
+        assert read_model_label(label) == read
+    assert lapt_objective({"lapt": {"objective": "distill"}}) == "distill" and lapt_objective({"lapt": {}}) == "mlm"
+
+
+def test_a_distilling_runs_candidates_are_named_by_their_objective():
+    from focusflow.config import build_config
+    from focusflow.pipeline.product import candidate_names
+
+    cfg = build_config({"language": "sw", "lapt": {"steps": 10, "objective": "distill"}})
+    assert candidate_names(cfg)[0] == "focus+distill"

@@ -52,6 +52,8 @@ def evaluate(
                                  "run on 2 cores: the benchmarks' protocol) or 'paper' (the task defaults, for a GPU)."),
     embedding_lr_scale: float = typer.Option(None, "--embedding-lr-scale",
                                              help="Multiply the input embeddings' learning rate (new rows adapt faster)."),
+    patience: int = typer.Option(None, "--patience", min=1, help="Stop a run once this many dev evaluations in a row "
+                                 "did not improve on its best (--epochs is then the maximum)."),
 ) -> None:
     """Fine-tune every model on every task (best dev checkpoint → test), mean ± std over seeds."""
     from focusflow.cli.stage_io import resolve_model
@@ -63,7 +65,7 @@ def evaluate(
                                    data_root=data_root, lr=lr, max_length=max_length, batch_size=batch_size,
                                    eval_every_fraction=eval_every, max_eval_samples=max_eval_samples,
                                    max_test_samples=max_test_samples, threads=threads,
-                                   embedding_lr_scale=embedding_lr_scale, protocol=protocol)
+                                   embedding_lr_scale=embedding_lr_scale, protocol=protocol, patience=patience)
     resolved = {name: resolve_model(reference) for name, reference in parse_models(models).items()}
     results = evaluate_models(resolved, task, out, settings)
     typer.echo(console_table(results))

@@ -20,7 +20,7 @@ from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportInput
-from focusflow.methods import model_label, read_model_label
+from focusflow.methods import lapt_objective, model_label, read_model_label
 from focusflow.pipeline.product import (
     SOURCE,
     Candidate,
@@ -55,7 +55,7 @@ REPORT_STAGE, REPORT_VERSION = "report", 6  # 4: the LAPT behind each +lapt row,
 # 6: every candidate the run built, measured or not, with its held-out bits per byte and its address
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
-_KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol")
+_KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")
 _NOT_IN_KEY = ("data_root", "heldout_sentences", "threads")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
@@ -228,13 +228,18 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
                               test=scores(label), bits_per_byte=_held_out_bits(measured), artifact=stored(label))
         candidates.append(add_verdicts(candidate, runs, tasks))
     lapt_methods = list(by_kind.get("lapt", {}))
-    configured = (listed[0] if listed else model_label(lapt_methods[0], lapt=True) if lapt_methods
-                  else next(iter(by_kind.get("init", {})), "-"))
+    configured = (listed[0] if listed else _lapt_label(lapt_methods[0], by_kind["lapt"][lapt_methods[0]])
+                  if lapt_methods else next(iter(by_kind.get("init", {})), "-"))
     source = facts(SOURCE)
     source_model = by_kind.get("stage", {}).get("source")
     return candidates, choose_product(candidates, configured), {
         "n_params": source.n_params, "tokens_per_word": source.tokens_per_word, "test": scores(SOURCE),
         "bits_per_byte": _held_out_bits(source), "artifact": source_model.uri if source_model is not None else None}
+
+
+def _lapt_label(method: str, lapt: Artifact) -> str:
+    """The name of the model a stored LAPT run made of ``method`` (its objective's suffix)."""
+    return model_label(method, lapt=True, objective=lapt_objective(lapt.params))
 
 
 def _held_out_bits(record: IntrinsicRecord) -> float | None:
@@ -292,7 +297,7 @@ def _downstream_note(label: str, lapt: Artifact) -> str:
     planned = f"{record.planned_minutes:g} minutes planned on this machine, " if record.planned_minutes else ""
     trained = record.train_seconds_this_session
     spent = f"; {trained / 60:.1f} minutes of training measured" if trained is not None else ""
-    return (f"{model_label(label, lapt=True)}: {planned}{record.steps if record.steps is not None else '?'} steps, "
+    return (f"{_lapt_label(label, lapt)}: {planned}{record.steps if record.steps is not None else '?'} steps, "
             f"{int(record.tokens or 0):,} tokens seen{spent}.")
 
 

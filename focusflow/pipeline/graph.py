@@ -221,9 +221,9 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
                       if cfg.lapt.needs_plan else {})
             lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
                                       model=models[method], split=split, **budget, **teacher)
-    lapt_intrinsic = {model_label(method, lapt=True): run.submit("intrinsic", label=model_label(method, lapt=True),
-                                                                model=model, reference=reference_of[method])
-                      for method, model in lapt.items()}
+    trained = {method: model_label(method, lapt=True, objective=cfg.lapt.objective) for method in lapt}
+    lapt_intrinsic = {trained[method]: run.submit("intrinsic", label=trained[method], model=model,
+                                                  reference=reference_of[method]) for method, model in lapt.items()}
     downstream = {}
     if cfg.evaluation.tasks:
         candidates = {name: _model_of(name, models, lapt) for name in candidate_names(cfg)}

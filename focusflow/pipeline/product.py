@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, parity_word, seed_scores
+from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, parity_word, seed_scores, unconverged
 from focusflow.methods import model_label
 from focusflow.storage import shorten_key
 
@@ -32,7 +32,7 @@ def candidate_names(cfg: PipelineConfig) -> list[str]:
     """The models a run could ship, by name: each method after its LAPT (the methods themselves when the run trains
     none), then the candidates built beside them (``init.candidates``, a pruned source). The downstream evaluation,
     the report's candidates table and the product choice all read this one list."""
-    trained = [model_label(method, lapt=True) for method in lapt_models(cfg)]
+    trained = [model_label(method, lapt=True, objective=cfg.lapt.objective) for method in lapt_models(cfg)]
     return list(dict.fromkeys([*(trained or cfg.init.methods), *cfg.init.built_candidates]))
 
 
@@ -55,6 +55,7 @@ class Candidate:
     test: dict[str, str] = field(default_factory=dict)  # task → "mean ± std" (×100)
     dev_verdicts: dict[str, Verdict | None] = field(default_factory=dict)
     test_verdicts: dict[str, Verdict | None] = field(default_factory=dict)
+    unconverged: dict[str, tuple[int, int]] = field(default_factory=dict)  # task → (runs still improving, runs)
 
     @property
     def at_parity_on_dev(self) -> bool:
@@ -88,6 +89,7 @@ def add_verdicts(candidate: Candidate, runs: Any, tasks: Sequence[str]) -> Candi
                                                       seed_scores(runs, SOURCE, task, "dev"))
         candidate.test_verdicts[task] = paired_verdict(seed_scores(runs, candidate.name, task),
                                                        seed_scores(runs, SOURCE, task))
+        candidate.unconverged[task] = unconverged(runs, (candidate.name, SOURCE), task)
     return candidate
 
 
@@ -140,9 +142,11 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
     for c in sorted(candidates, key=lambda c: c.name != product.name):
         test = [f"{c.test.get(t, '-')} ({v.mean:+.1f})" if (v := c.test_verdicts.get(t)) else c.test.get(t, "-")
                 for t in tasks]
-        dev = "; ".join(f"{parity_word(v.parity)} "
-                        f"({v.mean:+.1f}, {v.low:+.1f}…{v.high:+.1f})" if v and v.low is not None else "-"
-                        for v in c.dev_verdicts.values()) or ("-" if c.dev_verdicts else "not measured")
+        dev = "; ".join(f"{parity_word(v.parity)} ({v.mean:+.1f}, {v.low:+.1f}…{v.high:+.1f})"
+                        + (f", not converged ({c.unconverged[task][0]} of {c.unconverged[task][1]} runs)"
+                           if c.unconverged.get(task, (0, 0))[0] else "")
+                        if v and v.low is not None else "-"
+                        for task, v in c.dev_verdicts.items()) or ("-" if c.dev_verdicts else "not measured")
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
                                         _number(c.tokens_per_word), _number(c.bits_per_byte, 3), *test, dev, minutes,

@@ -33,7 +33,8 @@ PRODUCT = "product"
 def publishable_models(cfg: PipelineConfig) -> list[str]:
     """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt``, ``prune`` …): what
     ``publish.models`` lists, besides ``product``."""
-    return [*cfg.init.methods, *cfg.init.built_candidates, *(model_label(m, lapt=True) for m in lapt_models(cfg))]
+    return [*cfg.init.methods, *cfg.init.built_candidates,
+            *(model_label(m, lapt=True, objective=cfg.lapt.objective) for m in lapt_models(cfg))]
 
 
 def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | None = None) -> dict[str, Artifact]:

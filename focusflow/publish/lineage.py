@@ -16,7 +16,7 @@ from typing import Any
 
 from focusflow.errors import InputError
 from focusflow.evaluation.records import ReportInput
-from focusflow.methods import model_label
+from focusflow.methods import lapt_objective, model_label
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
 from focusflow.storage.records import StageRecord
 from focusflow.training.records import CheckpointRecord
@@ -91,8 +91,10 @@ def _method_label(ancestors: dict[str, Artifact], model: Artifact) -> str:
     """``focus``, ``focus+align``, ``focus+lapt`` … from the stages the model went through."""
     init = ancestors.get("init") or (model if model.stage == "init" else None)
     stages = {model.stage, *ancestors}
+    lapt = ancestors.get("lapt") or (model if model.stage == "lapt" else None)
     return model_label(str(init.params.get("method", "model")) if init else "model",
-                       ("align",) if "align" in stages else (), lapt=bool(stages & {"lapt", "lapt-checkpoint"}))
+                       ("align",) if "align" in stages else (), lapt=bool(stages & {"lapt", "lapt-checkpoint"}),
+                       objective=lapt_objective(lapt.params) if lapt is not None else "mlm")
 
 
 def _ancestors(index: _Index, store: ArtifactStore, model: Artifact) -> dict[str, Artifact]:
@@ -140,7 +142,8 @@ def _reading(report: Artifact, index: _Index, model: Artifact, label: str) -> tu
     mine = next((given for given, a in named.items()
                  if a.content_hash == model.content_hash and given.kind in ("init", "lapt")), None)
     if mine is not None:
-        label = model_label(mine.name, lapt=mine.kind == "lapt")
+        label = (model_label(mine.name, lapt=True, objective=lapt_objective(named[mine].params))
+                 if mine.kind == "lapt" else mine.name)
     return label, named
 
 

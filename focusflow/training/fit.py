@@ -36,6 +36,7 @@ class FitResult:
     best_state: State | None = None
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
+    steps: int = 0  # the steps trained: ``total_steps``, or fewer when patience ran out
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,12 @@ class Objective:
 
 
 def fit(objective: Objective, optimization: Optimization, parameters: Sequence[nn.Parameter], total_steps: int,
-        eval_every: int, *, evaluate_at_start: bool = False,
+        eval_every: int, *, evaluate_at_start: bool = False, patience: int | None = None,
         on_step: Callable[[int, torch.Tensor, float | None], None] | None = None) -> FitResult:
-    """Train for ``total_steps`` and return the dev curve with the best evaluation's state (not restored)."""
+    """Train for ``total_steps`` and return the dev curve with the best evaluation's state (not restored).
+
+    ``patience``: stop once that many evaluations in a row did not improve on the best (the dev score has stopped
+    rising); ``total_steps`` is then a maximum."""
     result = FitResult()
     best: BestState[State] = BestState(objective.state, objective.higher_is_better)
     parameters = list(parameters)
@@ -75,12 +79,16 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         optimization.backward(loss)
         optimization.step(parameters)
         result.train_seconds += time.perf_counter() - started
+        result.steps = step
         if cadence_due(step, eval_every, step == total_steps):
             evaluate(step)
         if on_step is not None:
             on_step(step, loss.detach(), best.history[-1][1] if best.history else None)
+        if patience is not None and best.evaluations_since_best() >= patience:
+            break
     if not all_finite(parameters):
-        raise diverged(objective.name, "", f"the weights hold non-finite values after {total_steps} steps", objective.lr)
+        raise diverged(objective.name, "", f"the weights hold non-finite values after {result.steps} steps",
+                       objective.lr)
     result.history, result.best_step, result.best_score, result.best_state = best.history, best.step, best.score, \
         best.state
     return result

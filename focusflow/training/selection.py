@@ -38,6 +38,11 @@ class BestState(Generic[State]):
             return True
         return False
 
+    def evaluations_since_best(self) -> int:
+        """How many evaluations came after the best one (0 when the last was the best): what patience counts."""
+        return len(self.history) - 1 - max((i for i, (step, _) in enumerate(self.history) if step == self.step),
+                                           default=len(self.history) - 1)
+
     # ----------------------------------------------------------------- a checkpoint's record of it
     def to_record(self) -> dict[str, Any]:
         """What a checkpoint stores (the snapshot goes in its tensors): ``selection`` and ``best``."""

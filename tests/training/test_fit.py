@@ -52,3 +52,22 @@ def test_a_run_evaluated_at_start_keeps_its_starting_state_even_when_no_score_is
                           lr=0.1, higher_is_better=False)
     result = fit(objective, optimization, [weight], total_steps=2, eval_every=1, evaluate_at_start=True)
     assert result.best_step == 0 and torch.equal(result.best_state["w"], torch.zeros(3))
+
+
+def test_patience_stops_a_run_once_its_dev_score_stopped_rising():
+    weight, optimization = _setup()
+    scores = iter([0.3, 0.5, 0.6, 0.55, 0.6, 0.58, 0.7, 0.9])
+    objective = Objective("fine-tuning", lambda step: weight.sum(), lambda: next(scores), dict, lr=0.1)
+    result = fit(objective, optimization, [weight], total_steps=16, eval_every=2, patience=3)
+    assert [step for step, _ in result.history] == [2, 4, 6, 8, 10, 12]  # 0.6 at step 6, then three without a new best
+    assert (result.best_step, result.best_score, result.steps) == (6, 0.6, 12)
+    unlimited = fit(Objective("fine-tuning", lambda step: weight.sum(), lambda: 1.0, dict, lr=0.1), optimization,
+                    [weight], total_steps=16, eval_every=2)
+    assert unlimited.steps == 16 and len(unlimited.history) == 8
+
+
+def test_a_run_is_converged_when_its_best_dev_step_came_before_its_last_tenth():
+    from focusflow.evaluation.downstream.finetune import converged
+
+    assert converged(60, 100) and converged(90, 100)
+    assert not converged(91, 100) and not converged(132, 132) and not converged(0, 0)

@@ -63,3 +63,14 @@ def test_a_non_finite_loss_is_one_line_naming_the_learning_rate():
     with pytest.raises(TrainingDivergedError, match=r"LAPT diverged at step 3: the training loss became inf "
                                                     r"\(learning rate 0.0001\); lower the learning rate"):
         require_finite_loss(math.inf, "LAPT", " at step 3", 1e-4)
+
+
+def test_evaluations_since_the_best_count_what_patience_waits_for():
+    from focusflow.training.selection import BestState
+
+    best = BestState(lambda: None, higher_is_better=True)
+    for step, score in [(1, 0.2), (2, 0.5), (3, 0.4), (4, 0.5)]:
+        best.offer(step, score)
+    assert best.step == 2 and best.evaluations_since_best() == 2
+    best.offer(5, 0.6)
+    assert best.evaluations_since_best() == 0

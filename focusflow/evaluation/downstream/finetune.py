@@ -47,11 +47,21 @@ class FinetuneSpec:
     seed: int = 1
     precision: PrecisionName = "auto"
     embedding_lr_scale: float = 1.0  # the input embedding matrix learns at lr × this (new rows adapt faster)
+    patience: int | None = None  # stop after this many dev evaluations without a new best; ``epochs`` is the maximum
+
+
+#: A run whose best dev evaluation lies in the last tenth of the steps it trained was still improving when it ended.
+CONVERGED_BEFORE = 0.9
+
+
+def converged(best_step: int, steps: int) -> bool:
+    """Whether a run's dev score had stopped rising: its best evaluation came before the last tenth of its steps."""
+    return steps > 0 and best_step <= CONVERGED_BEFORE * steps
 
 
 @dataclass
 class FinetuneResult:
-    total_steps: int
+    total_steps: int  # the steps planned (with patience: the most it could train)
     best_step: int
     best_dev: float
     history: list[tuple[int, float]] = field(default_factory=list)
@@ -61,6 +71,11 @@ class FinetuneResult:
     precision: str = "float32"  # the resolved precision's name
     flops_per_token: float | None = None  # training FLOPs per token (training.flops.body_flops_per_token)
     peak_flops: float | None = None  # what MFU is measured against: the device's peak, a CPU's calibrated ceiling
+    steps: int = 0  # the steps trained (fewer than ``total_steps`` when patience stopped the run)
+
+    @property
+    def converged(self) -> bool:
+        return converged(self.best_step, self.steps)
 
     @property
     def tokens_per_second(self) -> float:
@@ -215,8 +230,10 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     optimization = Optimization(optimizer, scheduler, torch.amp.GradScaler(device.type)
                                 if precision.needs_scaler else None, spec.max_grad_norm)
     model.train()
-    fitted = fit(objective, optimization, list(model.parameters()), total_steps, eval_every, on_step=logged)
+    fitted = fit(objective, optimization, list(model.parameters()), total_steps, eval_every, patience=spec.patience,
+                 on_step=logged)
     result.history, result.best_step, result.best_dev = fitted.history, fitted.best_step, fitted.best_score
+    result.steps = fitted.steps
     result.train_seconds, result.eval_seconds = fitted.train_seconds, fitted.eval_seconds
     if fitted.best_state is not None:
         model.load_state_dict(fitted.best_state)

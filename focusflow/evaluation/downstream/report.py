@@ -80,6 +80,7 @@ def runs_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
                          "language": run["language"], "seed": run["seed"], "metric": metric,
                          "main": metric == run["main_metric"], "value": value, "dev": run["best_dev"],
                          "best_step": run["best_step"], "total_steps": run["total_steps"],
+                         "steps": run.get("steps") or run["total_steps"],
                          "seconds": run["seconds"], "train_tokens_per_s": run["train_tokens_per_s"],
                          "train_mfu": run.get("train_mfu"),
                          "n_train": run["sizes"]["train"], "n_dev": run["sizes"]["dev"],

@@ -163,13 +163,15 @@ def _finetune_fields(spec: FinetuneSpec) -> dict[str, Any]:
     fields = asdict(spec)
     if fields["embedding_lr_scale"] == 1.0:
         del fields["embedding_lr_scale"]
+    if fields["patience"] is None:
+        del fields["patience"]
     return fields
 
 
 def _finetune_spec(settings: DownstreamSettings, task: dict[str, Any], seed: int) -> FinetuneSpec:
     return FinetuneSpec(lr=task["lr"], epochs=task["epochs"], batch_size=settings.batch_size,
                         eval_every_fraction=settings.eval_every_fraction, seed=seed, precision=settings.precision,
-                        embedding_lr_scale=settings.embedding_lr_scale or 1.0)
+                        embedding_lr_scale=settings.embedding_lr_scale or 1.0, patience=settings.patience)
 
 
 def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: DownstreamSettings | None = None, *,
@@ -204,7 +206,8 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
         "model": model_name or _model_name(model), "model_path": str(model), "task": spec.id, "kind": spec.kind,
         "dataset": spec.dataset, "language": spec.language, "seed": seed, "main_metric": adapter.main_metric,
         "test": test, "best_dev": result.best_dev, "best_step": result.best_step,
-        "total_steps": result.total_steps, "dev_curve": result.history,
+        "total_steps": result.total_steps, "steps": result.steps, "converged": result.converged,
+        "dev_curve": result.history,
         "never_learned": never_learned({"dev_curve": result.history, "best_dev": result.best_dev}),
         "seconds": time.perf_counter() - started, "train_seconds": result.train_seconds,
         "eval_seconds": result.eval_seconds, "train_tokens": result.train_tokens,

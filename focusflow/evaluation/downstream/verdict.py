@@ -4,9 +4,17 @@ interval.
 A 3-seed mean of a short fine-tuning protocol scatters by several points even for a model whose vectors equal the
 source's (SIB-200, 132 steps: 55.9 to 65.2 over three seeds of the pruned e5-small). Differences paired by seed
 cancel what the seed does to both (the head's initialization, the batch order); the interval says how far the mean
-difference can be trusted. **Parity** means: the mean difference is at least :data:`PARITY_MEAN` (−1 point) and the
-interval's lower end at least :data:`PARITY_LOWER` (−3 points). With fewer than two paired seeds, or a standard error
-above :data:`DECISIVE_SE` (1 point), the verdict says that more seeds are needed instead of guessing.
+difference can be trusted.
+
+A verdict has three outcomes. **Parity**: the mean difference is at least :data:`PARITY_MEAN` (−1 point), the
+interval's lower end at least :data:`PARITY_LOWER` (−3 points) and the standard error at most :data:`DECISIVE_SE`
+(1 point). **Below**: the whole interval lies under :data:`PARITY_MEAN` (its upper end < −1), whatever the standard
+error (−17.4 … −10.7 is decided however noisy the seeds). **Undecided** otherwise (fewer than two paired seeds
+included): more seeds are needed, and the verdict says so instead of guessing.
+
+A verdict is only as good as the fine-tunings behind it: a run whose best dev step lies in the last tenth of its steps
+was still improving when it ended (:func:`~focusflow.evaluation.downstream.finetune.converged`), and a verdict over
+such runs says "not converged" beside its call (:func:`unconverged`).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ class Verdict:
     se: float | None
     low: float | None
     high: float | None
-    parity: bool | None  # None: not decided (fewer than two seeds, or a standard error above DECISIVE_SE)
+    parity: bool | None  # True: parity, False: below, None: undecided (see the module's rule)
 
     @property
     def decided(self) -> bool:
@@ -60,8 +68,10 @@ class Verdict:
             return f"{shown} ({len(self.seeds)} paired seed): undecided, needs at least 2 seeds"
         interval = f"95% interval {self.low:+.1f} to {self.high:+.1f}, {len(self.seeds)} paired seeds"
         if self.parity is None:
-            return (f"{shown} ({interval}): undecided, the standard error {self.se:.1f} is above {DECISIVE_SE:g}: "
-                    "add seeds")
+            if self.se > DECISIVE_SE:
+                return (f"{shown} ({interval}): undecided, the standard error {self.se:.1f} is above "
+                        f"{DECISIVE_SE:g}: add seeds")
+            return f"{shown} ({interval}): undecided, the interval reaches both sides of parity: add seeds"
         return f"{shown} ({interval}): {'parity' if self.parity else 'below parity'}"
 
 
@@ -77,8 +87,16 @@ def paired_verdict(model: Mapping[int, float], source: Mapping[int, float], scal
     se = statistics.stdev(differences) / math.sqrt(len(differences))
     half = t95(len(differences) - 1) * se
     low, high = mean - half, mean + half
-    parity = (mean >= PARITY_MEAN and low >= PARITY_LOWER) if se <= DECISIVE_SE else None
-    return Verdict(seeds, mean, se, low, high, parity)
+    return Verdict(seeds, mean, se, low, high, call(mean, se, low, high))
+
+
+def call(mean: float, se: float, low: float, high: float) -> bool | None:
+    """The three outcomes: parity (True), below (False) or undecided (None); see the module's rule."""
+    if high < PARITY_MEAN:
+        return False
+    if mean >= PARITY_MEAN and low >= PARITY_LOWER and se <= DECISIVE_SE:
+        return True
+    return None
 
 
 def seed_scores(runs: Any, model: str, task: str, column: str = "value") -> dict[int, float]:
@@ -88,6 +106,27 @@ def seed_scores(runs: Any, model: str, task: str, column: str = "value") -> dict
         return {}
     rows = runs[(runs["model"] == model) & (runs["task"] == task) & runs["main"].astype(bool)]
     return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column], strict=True)}
+
+
+def unconverged(runs: Any, models: tuple[str, ...], task: str) -> tuple[int, int]:
+    """How many of these models' runs on ``task`` ended while their dev score still rose, of how many (a runs table
+    without the columns: none of none)."""
+    from focusflow.evaluation.downstream.finetune import converged
+
+    if runs is None or getattr(runs, "empty", True) or "best_step" not in runs:
+        return 0, 0
+    rows = runs[runs["model"].isin(models) & (runs["task"] == task) & runs["main"].astype(bool)]
+    steps = rows["steps"] if "steps" in rows else rows["total_steps"]
+    flags = [converged(int(best), int(total)) for best, total in zip(rows["best_step"], steps, strict=True)]
+    return sum(not flag for flag in flags), len(flags)
+
+
+def convergence_note(runs: Any, model: str, source: str, task: str) -> str:
+    """``; not converged: 13 of 15 runs ended while their dev score still rose`` (empty when they all converged)."""
+    open_runs, total = unconverged(runs, (model, source), task)
+    return (f"; not converged: {open_runs} of {total} runs had their best dev score in the last tenth of their "
+            "steps (they ended while still improving: the verdict measures how fast a model adapts)"
+            if open_runs else "")
 
 
 def verdict_lines(runs: Any, source: str = "original") -> list[str]:
@@ -102,9 +141,10 @@ def verdict_lines(runs: Any, source: str = "original") -> list[str]:
                 continue
             verdict = paired_verdict(seed_scores(runs, model, task), theirs)
             if verdict is not None:
-                lines.append(f"**{model}** on {task} vs the source: {verdict.text()}")
+                lines.append(f"**{model}** on {task} vs the source: {verdict.text()}"
+                             f"{convergence_note(runs, model, source, task)}")
     return lines
 
 
-__all__ = ["DECISIVE_SE", "PARITY_LOWER", "PARITY_MEAN", "Verdict", "paired_verdict", "seed_scores", "t95",
-           "verdict_lines"]
+__all__ = ["DECISIVE_SE", "PARITY_LOWER", "PARITY_MEAN", "Verdict", "call", "convergence_note", "paired_verdict",
+           "seed_scores", "t95", "unconverged", "verdict_lines"]

@@ -41,3 +41,26 @@ def test_one_line_per_model_and_task_beside_the_source():
     lines = verdict_lines(runs)
     assert len(lines) == 1 and lines[0].startswith("**focus+lapt** on cls:sib200:sw vs the source: -0.4 points")
     assert verdict_lines(runs[runs["model"] != "original"]) == []
+
+
+def test_a_verdict_has_three_outcomes_and_an_interval_wholly_below_is_below_however_noisy():
+    """Issue 44: −17.4 … −10.7 with a standard error above 1 read as "undecided: add seeds"."""
+    source = {1: 0.637, 2: 0.632, 3: 0.632, 4: 0.637, 5: 0.627}
+    distilled = {1: 0.485, 2: 0.495, 3: 0.500, 4: 0.461, 5: 0.525}
+    verdict = paired_verdict(distilled, source)
+    assert verdict.se > 1 and verdict.high < -1
+    assert verdict.parity is False and verdict.text().endswith("below parity")
+    straddling = paired_verdict({1: 0.595, 2: 0.585, 3: 0.605, 4: 0.585}, {1: 0.60, 2: 0.61, 3: 0.61, 4: 0.61})
+    assert straddling.se <= 1 and straddling.mean < -1 < straddling.high
+    assert straddling.parity is None and "both sides of parity" in straddling.text()
+
+
+def test_a_verdict_over_runs_that_ended_while_still_improving_says_not_converged():
+    rows = [{"model": m, "task": "cls:sib200:sw", "seed": s, "main": True, "value": v, "dev": v,
+             "best_step": best, "total_steps": 132, "steps": 132}
+            for m, values, best in (("original", (0.6, 0.62, 0.61), 130), ("prune", (0.595, 0.615, 0.607), 60))
+            for s, v in zip((1, 2, 3), values, strict=True)]
+    lines = verdict_lines(pd.DataFrame(rows))
+    assert "not converged: 3 of 6 runs had their best dev score in the last tenth" in lines[0]
+    settled = pd.DataFrame([{**row, "best_step": 60} for row in rows])
+    assert "not converged" not in verdict_lines(settled)[0]
