@@ -252,6 +252,11 @@ class InitSpec(_Section):
         default=DEFAULT_RARE_TOKENS, description="FOCUS fallback for new tokens without a fastText vector: "
         "fvt (mean of source pieces), subword (n-gram vector, then FVT) or random (the paper)")
     extend_top_n: int = Field(default=10_000, ge=1)
+    prune_budget: float = Field(
+        default=0.35, ge=0, le=1, description="a pruned source's parameters at most, as a share of the source's: "
+        "it keeps every piece the corpus uses, then the source's most probable pieces written with the corpus's "
+        "characters while they fit, so that it cuts new text of the language as the source does (0: the corpus's "
+        "pieces only; 1: every piece of the corpus's characters)")
     candidates: list[Literal["prune"]] = Field(
         default_factory=lambda: ["prune"], description="models built beside the methods, each named as itself in "
         "every row: prune (the source's own vocabulary pruned to the tokens the corpus uses, every row copied: the "

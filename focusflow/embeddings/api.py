@@ -13,7 +13,14 @@ import pandas as pd
 from focusflow.config import FastTextSpec
 from focusflow.corpus.io import read_texts, stable_stats
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
-from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
+from focusflow.embeddings.modes import (
+    corpus_characters,
+    count_token_ids,
+    extend_tokenizer,
+    frequency_order,
+    prune_tokenizer,
+    reading_pieces,
+)
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
 from focusflow.errors import InputError
@@ -22,6 +29,7 @@ from focusflow.models.loading import load_source
 from focusflow.models.surgery import token_parameters, write_model
 from focusflow.storage.atomic import atomic_path, atomic_write
 from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
+from focusflow.tokenizer.metrics import segmentation_agreement
 
 log = logging.getLogger(__name__)
 MODES = ("replace", "extend", "prune")
@@ -67,18 +75,33 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
                  padded, len(source_tokenizer))
         params.matrices.update({name: params.matrices[name][: len(source_tokenizer)] for name in padded})
     train = options.get("train")
-    transfer_options = {k: v for k, v in options.items() if k not in ("train", "fasttext", "extend_top_n")}
+    transfer_options = {k: v for k, v in options.items()
+                        if k not in ("train", "fasttext", "extend_top_n", "prune_budget")}
     if mode == "prune":
         if train is None:
             raise InputError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
         counts = count_token_ids(source_tokenizer, read_texts(train))
-        target_tokenizer, kept = prune_tokenizer(source_tokenizer, np.flatnonzero(counts))
+        rows = prune_rows(model, params.matrices, float(options.get("prune_budget", 0.0)))
+        used = np.flatnonzero(counts)
+        characters = corpus_characters(read_texts(train))
+        room = rows
+        for _ in range(3):  # what pruning must keep besides (special tokens, merge ingredients) comes off the room
+            keep = reading_pieces(source_tokenizer, used, characters, room)
+            target_tokenizer, kept = prune_tokenizer(source_tokenizer, keep)
+            if len(kept) <= rows or len(keep) <= len(used):
+                break
+            room -= len(kept) - rows
         builder = PlanBuilder(len(kept), len(source_tokenizer))
         builder.copy(np.arange(len(kept)), kept, Fate.KEPT)
         plan = builder.build()
         matrices = {name: plan.apply(matrix) for name, matrix in params.matrices.items()}
         report = make_report(plan, {}, canonical_vocab(source_tokenizer), canonical_vocab(target_tokenizer))
         totals = summarize(plan, {}, method="prune")
+        totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used),
+                      prune_budget=float(options.get("prune_budget", 0.0)))
+        heldout = Path(train).with_name("heldout.jsonl")
+        if heldout.is_file():  # how much of the held-out text the pruned vocabulary still cuts as the source does
+            totals["reads_as_source"] = segmentation_agreement(source_tokenizer, target_tokenizer, read_texts(heldout))
     elif mode == "replace":
         if target_tokenizer_dir is None:
             raise InputError("mode 'replace' needs a target tokenizer")
@@ -100,6 +123,15 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
         report.to_parquet(temporary, index=False)
     atomic_write(out_dir / TOTALS_FILE, json.dumps(stable_stats(totals), indent=2, ensure_ascii=False, default=str))
     return totals
+
+
+def prune_rows(model: Any, matrices: dict[str, np.ndarray], budget: float) -> int:
+    """How many vocabulary rows a pruned model may keep to have at most ``budget`` × the source's parameters (the
+    body stays whole; each kept row costs its row in every token-indexed matrix)."""
+    total = sum(p.numel() for p in model.parameters())
+    per_row = sum(int(np.prod(matrix.shape[1:])) for matrix in matrices.values())
+    vocabulary = sum(int(matrix.size) for matrix in matrices.values())
+    return max(0, int((budget * total - (total - vocabulary)) // max(per_row, 1)))
 
 
 def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str, np.ndarray], method: str,

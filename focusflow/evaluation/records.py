@@ -43,6 +43,8 @@ class DownstreamRecord(StageRecord):
 
     stages = ("downstream",)
     results: list[dict[str, Any]] = []
+    # a model whose vocabulary comes from the source's: per task, how much of its text it cuts as the source does
+    reads_as_source: dict[str, dict[str, float | int]] = {}
 
 
 class ReportRecord(StageRecord):

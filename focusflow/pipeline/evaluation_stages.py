@@ -118,7 +118,26 @@ def _downstream(run: StageRun) -> dict[str, Any]:
     measured = [{"model": r["model"], "task": r["task"], "seed": r["seed"],
                  **{k: r.get(k) for k in MEASURED_RUN_FIELDS if k not in ("model_path", "fingerprint")}}
                 for r in records]
-    return {"results": json.loads(frame.to_json(orient="records")), "measured": measured}
+    reading = _reads_as_source(run, s) if "source" in run.artifacts else {}
+    return {"results": json.loads(frame.to_json(orient="records")), "measured": measured,
+            **({"reads_as_source": reading} if reading else {})}
+
+
+def _reads_as_source(run: StageRun, s: DownstreamStageSettings) -> dict[str, Any]:
+    """Per task, how much of its text (every split) the model's tokenizer cuts as the source's does: for a model
+    whose vocabulary comes from the source's (pruned or extended), what its scores are read with."""
+    from transformers import AutoTokenizer
+
+    from focusflow.evaluation.downstream.texts import evaluation_texts
+    from focusflow.tokenizer.metrics import segmentation_agreement
+
+    source = AutoTokenizer.from_pretrained(str(run.inputs["source"]))
+    model = AutoTokenizer.from_pretrained(str(run.inputs["model"]))
+    evaluation = s.evaluation
+    root = Path(evaluation.data_root) if evaluation.data_root else None
+    return {task: segmentation_agreement(source, model, evaluation_texts([task], root, evaluation.split_seed,
+                                                                          ("train", "dev", "test")))
+            for task in evaluation.tasks}
 
 
 def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
@@ -225,7 +244,8 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
     for label in listed:
         measured = facts(label)
         candidate = Candidate(label, measured.n_params, measured.tokens_per_word, _cpu_minutes(label, by_kind),
-                              test=scores(label), bits_per_byte=_held_out_bits(measured), artifact=stored(label))
+                              test=scores(label), bits_per_byte=_held_out_bits(measured), artifact=stored(label),
+                              reads_as_source=_reading(label, by_kind))
         candidates.append(add_verdicts(candidate, runs, tasks))
     lapt_methods = list(by_kind.get("lapt", {}))
     configured = (listed[0] if listed else _lapt_label(lapt_methods[0], by_kind["lapt"][lapt_methods[0]])
@@ -240,6 +260,21 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
 def _lapt_label(method: str, lapt: Artifact) -> str:
     """The name of the model a stored LAPT run made of ``method`` (its objective's suffix)."""
     return model_label(method, lapt=True, objective=lapt_objective(lapt.params))
+
+
+def _reading(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> dict[str, float]:
+    """Where a candidate whose vocabulary comes from the source's was measured cutting text as the source does: the
+    held-out split (its initialization's record) and each task's text (its downstream record)."""
+    method, _ = read_model_label(label)
+    found: dict[str, float] = {}
+    init = by_kind.get("init", {}).get(method)
+    held_out = ModelRecord.of(init).reads_as_source if init is not None else None
+    if held_out:
+        found["held-out"] = float(held_out["sentences"])
+    downstream = by_kind.get("downstream", {}).get(label)
+    for task, agreement in (DownstreamRecord.of(downstream).reads_as_source if downstream is not None else {}).items():
+        found[task] = float(agreement["sentences"])
+    return found
 
 
 def _held_out_bits(record: IntrinsicRecord) -> float | None:
@@ -311,7 +346,7 @@ class ReportSettings(StageSettings):
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
-                            "fine-tune and test on NER/NLI/QA/classification tasks over seeds",
+                            "fine-tune and test on NER/NLI/QA/classification tasks over seeds", optional=("source",),
                             key_params=_downstream_key, uses_model=True, settings=DownstreamStageSettings,
                             hints=RunHints(timeout_s=48 * 3600, gpu=True)))
 REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,

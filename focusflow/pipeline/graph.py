@@ -229,8 +229,13 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
         candidates = {name: _model_of(name, models, lapt) for name in candidate_names(cfg)}
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches.source, **candidates}
+        # a vocabulary from the source's (a pruned source; prune or extend mode): its task texts are also cut by the
+        # source's tokenizer, to say how much of them it reads as the source does
+        reads_source = {name: {"source": branches.source} for name in candidates
+                        if name != "original" and (name in cfg.init.built_candidates or cfg.init.mode != "replace")}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
-                                       model=model) for name, model in candidates.items()}
+                                       model=model, **reads_source.get(name, {}))
+                      for name, model in candidates.items()}
     report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic))
     intrinsic = {**branches.intrinsic, **lapt_intrinsic}
     if PRODUCT in publishing:  # the model the report picked (its name fills the repository id)

@@ -26,6 +26,8 @@ class InitSettings(StageSettings):
 
         mode = mode or cfg.init.mode
         options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if mode == "extend" else {}
+        if mode == "prune":
+            options["prune_budget"] = cfg.init.prune_budget
         if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
             options["rare_tokens"] = cfg.init.rare_tokens
         return cls(method=method, mode=mode, seed=cfg.init.seed, options=options)

@@ -51,6 +51,7 @@ class Candidate:
     tokens_per_word: float | None = None
     cpu_minutes: float | None = None  # training spent on it (LAPT, align), on the machine that trained
     bits_per_byte: float | None = None  # on the run's held-out text (its intrinsic evaluation)
+    reads_as_source: dict[str, float] = field(default_factory=dict)  # where → share of sentences cut as the source
     artifact: str | None = None  # the stored model's address (``lapt/<key>``, ``init/<key>``)
     test: dict[str, str] = field(default_factory=dict)  # task → "mean ± std" (×100)
     dev_verdicts: dict[str, Verdict | None] = field(default_factory=dict)
@@ -130,15 +131,16 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
     where = f" (`{picked.artifact}`)" if picked is not None and picked.artifact else ""
     lines = [f"**Product: {product.name}**{where}: {product.reason}.", ""]
     tasks = list(dict.fromkeys(task for c in candidates for task in c.test))
+    reading = list(dict.fromkeys(where for c in candidates for where in c.reads_as_source))
     header = ["model", "params", "tokens/word", "held-out bits/byte", *[f"{task} test" for task in tasks],
-              "dev verdict", "CPU-minutes", "stored as"]
+              "dev verdict", "CPU-minutes", *[f"cut as the source ({where})" for where in reading], "stored as"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     if source_row:
         lines.append("| " + " | ".join([SOURCE, _count(source_row.get("n_params")),
                                         _number(source_row.get("tokens_per_word")),
                                         _number(source_row.get("bits_per_byte"), 3),
                                         *[source_row.get("test", {}).get(t, "-") for t in tasks], "", "",
-                                        _address(source_row.get("artifact"))]) + " |")
+                                        *["" for _ in reading], _address(source_row.get("artifact"))]) + " |")
     for c in sorted(candidates, key=lambda c: c.name != product.name):
         test = [f"{c.test.get(t, '-')} ({v.mean:+.1f})" if (v := c.test_verdicts.get(t)) else c.test.get(t, "-")
                 for t in tasks]
@@ -150,8 +152,13 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
                                         _number(c.tokens_per_word), _number(c.bits_per_byte, 3), *test, dev, minutes,
+                                        *[_share(c.reads_as_source.get(where)) for where in reading],
                                         _address(c.artifact)]) + " |")
     return "\n".join(lines)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}% of sentences"
 
 
 def _address(uri: Any) -> str:

@@ -103,6 +103,47 @@ def compare_tokenizers(source, target, texts: Iterable[str]) -> dict:
     return result
 
 
+def segmentation_agreement(source, target, texts: Iterable[str]) -> dict[str, float | int]:
+    """How much of ``texts`` ``target`` cuts into the same pieces as ``source`` (a pruned or extended vocabulary
+    against the one it came from): the share of texts and of whitespace words whose pieces are the same strings
+    at the same places."""
+    same_texts = n_texts = same_words = n_words = 0
+    batch: list[str] = []
+
+    def pieces(tokenizer, texts: list[str]) -> list[list[tuple[str, int, int]]]:
+        encoded = tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [list(zip(e.tokens, (o[0] for o in e.offsets), (o[1] for o in e.offsets), strict=True))
+                for e in encoded]
+
+    def consume(batch: list[str]) -> None:
+        nonlocal same_texts, n_texts, same_words, n_words
+        for text, theirs, ours in zip(batch, pieces(source, batch), pieces(target, batch), strict=True):
+            n_texts += 1
+            same_texts += theirs == ours
+            starts = _word_starts(text)
+            n_words += starts.size
+            if theirs == ours:
+                same_words += starts.size
+                continue
+            by_word: list[dict[int, list]] = [{}, {}]
+            for side, cut in enumerate((theirs, ours)):
+                token_starts = np.asarray([start for _, start, _ in cut], dtype=np.int64)
+                words = np.searchsorted(starts, token_starts, side="right") - 1
+                for word, piece in zip(words.tolist(), cut, strict=True):
+                    by_word[side].setdefault(word, []).append(piece)
+            same_words += sum(by_word[0].get(word) == by_word[1].get(word) for word in range(starts.size))
+
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= BATCH:
+            consume(batch)
+            batch = []
+    if batch:
+        consume(batch)
+    return {"sentences": same_texts / max(n_texts, 1), "words": same_words / max(n_words, 1), "texts": n_texts,
+            "word_count": n_words}
+
+
 def metrics_table(comparison: dict) -> str:
     """A Markdown table of ``compare_tokenizers`` (or ``{"target": metrics}``) output."""
     columns = [name for name in ("source", "target") if name in comparison]

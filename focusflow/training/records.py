@@ -43,6 +43,8 @@ class ModelRecord(StageRecord):
     align: AlignSummary | None = None
     added: int | None = None  # extend mode: the tokens added to the source's vocabulary, and their fates
     added_fates: dict[str, int] | None = None
+    # a vocabulary from the source's (prune): how much of the held-out split it cuts as the source does
+    reads_as_source: dict[str, float | int] | None = None
 
     @property
     def recorded_weights_check(self) -> dict[str, Any] | None:

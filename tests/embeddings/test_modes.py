@@ -1,0 +1,89 @@
+"""A pruned source reads new text of its language as the source does: it keeps the corpus's pieces and then the
+source's most probable pieces written with the corpus's characters, as far as its parameter budget allows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from focusflow.corpus.io import write_texts
+from focusflow.embeddings import initialize_model
+from focusflow.embeddings.modes import corpus_characters, probability_order, spelled_with
+from focusflow.tokenizer.canonical import canonical_vocab
+from focusflow.tokenizer.metrics import segmentation_agreement
+from tests.tiny_models import sample_texts
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A small corpus of the language (a few of its words) and held-out text that also uses words it never held."""
+    root = tmp_path_factory.mktemp("prune")
+    language = sample_texts(400, seed=0)  # the texts the tiny sources' tokenizers were trained on
+    train = [text for text in language if len(text.split()) < 9][:60]
+    write_texts(root / "train.jsonl", train)
+    write_texts(root / "heldout.jsonl", [text for text in language if len(text.split()) >= 12][:80])
+    return root
+
+
+def _pruned(source, corpus, out, budget):
+    from transformers import AutoTokenizer
+
+    totals = initialize_model(source, None, out, "mean", mode="prune", train=corpus / "train.jsonl",
+                              prune_budget=budget)
+    return totals, AutoTokenizer.from_pretrained(out)
+
+
+@pytest.mark.parametrize("family", ["xlmr", "gpt2", "bert"])
+def test_a_pruned_vocabulary_with_room_cuts_new_text_as_the_source_does(tiny_sources, corpus, tmp_path, family):
+    from transformers import AutoTokenizer
+
+    source = AutoTokenizer.from_pretrained(tiny_sources[family])
+    language = sample_texts(400, seed=0)
+    alphabet = corpus_characters([line for line in language if len(line.split()) < 9][:60])  # the corpus's
+    new_text = [line for line in language if len(line.split()) >= 12 and set(line) - {" "} <= alphabet]
+    assert len(new_text) > 20
+    corpus_only, narrow = _pruned(tiny_sources[family], corpus, tmp_path / "narrow", budget=0.0)
+    room, wide = _pruned(tiny_sources[family], corpus, tmp_path / "wide", budget=1.0)
+    assert corpus_only["reading_pieces"] <= 3 and room["reading_pieces"] > 0 and len(narrow) < len(wide)
+    assert segmentation_agreement(source, narrow, new_text)["sentences"] < 1.0, "the corpus alone misses pieces"
+    assert segmentation_agreement(source, wide, new_text) | {"texts": 0, "word_count": 0} == \
+        {"sentences": 1.0, "words": 1.0, "texts": 0, "word_count": 0}
+    assert room["reads_as_source"]["sentences"] > corpus_only["reads_as_source"]["sentences"]
+
+
+def test_the_budget_bounds_the_parameters_and_fills_with_the_most_probable_pieces_first(tiny_sources, corpus,
+                                                                                       tmp_path):
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from focusflow.embeddings.modes import reading_pieces
+    from focusflow.models.loading import load_source
+
+    model, _, _ = load_source(tiny_sources["xlmr"])
+    total = sum(p.numel() for p in model.parameters())
+    corpus_only, _ = _pruned(tiny_sources["xlmr"], corpus, tmp_path / "a", budget=0.0)
+    half_way = (corpus_only["n_params"] / total + 1.0) / 2
+    totals, _ = _pruned(tiny_sources["xlmr"], corpus, tmp_path / "b", budget=half_way)
+    assert corpus_only["n_params"] < totals["n_params"] <= half_way * total
+
+    source = AutoTokenizer.from_pretrained(tiny_sources["xlmr"])
+    used, characters = np.array([5, 9, 40]), {"a", "k", "u", "m"}
+    eligible = spelled_with(canonical_vocab(source), characters)
+    ranked = [int(i) for i in probability_order(source) if eligible[i] and i not in used]
+    assert len(ranked) > 4
+    kept = reading_pieces(source, used, characters, rows=len(used) + 4)
+    assert sorted(kept.tolist()) == sorted([5, 9, 40, *ranked[:4]])
+    scores = [score for _, score in json.loads(source.backend_tokenizer.to_str())["model"]["vocab"]]
+    assert [scores[i] for i in ranked] == sorted((scores[i] for i in ranked), reverse=True)
+
+
+def test_only_pieces_written_with_the_corpuss_characters_are_eligible(tiny_sources):
+    from transformers import AutoTokenizer
+
+    source = AutoTokenizer.from_pretrained(tiny_sources["xlmr"])
+    forms = canonical_vocab(source)
+    eligible = spelled_with(forms, {"a", "b"})
+    assert all(set(forms[i].text) <= {"a", "b"} for i in eligible.nonzero()[0])
+    assert not any(eligible[i] for i, form in enumerate(forms) if form.kind != "regular")
+    assert corpus_characters(["abca", "x"], min_count=2) == {"a"}
