@@ -43,6 +43,9 @@ class DownstreamRecord(StageRecord):
 
     stages = ("downstream",)
     results: list[dict[str, Any]] = []
+    # what each run measured or found on the machine that ran it (seconds, speed, where its data came from: the
+    # ``provenance`` of its splits), kept out of the artifact's files
+    measured: list[dict[str, Any]] = []
 
 
 class ReportRecord(StageRecord):

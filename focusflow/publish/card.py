@@ -56,7 +56,8 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
     """Every stored result of the model: downstream (mean over seeds, seeds in the name) and intrinsic."""
     results = []
     for row in facts.model.downstream:
-        dataset = task_dataset(str(row["task"]), str(row.get("dataset") or ""), str(row.get("language") or ""))
+        dataset = task_dataset(str(row["task"]), str(row.get("dataset") or ""), str(row.get("language") or ""),
+                               facts.model.data_folders.get(str(row["task"]), ()))
         results.append(EvalResult(
             task_type=dataset.task_type, task_name=f"{dataset.task_name} ({row['task']})",
             dataset_type=dataset.dataset_type, dataset_name=dataset.dataset_name,
