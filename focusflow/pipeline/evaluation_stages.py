@@ -43,7 +43,9 @@ DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 4
 MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "train_mfu", "seconds_per_run")
 MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", "eval_seconds", "train_tokens_per_s",
                        "train_mfu", "provenance")
-REPORT_STAGE, REPORT_VERSION = "report", 5  # 4: the LAPT behind each +lapt row, the protocol; 5: the product
+# 4: the LAPT behind each +lapt row, the protocol; 5: the product; 6: a decoder's clm_loss/clm_accuracy columns, and a
+# model not below its unigram level marked in the comparison table
+REPORT_STAGE, REPORT_VERSION = "report", 6
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol")
