@@ -10,7 +10,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,6 +21,9 @@ from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tokenizer.record import TokenizerRecord
 from focusflow.tokenizer.source_ids import UNKNOWN_LICENSE, source_licence
 from focusflow.training.records import AlignSummary, CheckpointRecord, LaptRecord, ModelRecord, SourceRecord
+
+if TYPE_CHECKING:
+    from focusflow.models.weights import WeightCheck
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ class CardFacts:
     datasets: list[str] = field(default_factory=list)
     example: str | None = None  # a held-out sentence for the usage snippet
     heldout_sentences: int | None = None
-    failed_weight_check: str | None = None  # what the weight check found, for a model published with --force
+    weight_check: WeightCheck | None = None  # the check publish made or read (a failed one: published with --force)
     product: str | None = None  # the model the run's report picked (pipeline.product), and why
     product_reason: str | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate the run built, side by side
