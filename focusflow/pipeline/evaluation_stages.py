@@ -51,8 +51,10 @@ DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 4
 MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "train_mfu", "seconds_per_run")
 MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", "eval_seconds", "train_tokens_per_s",
                        "train_mfu", "provenance")
-REPORT_STAGE, REPORT_VERSION = "report", 6  # 4: the LAPT behind each +lapt row, the protocol; 5: the product;
-# 6: every candidate the run built, measured or not, with its held-out bits per byte and its address
+# 4: the LAPT behind each +lapt row, the protocol; 5: the product; 6: a decoder's clm_loss/clm_accuracy columns, a
+# model not below its unigram level marked in the comparison table, and every candidate the run built, measured or
+# not, with its held-out bits per byte, how much text it cuts as the source does, and its address
+REPORT_STAGE, REPORT_VERSION = "report", 6
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from focusflow.publish.lineage import Lineage
 
 # version 2: cards name a source licence's terms (NOTICE for Gemma), one seed shows no spread, LAPT minutes
-PUBLISH_STAGE, PUBLISH_VERSION = "publish", 2
+# version 3: the weight check of a model without a stored one compares with the source model its lineage names, and
+# the card says what it compared with; a SIB-200 row names the dataset's config offline (or none)
+PUBLISH_STAGE, PUBLISH_VERSION = "publish", 3
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
 

@@ -21,9 +21,10 @@ from focusflow.methods import SHARE_GROUPS, Fate
 # method built, then the random ones, shown even at 0% ("random 0%" is news); prune's kept rows are the source's.
 BUILT_SHARES = [f"{group}_share" for group in SHARE_GROUPS if group not in (Fate.RANDOM, Fate.KEPT)]
 SHARE_COLUMNS = [*BUILT_SHARES, f"{Fate.RANDOM}_share"]
+# The language-model columns follow the objective the intrinsic records name: mlm_* for encoders, clm_* for decoders.
 COMPARISON_COLUMNS = [
     "method", "stage", "fidelity", "fidelity_chance", "fidelity_centered", "retrieval_top1", "retrieval_top1_centered",
-    "mlm_loss", "mlm_accuracy", "bits_per_byte", "repetition_rate",
+    "mlm_loss", "mlm_accuracy", "clm_loss", "clm_accuracy", "bits_per_byte", "repetition_rate",
     "unigram_loss", "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", *SHARE_COLUMNS,
 ]
 RANKING_NOTE = ("Bits per byte (and the LM loss, per token of each model's own tokenizer) rank the methods. A "
@@ -33,7 +34,11 @@ RANKING_NOTE = ("Bits per byte (and the LM loss, per token of each model's own t
                 "`fidelity_chance` is the mean cosine of mismatched sentence pairs (a decoder's embeddings all point "
                 "nearly one way, so a raw fidelity near it says nothing) and the `_centered` scores remove the mean "
                 "direction first; retrieval's chance level is 1 / the number of sentences.")
-_CHART_METRICS = ["retrieval_top1", "fidelity", "mlm_loss", "bits_per_byte"]
+_CHART_METRICS = ["retrieval_top1", "fidelity", "mlm_loss", "clm_loss", "bits_per_byte"]
+# Lower is better for these; each is drawn against its own tokenizer's unigram level.
+_UNIGRAM_LEVELS = {"mlm_loss": "unigram_loss", "clm_loss": "unigram_loss", "bits_per_byte": "unigram_bits_per_byte"}
+#: The mark of a comparison row whose model predicts no better than token frequencies (the list below the table).
+ABOVE_UNIGRAM_MARK = "⚠"
 
 
 def flatten_metrics(metadata: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -89,16 +94,30 @@ def _key_values(title: str, values: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _unigram_warnings(frame: pd.DataFrame) -> list[str]:
-    """Every model (encoder or decoder) that has learned no context: not below its tokenizer's unigram level."""
+def _above_unigram(frame: pd.DataFrame) -> list[str | None]:
+    """Per row, why its model (encoder or decoder) has learned no context: not below its tokenizer's unigram level
+    (``evaluation.intrinsic.above_unigram``, the rule the card applies too); None for a row below it."""
     from focusflow.evaluation.intrinsic import above_unigram
 
-    lines = []
-    for row in frame.to_dict("records"):
-        why = above_unigram({k: v for k, v in row.items() if not (isinstance(v, float) and pd.isna(v))})
-        if why:
-            lines.append(f"- **{row['method']} ({row.get('stage', 'init')})**: {why}.")
+    return [above_unigram({k: v for k, v in row.items() if not (isinstance(v, float) and pd.isna(v))})
+            for row in frame.to_dict("records")]
+
+
+def _unigram_warnings(frame: pd.DataFrame) -> list[str]:
+    """Every model that has learned no context, and why (its row of the table carries :data:`ABOVE_UNIGRAM_MARK`)."""
+    lines = [f"- **{row['method']} ({row.get('stage', 'init')})**: {why}."
+             for row, why in zip(frame.to_dict("records"), _above_unigram(frame), strict=True) if why]
     return [*lines, ""] if lines else []
+
+
+def _flagged(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown: a model not below its unigram level has :data:`ABOVE_UNIGRAM_MARK` beside its name."""
+    if frame.empty or "method" not in frame.columns:
+        return frame
+    shown = frame.copy()
+    shown["method"] = [f"{method} {ABOVE_UNIGRAM_MARK}" if why else method
+                       for method, why in zip(frame["method"], _above_unigram(frame), strict=True)]
+    return shown
 
 
 def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
@@ -117,8 +136,8 @@ def comparison_chart(frame: pd.DataFrame, path: Path) -> None:
         values = frame[metric].astype(float)
         axis.bar(range(len(values)), values, color=["#4c72b0" if m == "focus" else "#999999" for m in frame["method"]])
         axis.set_xticks(range(len(values)), labels, rotation=45, ha="right", fontsize=8)
-        axis.set_title(metric + (" ↓" if metric in ("mlm_loss", "bits_per_byte") else " ↑"))
-        reference = {"mlm_loss": "unigram_loss", "bits_per_byte": "unigram_bits_per_byte"}.get(metric)
+        axis.set_title(metric + (" ↓" if metric in _UNIGRAM_LEVELS else " ↑"))
+        reference = _UNIGRAM_LEVELS.get(metric)
         if reference in frame.columns and frame[reference].notna().any():  # each bar's own tokenizer's unigram level
             axis.hlines(frame[reference].astype(float), [i - 0.4 for i in range(len(frame))],
                         [i + 0.4 for i in range(len(frame))], colors="#c05621", linestyles="--", linewidth=1.2,
@@ -201,7 +220,7 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
                   "dev (paired by seed), on every task; the test score is reported, never used to pick.", "",
                   product, ""]
     if not frame.empty:
-        parts += ["## Method comparison (held-out text)", "", _markdown_table(frame), "", RANKING_NOTE, "",
+        parts += ["## Method comparison (held-out text)", "", _markdown_table(_flagged(frame)), "", RANKING_NOTE, "",
                   *_unigram_warnings(frame), "![comparison](comparison.png)", ""]
     if refinement_notes:
         parts += ["### Refinements", "", "A refinement keeps the state its language model measures best on a dev "

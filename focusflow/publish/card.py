@@ -24,6 +24,7 @@ from focusflow.evaluation.downstream.verdict import (
 from focusflow.evaluation.intrinsic import above_unigram
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
+from focusflow.publish.weights import compared_with
 
 FOCUS_CITATION = """@inproceedings{dobler-de-melo-2023-focus,
     title = "{FOCUS}: Effective Embedding Initialization for Monolingual Specialization of Multilingual Models",
@@ -56,7 +57,8 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
     """Every stored result of the model: downstream (mean over seeds, seeds in the name) and intrinsic."""
     results = []
     for row in facts.model.downstream:
-        dataset = task_dataset(str(row["task"]), str(row.get("dataset") or ""), str(row.get("language") or ""))
+        dataset = task_dataset(str(row["task"]), str(row.get("dataset") or ""), str(row.get("language") or ""),
+                               facts.model.data_folders.get(str(row["task"]), ()))
         results.append(EvalResult(
             task_type=dataset.task_type, task_name=f"{dataset.task_name} ({row['task']})",
             dataset_type=dataset.dataset_type, dataset_name=dataset.dataset_name,
@@ -230,9 +232,11 @@ def _usage(facts: CardFacts, repo_id: str) -> list[str]:
 
 def _limitations(facts: CardFacts) -> list[str]:
     lines: list[str] = []
-    if facts.failed_weight_check:
-        lines.append(f"- **Warning**: this model FAILED focusflow's weight check ({facts.failed_weight_check}) and "
-                     "was published with `--force`: its weights are probably not a working model.")
+    check = facts.weight_check
+    if check is not None and not check.passed:
+        lines.append(f"- **Warning**: this model FAILED focusflow's weight check ({check.problem}; compared with "
+                     f"{compared_with(check)}) and was published with `--force`: its weights are probably not a "
+                     "working model.")
     for m in (facts.model, facts.original):
         why = above_unigram(m.intrinsic)
         if why:
@@ -257,6 +261,8 @@ def _limitations(facts: CardFacts) -> list[str]:
     if facts.source.license == UNKNOWN_LICENSE:
         lines.append(f"- The licence of the source model `{facts.source_spec}` is not known to focusflow: check it "
                      "before use; this card does not guess one.")
+    if check is not None and check.passed:
+        lines.append(f"- focusflow's weight check passed: every tensor finite, compared with {compared_with(check)}.")
     lines.append("- Only the measurements above were made: no safety, bias or generation-quality evaluation.")
     return [*lines, ""]
 

@@ -10,7 +10,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,6 +21,9 @@ from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tokenizer.record import TokenizerRecord
 from focusflow.tokenizer.source_ids import UNKNOWN_LICENSE, source_licence
 from focusflow.training.records import AlignSummary, CheckpointRecord, LaptRecord, ModelRecord, SourceRecord
+
+if TYPE_CHECKING:
+    from focusflow.models.weights import WeightCheck
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class ModelFacts:
     tokens_per_word: float | None = None
     n_params: int | None = None
     vocab_size: int | None = None
+    data_folders: dict[str, list[str]] = field(default_factory=dict)  # task → the local copy's folders it was read from
 
 
 @dataclass
@@ -104,7 +108,7 @@ class CardFacts:
     datasets: list[str] = field(default_factory=list)
     example: str | None = None  # a held-out sentence for the usage snippet
     heldout_sentences: int | None = None
-    failed_weight_check: str | None = None  # what the weight check found, for a model published with --force
+    weight_check: WeightCheck | None = None  # the check publish made or read (a failed one: published with --force)
     product: str | None = None  # the model the run's report picked (pipeline.product), and why
     product_reason: str | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate the run built, side by side
@@ -116,6 +120,18 @@ def _downstream(store: ArtifactStore, artifact: Artifact | None) -> tuple[list[d
     results = [dict(row) for row in DownstreamRecord.of(artifact).results]
     runs = pd.read_csv(io.BytesIO(store.read_bytes(artifact, "runs.csv"))) if "runs.csv" in artifact.files else None
     return results, runs
+
+
+def _data_folders(artifact: Artifact | None) -> dict[str, list[str]]:
+    """Task → the names of the local folders its runs read (their recorded provenance): what names a dataset's
+    config offline (SIB-200's ``swh_Latn`` for ``cls:sib200:sw``)."""
+    from focusflow.evaluation.downstream.sources import provenance_folders
+
+    folders: dict[str, list[str]] = {}
+    for run in DownstreamRecord.of(artifact).measured if artifact is not None else []:
+        names = folders.setdefault(str(run.get("task", "")), [])
+        names += [name for name in provenance_folders(run.get("provenance") or {}) if name not in names]
+    return folders
 
 
 def _tokenizer_side(lineage: Lineage, side: str) -> float | None:
@@ -205,10 +221,11 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         else SourceModel(None, UNKNOWN_LICENSE),
         model=ModelFacts(lineage.label, mine, results, runs, _tokenizer_side(lineage, "target"),
                          measured.n_params or (init_record.n_params if init_record else None),
-                         measured.vocab_size or _int(config.get("vocab_size"))),
+                         measured.vocab_size or _int(config.get("vocab_size")), _data_folders(lineage.downstream)),
         original=ModelFacts("original", original, source_results, source_runs, _tokenizer_side(lineage, "source"),
                             measured_original.n_params or (source_record.n_params if source_record else None),
-                            measured_original.vocab_size or (source_record.vocab_size if source_record else None)),
+                            measured_original.vocab_size or (source_record.vocab_size if source_record else None),
+                            _data_folders(lineage.source_downstream)),
         fates={k: float(v) for k, v in totals.items() if k.endswith("_share") and isinstance(v, (int, float))},
         fate_counts={k: int(v) for k, v in totals.items()
                      if not k.endswith("_share") and isinstance(v, int) and not isinstance(v, bool)},

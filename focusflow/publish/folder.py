@@ -16,13 +16,20 @@ import yaml
 from focusflow.methods import model_label
 from focusflow.publish.card import NOTICE_FILE, build_card
 from focusflow.publish.facts import gather_facts
-from focusflow.publish.lineage import TRANSFER_REPORT, TRANSFER_TOTALS, Lineage, lineage_record, model_language
+from focusflow.publish.lineage import (
+    LINEAGE_FILE,
+    TRANSFER_REPORT,
+    TRANSFER_TOTALS,
+    Lineage,
+    lineage_record,
+    model_language,
+)
 from focusflow.storage import ArtifactStore
 
 if TYPE_CHECKING:
     from focusflow.models.weights import WeightCheck
 
-CARD_FILE, CONFIG_FILE, LINEAGE_FILE = "README.md", "focusflow_config.yaml", "lineage.json"
+CARD_FILE, CONFIG_FILE = "README.md", "focusflow_config.yaml"
 # Files of a model artifact that belong on the Hub (top level only: checkpoints keep optimizer state in subfolders).
 MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
 NOT_PUBLISHED = {"trainer_state.json", "summary.json"}
@@ -123,7 +130,7 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
     if "config.json" in copied:
         _generation_config(out)
     facts = gather_facts(store, lineage, language)
-    facts.failed_weight_check = weights.problem if weights is not None and not weights.passed else None
+    facts.weight_check = weights
     config = run_configuration(lineage, language)
     (out / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=True, allow_unicode=True), encoding="utf-8")
     (out / LINEAGE_FILE).write_text(json.dumps(lineage_record(lineage), indent=1, sort_keys=True,

@@ -10,6 +10,7 @@ used; otherwise the newest matching artifacts are. Nothing here loads a model: m
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ MODEL_STAGES = ("init", "align", "lapt", "lapt-checkpoint", "import")
 REPORT_STAGE = "report"
 SOURCE_LABEL = "original"
 TRANSFER_REPORT, TRANSFER_TOTALS = "transfer_report.parquet", "transfer_totals.json"
+LINEAGE_FILE = "lineage.json"  # a published repository folder's record of its lineage (:func:`lineage_record`)
 # Stages that are results or outputs, never ancestors of a model.
 _RESULT_KINDS = ("intrinsic", "downstream", "lapt", "reference")
 _NOT_ANCESTORS = {"report", "publish", "intrinsic", "downstream", "reference"}
@@ -46,6 +48,9 @@ class Lineage:
     downstream: Artifact | None = None
     source_downstream: Artifact | None = None
     report: Artifact | None = None
+    # the model its weights began as, where the store can tell: the source stage's artifact, else the model a stage
+    # command took as its ``source`` (an imported folder), else the source a published folder's lineage.json names
+    source_model: Artifact | None = None
 
     @property
     def source(self) -> Artifact | None:
@@ -164,6 +169,7 @@ def trace(store: ArtifactStore, model: Artifact) -> Lineage:
     label = _method_label(ancestors, model)
     lineage = Lineage(model=model, label=label, ancestors=ancestors)
     source = ancestors.get("source")
+    lineage.source_model = source or _named_source(index, store, model, ancestors)
     reports = [a for a in reversed(index.all) if a.stage == REPORT_STAGE
                and model.content_hash in a.inputs.values()]
     if reports:  # the report that reports most about the model (a run's over a comparison's), newest first
@@ -181,6 +187,24 @@ def trace(store: ArtifactStore, model: Artifact) -> Lineage:
         lineage.source_downstream = lineage.source_downstream or _first(
             _same_settings(index.consumers("downstream", source.content_hash), lineage.downstream, ignore=("name",)))
     return lineage
+
+
+def _named_source(index: _Index, store: ArtifactStore, model: Artifact,
+                  ancestors: dict[str, Artifact]) -> Artifact | None:
+    """The source model of a model without a source stage behind it: the ``source`` input of the nearest stage that
+    took one (``focusflow init --source FOLDER`` imports the folder), else, for an imported copy of a published
+    folder, the ``source`` its ``lineage.json`` names, when this store holds that content."""
+    for artifact in (model, *ancestors.values()):
+        content_hash = artifact.inputs.get("source")
+        if content_hash and index.producers(content_hash):
+            return index.producers(content_hash)[0]
+    if model.stage != "import" or LINEAGE_FILE not in model.files:
+        return None
+    try:
+        named = json.loads(store.read_bytes(model, LINEAGE_FILE))["artifacts"]["source"]["content_hash"]
+    except (ValueError, KeyError, TypeError):  # not a lineage focusflow wrote, or one without a source
+        return None
+    return _first(index.producers(str(named)))
 
 
 def _same_settings(candidates: list[Artifact], mine: Artifact | None, ignore: tuple[str, ...] = ()) -> list[Artifact]:

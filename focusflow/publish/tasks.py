@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # focusflow's task kinds → the Hub's task ids (https://hf.co/tasks) and their pretty names
@@ -21,9 +22,13 @@ class TaskDataset:
     hub_id: str | None
 
 
-def task_dataset(task: str, dataset: str | None = None, language: str | None = None) -> TaskDataset:
-    """The Hub's names for a downstream task spec; a local folder has no dataset id and says so."""
-    from focusflow.evaluation.downstream.sources import ALIASES, ISO1, ISO3, KNOWN
+def task_dataset(task: str, dataset: str | None = None, language: str | None = None,
+                 folders: Iterable[str] = ()) -> TaskDataset:
+    """The Hub's names for a downstream task spec; a local folder has no dataset id and says so.
+
+    Built offline: the dataset's config is what the spec and ``folders`` (the local copy the run read, from its
+    results' provenance) say, and is left out where they do not (SIB-200's ``cls:sib200:sw`` read from the Hub)."""
+    from focusflow.evaluation.downstream.sources import ALIASES, KNOWN, hub_layout_name, parse_task
 
     kind, _, rest = task.partition(":")
     task_type, task_name = HUB_TASKS.get(kind, (kind or "other", kind or "task"))
@@ -32,7 +37,5 @@ def task_dataset(task: str, dataset: str | None = None, language: str | None = N
     if known is None:
         label = f"{dataset or name or task} (local files)"
         return TaskDataset(task_type, task_name, task, label, language or None, None)
-    code = lang.strip().lower()
-    iso1, iso3 = ISO1.get(code, code), ISO3.get(code, code)
-    config = (known.config or known.data_dir or "").format(iso1=iso1, iso3=iso3) or None
+    config = hub_layout_name(parse_task(task), folders)
     return TaskDataset(task_type, task_name, known.repo, f"{name} ({lang})", config, known.repo)

@@ -2,7 +2,10 @@
 
 LAPT and align record the check of every checkpoint and final model (``weights_check`` in the manifest:
 ``models.weights``); a model without one (an initialization, an import, an artifact older than the check) is
-checked here against the nearest model it came from (its initialization, else its source), tensor by tensor.
+checked here against the nearest model it came from: its initialization, else the source model its lineage names
+(``Lineage.source_model``: the source stage's, the folder a stage command was given, the source a published folder's
+``lineage.json`` names), tensor by tensor; only a model nothing names a start for is held to the absolute bound.
+The card says which (:func:`compared_with`).
 """
 
 from __future__ import annotations
@@ -10,13 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from focusflow.errors import InputError
-from focusflow.models.weights import WeightCheck, check_weights, folder_rms
+from focusflow.models.weights import RMS_ABSOLUTE_LIMIT, RMS_GROWTH_LIMIT, WeightCheck, check_weights, folder_rms
 from focusflow.publish.lineage import Lineage
-from focusflow.storage import Artifact, ArtifactStore
+from focusflow.storage import Artifact, ArtifactStore, shorten_key
 from focusflow.training.records import ModelRecord
 
-# The ancestors a model's weights started from, nearest first.
-_STARTS = ("lapt", "align", "init", "source")
+# The ancestors a model's weights started from, nearest first (then the source model the lineage names).
+_STARTS = ("lapt", "align", "init")
 
 
 def stored_weight_check(artifact: Artifact) -> WeightCheck | None:
@@ -31,24 +34,41 @@ def stored_weight_check(artifact: Artifact) -> WeightCheck | None:
 
 
 def weight_check(store: ArtifactStore, lineage: Lineage) -> WeightCheck:
-    """The model's stored check, else the check of its files against the nearest ancestor model (or, with none,
-    against the absolute bound)."""
+    """The model's stored check, else the check of its files against the nearest ancestor model, else against the
+    source model its lineage names; with none of them, against the absolute bound."""
     stored = stored_weight_check(lineage.model)
     if stored is not None:
         return stored
+    starts = [(role, lineage.ancestors.get(role)) for role in _STARTS] + [("source", lineage.source_model)]
+    start = next(((role, a) for role, a in starts if a is not None and a.content_hash != lineage.model.content_hash),
+                 None)
     current = folder_rms(store.fetch(lineage.model))
-    for role in _STARTS:
-        ancestor = lineage.ancestors.get(role)
-        if ancestor is not None and ancestor.key != lineage.model.key:
-            return check_weights(current, folder_rms(store.fetch(ancestor)), against=f"{role} model")
-    return check_weights(current, None)
+    if start is None:
+        return check_weights(current, None)
+    role, artifact = start
+    return check_weights(current, folder_rms(store.fetch(artifact)), against=role,
+                         reference=f"{artifact.stage}/{shorten_key(artifact.key)}")
+
+
+def compared_with(check: WeightCheck) -> str:
+    """What the check held the weights against, in words (for the card)."""
+    if check.against == "start":
+        return f"the start of its training run (each tensor's RMS within {RMS_GROWTH_LIMIT:g}x)"
+    if check.against == "absolute":
+        return (f"the absolute bound (RMS at most {RMS_ABSOLUTE_LIMIT:g}): the store names no model it started from, "
+                "so a blow-up short of that bound goes unseen")
+    reference = f" (`{check.reference}`)" if check.reference else ""
+    lacking = (f"; {check.uncompared} tensor(s) the {check.against} model lacks were held to the absolute bound "
+               f"({RMS_ABSOLUTE_LIMIT:g}) instead" if check.uncompared else "")
+    return f"the {check.against} model{reference}, each tensor's RMS within {RMS_GROWTH_LIMIT:g}x of its own{lacking}"
 
 
 def require_sound_weights(check: WeightCheck, model: Artifact, force: bool) -> None:
     """Refuse a model that failed its check, unless ``force`` (then the card says it failed)."""
     if not check.passed and not force:
-        raise InputError(f"{model.stage} model {model.uri} failed focusflow's weight check ({check.problem}): it "
-                         "was not published. Publish it anyway with --force, and its card will say so")
+        against = f" against {check.reference}" if check.reference else ""
+        raise InputError(f"{model.stage} model {model.uri} failed focusflow's weight check{against} ({check.problem}): "
+                         "it was not published. Publish it anyway with --force, and its card will say so")
 
 
-__all__ = ["require_sound_weights", "stored_weight_check", "weight_check"]
+__all__ = ["compared_with", "require_sound_weights", "stored_weight_check", "weight_check"]

@@ -30,6 +30,8 @@ def test_compare_specializes_a_gemma_like_decoder(tmp_path):
     frame = pd.read_csv(tmp_path / "out" / "comparison.csv").set_index("method")
     assert {"original", "focus", "fvt", "mean", "random"} <= set(frame.index)
     assert frame["bits_per_byte"].notna().all() and (frame["bits_per_byte"] > 0).all()
+    # the language-model columns of a decoder's records (issue 47: the table dropped them, and so the unigram flag)
+    assert frame["clm_loss"].notna().all() and frame["clm_accuracy"].notna().all() and "mlm_loss" not in frame
     assert frame.loc["focus", "vocab_size"] == 600
     # a specialized model loads as a Gemma3 causal LM with Gemma's special ids and its tied, scaled embeddings
     models = [path.parent for path in (tmp_path / "store").rglob("transfer_report.parquet")]

@@ -146,3 +146,41 @@ def test_a_refinement_that_kept_its_start_says_so_in_the_report(tmp_path: Path):
     assert _refinement_note("fvt", store.put_dir("init", "b" * 64, folder, metadata={})) is None
     write_report(tmp_path / "report", "sw", ROWS, {}, refinement_notes=[note])
     assert "### Refinements" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+
+
+def _intrinsic(store: ArtifactStore, folder: Path, name: str, metrics: dict) -> Artifact:
+    """An intrinsic evaluation's artifact with the record its build writes (the metrics of ``evaluate_model``)."""
+    return store.put_dir("intrinsic", hashlib.sha256(name.encode()).hexdigest(), folder, metadata=metrics)
+
+
+def test_the_comparison_columns_follow_the_objective_and_flag_a_decoder_at_its_unigram_level(tmp_path: Path):
+    """Issue 47: Gemma's comparison had no clm_loss/clm_accuracy columns though its records held them, so FVT at 6.18
+    bits per byte against a unigram level of 3.87 went unflagged; the card's rule (``above_unigram``) flags it."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    (folder / "metrics.json").write_text("{}")
+    store = ArtifactStore(tmp_path / "store")
+    decoder = {"objective": "clm", "unigram_loss": 7.2, "unigram_bits_per_byte": 3.87, "vocab_size": 600}
+    inputs = {"intrinsic:original": _intrinsic(store, folder, "original", {
+                  **decoder, "clm_loss": 3.1, "clm_accuracy": 0.41, "bits_per_byte": 1.66}),
+              "intrinsic:fvt": _intrinsic(store, folder, "fvt", {
+                  **decoder, "clm_loss": 11.5, "clm_accuracy": 0.02, "bits_per_byte": 6.18})}
+    report = store.fetch(run_stage(store, "report", {"language": "sw"}, inputs))
+    frame = pd.read_csv(report / "comparison.csv").set_index("method")
+    assert {"clm_loss", "clm_accuracy"} <= set(frame.columns) and not {"mlm_loss", "mlm_accuracy"} & set(frame.columns)
+    assert frame.loc["fvt", "clm_accuracy"] == 0.02
+    text = (report / "report.md").read_text(encoding="utf-8")
+    comparison = text[text.index("## Method comparison"):]
+    table = [line for line in comparison.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| method | stage | clm_loss | clm_accuracy | bits_per_byte |")
+    assert table[2].startswith("| original | init | 3.1 | 0.41 | 1.66 |")
+    assert table[3].startswith("| fvt ⚠ | init | 11.5 | 0.02 | 6.18 |")  # marked in the table …
+    assert ("- **fvt (init)**: held-out 6.18 bits per byte is not below its tokenizer's unigram level (3.87"
+            in text)  # … and said why below it, as the card says it
+    assert "**original (init)**" not in text
+
+    encoder = {"objective": "mlm", "unigram_loss": 7.0, "mlm_loss": 4.0, "mlm_accuracy": 0.3}
+    encoders = store.fetch(run_stage(store, "report", {"language": "sw"},
+                                     {"intrinsic:focus": _intrinsic(store, folder, "focus", encoder)}))
+    columns = set(pd.read_csv(encoders / "comparison.csv").columns)
+    assert {"mlm_loss", "mlm_accuracy"} <= columns and not {"clm_loss", "clm_accuracy"} & columns

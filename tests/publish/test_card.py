@@ -273,3 +273,22 @@ def test_the_card_names_every_share_of_the_totals():
     from focusflow.publish.card import SHARE_NAMES
 
     assert set(SHARE_NAMES) == {f"{group}_share" for group in SHARE_GROUPS}
+
+
+def test_a_model_evaluated_on_sib200_gets_a_card_naming_the_dataset(light_run):
+    """Issue 47: a SIB-200 row made every card crash (KeyError: 'code'). The config is the dataset's own code where
+    the task spec or the local copy the run read names it, and is left out (not asked of the Hub) where neither does."""
+    facts = gather_facts(light_run["store"], trace(light_run["store"], light_run["model"]))
+    rows = [{"model": facts.label, "task": task, "kind": "cls", "dataset": "sib200", "language": language,
+             "metric": "accuracy", "main": True, "mean": 0.61, "std": 0.02, "n_seeds": 2, "seeds": "1 2"}
+            for task, language in (("cls:sib200:sw", "sw"), ("cls:sib200:swh_Latn", "swh_Latn"),
+                                   ("cls:sib200:ha", "ha"))]
+    model = replace(facts.model, downstream=rows, runs=None, data_folders={"cls:sib200:sw": ["swh_Latn"]})
+    card = build_card(replace(facts, model=model, datasets=["Davlan/sib200"]), REPO, "9.9.9")
+    sib200 = [r for r in card.data.eval_results if r.dataset_type == "Davlan/sib200"]
+    assert len(sib200) == 3 and card.data.datasets == ["Davlan/sib200"]
+    by_task = {r.task_name: r.dataset_config for r in sib200}  # the Hub lists results of one config under one name
+    assert by_task["Text classification (cls:sib200:sw)"] == "swh_Latn"
+    assert by_task["Text classification (cls:sib200:ha)"] is None  # read from the Hub: its script is not recorded
+    assert [r.dataset_config for r in sib200].count("swh_Latn") == 2  # sw's row and swh_Latn's, the same dataset
+    assert "| cls:sib200:sw | accuracy | 61.0 ± 2.0 |" in card.text

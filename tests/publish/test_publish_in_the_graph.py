@@ -80,3 +80,49 @@ def test_a_lapt_checkpoint_is_publishable(tiny_run, tmp_path):
     assert "model.safetensors" in names and "transfer_totals.json" in names
     assert not any(name.endswith(".pt") or name == "trainer_state.json" for name in names)
     assert "a checkpoint of language-adaptive pretraining" in (out / "README.md").read_text()
+
+
+def write_sib200_copy(data_root, code: str) -> None:
+    """A local copy of SIB-200 as published (``<root>/cls/sib200/<FLORES code>/``: labels.txt and the split TSVs)."""
+    from tests.tiny_models import sample_texts
+
+    folder = data_root / "cls" / "sib200" / code
+    folder.mkdir(parents=True)
+    topics = ("science/technology", "travel", "politics", "sports")
+    (folder / "labels.txt").write_text("\n".join(topics) + "\n", encoding="utf-8")
+    for seed, (split, size) in enumerate((("train", 32), ("dev", 8), ("test", 8))):
+        rows = [f"{i}\t{topics[i % len(topics)]}\t{text}" for i, text in enumerate(sample_texts(size, seed=20 + seed))]
+        (folder / f"{split}.tsv").write_text("\n".join(["index_id\tcategory\ttext", *rows]) + "\n", encoding="utf-8")
+
+
+def test_a_run_evaluated_on_sib200_publishes_its_product_and_the_pruned_model(tmp_path):
+    """Issue 47: every card of a run with a SIB-200 task crashed on the dataset's ``{code}`` (KeyError) after all
+    the run's work. The card is built offline and names the dataset, its config from the local copy the run read."""
+    from focusflow.config import build_config
+    from focusflow.corpus.io import write_texts
+    from focusflow.pipeline.graph import local_tasks, specialize
+    from focusflow.storage import ArtifactStore
+    from tests.publish.conftest import tiny_run_config
+    from tests.tiny_models import sample_texts, save_tiny
+
+    write_texts(tmp_path / "corpus.jsonl", sample_texts(1500, seed=1))
+    save_tiny("xlmr", tmp_path / "source")
+    write_sib200_copy(tmp_path / "data", "nya_Latn")
+    config = tiny_run_config(tmp_path, models=["product"])
+    config["lapt"]["steps"] = 0
+    config["split"]["min_heldout_documents"] = 30
+    config["evaluation"].update(tasks=["cls:sib200:ny"], seeds=1, data_root=str(tmp_path / "data"))
+    resolved = specialize(build_config(config), config["store"], local_tasks())
+    store = ArtifactStore(config["store"])
+    [published] = [store.resolve(uri) for uri in resolved["publish"].values()]
+    card = ModelCard.load(store.fetch(published) / "README.md")
+    sib200 = [r for r in card.data.eval_results if r.dataset_type == "Davlan/sib200"]
+    assert {r.metric_type for r in sib200} == {"accuracy", "macro_f1"}
+    assert {r.dataset_config for r in sib200} == {"nya_Latn"} and "Davlan/sib200" in card.data.datasets
+
+    out = tmp_path / "prune"  # the command publishes the run's other candidate the same way
+    result = CliRunner().invoke(app, ["publish", resolved["models"]["prune"], "--repo-id", "someone/tiny-ny-prune",
+                                      "--out", str(out), "--store", store.uri])
+    assert result.exit_code == 0, result.output
+    card = ModelCard.load(out / "README.md")
+    assert {r.dataset_config for r in card.data.eval_results if r.dataset_type == "Davlan/sib200"} == {"nya_Latn"}

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,8 @@ class HubDataset:
     revision: str | None = None
     splits: tuple[tuple[str, str], ...] = (("train", "train"), ("dev", "validation"), ("test", "test"))
     local_dirs: tuple[str, ...] = ()  # folder names of a local copy under <data_root>/<kind>/
-    code: Callable[[str, Path | None], str] | None = None  # the dataset's own language code ({code}), if it has one
+    # the dataset's own language code ({code}), if it has one: (language, data_root, folders) -> code, as flores_code
+    code: Callable[[str, Path | None, Iterable[str] | None], str] | None = None
 
 
 # --------------------------------------------------------------------------- the Hub's layouts
@@ -155,18 +157,22 @@ def _masakhanews_from_hub(dataset: Any, spec: TaskSpec) -> list[ClsExample]:
     return _cls_from_hub(dataset, "label", ("headline", "text"))
 
 
-def flores_code(language: str, data_root: Path | None = None) -> str:
+def flores_code(language: str, data_root: Path | None = None, folders: Iterable[str] | None = None) -> str:
     """A FLORES-200 code (``swh_Latn``) from ISO 639-1/3 (``sw``, ``swa``, ``sn``, ``sna``) or the code itself.
 
     The script comes from the local copy's folder names under ``data_root`` when one is given, else from
-    the Hub's list of SIB-200 configs; a language written in several scripts needs its script (``ace_Latn``)."""
+    the Hub's list of SIB-200 configs; a language written in several scripts needs its script (``ace_Latn``).
+    ``folders``: the names to choose among instead (the local copy's folders a run recorded it read): neither the
+    disk nor the Hub is asked."""
     if "_" in language:
         return language
     code = language.lower()
     code = ISO3.get(code, code)
     code = FLORES_LANGUAGE.get(code, code)
     candidates: list[str] = []
-    if data_root is not None:
+    if folders is not None:
+        candidates = [name for name in folders if name.startswith(f"{code}_")]
+    elif data_root is not None:
         for folder_name in KNOWN["sib200"].local_dirs:
             candidates += sorted(p.name for p in (Path(data_root) / "cls" / folder_name).glob(f"{code}_*") if p.is_dir())
     else:
@@ -217,7 +223,7 @@ KNOWN: dict[str, HubDataset] = {
     # SIB-200 (Adelani et al. 2024): 7 topics over FLORES-200 sentences, one config per FLORES code (swh_Latn);
     # script-based on the Hub: its Parquet conversion. Local copies: the published TSVs + labels.txt.
     "sib200": HubDataset("Davlan/sib200", "cls", _sib200_from_hub, data_dir="{code}", revision=PARQUET_BRANCH,
-                         local_dirs=("sib200", "sib-200"), code=lambda language, root: flores_code(language, root)),
+                         local_dirs=("sib200", "sib-200"), code=flores_code),
     # MasakhaNEWS (Adelani et al. 2023): news topics, headline + text, one folder per ISO 639-3 code.
     "masakhanews": HubDataset("masakhane/masakhanews", "cls", _masakhanews_from_hub, data_dir="{iso3}",
                               revision=PARQUET_BRANCH, local_dirs=("masakhanews", "masakhane-news")),
@@ -309,7 +315,7 @@ def local_copy(spec: TaskSpec, data_root: Path) -> Path | None:
     codes = language_forms(spec.language)
     if info.code is not None:
         try:
-            codes.append(info.code(spec.language, Path(data_root)))
+            codes.append(info.code(spec.language, Path(data_root), None))
         except InputError:
             pass  # no local folder under the dataset's code either: the caller tries the Hub
     for folder_name in info.local_dirs or (spec.dataset,):
@@ -445,12 +451,49 @@ def cached_locally(repo: str) -> bool:
     return hub.is_dir() or any(datasets_home.glob(f"{repo.replace('/', '___')}*"))
 
 
-def _language_forms_of(info: HubDataset, language: str) -> dict[str, str]:
-    """The names a Hub layout spells ``language`` with: ``{iso1}``, ``{iso3}`` and the dataset's own ``{code}``."""
+def _language_forms_of(info: HubDataset, language: str, folders: Iterable[str] | None = None) -> dict[str, str]:
+    """The names a Hub layout spells ``language`` with: ``{iso1}``, ``{iso3}`` and the dataset's own ``{code}``.
+
+    ``folders``: find the dataset's code offline, in the language itself or among these folder names (a local copy's,
+    as a run recorded them); a code found in neither is left out rather than asked of the Hub."""
     forms = {"iso1": ISO1.get(language, language), "iso3": ISO3.get(language, language)}
     if info.code is not None:
-        forms["code"] = info.code(language, None)
+        if folders is None:
+            forms["code"] = info.code(language, None, None)
+        else:
+            try:
+                forms["code"] = info.code(language, None, list(folders))
+            except InputError:
+                pass  # not derivable without the Hub: the placeholder stays unfilled
     return forms
+
+
+def hub_layout_name(spec: TaskSpec, folders: Iterable[str] = ()) -> str | None:
+    """A known dataset's Hub config (or data folder) for ``spec``, found without the network, for a model card.
+
+    The ISO forms of its language fill ``{iso1}``/``{iso3}``; the dataset's own ``{code}`` (SIB-200's ``swh_Latn``)
+    comes from the spec when it names it, else from ``folders`` (the local copy a run read, :func:`provenance_folders`).
+    None when a placeholder cannot be filled that way: never a guess, never a question to the Hub."""
+    info = KNOWN[spec.dataset]
+    template = info.config or info.data_dir
+    if template is None:
+        return None
+    try:
+        return template.format(**_language_forms_of(info, spec.language, folders)) or None
+    except KeyError:  # a placeholder nothing offline fills
+        return None
+
+
+def provenance_folders(provenance: Mapping[str, str]) -> list[str]:
+    """The names of the local folders a task's splits were read from, as :func:`load_folder` records them
+    (``test [<folder>]``); a split read from the Hub names its repository (:func:`load_hub`), not a folder."""
+    repositories = {info.repo for info in KNOWN.values()}
+    names = []
+    for origin in provenance.values():
+        where = re.search(r"\[([^\]]+)\]", str(origin))
+        if where is not None and where.group(1).split("@")[0] not in repositories:
+            names.append(Path(where.group(1)).name)
+    return list(dict.fromkeys(names))
 
 
 def task_language(spec: TaskSpec) -> str | None:

@@ -150,6 +150,17 @@ def test_local_copy_is_found_under_any_iso_spelling(shared_data):
     assert sum(qa.sizes().values()) == 2755 and "note_dev" in qa.provenance
 
 
+def test_the_provenance_names_the_local_copy_a_task_was_read_from_and_not_the_hub(tmp_path):
+    """What a model card reads to name SIB-200's config offline (``publish.tasks``): the folder of the local copy."""
+    folder = tmp_path / "cls" / "sib200" / "swh_Latn"
+    write(folder / "labels.txt", "sports\nhealth\n")
+    rows = "\n".join(f"{i}\t{'sports' if i % 2 else 'health'}\tsentensi {i}" for i in range(12))
+    write(folder / "train.tsv", "index_id\tcategory\ttext\n" + rows + "\n")  # no dev, no test: split from train
+    data = resolve_task("cls:sib200:sw", data_root=tmp_path)
+    assert sources.provenance_folders(data.provenance) == ["swh_Latn"]
+    hub = {"train": "train [Davlan/sib200@refs/convert/parquet]", "test": "test [facebook/xnli]"}
+    assert sources.provenance_folders(hub) == []
+
 def test_hub_failure_says_what_to_do(tmp_path, monkeypatch):
     import datasets
 
