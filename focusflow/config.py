@@ -118,6 +118,10 @@ class SplitSpec(_Section):
     seed: int = 0
 
 
+#: The smallest ``tokenizer.vocab_size`` a user may set (``auto`` may pick fewer on a tiny corpus).
+MIN_VOCAB_SIZE = 100
+
+
 class TokenizerSpec(_Section):
     algorithm: Literal["unigram", "bpe", "wordpiece"] = "unigram"
     vocab_size: int | Literal["auto"] = Field(
@@ -134,8 +138,8 @@ class TokenizerSpec(_Section):
     @field_validator("vocab_size")
     @classmethod
     def _vocab_size(cls, value: int | str) -> int | str:
-        if isinstance(value, int) and value < 100:
-            raise ValueError("tokenizer.vocab_size must be at least 100 (or 'auto')")
+        if isinstance(value, int) and value < MIN_VOCAB_SIZE:
+            raise ValueError(f"tokenizer.vocab_size must be at least {MIN_VOCAB_SIZE} (or 'auto')")
         return value
 
 
