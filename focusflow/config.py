@@ -651,7 +651,7 @@ def build_config(data: dict[str, Any], any_language: bool = False) -> PipelineCo
         raise ConfigError(format_errors(exc)) from None
 
 
-class DuplicateKeyError(yaml.MarkedYAMLError):
+class DuplicateKeyError(yaml.MarkedYAMLError, FocusflowError):
     """A mapping names the same key twice: PyYAML would keep the last value silently, hiding the first."""
 
 
