@@ -173,14 +173,14 @@ def resolve_vocab_size(spec: TokenizerSpec, n_chars: int, minimum: int) -> int:
     requested = int(spec.vocab_size)
     if requested > max(supported, minimum):
         suggestion = max(supported, minimum)
+        needs = f"a {requested:,}-token vocabulary needs about {chars_needed(requested, spec) / 1e6:.1f}M characters"
         if suggestion < MIN_VOCAB_SIZE:
             raise VocabularySizeError(
-                f"tokenizer.vocab_size={requested}: this corpus is too small for any size you can set "
+                f"tokenizer.vocab_size={requested}: {needs}, and this corpus is too small for any size you can set "
                 f"({_smallest_vocabulary_needs(spec, n_chars)}): add text, or lower tokenizer.chars_per_vocab_entry "
                 "to accept rarely seen tokens")
         raise VocabularySizeError(
-            f"a {requested:,}-token vocabulary needs about {chars_needed(requested, spec) / 1e6:.1f}M "
-            f"characters of training text, this corpus has {n_chars / 1e6:.2f}M: use tokenizer.vocab_size="
+            f"{needs} of training text, this corpus has {n_chars / 1e6:.2f}M: use tokenizer.vocab_size="
             f"{suggestion} (or 'auto'), add text, or lower "
             f"tokenizer.chars_per_vocab_entry (now {spec.chars_per_vocab_entry}) to accept rarely seen tokens")
     if requested < minimum:

@@ -125,8 +125,8 @@ def test_a_corpus_too_small_for_any_size_says_so_and_how_much_text_is_needed(tmp
     assert "too few for any size you can set; add text" in said and "vocab_size is at least 100" in said
     assert "a 100-token vocabulary needs about 30,000 characters of training text" in said and "or less" not in said
     assert not (tmp_path / "tok").exists()
-    with pytest.raises(VocabularySizeError, match=r"vocab_size=100: this corpus is too small for any size you can "
-                                                  r"set .*needs about 30,000 characters.*this corpus has 47\)"):
+    with pytest.raises(VocabularySizeError, match=r"vocab_size=100: .*and this corpus is too small for any size you "
+                                                  r"can set .*needs about 30,000 characters.*this corpus has 47\)"):
         resolve_vocab_size(TokenizerSpec(vocab_size=100), 47, 40)  # before: "use tokenizer.vocab_size=40"
 
 
