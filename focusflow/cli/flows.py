@@ -89,7 +89,8 @@ def demo(
 
 @app.command("evaluate-checkpoint")
 def evaluate_checkpoint_command(
-    checkpoint: str = typer.Argument(..., help="Checkpoint artifact URI, or 'latest'."),
+    checkpoint: str = typer.Argument(..., help="The checkpoint as `store ls` and the stage lines show it "
+                                     "(lapt-checkpoint/<key-prefix>, lapt/<key-prefix>), its URI or folder, or 'latest'."),
     language: str = typer.Option(..., "--language", "-l"),
     suite: list[str] = typer.Option(["intrinsic"], "--suite",
                                     help="intrinsic, ner:…, nli:…, qa:…, cls:… (repeatable)."),
@@ -103,13 +104,14 @@ def evaluate_checkpoint_command(
     import json
 
     from focusflow.evaluation.downstream.runner import parse_seeds
-    from focusflow.flows.evaluate import evaluate_checkpoint
+    from focusflow.flows.evaluate import checkpoint_artifact, evaluate_checkpoint
 
+    found = checkpoint_artifact(checkpoint, language, store)  # an address that names nothing: one line, no server
     overrides = {"data_root": str(data_root.resolve()) if data_root else None,
                  "seeds": parse_seeds(seeds) if seeds is not None else None, "epochs": epochs}
     evaluation = {name: value for name, value in overrides.items() if value is not None} or None
     from focusflow.orchestration.server import local_api
 
     with local_api():  # not Prefect's ephemeral server: this one dies with this process, even on kill -9
-        result = evaluate_checkpoint(checkpoint, language, suite, store=store, evaluation=evaluation)
+        result = evaluate_checkpoint(found.uri, language, suite, store=found.store_uri, evaluation=evaluation)
     typer.echo(json.dumps(result, indent=2, default=str))

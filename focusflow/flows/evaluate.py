@@ -12,7 +12,7 @@ from focusflow.flows.common import cancelled_when_stopped, load_run_config
 from focusflow.logs import configure_output
 from focusflow.pipeline import params_for
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, LAPT_STAGE
-from focusflow.storage import Artifact, ArtifactStore, StoreError, redact_uri
+from focusflow.storage import Artifact, ArtifactStore, StoreError, locate, redact_uri
 from focusflow.storage.records import StageRecord
 from focusflow.tasks import tasks_for
 from focusflow.tasks.common import artifact_key_name
@@ -29,6 +29,17 @@ def latest_checkpoint_uri(store: ArtifactStore, language: str) -> str:
         raise StoreError(f"no LAPT checkpoint for language {language!r} in {redact_uri(store.uri)}; "
                          "run specialize_language with a LAPT budget first (the default 20 minutes, or lapt.steps > 0)")
     return max(candidates, key=lambda a: a.created).uri
+
+
+def checkpoint_artifact(address: str, language: str, store: str | None = None) -> Artifact:
+    """The checkpoint ``address`` names, read as every command reads an artifact's address (``storage.locate``:
+    ``<stage>/<key-prefix>`` in ``store``, a shortened checkpoint key ``<head>…-step-N``, an artifact's URI or
+    folder), or with ``latest`` the newest stored for ``language``."""
+    if address == LATEST:
+        artifact_store = ArtifactStore(store)
+        return artifact_store.resolve(latest_checkpoint_uri(artifact_store, language))
+    artifact_store, stage, key = locate(address, store)
+    return artifact_store.get(stage, key)
 
 
 def checkpoint_label(checkpoint: Artifact) -> str:
@@ -58,15 +69,13 @@ def evaluate_checkpoint(checkpoint_uri: str, language: str, suites: list[str] | 
     """Held-out intrinsic metrics (suite ``intrinsic``) and downstream tasks (``ner:…``, ``nli:…``, ``qa:…``,
     ``cls:…``).
 
-    ``checkpoint_uri`` may be ``latest``: the newest checkpoint stored for the language. ``evaluation``
-    overrides the run configuration's ``evaluation`` section (``data_root``, ``seeds``, ``epochs``, …).
+    ``checkpoint_uri`` is any address of the checkpoint (:func:`checkpoint_artifact`: its URI, ``<stage>/<key-prefix>``
+    in ``store``), or ``latest``: the newest checkpoint stored for the language. ``evaluation`` overrides the run
+    configuration's ``evaluation`` section (``data_root``, ``seeds``, ``epochs``, …).
     """
     configure_output()
-    if store is None and "://" in checkpoint_uri:
-        store = checkpoint_uri.rsplit("/", 2)[0]
-    artifact_store = ArtifactStore(store)
-    uri = latest_checkpoint_uri(artifact_store, language) if checkpoint_uri == LATEST else checkpoint_uri
-    checkpoint = artifact_store.resolve(uri)
+    checkpoint = checkpoint_artifact(checkpoint_uri, language, store)
+    artifact_store, uri = ArtifactStore(checkpoint.store_uri), checkpoint.uri
     lineage = _lineage(artifact_store, checkpoint)
     suites = suites or ["intrinsic"]
     # the language's default settings (plus ``evaluation`` overrides): the same held-out sentences

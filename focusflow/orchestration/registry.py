@@ -10,10 +10,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from focusflow.config import ConfigError, InitMethod, PipelineConfig, format_errors, merge_layers
+from focusflow.config import ConfigError, InitMethod, PipelineConfig, format_errors, merge_layers, read_yaml_file
 
 REGISTRY_FILE = Path("deployments") / "languages.yaml"  # in the focusflow checkout (the image: /app/deployments)
 # The checkout the package is installed from (an editable install, or the source tree it runs from).
@@ -224,8 +223,5 @@ def load_registry(path: str | Path | None = None) -> LanguageRegistry:
                           "--registry FILE (see deployments/languages.yaml in the focusflow repository for the format)")
     if not file.is_file():
         raise ConfigError(f"language registry {file} does not exist (see deployments/languages.yaml for the format)")
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"language registry {file} is not valid YAML: {exc}") from None
+    data = read_yaml_file(file, f"language registry {file}")
     return parse_registry(data, source=f"language registry {file}")

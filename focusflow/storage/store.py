@@ -174,9 +174,11 @@ class ArtifactStore:
                metadata: Mapping[str, Any] | None = None) -> Iterator[Path]:
         """Yield an empty local folder; on a clean exit its files are uploaded and committed.
 
-        On an exception nothing is committed and the local folder is removed.
+        On an exception nothing is committed and the local folder is removed. A local store that cannot be written
+        (a read-only file system, a file where a folder belongs) is a StoreError before the caller fills the folder.
         """
         validate_segment(stage, "stage"), validate_segment(key, "key")
+        self.transport.require_writable(stage, key)
         staging = Path(tempfile.mkdtemp(prefix=self.staging_prefix(stage)))
         try:
             yield staging

@@ -1,10 +1,11 @@
 """The transport under the store: one fsspec file system (local disk or S3), bounded and retried.
 
 Every remote call goes through :meth:`Transport.retry`: transport errors are retried with backoff and
-then reported naming the store and endpoint; a 403 is reported at once. On S3 each attempt is bounded
-by a connect and a read timeout and botocore and s3fs make one attempt each, so an endpoint that accepts
-TCP and never answers fails within retries x (connect + read). Writes are atomic: a local file is renamed
-into place, an object PUT is atomic, and a manifest is written only where none exists (a hard link on
+then reported naming the store and endpoint; a 403, and what no retry changes (``errors.is_permanent``: a read-only
+file system, a refused permission, a file where the store needs a folder, a full disk), are reported at once.
+On S3 each attempt is bounded by a connect and a read timeout and botocore and s3fs make one attempt each, so an
+endpoint that accepts TCP and never answers fails within retries x (connect + read). Writes are atomic: a local file
+is renamed into place, an object PUT is atomic, and a manifest is written only where none exists (a hard link on
 local disk, a conditional PUT on S3).
 """
 
@@ -16,6 +17,7 @@ import hashlib
 import logging
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -26,17 +28,16 @@ from urllib.parse import urlsplit
 import fsspec
 from platformdirs import user_cache_dir
 
-from focusflow.stopping import StopRequested, check_stop
+from focusflow.errors import DISK_FULL_ERRNOS, FocusflowError, cause_chain, is_permanent
+from focusflow.stopping import check_stop
 from focusflow.storage.artifact import PENDING_PREFIX
 from focusflow.storage.atomic import atomic_write
 from focusflow.storage.errors import StoreError
-from focusflow.storage.keys import UnsafeNameError, redact_uri
+from focusflow.storage.keys import redact_uri
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-#: OSError numbers of a full disk (or quota, or file size limit): no retry helps.
-DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # S3 transport limits (seconds, attempts): one attempt is bounded by connect + read timeout, and only our
 # retry loop retries, so an endpoint that accepts TCP and never answers fails within retries x (connect + read).
 S3_CONNECT_TIMEOUT = ("FOCUSFLOW_S3_CONNECT_TIMEOUT", 5.0)
@@ -146,14 +147,18 @@ class Transport:
         for attempt in range(1, self.retries + 1):
             try:
                 return operation()
-            except (FileNotFoundError, FileExistsError, StoreError, UnsafeNameError, StopRequested):
+            except (FileNotFoundError, FileExistsError, FocusflowError):  # a StoreError, a StopRequested, a bad name
                 raise
             except PermissionError as exc:  # 403: retrying cannot help
+                if self.is_local:
+                    raise self.cannot_write(Path(exc.filename or self.root), exc.errno, f"{what} refused") from exc
                 raise StoreError(f"{what} refused on {self.where()}: access denied ({exc}); "
                                  "check the credentials and the bucket policy") from exc
             except Exception as exc:  # noqa: BLE001 — any transport error is retried, then reported
                 if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
                     raise  # a full disk stays full: said at once (the CLI names the file), never retried
+                if is_permanent(exc):  # a read-only store, a file where a folder belongs: said at once
+                    raise self.permanent_error(what, exc) from exc
                 if attempt == self.retries:
                     raise StoreError(
                         f"{what} failed on {self.where()} after {attempt} attempts: "
@@ -165,8 +170,56 @@ class Transport:
                 delay *= 2
         raise AssertionError("unreachable")
 
+    def permanent_error(self, what: str, error: Exception) -> StoreError:
+        """The one line for an error no retry changes (``errors.is_permanent``), saying what to do."""
+        problem = next((e for e in cause_chain(error) if isinstance(e, OSError) and e.errno is not None), None)
+        if self.is_local and problem is not None and problem.filename:
+            path = Path(os.fsdecode(problem.filename))
+            if problem.errno == errno.ENOTDIR:
+                return StoreError(self.not_a_folder(_first_file_on(path)))
+            if problem.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                return self.cannot_write(path, problem.errno, f"{what} refused")
+        return StoreError(f"{what} failed on {self.where()}: {type(error).__name__}: {error} (retrying cannot help)")
+
+    def not_a_folder(self, file: Path) -> str:
+        """What to say when a file stands where the store needs a folder: the root itself, or a path in it."""
+        fix = "point --store (or FOCUSFLOW_STORE) at a folder, or move the file away"
+        if file == Path(self.root):
+            return f"the store path {self.root} is a file, not a folder: {fix}"
+        return f"store {redact_uri(self.uri)}: {file} is a file where the store needs a folder: {fix}"
+
+    def cannot_write(self, path: Path, number: int | None, what: str = "cannot write") -> StoreError:
+        """A local store this process may not write (``number``, the OSError's): a read-only file system (EROFS), or
+        a folder it has no permission on."""
+        folder = next((p for p in (path, *path.parents) if p.is_dir()), path)
+        why = ("is on a read-only file system" if number == errno.EROFS
+               else "may not be written by this user (permission denied)")
+        return StoreError(f"store {redact_uri(self.uri)}: {what}: {folder} {why}; point --store (or FOCUSFLOW_STORE) "
+                          "at a folder you can write, or make this one writable")
+
+    def require_writable(self, *segments: str) -> None:
+        """StoreError now, before a stage computes what it could not store: a local store whose path (or a folder in
+        it) is a file, or whose nearest existing folder on the way to ``segments`` cannot take a new file (read-only,
+        no permission; probed with a file created and removed at once). On S3 the first upload says it, unretried."""
+        if not self.is_local:
+            return
+        target = Path(self.path(*segments))
+        existing = next(p for p in (target, *target.parents) if p.exists() or p == p.parent)
+        if not existing.is_dir():
+            raise StoreError(self.not_a_folder(existing))
+        try:
+            descriptor, probe = tempfile.mkstemp(prefix=".tmp-writable-", dir=existing)
+        except OSError as exc:
+            if exc.errno in DISK_FULL_ERRNOS:
+                raise
+            raise self.cannot_write(existing, exc.errno) from exc
+        os.close(descriptor)
+        os.unlink(probe)
+
     # ----------------------------------------------------------------- the root and listings
     def no_store(self) -> str:
+        if self.is_local and Path(self.root).exists() and not Path(self.root).is_dir():
+            return self.not_a_folder(Path(self.root))
         return f"no store at {redact_uri(self.uri)} (it is created by the first stage that writes)"
 
     def require_root(self) -> None:
@@ -248,6 +301,11 @@ class Transport:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(pending)
+
+
+def _first_file_on(path: Path) -> Path:
+    """The file that a path runs through (``NotADirectoryError``): its nearest ancestor that exists."""
+    return next((p for p in (*reversed(path.parents), path) if p.exists() and not p.is_dir()), path)
 
 
 def newest_mtime(path: Path) -> float:

@@ -16,7 +16,7 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.context import TaskRunContext
 from prefect.states import State
 
-from focusflow.errors import FocusflowError
+from focusflow.errors import is_permanent
 from focusflow.pipeline import STAGES, Stage, run_stage
 from focusflow.stopping import stop_on_signals
 from focusflow.storage import Artifact, ArtifactStore
@@ -38,9 +38,10 @@ _PUBLISHERS: dict[str, Publisher] = {"downstream": publish_downstream, "report":
 
 
 def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
-    """Retry only what may pass: a ``FocusflowError`` explains a problem of the input, which a retry repeats."""
+    """Retry only what may pass (``errors.is_permanent``, the store's rule too): a ``FocusflowError`` explains a
+    problem of the input, a read-only or full disk stays so; a retry would repeat them."""
     error = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
-    return not isinstance(error, FocusflowError)
+    return not (isinstance(error, BaseException) and is_permanent(error))
 
 
 def _make(spec: Stage) -> Task[..., str]:

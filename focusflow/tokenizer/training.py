@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from focusflow.config import TokenizerSpec
+from focusflow.config import MIN_VOCAB_SIZE, TokenizerSpec
 from focusflow.corpus.io import read_texts, write_stats
 from focusflow.errors import FocusflowError, InputError
 from focusflow.stopping import call_stoppable
@@ -158,6 +158,14 @@ def supported_vocab_size(n_chars: int, spec: TokenizerSpec) -> int:
     return int(size // step * step)
 
 
+def _smallest_vocabulary_needs(spec: TokenizerSpec, n_chars: int) -> str:
+    """What the smallest vocabulary a user can set needs: the advice when a corpus supports less, so that it never
+    suggests a size the settings refuse."""
+    return (f"tokenizer.vocab_size is at least {MIN_VOCAB_SIZE}, and a {MIN_VOCAB_SIZE}-token vocabulary needs about "
+            f"{chars_needed(MIN_VOCAB_SIZE, spec):,} characters of training text at tokenizer.chars_per_vocab_entry="
+            f"{spec.chars_per_vocab_entry}; this corpus has {n_chars:,}")
+
+
 def resolve_vocab_size(spec: TokenizerSpec, n_chars: int, minimum: int) -> int:
     supported = supported_vocab_size(n_chars, spec)
     if spec.vocab_size == "auto":
@@ -165,11 +173,16 @@ def resolve_vocab_size(spec: TokenizerSpec, n_chars: int, minimum: int) -> int:
     requested = int(spec.vocab_size)
     if requested > max(supported, minimum):
         suggestion = max(supported, minimum)
+        needs = f"a {requested:,}-token vocabulary needs about {chars_needed(requested, spec) / 1e6:.1f}M characters"
+        if suggestion < MIN_VOCAB_SIZE:
+            raise VocabularySizeError(
+                f"tokenizer.vocab_size={requested}: {needs}, and this corpus is too small for any size you can set "
+                f"({_smallest_vocabulary_needs(spec, n_chars)}): add text, or lower tokenizer.chars_per_vocab_entry "
+                "to accept rarely seen tokens")
         raise VocabularySizeError(
-            f"a {requested:,}-token vocabulary needs about {chars_needed(requested, spec) / 1e6:.1f}M "
-            f"characters of training text, this corpus has {n_chars / 1e6:.2f}M: use tokenizer.vocab_size="
-            f"{suggestion} (or 'auto'), add text, or lower tokenizer.chars_per_vocab_entry "
-            f"(now {spec.chars_per_vocab_entry}) to accept rarely seen tokens")
+            f"{needs} of training text, this corpus has {n_chars / 1e6:.2f}M: use tokenizer.vocab_size="
+            f"{suggestion} (or 'auto'), add text, or lower "
+            f"tokenizer.chars_per_vocab_entry (now {spec.chars_per_vocab_entry}) to accept rarely seen tokens")
     if requested < minimum:
         raise VocabularySizeError(f"tokenizer.vocab_size={requested} cannot hold the {minimum} characters and special "
                                   f"tokens this corpus needs; use at least {minimum}")
@@ -195,8 +208,10 @@ def _threads(spec: TokenizerSpec) -> int:
 
 
 def _train_sentencepiece(text_file: Path, sentences: int, pipeline: Pipeline, spec: TokenizerSpec,
-                         model_vocab: int, byte_fallback: bool, work: Path, algorithm: str) -> list[tuple[str, float]]:
-    """Train with sentencepiece; returns (piece, score) with the unknown piece first and byte pieces if any."""
+                         model_vocab: int, byte_fallback: bool, work: Path, algorithm: str,
+                         n_chars: int) -> list[tuple[str, float]]:
+    """Train with sentencepiece; returns (piece, score) with the unknown piece first and byte pieces if any.
+    ``n_chars``: the training characters, for the advice when the corpus holds too few distinct pieces."""
     import sentencepiece as spm
 
     spm.set_random_generator_seed(spec.seed)
@@ -217,9 +232,13 @@ def _train_sentencepiece(text_file: Path, sentences: int, pipeline: Pipeline, sp
         limit = re.search(r"Vocabulary size (?:is )?too high.*?<= (\d+)", str(exc))
         if limit:
             extra = len(pipeline.specials) + (0 if pipeline.unk_token in pipeline.specials else 1) - 1
-            raise VocabularySizeError(
-                f"this corpus has only {int(limit[1]):,} distinct pieces for sentencepiece, fewer than the "
-                f"{model_vocab:,} requested: use tokenizer.vocab_size={int(limit[1]) + extra} or less") from None
+            largest = int(limit[1]) + extra
+            few = (f"this corpus has only {int(limit[1]):,} distinct pieces for sentencepiece, fewer than the "
+                   f"{model_vocab:,} requested")
+            if largest < MIN_VOCAB_SIZE:  # a smaller size would be refused by the settings: more text is the fix
+                raise VocabularySizeError(f"{few}: too few for any size you can set; add text "
+                                          f"({_smallest_vocabulary_needs(spec, n_chars)})") from None
+            raise VocabularySizeError(f"{few}: use tokenizer.vocab_size={largest} or less") from None
         raise
     processor = spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
     return [(processor.id_to_piece(i), float(processor.get_score(i))) for i in range(processor.get_piece_size())]
@@ -372,7 +391,7 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         if use_sentencepiece:
             # native code that never returns to Python until done: in a child process a stop can end at once
             pieces = call_stoppable(_train_sentencepiece, text_file, prepared["sentences"], pipeline, spec,
-                                    vocab_size - n_specials + 1, byte_fallback, work, algorithm,
+                                    vocab_size - n_specials + 1, byte_fallback, work, algorithm, int(used_chars),
                                     what="in the tokenizer's training")
             model, tokens = _unigram_model(pieces, pipeline, byte_fallback)
             trainer = "sentencepiece"

@@ -357,6 +357,12 @@ CASES: dict[str, Case] = {
                                           ("no store at",)),
     "store show not a uri": Case(lambda d: ["store", "show", "file:///"], ("is not an artifact URI",)),
     "store rm unknown artifact": Case(lambda d: ["store", "rm", "corpus/k1"], ("no artifact corpus/k1",)),
+    # issue 47: a store path that is a file is said at once, not retried three times nor "created by the first stage"
+    "store ls in a store path that is a file": Case(lambda d: ["store", "ls", "--store", str(d / "random.txt")],
+                                                    ("random.txt is a file, not a folder", "--store")),
+    "stage into a store path that is a file": Case(lambda d: ["split", str(d / "docs.jsonl"), "--store",
+                                                              str(d / "random.txt"), "--out", "{out}"],
+                                                   ("random.txt is a file, not a folder", "--store")),
     # the store, S3 on 127.0.0.1
     "s3 show unknown artifact": Case(lambda d: ["store", "show", f"{S3}/stage/k1"], ("stage/k1",), s3=True),
     "s3 missing bucket": Case(lambda d: ["store", "ls", "--store", "s3://ff-no-such-bucket/x"],

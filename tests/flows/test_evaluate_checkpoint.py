@@ -3,23 +3,52 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pandas as pd
 from typer.testing import CliRunner
 
 from focusflow.cli import app
-from focusflow.flows.evaluate import checkpoint_label
+from focusflow.flows.evaluate import checkpoint_artifact, checkpoint_label
+from focusflow.pipeline.lapt_stage import checkpoint_key
 from focusflow.storage import ArtifactStore
+from focusflow.storage.keys import shorten_key
+from tests.cli_runner import error_lines, run_cli
 from tests.tiny_models import sample_texts, save_tiny
 
 
 def _lapt_artifacts(store: ArtifactStore, model_dir):
     lineage = {"source": "file:///nowhere/source/x", "split": "file:///nowhere/split/y"}
     final = store.put_dir("lapt", "f" * 64, model_dir, metadata={"language": "sn", "lineage": lineage})
-    checkpoint = store.put_dir("lapt-checkpoint", "c" * 64, model_dir,
+    checkpoint = store.put_dir("lapt-checkpoint", checkpoint_key("c" * 64, 40), model_dir,
                                metadata={"language": "sn", "lineage": lineage, "step": 40})
     return final, checkpoint
+
+
+def test_a_checkpoint_is_named_as_every_command_names_an_artifact(tmp_path, monkeypatch, capsys):
+    """``lapt-checkpoint/<key-prefix>`` and the shortened key of the stage lines, as ``store show`` takes them."""
+    store = ArtifactStore(tmp_path / "store")
+    final, checkpoint = _lapt_artifacts(store, save_tiny("xlmr", tmp_path / "tiny"))
+    for address in (f"lapt-checkpoint/{shorten_key(checkpoint.key)}", "lapt-checkpoint/cccc", checkpoint.uri,
+                    str(tmp_path / "store" / "lapt-checkpoint" / checkpoint.key)):
+        assert checkpoint_artifact(address, "sn", store.uri).uri == checkpoint.uri, address
+    assert checkpoint_artifact("lapt/ff", "sn", store.uri).uri == final.uri
+    assert checkpoint_artifact("latest", "sn", store.uri).uri == checkpoint.uri
+
+    import focusflow.flows.evaluate as flow_module
+    import focusflow.orchestration.server as server
+
+    given = {}
+    monkeypatch.setattr(flow_module, "evaluate_checkpoint", lambda uri, *a, **k: given.update(uri=uri, **k) or {})
+    monkeypatch.setattr(server, "local_api", contextlib.nullcontext)
+    monkeypatch.setenv("FOCUSFLOW_STORE", store.uri)
+    code, _, err = run_cli(monkeypatch, capsys, "evaluate-checkpoint", f"lapt-checkpoint/{shorten_key(checkpoint.key)}",
+                           "--language", "sn")
+    assert code == 0, err
+    assert given["uri"] == checkpoint.uri and given["store"] == store.uri
+    code, _, err = run_cli(monkeypatch, capsys, "evaluate-checkpoint", "lapt-checkpoint/dddd", "--language", "sn")
+    assert code == 2 and error_lines(err) == [f"error: no artifact lapt-checkpoint/dddd in {store.uri}"], err
 
 
 def test_checkpoints_are_named_by_step_and_the_final_model_final(tmp_path):

@@ -76,6 +76,11 @@ def test_missing_or_malformed_registry_file(tmp_path):
     (tmp_path / "bad.yaml").write_text("languages: [code: sw", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_registry(tmp_path / "bad.yaml")
+    (tmp_path / "twice.yaml").write_text("languages:\n  - code: sw\n    lapt_steps: 4\n    lapt_steps: 9\n",
+                                         encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"twice.yaml is not valid YAML.*'languages\[0\].lapt_steps' is given twice "
+                                          r"\(lines 3 and 4\)"):
+        load_registry(tmp_path / "twice.yaml")
 
 
 def test_run_config_merges_defaults_config_then_shorthand():

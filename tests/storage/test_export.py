@@ -1,4 +1,5 @@
-"""``--out`` exports: a new, empty or earlier-export folder is written; anything else is refused, nothing touched."""
+"""``--out``: an export or an output folder is written into a new, empty or focusflow's own earlier folder; anything
+else is refused, nothing touched."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from focusflow.storage.atomic import FolderInUseError, atomic_folder
-from focusflow.storage.export import EXPORT_MARKER, check_export_target, export_files
+from focusflow.storage.export import EXPORT_MARKER, OutputFolder, check_export_target, export_files
 
 
 def artifact_files(tmp_path: Path, names: dict[str, str]) -> dict[str, Path]:
@@ -165,3 +166,77 @@ def test_a_symlinked_out_is_named_a_symlink_and_not_followed(tmp_path):
     with pytest.raises(FolderInUseError, match=r"is a symlink \(to .*real\).*does not follow it"):
         export_files(link, artifact_files(tmp_path, {"a.txt": "A"}), artifact="k")
     assert list(real.iterdir()) == [] and link.is_symlink()
+
+
+# An output folder: filled file by file over a long run (evaluate), under the same rule.
+def run_file(name: str, path: Path) -> bool:
+    """A stand-in own format: ``runs/*.json`` holding a fingerprint."""
+    return name.startswith("runs/") and "fingerprint" in path.read_text(encoding="utf-8")
+
+
+def test_an_output_folder_records_every_file_it_writes_and_takes_its_own_output_again(tmp_path):
+    out = tmp_path / "eval"
+    folder = OutputFolder(out, "evaluate", own_format=run_file)
+    assert not out.exists(), "checking creates nothing: a run that fails on its inputs leaves no folder"
+    folder.write("runs/a/seed1.json", '{"fingerprint": "f1"}')
+    folder.write("results.csv", "model,mean\na,0.5\n")
+    marker = json.loads((out / EXPORT_MARKER).read_text())
+    assert marker["output"] == "evaluate" and marker["files"] == {
+        "results.csv": sha256(b"model,mean\na,0.5\n").hexdigest(),
+        "runs/a/seed1.json": sha256(b'{"fingerprint": "f1"}').hexdigest()}
+    again = OutputFolder(out, "evaluate", own_format=run_file)  # the same command goes on
+    again.write("results.csv", "model,mean\na,0.6\n")
+    assert tree(out)["results.csv"] == "model,mean\na,0.6\n"
+    OutputFolder(out, "evaluate", own_format=run_file)
+
+
+def test_an_output_folder_refuses_the_users_files_and_files_edited_since_and_touches_nothing(tmp_path):
+    users = tmp_path / "thesis"
+    users.mkdir()
+    (users / "results.csv").write_text("my own table")
+    (users / "thesis.txt").write_text("years of work")
+    with pytest.raises(FolderInUseError, match=r"holds files that focusflow did not write or that changed since it "
+                                               r"wrote them \(results.csv, thesis.txt\).*move those files away"):
+        OutputFolder(users, "evaluate", own_format=run_file)
+    assert tree(users) == {"results.csv": "my own table", "thesis.txt": "years of work"}
+
+    out = tmp_path / "eval"
+    OutputFolder(out, "evaluate", own_format=run_file).write("results.md", "# focusflow's table")
+    (out / "results.md").write_text("# focusflow's table, with my notes")
+    with pytest.raises(FolderInUseError, match=r"changed since it wrote them \(results.md\)"):
+        OutputFolder(out, "evaluate", own_format=run_file)
+    (out / "runs").mkdir()
+    (out / "runs" / "notes.json").write_text("{}")  # under runs/, yet not a run file
+    with pytest.raises(FolderInUseError, match=r"results.md, runs/notes.json"):
+        OutputFolder(out, "evaluate", own_format=run_file)
+
+
+def test_an_output_folder_takes_run_files_of_its_format_copied_in_from_elsewhere(tmp_path):
+    """The merge of a comparison split across machines: their runs/ copied into one folder, then run again."""
+    out = tmp_path / "eval"
+    (out / "runs" / "b").mkdir(parents=True)
+    (out / "runs" / "b" / "seed2.json").write_text('{"fingerprint": "f2"}')
+    with pytest.raises(FolderInUseError, match="already holds files .*runs"):  # an export knows no run files
+        check_export_target(out)
+    OutputFolder(out, "evaluate", own_format=run_file).write("results.csv", "t")
+    (out / "runs" / "b" / "seed3.json").write_text('{"fingerprint": "f3"}')  # another machine's, after a first call
+    OutputFolder(out, "evaluate", own_format=run_file)
+
+
+def test_an_export_never_replaces_an_output_folder_and_an_output_folder_may_follow_an_export(tmp_path):
+    out = tmp_path / "out"
+    OutputFolder(out, "evaluate").write("results.csv", "t")
+    with pytest.raises(FolderInUseError, match="holds what focusflow evaluate wrote there over its run"):
+        export_files(out, artifact_files(tmp_path, {"a.txt": "A"}), artifact="k")
+    assert tree(out) == {EXPORT_MARKER: (out / EXPORT_MARKER).read_text(), "results.csv": "t"}
+    exported = tmp_path / "exported"
+    export_files(exported, artifact_files(tmp_path / "2", {"a.txt": "A"}), artifact="k")
+    OutputFolder(exported, "evaluate").write("results.csv", "t")  # beside the export's files, which stay
+    assert sorted(tree(exported)) == [EXPORT_MARKER, "a.txt", "results.csv"]
+
+
+def test_an_output_folder_may_be_the_current_directory_when_it_is_new_to_it(tmp_path, monkeypatch):
+    """It writes files into the folder, never replaces the folder: the current directory is no risk."""
+    monkeypatch.chdir(tmp_path)
+    OutputFolder(".", "evaluate").write("results.csv", "t")
+    assert (tmp_path / "results.csv").read_text() == "t"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -324,3 +325,74 @@ def test_files_another_program_put_beside_the_stages_are_passed_over(local_store
     (Path(local_store.root) / "someone-elses-records" / "0123abcd").write_text("{}", encoding="utf-8")
     assert [a.uri for a in local_store.list()] == [artifact.uri] and local_store.stages() == ["corpus"]
     assert local_store.gc(grace_s=0, dry_run=True) == []
+
+
+# --------------------------------------------------------------------- what no retry changes
+
+@pytest.fixture()
+def read_only_store(tmp_path: Path):
+    """A local store with one artifact whose folders this process cannot write: read-only (``chattr +i`` where the
+    tests run as root, which ignores permissions; ``chmod a-w`` otherwise)."""
+    root = tmp_path / "store"
+    ArtifactStore(root).put_bytes("split", "k0", "train.jsonl", b"{}\n")
+    if os.geteuid() == 0:
+        made = subprocess.run(["chattr", "-R", "+i", str(root)], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"no read-only folder can be made here (chattr: {made.stderr.decode().strip()})")
+        undo = ["chattr", "-R", "-i", str(root)]
+    else:
+        subprocess.run(["chmod", "-R", "a-w", str(root)], check=True)
+        undo = ["chmod", "-R", "u+w", str(root)]
+    try:
+        yield root
+    finally:
+        subprocess.run(undo, check=True)
+
+
+def test_a_store_path_that_is_a_file_is_said_at_once(tmp_path, caplog):
+    """Not "no store … created by the first stage that writes", nor three retries of NotADirectoryError."""
+    path = tmp_path / "store"
+    path.write_text("my notes")
+    store = ArtifactStore(path, backoff_s=30)  # a retry would take 30 s
+    said = f"the store path {path} is a file, not a folder: point --store (or FOCUSFLOW_STORE) at a folder"
+    built = []
+    started = time.monotonic()
+    for operation in (store.require_root, lambda: store.find("split", "k1"), lambda: store.list(),
+                      lambda: store.build_or_get("split", built.append, params={"a": 1}),
+                      lambda: store.put_bytes("split", "k1", "a.txt", b"x")):
+        with pytest.raises(StoreError) as refused:
+            operation()
+        assert str(refused.value).startswith(said), str(refused.value)
+    assert time.monotonic() - started < 5 and "retrying" not in caplog.text
+    assert built == [] and path.read_text() == "my notes"
+
+
+def test_a_read_only_store_is_refused_before_the_build_computes(read_only_store, caplog):
+    store = ArtifactStore(read_only_store, backoff_s=30)
+    assert store.find("split", "k0") is not None  # reading it is fine
+    built = []
+    with pytest.raises(StoreError, match=f"store {store.uri}: cannot write: {read_only_store}/split (is on a "
+                                         r"read-only file system|may not be written by this user).*--store"):
+        store.build_or_get("split", built.append, params={"seed": 1})
+    assert built == [] and "retrying" not in caplog.text
+
+
+@pytest.mark.parametrize(("number", "says"), [(errno.EROFS, "is on a read-only file system"),
+                                              (errno.EACCES, "may not be written by this user (permission denied)"),
+                                              (errno.ENOTDIR, "split is a file where the store needs a folder")])
+def test_an_error_no_retry_changes_is_never_retried(number, says, tmp_path, caplog):
+    """A read-only file system, a refused permission, a path through a file: the same rule as the stage tasks'."""
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "split").write_text("a file where a stage folder belongs")
+    store = ArtifactStore(tmp_path / "store", backoff_s=30)
+    calls = []
+    target = str(tmp_path / "store" / "split" / "k1" / "a.txt")
+
+    def write() -> None:
+        calls.append(1)
+        raise OSError(number, os.strerror(number), target)
+
+    with pytest.raises(StoreError) as refused:
+        store.transport.retry("upload a.txt", write)
+    assert says in str(refused.value) and "--store (or FOCUSFLOW_STORE)" in str(refused.value)
+    assert calls == [1] and "retrying" not in caplog.text

@@ -3,6 +3,7 @@ error (a dropped connection) is retried by the stages that read from the network
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,16 @@ def test_an_input_error_fails_the_task_at_once_without_retries(prefect_server, t
     calls = _Calls()
     with pytest.raises(InputError, match="no document"):
         _run_corpus_task(tmp_path / "store", empty, monkeypatch, calls)
+    assert calls.count == 1
+
+
+def test_a_read_only_disk_fails_the_task_at_once_without_retries(prefect_server, tmp_path, monkeypatch):
+    """``errors.is_permanent``, the store transport's rule too: EROFS, EACCES, ENOTDIR, a full disk stay as they are."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Habari ya asubuhi rafiki yangu mpendwa.", encoding="utf-8")
+    calls = _Calls(fail_first=OSError(errno.EROFS, "Read-only file system", str(tmp_path / "store" / "corpus")))
+    with pytest.raises(OSError, match="Read-only file system"):
+        _run_corpus_task(tmp_path / "store", corpus, monkeypatch, calls, retry_delay_seconds=0)
     assert calls.count == 1
 
 

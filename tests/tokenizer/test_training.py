@@ -116,6 +116,20 @@ def test_vocab_size_guard_refuses_and_auto_picks_a_supported_size(pseudo_corpus:
     assert stats["vocab_size"] == supported_vocab_size(stats["training_chars"], spec) == chars // 300 // 100 * 100
 
 
+def test_a_corpus_too_small_for_any_size_says_so_and_how_much_text_is_needed(tmp_path: Path):
+    """The advice is one the settings accept: never a size under the smallest a user may set (100)."""
+    write_texts(tmp_path / "tiny.jsonl", ["Habari ya asubuhi rafiki.", "Ninakupenda sana mama."])
+    with pytest.raises(VocabularySizeError) as refused:  # auto picks the alphabet's floor; sentencepiece refuses it
+        train_tokenizer(tmp_path / "tiny.jsonl", TokenizerSpec(vocab_size="auto"), tmp_path / "tok")
+    said = str(refused.value)
+    assert "too few for any size you can set; add text" in said and "vocab_size is at least 100" in said
+    assert "a 100-token vocabulary needs about 30,000 characters of training text" in said and "or less" not in said
+    assert not (tmp_path / "tok").exists()
+    with pytest.raises(VocabularySizeError, match=r"vocab_size=100: .*and this corpus is too small for any size you "
+                                                  r"can set .*needs about 30,000 characters.*this corpus has 47\)"):
+        resolve_vocab_size(TokenizerSpec(vocab_size=100), 47, 40)  # before: "use tokenizer.vocab_size=40"
+
+
 def test_sentencepiece_limit_becomes_a_clear_error(tmp_path: Path):
     write_texts(tmp_path / "small.jsonl", sample_texts(300, seed=2))
     spec = TokenizerSpec(vocab_size=6000, chars_per_vocab_entry=1)  # guard off: sentencepiece itself refuses

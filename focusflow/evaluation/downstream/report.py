@@ -9,12 +9,15 @@ seeds (ddof=1); with a single seed it is 0.0 and ``n_seeds`` says so.
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from focusflow.storage.atomic import atomic_write
+from focusflow.storage.export import OutputFolder
 
 RESULT_COLUMNS = ["model", "task", "kind", "dataset", "language", "metric", "main", "mean", "std", "n_seeds",
                   "seeds", "dev_mean", "seconds_per_run", "train_tokens_per_s", "train_mfu", "n_train", "n_dev",
@@ -159,16 +162,41 @@ def markdown(results: pd.DataFrame, notes: dict[str, list[str]] | None = None) -
     return "\n".join(lines) + "\n"
 
 
-def write_reports(out_dir: Path, runs: list[dict[str, Any]], notes: dict[str, list[str]] | None = None
-                  ) -> pd.DataFrame:
-    out_dir = Path(out_dir)
+RUNS_FOLDER = "runs"  # runs/<model>/<task>/seed<k>.json: one fine-tuning run each, with its fingerprint
+_RUN_FILE = re.compile(r"seed\d+\.json")
+
+
+def results_folder(out: str | os.PathLike[str] | OutputFolder) -> OutputFolder:
+    """``evaluate``'s ``--out``: refused at once (nothing touched) unless it is new, empty, or holds only what an
+    earlier ``evaluate`` wrote there (a run to go on) and run files of its format (``runs/`` copied in from other
+    machines to merge: :func:`is_run_file`)."""
+    return out if isinstance(out, OutputFolder) else OutputFolder(out, "evaluate", own_format=is_run_file)
+
+
+def is_run_file(name: str, path: Path) -> bool:
+    """Whether ``name`` is a fine-tuning run's file as ``evaluate`` writes it (``runs/<model>/<task>/seed<k>.json``,
+    a JSON object with its fingerprint), here or on another machine."""
+    parts = name.split("/")
+    if len(parts) != 4 or parts[0] != RUNS_FOLDER or not _RUN_FILE.fullmatch(parts[3]):
+        return False
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(run, dict) and isinstance(run.get("fingerprint"), str)
+
+
+def write_reports(out: str | os.PathLike[str] | OutputFolder, runs: list[dict[str, Any]],
+                  notes: dict[str, list[str]] | None = None) -> pd.DataFrame:
+    """``runs.csv``, ``results.csv`` and ``results.md`` of ``runs`` in the results folder (:func:`results_folder`)."""
+    folder = results_folder(out)
     per_run = runs_frame(runs)
     results = aggregate(per_run)
     flagged = never_learned_notes(runs)
     notes = {task: [*(flagged.get(task) or []), *((notes or {}).get(task) or [])]
              for task in dict.fromkeys([*(notes or {}), *flagged])}
-    atomic_write(out_dir / "runs.csv", per_run.to_csv(index=False))
-    atomic_write(out_dir / "results.csv", results.to_csv(index=False))
-    atomic_write(out_dir / "results.md", markdown(results, notes))
+    folder.write("runs.csv", per_run.to_csv(index=False))
+    folder.write("results.csv", results.to_csv(index=False))
+    folder.write("results.md", markdown(results, notes))
     return results
 

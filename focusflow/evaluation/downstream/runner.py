@@ -25,12 +25,12 @@ from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 from focusflow.evaluation.downstream.kinds import require_task_head, task_kind
 from focusflow.evaluation.downstream.presets import with_protocol
 from focusflow.evaluation.downstream.progress import RunProgress, warn_if_never_learned
-from focusflow.evaluation.downstream.report import never_learned, write_reports
+from focusflow.evaluation.downstream.report import RUNS_FOLDER, never_learned, results_folder, write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
 from focusflow.logs import quiet_transformers_progress
 from focusflow.models.loading import require_vocabulary_fits, require_weights, usable_positions
 from focusflow.precision import resolve_precision
-from focusflow.storage.atomic import atomic_write
+from focusflow.storage.export import OutputFolder
 
 log = logging.getLogger(__name__)
 
@@ -236,11 +236,14 @@ def parse_seeds(text: str) -> int | list[int]:
     return values if "," in text else (values[0] if values else 0)
 
 
-def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Path,
+def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Path | OutputFolder,
                     settings: DownstreamSettings | None = None):
     """The same protocol for every model on every task, seeds 1..N (or the listed seeds); writes ``results.csv``,
     ``results.md``, ``runs.csv`` and one JSON per run (``runs/<model>/<task>/seed<k>.json``;
     a finished run with the same settings is reused, so an interrupted comparison resumes).
+
+    ``out_dir`` is refused before any data is read unless focusflow may write there (``report.results_folder``:
+    new, empty, or its own earlier output and run files); a caller that checked it already passes the folder.
 
     ``settings``: :class:`~focusflow.config.DownstreamSettings` (seeds, data root, overrides of the task
     defaults, sample limits, precision, threads: 1 is much faster than oversubscribing a busy machine).
@@ -255,9 +258,9 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
         raise InputError("no models to evaluate")
     if not tasks:
         raise InputError("no tasks to evaluate")
+    folder = results_folder(out_dir)  # created by the first run written: a run that fails on its inputs leaves none
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    out_dir = Path(out_dir)  # created by the first run written: a run that fails on its inputs leaves no folder
     specs = [parse_task(task) for task in tasks]  # fail on a bad spec before any training
     runs: list[dict[str, Any]] = []
     notes: dict[str, list[str]] = {}
@@ -274,7 +277,8 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
             for seed in settings.seed_list:
                 finetune_spec = _finetune_spec(settings, task_values, seed)
                 key = _fingerprint(model, spec, seed, finetune_spec, task_values, data)
-                run_file = out_dir / "runs" / _slug(name) / _slug(spec.id) / f"seed{seed}.json"
+                run_name = f"{RUNS_FOLDER}/{_slug(name)}/{_slug(spec.id)}/seed{seed}.json"
+                run_file = folder / run_name
                 if run_file.is_file():
                     previous = json.loads(run_file.read_text(encoding="utf-8"))
                     if previous.get("fingerprint") == key:
@@ -293,11 +297,11 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
                                     tokenizer=tokenizer, on_progress=label.step)
                 progress.finish(label, run)
                 run["fingerprint"] = key
-                atomic_write(run_file, json.dumps(run, indent=1, default=float))
+                folder.write(run_name, json.dumps(run, indent=1, default=float))
                 runs.append(run)
-                write_reports(out_dir, runs, notes)  # partial tables stay readable while running
+                write_reports(folder, runs, notes)  # partial tables stay readable while running
             if adapter is not None:
                 stats = ", ".join(f"{k} {v}" for k, v in adapter.stats.items() if v)
                 if stats:
                     notes[spec.id].append(f"{name} preprocessing: {stats}")
-    return write_reports(out_dir, runs, notes)
+    return write_reports(folder, runs, notes)

