@@ -28,7 +28,7 @@ def test_a_sound_plan_passes_and_leaves_nothing_in_the_store(tmp_path):
 def test_a_store_that_cannot_be_written_fails_first(tmp_path):
     (tmp_path / "a-file").write_text("x")
     store = ArtifactStore(tmp_path / "a-file" / "store", backoff_s=0.01)
-    with pytest.raises(StoreError, match="plan check"):
+    with pytest.raises(StoreError, match="is a file where the store needs a folder"):
         check_plan(_config(tmp_path), store)
 
 

@@ -79,6 +79,7 @@ def store_downstream(store: Any, model: Any, name: str, f1_by_seed: dict[int, fl
     import tempfile
 
     from focusflow.evaluation.downstream.report import write_reports
+    from focusflow.storage.export import EXPORT_MARKER
 
     runs = [{"model": name, "task": task, "kind": "ner", "dataset": "masakhaner2", "language": "nya", "seed": seed,
              "main_metric": "f1", "test": {"f1": f1, "precision": f1 / 2, "recall": min(1.0, f1 * 2)},
@@ -87,6 +88,7 @@ def store_downstream(store: Any, model: Any, name: str, f1_by_seed: dict[int, fl
     params = {"evaluation": {"tasks": [task], "seeds": len(runs), "epochs": 1.0}, "data": None, "name": name}
     with tempfile.TemporaryDirectory() as folder:
         results = write_reports(Path(folder), runs)
+        (Path(folder) / EXPORT_MARKER).unlink()  # the tables only, as the downstream stage stores them
         key = store.key("downstream", params, {"model": model}, 1)
         return store.put_dir("downstream", key, folder, params=params, inputs={"model": model},
                              metadata={"results": json.loads(results.to_json(orient="records"))})
