@@ -192,14 +192,16 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
                             run.settings.lapt, work_dir=work,
                             source_dir=run.inputs["source"] if "source" in run.artifacts else None)
     kept = {name: value for name, value in plan.to_dict().items()
-            if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps")}
+            if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps", "clock")}
     atomic_write(run.out / BUDGET_FILE, json.dumps(kept, indent=2))
     log.info("LAPT budget: %.1f minutes = %d steps at %.2f s/step", plan.minutes, plan.steps, plan.seconds_per_step)
     return {**plan.to_dict(), "machine": machine_fingerprint(), "language": run.language,
-            "note": "steps = minutes / the median time of the timed steps; evaluation and checkpoints come on top"}
+            "note": "steps = minutes / the median time of the timed steps (on a CPU its CPU time over its threads); "
+                    "evaluation and checkpoints come on top"}
 
 
-LAPT_BUDGET = register(Stage(BUDGET_STAGE, 1, ("model", "split"), _lapt_budget,
+# version 2: a CPU's steps are timed in the process's CPU time over its threads (a CPU-minute), not wall time
+LAPT_BUDGET = register(Stage(BUDGET_STAGE, 2, ("model", "split"), _lapt_budget,
                              "a LAPT minutes budget fixed as a step count, timed on the machine that trains",
                              optional=("source",), key_params=budget_key_params, uses_model=True,
                              settings=LaptBudgetSettings, hints=RunHints(timeout_s=3600, gpu=True)))

@@ -3,6 +3,9 @@
 Stopping on a wall clock would make a model depend on how busy the machine was; instead the budget is
 planned once: one warm-up step, then ``budget_probe_steps`` timed optimizer steps of the real run (same
 model, data, batch, precision; per stage when LAPT is two-stage), and ``steps = minutes / seconds per step``.
+On a CPU the steps are timed in the process's own CPU time over its threads (``machine.StepClock``): a CPU-minute of
+a 2-thread run is a minute of both its cores, whatever else the machine runs meanwhile (a probe on a busy machine
+once planned 104 steps for 20 minutes that then trained in 9.8); on an accelerator, in wall time.
 The plan is stored (the ``lapt-budget`` stage) and the LAPT key depends on it, so a rerun trains exactly the
 planned steps. The minutes count optimizer steps only: held-out evaluations and checkpoint writes come on top
 (the run's summary reports the seconds it really trained).
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 from focusflow.config import ConfigError, LaptSpec
 from focusflow.errors import InputError
 from focusflow.training.loop import TrainingRun
-from focusflow.training.machine import machine_fingerprint
+from focusflow.training.machine import StepClock, machine_fingerprint
 from focusflow.training.records import BudgetPlan
 
 PROBE_STEPS_CEILING = 1_000_000  # the probe run's nominal length: long enough that both stages of a two-stage run exist
@@ -38,6 +40,7 @@ class LaptBudget:
     stage_seconds_per_step: dict[str, float]
     tokens_per_step: int
     probe_steps: int
+    clock: str = "cpu"  # what a second is: "cpu" (the process's CPU time over its threads) or "wall"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,7 +67,8 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
         # each training stage that trains at least one step (one starting where the next does never does)
         starts = {stage.first_step: stage.name for stage in run.trainable.stages}
         stages = {name: first for first, name in starts.items()}
-        timed = {name: _time_steps(run, first, spec.budget_probe_steps) for name, first in stages.items()}
+        clock = StepClock(run.dist.device)
+        timed = {name: _time_steps(run, first, spec.budget_probe_steps, clock) for name, first in stages.items()}
     fraction = spec.embeddings_only_fraction if len(timed) == 2 else 0.0
     per_step = fraction * timed.get("embeddings", 0.0) + (1 - fraction) * timed["full"]
     steps = steps_for_minutes(spec.minutes, per_step)
@@ -72,7 +76,8 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
     return LaptBudget(minutes=spec.minutes, steps=steps, checkpoint_minutes=marks,
                       checkpoint_steps=[min(steps, steps_for_minutes(m, per_step)) for m in marks],
                       seconds_per_step=per_step, stage_seconds_per_step=timed,
-                      tokens_per_step=spec.batch_size * spec.seq_len, probe_steps=spec.budget_probe_steps)
+                      tokens_per_step=spec.batch_size * spec.seq_len, probe_steps=spec.budget_probe_steps,
+                      clock=clock.kind)
 
 
 def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
@@ -93,16 +98,16 @@ def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
                                    "checkpoint_steps": sorted(set(spec.checkpoint_steps) | set(plan.checkpoint_steps))})
 
 
-def _time_steps(run: TrainingRun, first_step: int, count: int) -> float:
-    """Median seconds of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step."""
+def _time_steps(run: TrainingRun, first_step: int, count: int, clock: StepClock) -> float:
+    """Median seconds (of ``clock``) of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step."""
     batches = run.step_batches(first_step)
     seconds = []
     try:
         for index in range(count + 1):
-            began = time.perf_counter()
+            began = clock.now()
             run.step(first_step + index, next(batches))
             if index:
-                seconds.append(time.perf_counter() - began)
+                seconds.append(clock.now() - began)
     finally:
         batches.close()
     return float(sorted(seconds)[len(seconds) // 2])

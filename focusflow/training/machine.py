@@ -1,4 +1,5 @@
-"""What a timing depends on besides a run's settings: the machine (its processor, threads, accelerator, torch).
+"""What a timing depends on besides a run's settings: the machine (its processor, threads, accelerator, torch), and
+the clock a budget is measured with (:class:`StepClock`: a CPU-minute is a minute of this process's own CPU time).
 
 A LAPT minutes budget (``lapt_budget``) and a CPU's matmul ceiling (``flops.cpu_ceiling``) are both keyed by it.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,4 +35,17 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-__all__ = ["machine_fingerprint"]
+class StepClock:
+    """Seconds of work, the same on a busy machine as on an idle one: on a CPU, the process's CPU time (user and
+    system, all its threads) over the threads torch computes with, so another job's time slices do not count; on an
+    accelerator, the wall clock (the process waits for the device, which its CPU time does not see)."""
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self.kind = "cpu" if torch.device(device).type == "cpu" else "wall"
+        self.threads = max(1, torch.get_num_threads())
+
+    def now(self) -> float:
+        return time.process_time() / self.threads if self.kind == "cpu" else time.perf_counter()
+
+
+__all__ = ["StepClock", "machine_fingerprint"]

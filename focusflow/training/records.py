@@ -62,6 +62,7 @@ class BudgetPlan(BaseModel):
     checkpoint_minutes: list[float] = []
     checkpoint_steps: list[int] = []
     train_seconds: float | None = None  # in the LAPT record's copy: the seconds it really trained
+    clock: str | None = None  # what the plan's seconds were: "cpu" (CPU time over threads) or "wall"
 
 
 class BudgetRecord(StageRecord):
@@ -73,6 +74,7 @@ class BudgetRecord(StageRecord):
     seconds_per_step: float | None = None
     tokens_per_step: int | None = None
     machine: dict[str, Any] | None = None
+    clock: str | None = None  # "cpu": seconds are the process's CPU time over its threads; "wall" (or an older plan)
 
 
 class LaptRecord(ModelRecord):

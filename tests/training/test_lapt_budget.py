@@ -21,7 +21,7 @@ from tests.training.test_lapt_run import small_spec
 def staged(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
     """A store holding a tiny MLM model and a split; step times faked to 1.5 s so the plan is known exactly."""
     monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setattr(lapt_budget, "_time_steps", lambda run, first, count: 1.5)
+    monkeypatch.setattr(lapt_budget, "_time_steps", lambda run, first, count, clock: 1.5)
     store = ArtifactStore(tmp_path / "store")
     model = store.put_dir("init", "m" * 64, tiny_dirs("xlmr"))
     split_dir = tmp_path / "split"
@@ -47,7 +47,8 @@ def test_a_minutes_run_trains_the_planned_steps_and_keeps_its_minute_checkpoints
     params = _params(minutes=0.4, checkpoint_minutes=[0.1, 0.2], keep_last=1, checkpoint_every=1000)
     budget = run_stage(store, "lapt-budget", {"lapt": params["lapt"]}, inputs)
     plan = json.loads(store.read_bytes(budget, "budget.json"))
-    assert plan == {"minutes": 0.4, "steps": 16, "checkpoint_minutes": [0.1, 0.2], "checkpoint_steps": [4, 8]}
+    assert plan == {"minutes": 0.4, "steps": 16, "checkpoint_minutes": [0.1, 0.2], "checkpoint_steps": [4, 8],
+                    "clock": "cpu"}
     assert budget.metadata["seconds_per_step"] == 1.5 and budget.metadata["machine"]["cpu"]
     lapt = run_stage(store, "lapt", params, {**inputs, "budget": budget})
     assert lapt.metadata["steps"] == 16 and lapt.metadata["budget"]["minutes"] == 0.4
@@ -85,7 +86,7 @@ def test_the_real_probe_times_the_runs_own_steps(tiny_dirs, lapt_corpus, tmp_pat
     plan = lapt_budget.plan_lapt_budget(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=0, minutes=0.05,
                                         embeddings_only_fraction=0.5, budget_probe_steps=2), work_dir=tmp_path)
     assert set(plan.stage_seconds_per_step) == {"embeddings", "full"} and plan.seconds_per_step > 0
-    assert plan.steps == steps_for_minutes(0.05, plan.seconds_per_step)
+    assert plan.steps == steps_for_minutes(0.05, plan.seconds_per_step) and plan.clock == "cpu"
     assert list(tmp_path.iterdir()) == [], "the probe leaves nothing behind"
 
 
@@ -134,3 +135,21 @@ def test_a_truncated_plan_is_a_damaged_artifact_not_a_zero_budget(staged):
     budget = store.put_bytes("lapt-budget", "b" * 16, "budget.json", b'{"checkpoint_minutes": []}')
     with pytest.raises(CorruptArtifactError, match="budget.json is not a LAPT plan.*minutes"):
         run_stage(store, "lapt", _params(minutes=0.2), {**inputs, "budget": budget})
+
+
+def test_a_cpu_minute_counts_the_processs_own_cpu_time_not_another_jobs_time_slices():
+    """A probe on a busy machine planned 104 steps for 20 minutes, which then trained in 9.8: time the process's CPU
+    time (over its threads) on a CPU, so that waiting for the processor does not count as a step's cost."""
+    import time
+
+    from focusflow.training.machine import StepClock
+
+    clock = StepClock("cpu")
+    assert clock.kind == "cpu" and StepClock("meta").kind == "wall"
+    began = clock.now()
+    time.sleep(0.3)  # as if another job held the cores
+    assert clock.now() - began < 0.05
+    began, spin = clock.now(), time.process_time()
+    while time.process_time() - spin < 0.2:  # 0.2 s of this process's work, however long the machine takes for it
+        pass
+    assert clock.now() - began == pytest.approx(0.2 / clock.threads, rel=0.25)
