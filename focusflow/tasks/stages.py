@@ -18,6 +18,7 @@ from prefect.states import State
 
 from focusflow.errors import FocusflowError
 from focusflow.pipeline import STAGES, Stage, run_stage
+from focusflow.pipeline.registry import log_cache_hit
 from focusflow.stopping import stop_on_signals
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.records import StageRecord
@@ -41,6 +42,17 @@ def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) 
     """Retry only what may pass: a ``FocusflowError`` explains a problem of the input, which a retry repeats."""
     error = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
     return not isinstance(error, FocusflowError)
+
+
+def say_cache_hit(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> None:
+    """A task Prefect answers from its cache never calls ``run_stage``: it says its stage line here, the same line
+    (``init[focus]: cache hit (init/3f2a…)``), so that a second run of a flow says what it took from the store."""
+    if state.name != "Cached":
+        return
+    uri = state.result(raise_on_failure=False)
+    if isinstance(uri, str) and uri.count("/") >= 2:  # the artifact's URI: <store>/<stage>/<key>
+        stage, key = uri.rstrip("/").rsplit("/", 2)[1:]
+        log_cache_hit(task_run.name, stage, key)
 
 
 def _make(spec: Stage) -> Task[..., str]:
@@ -77,6 +89,7 @@ def _make(spec: Stage) -> Task[..., str]:
         retries=hints.retries,
         retry_delay_seconds=list(hints.retry_delays_s) or 0,
         retry_condition_fn=retry_transient,
+        on_completion=[say_cache_hit],
         timeout_seconds=hints.timeout_s,
         tags=[f"stage:{spec.name}", *(["gpu"] if hints.gpu else [])],
         task_run_name=run_name(spec.name),
