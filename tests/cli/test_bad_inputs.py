@@ -486,6 +486,29 @@ def test_lapt_on_a_stored_bare_encoder_is_one_line_naming_what_was_typed(given, 
     assert [a.stage for a in ArtifactStore(fresh_store).list()] in ([], ["source"])  # nothing imported
 
 
+@pytest.mark.parametrize("option", ["--target-tokenizer", "--source"])
+def test_a_hub_id_when_the_hub_cannot_be_reached_is_one_line_at_once(option, inputs, tmp_path):
+    """No minute of huggingface_hub's retry warnings first: one request says the Hub does not answer, and the id is
+    looked for in the local cache only (a fresh process: Hugging Face reads its endpoint and offline mode once)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import free_port
+
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    environment.update(HF_ENDPOINT=f"http://127.0.0.1:{free_port()}", HF_HOME=str(tmp_path / "hf"),
+                       FOCUSFLOW_STORE=str(tmp_path / "store"))
+    given = {"--source": str(inputs / "model"), "--target-tokenizer": str(inputs / "model"), option: "nosuch/tok"}
+    done = subprocess.run([sys.executable, "-m", "focusflow", "init", *[a for o, v in given.items() for a in (o, v)],
+                           "--method", "random"], capture_output=True, text=True, timeout=300, env=environment)
+    assert done.returncode == 2, done.stderr
+    assert "Retrying" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "'nosuch/tok'" in line and "cannot be reached" in line, line
+    assert "not in the local cache" in line
+
+
 def test_an_unexpected_exception_keeps_its_traceback(monkeypatch, capsys):
     """Only focusflow's own errors are one line: a bug must stay visible."""
     import focusflow.config as config
