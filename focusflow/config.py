@@ -725,14 +725,16 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, *,
-                layers: Sequence[Mapping[str, Any] | None] = (), any_language: bool = False,
-                **fields: Any) -> PipelineConfig:
-    """The run configuration: the YAML file (optional) < ``layers`` (mappings, in order) < dotted
+                defaults: Mapping[str, Any] | None = None, layers: Sequence[Mapping[str, Any] | None] = (),
+                any_language: bool = False, **fields: Any) -> PipelineConfig:
+    """The run configuration: ``defaults`` < the YAML file (optional) < ``layers`` (mappings, in order) < dotted
     ``overrides`` < keyword ``fields`` (``None`` skipped), merged by :func:`merge_layers`, then validated.
 
+    ``defaults``: a command's own defaults where they differ from the configuration's (``focusflow compare``'s
+    methods): below the file, so that what a user did not type never overrides what they configured.
     ``any_language``: when no language is given, validate with ``ANY_LANGUAGE`` (for stages that do not use it).
     """
-    data = merge_layers(_read_config_file(path) if path is not None else {}, *layers,
+    data = merge_layers(defaults, _read_config_file(path) if path is not None else {}, *layers,
                         parse_overrides(overrides or []), {k: v for k, v in fields.items() if v is not None})
     placeholder = any_language and "language" not in data  # a user's own "xx" is checked like any code
     if placeholder:

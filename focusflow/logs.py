@@ -212,7 +212,7 @@ class ProgressBar:
     worker) one progress line every ~30 s on the stage lines, so a long stage is never silent."""
 
     def __init__(self, name: str, total: int, completed: int = 0, show_loss: bool = True):
-        self.name, self.total = name, total
+        self.name, self.total, self.completed = name, total, completed
         self._started = self._last_line = time.perf_counter()
         self._first = completed
         self._progress = None
@@ -242,6 +242,7 @@ class ProgressBar:
 
     def update(self, completed: int, loss: float = float("nan"), note: str = "") -> None:
         """``note``: what else the line says (``MFU 31%``)."""
+        self.completed = completed
         if self._progress is not None:
             self._progress.update(self._task, completed=completed, loss=loss, note=note)
             return

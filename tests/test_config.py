@@ -113,6 +113,17 @@ def test_file_then_layers_then_overrides_then_fields(tmp_path):
     assert (cfg.language, cfg.lapt.steps, cfg.lapt.lr, cfg.lapt.seed, cfg.tokenizer.vocab_size) == ("sw", 3, 0.001, 7, 500)
 
 
+def test_a_commands_defaults_lie_below_the_file(tmp_path):
+    """A command's own defaults (``focusflow compare``'s methods) fill only what nothing above them sets."""
+    path = tmp_path / "run.yaml"
+    path.write_text("init: {methods: [mean]}\n", encoding="utf-8")
+    defaults = {"init": {"methods": ["focus", "fvt"], "mode": "extend"}}
+    cfg = load_config(path, defaults=defaults, language="sw")
+    assert (cfg.init.methods, cfg.init.mode) == (["mean"], "extend")
+    assert load_config(path, ["init.mode=prune"], defaults=defaults, language="sw").init.mode == "prune"
+    assert load_config(defaults=defaults, language="sw").init.methods == ["focus", "fvt"]
+
+
 def test_the_language_is_checked_as_the_corpus_checks_it():
     """One validation: a code the corpus stage would refuse is refused by the configuration."""
     from focusflow.config import ANY_LANGUAGE

@@ -72,13 +72,13 @@ def corpus_command(
     """Collect and clean target-language documents from a web corpus, local files or the demo Bible."""
     from focusflow.pipeline import params_for
 
-    if language is None and config is None and source in (None, "demo"):
-        language = "ny"
     explicit = {"corpus": {"source": source, "paths": [str(Path(p).expanduser().resolve()) for p in path] or None,
                            "max_bytes": max_bytes, "max_documents": max_documents, "text_field": text_field}}
-    if language is None and config is None:
+    demo = language is None and config is None and source in (None, "demo")
+    if language is None and config is None and not demo:
         raise ConfigError("--language is required for this source (an ISO 639 code such as sw or hau)")
-    cfg = run_config(config, set_, explicit, language=language)
+    # the demo Bible is Chichewa: a default below --set, so that --set language=… still says otherwise
+    cfg = run_config(config, set_, explicit, language=language, defaults={"language": "ny"} if demo else None)
     _stage("corpus", params_for("corpus", cfg), {}, out, store, cfg.language)
 
 

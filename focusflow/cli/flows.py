@@ -51,6 +51,11 @@ def run_flow(
     store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),
 ) -> None:
     """Run specialize_language (a Prefect flow; a local API server for the run unless PREFECT_API_URL is set)."""
+    _run_specialize(config, set_, store, language)
+
+
+def _run_specialize(config: Path, set_: list[str], store: str | None, language: str | None) -> None:
+    """``focusflow run``'s work; ``language=None``: the configuration's (the demos' files name theirs)."""
     _prefect_environment()
     from focusflow.storage import ArtifactStore
 
@@ -84,7 +89,7 @@ def demo(
     config = demo_config_path(source)
     if source_kind(source).name == "gguf":
         require_installed(source)  # one line now, not a failed source stage after the corpus stages
-    run_flow(language="ny", config=config, set_=set_, store=store)
+    _run_specialize(config, set_, store, language=None)  # the file's Chichewa, unless --set language= says otherwise
 
 
 @app.command("evaluate-checkpoint")

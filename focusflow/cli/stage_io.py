@@ -36,9 +36,13 @@ ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration
 
 
 def run_config(config: Path | None, overrides: list[str], explicit: dict[str, Any] | None = None,
-               language: str | None = None) -> PipelineConfig:
-    """The one configuration loader of the commands: YAML < ``--set`` < explicit options (``None`` = not
-    given); unknown sections are errors.
+               language: str | None = None, defaults: dict[str, Any] | None = None) -> PipelineConfig:
+    """The one configuration loader of the commands: the command's ``defaults`` < YAML < ``--set`` < explicit
+    options; unknown sections are errors.
+
+    An option the user did not type is ``None`` and is not passed: an option's default never overrides the
+    configuration (``tests/cli/test_stage_io.py`` checks every command that takes ``--set``). A command whose
+    default differs from the configuration's gives it as ``defaults``, which the YAML and ``--set`` override.
 
     Without a language (no ``language``, none in the YAML or ``--set``) it validates everything else: for the
     stages that do not depend on the language, and for ``focusflow config run.yaml``.
@@ -49,7 +53,7 @@ def run_config(config: Path | None, overrides: list[str], explicit: dict[str, An
             values = {k: v for k, v in values.items() if v is not None} or None
         if values is not None:
             given[section] = values
-    return load_config(config, overrides, language=language, any_language=True, **given)
+    return load_config(config, overrides, defaults=defaults, language=language, any_language=True, **given)
 
 
 def vocab_size_option(value: str | None) -> int | str | None:

@@ -25,12 +25,12 @@ def init(
     corpus: str = typer.Option(None, "--corpus", help="Target-language corpus (.jsonl, or .txt with one document per line, "
                                                       "or a split folder) for fastText, prune and extend ranking."),
     method: InitMethod = typer.Option("focus", "--method", help=f"Initialization method. {methods_help()}."),
-    mode: str = typer.Option("replace", "--mode", help="replace|extend|prune"),
+    mode: str = typer.Option(None, "--mode", help="replace|extend|prune (default: init.mode, replace)."),
     out: Path = typer.Option(None, "--out", help="Also export the initialized model to this folder."),
     aux: str = typer.Option(None, "--aux", help="Folder with vectors.safetensors/tokens.json (train_aux_embeddings)."),
     fasttext_bin: Path = typer.Option(None, "--fasttext-bin", help="Your own token-level fastText .bin."),
     extend_top_n: int = typer.Option(None, "--extend-top-n"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(None, "--seed", help="Initialization seed (default: init.seed, 0)."),
     wechsel_source_vectors: Path = typer.Option(None, help="WECHSEL: source-language fastText .bin"),
     wechsel_target_vectors: Path = typer.Option(None, help="WECHSEL: target-language fastText .bin"),
     wechsel_dictionary: Path = typer.Option(None, help="WECHSEL: TSV of source<TAB>target word pairs"),
@@ -56,7 +56,7 @@ def init(
         inputs["fasttext"] = _fasttext_from_bin(artifact_store, fasttext_bin, inputs.get("tokenizer"))
     elif aux is not None:
         inputs["fasttext"] = stage_input(artifact_store, aux, "fasttext")
-    elif init_method(method).needs_aux_vectors and mode != "prune":
+    elif init_method(method).needs_aux_vectors and cfg.init.mode != "prune":
         if "tokenizer" not in inputs or "split" not in inputs:
             raise InputError(f"method {method!r} needs auxiliary vectors: pass --aux (from train_aux_embeddings), "
                              "--fasttext-bin, or --corpus (and --target-tokenizer) to train fastText now")

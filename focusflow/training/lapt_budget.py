@@ -13,6 +13,7 @@ planned steps. The minutes count optimizer steps only: held-out evaluations and 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 from dataclasses import asdict, dataclass
@@ -21,6 +22,7 @@ from typing import Any
 
 from focusflow.config import ConfigError, LaptSpec
 from focusflow.errors import InputError
+from focusflow.logs import ProgressBar
 from focusflow.training.loop import TrainingRun
 from focusflow.training.machine import StepClock, machine_fingerprint
 from focusflow.training.records import BudgetPlan
@@ -52,9 +54,11 @@ def steps_for_minutes(minutes: float, seconds_per_step: float) -> int:
 
 
 def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, *,
-                     work_dir: Path | None = None, source_dir: Path | None = None) -> LaptBudget:
+                     work_dir: Path | None = None, source_dir: Path | None = None,
+                     progress: bool = False) -> LaptBudget:
     """Time the first steps of this LAPT run (its objective's: a distillation times teacher and student together)
-    and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps."""
+    and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps. ``progress``: bars of the run's reading of its
+    texts and of the timed steps (a distillation's take a minute or more)."""
     from focusflow.training.lapt import lapt_run
 
     if not spec.needs_plan:
@@ -63,12 +67,14 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
                                     "steps": PROBE_STEPS_CEILING})
     with tempfile.TemporaryDirectory(prefix="focusflow-lapt-budget-", dir=work_dir) as folder:
         run = lapt_run(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
-                       progress=False, source_dir=source_dir)
+                       progress=progress, source_dir=source_dir)
         # each training stage that trains at least one step (one starting where the next does never does)
         starts = {stage.first_step: stage.name for stage in run.trainable.stages}
         stages = {name: first for first, name in starts.items()}
         clock = StepClock(run.dist.device)
-        timed = {name: _time_steps(run, first, spec.budget_probe_steps, clock) for name, first in stages.items()}
+        steps = len(stages) * (spec.budget_probe_steps + 1)
+        with ProgressBar("LAPT budget: timing the first steps", steps) if progress else contextlib.nullcontext() as bar:
+            timed = {name: _time_steps(run, first, spec.budget_probe_steps, clock, bar) for name, first in stages.items()}
     fraction = spec.embeddings_only_fraction if len(timed) == 2 else 0.0
     per_step = fraction * timed.get("embeddings", 0.0) + (1 - fraction) * timed["full"]
     steps = steps_for_minutes(spec.minutes, per_step)
@@ -98,8 +104,10 @@ def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
                                    "checkpoint_steps": sorted(set(spec.checkpoint_steps) | set(plan.checkpoint_steps))})
 
 
-def _time_steps(run: TrainingRun, first_step: int, count: int, clock: StepClock) -> float:
-    """Median seconds (of ``clock``) of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step."""
+def _time_steps(run: TrainingRun, first_step: int, count: int, clock: StepClock,
+                bar: ProgressBar | None = None) -> float:
+    """Median seconds (of ``clock``) of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step
+    (each counted on ``bar``, which goes on from where it is)."""
     batches = run.step_batches(first_step)
     seconds = []
     try:
@@ -108,6 +116,8 @@ def _time_steps(run: TrainingRun, first_step: int, count: int, clock: StepClock)
             run.step(first_step + index, next(batches))
             if index:
                 seconds.append(clock.now() - began)
+            if bar is not None:
+                bar.update(bar.completed + 1)
     finally:
         batches.close()
     return float(sorted(seconds)[len(seconds) // 2])

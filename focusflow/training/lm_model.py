@@ -28,6 +28,8 @@ def load_model(folder: Path, attn_implementation: str, dropout: float | None = N
     saved model fine-tunes as its source would."""
     require_weights(folder)
     info = describe_source(folder)
+    if info.objective is None:  # a bare encoder, from its config alone: refused before transformers loads (and warns)
+        require_head(folder, info, ())
     auto = model_class(info, add_head=True)
     overrides = dropout_settings(folder, dropout)
     try:
@@ -66,9 +68,10 @@ def dropout_settings(folder: Path, dropout: float | None) -> dict[str, float]:
             and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
-def require_head(folder: Path, info: Any, missing: Any) -> None:
+def require_head(folder: Path, info: Any, missing: Any, name: str | None = None) -> None:
     """An error naming the fix when the model's head was not in its weights (a bare encoder, or weights without
-    the head's): trained from random values, its first minutes undo what the initialization gave."""
+    the head's): trained from random values, its first minutes undo what the initialization gave. ``name``: the
+    model as the user gave it (default: the folder)."""
     absent = sorted(str(name) for name in missing)
     if info.objective is not None and not absent:
         return
@@ -76,6 +79,6 @@ def require_head(folder: Path, info: Any, missing: Any) -> None:
             if info.objective is None
             else f"lacks its {info.training_objective.upper()} head's weights ({', '.join(absent[:3])}"
                  f"{f' and {len(absent) - 3} more' if len(absent) > 3 else ''})")
-    raise InputError(f"model {folder} {what}: LAPT would start from a random head. Give its source a trained head "
+    raise InputError(f"model {name or folder} {what}: LAPT would start from a random head. Give its source a trained head "
                      "(focusflow source SOURCE --head-train CORPUS, as the flows' source stage does) and initialize "
                      "the model from that source again")

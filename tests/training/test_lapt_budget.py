@@ -21,7 +21,7 @@ from tests.training.test_lapt_run import small_spec
 def staged(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
     """A store holding a tiny MLM model and a split; step times faked to 1.5 s so the plan is known exactly."""
     monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setattr(lapt_budget, "_time_steps", lambda run, first, count, clock: 1.5)
+    monkeypatch.setattr(lapt_budget, "_time_steps", lambda run, first, count, clock, bar=None: 1.5)
     store = ArtifactStore(tmp_path / "store")
     model = store.put_dir("init", "m" * 64, tiny_dirs("xlmr"))
     split_dir = tmp_path / "split"
@@ -153,3 +153,18 @@ def test_a_cpu_minute_counts_the_processs_own_cpu_time_not_another_jobs_time_sli
     while time.process_time() - spin < 0.2:  # 0.2 s of this process's work, however long the machine takes for it
         pass
     assert clock.now() - began == pytest.approx(0.2 / clock.threads, rel=0.25)
+
+
+def test_timing_a_budget_shows_its_steps(tiny_dirs, lapt_corpus, tmp_path, monkeypatch, caplog):
+    """A distillation's timed steps took a minute or more with nothing said: with progress on, they are counted on a
+    bar (off a terminal, its lines; here one a step)."""
+    import logging
+
+    from focusflow import logs
+
+    monkeypatch.setattr(logs, "PROGRESS_LINE_S", 0.0)
+    caplog.set_level(logging.INFO, logger=logs.progress_lines.name)
+    lapt_budget.plan_lapt_budget(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=0, minutes=0.05,
+                                 embeddings_only_fraction=0.5, budget_probe_steps=2), work_dir=tmp_path, progress=True)
+    said = [r.getMessage().split(",")[0] for r in caplog.records if r.name == logs.progress_lines.name]
+    assert said == [f"LAPT budget: timing the first steps: {step}/6" for step in range(1, 6)]
