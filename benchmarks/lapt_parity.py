@@ -4,6 +4,8 @@
     python benchmarks/lapt_parity.py --language sw --methods focus,fvt,random --minutes 30
     python benchmarks/lapt_parity.py --language sn --lapt embeddings_only_fraction=0.3 --tag two-stage
     python benchmarks/lapt_parity.py --language sw --seeds 2,3              # a second process takes seeds 2 and 3
+    python benchmarks/lapt_parity.py --language sn --objectives mlm,distill,mlm+distill --minutes 10,20,30
+    python benchmarks/lapt_parity.py --language sn --objectives none --prune-budgets 0,0.35   # the pruned sources only
 
 Everything goes through the stage registry into one artifact store per language (``--work-dir``): the corpus
 (decontaminated against SIB-200's sentences), tokenizer, fastText and each initialization (the pipeline's
@@ -18,7 +20,12 @@ stopped; ``--seeds 2,3`` in another process splits the fine-tuning.
 Prints one row per model (method, LAPT minutes, steps, tokens seen, held-out MLM loss, accuracy mean ± std, the
 difference to the source's mean), then per method the *minutes to parity*: the first checkpoint whose mean is
 within ``--parity`` (1 point) of the source's mean. The checkpoints at 5, 10, 20 minutes are points of one
-30-minute run (the same learning-rate schedule), not separate shorter runs. Last line: JSON with every row.
+30-minute run (the same learning-rate schedule), not separate shorter runs. ``--objectives`` runs one such LAPT per
+``lapt.objective`` (``mlm``, ``distill``, ``mlm+distill``; ``none``: no LAPT), each row named as the report names it
+(``focus+distill@20``); ``--prune-budgets`` adds the source pruned to each parameter budget (``init.prune_budget``:
+0 keeps the corpus's pieces only), fine-tuned beside the others, with how much of the task's text it cuts as the
+source does. Minutes are CPU-minutes (the ``lapt-budget`` stage times the process's CPU time). Last line: JSON with
+every row.
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ from downstream_protocol import (
     sib200_task,
 )
 
-from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN
+from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, unconverged
+from focusflow.methods import model_label
 
 # The LAPT recipe measured here for a 2-core CPU (the FOCUS paper's batch of 128 x 256 tokens would give a few
 # dozen steps in 30 minutes): 32 sequences of 128 tokens a step, lr 1e-4 after 10% warm-up, constant.
@@ -75,7 +83,7 @@ def pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
         "language": args.language, "source_model": args.source,
         "corpus": {"source": "local", "paths": [str(corpus.resolve())],
                    **({"max_documents": 3000} if quick else {})},
-        "init": {"methods": args.methods},
+        "init": {"methods": args.methods, "candidates": []},
         "evaluation": {"tasks": [sib200_task(args.language)], "data_root": str(args.data_root.resolve()),
                        **({"heldout_sentences": 50} if quick else {})},
         "lapt": {**CPU_LAPT, **(QUICK["lapt"] if quick else {}), **args.lapt_overrides,
@@ -84,6 +92,35 @@ def pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
     if quick:
         settings.update(source_head={"steps": 20, "feature_sequences": 128}, fasttext={"epochs": 1})
     return build_config(settings)
+
+
+def pruned_candidates(store: Any, cfg: Any, branches: Any, budgets: list[float]) -> dict[str, dict[str, Any]]:
+    """The source pruned to each budget (``prune@0.35``), built through the init stage as a run builds its candidate;
+    each with its size and how much of the held-out split it cuts as the source does."""
+    from focusflow.pipeline import params_for, run_stage
+    from focusflow.training.records import ModelRecord
+
+    found = {}
+    for budget in budgets:
+        budgeted = cfg.model_copy(update={"init": cfg.init.model_copy(update={"prune_budget": budget})})
+        model = run_stage(store, "init", params_for("init", budgeted, method="mean", mode="prune"),
+                          {"source": store.resolve(branches.source), "split": store.resolve(branches.split)},
+                          language=cfg.language, label=f"prune@{budget:g}")
+        record = ModelRecord.of(model)
+        found[f"prune@{budget:g}"] = {"artifact": model, "n_params": record.n_params,
+                                      "reads_heldout": (record.reads_as_source or {}).get("sentences")}
+    return found
+
+
+def reading_of_task(source: Path, model: Path, task: str, data_root: Path) -> dict[str, Any]:
+    """How much of the task's text (every split) ``model``'s tokenizer cuts as the source's does."""
+    from transformers import AutoTokenizer
+
+    from focusflow.evaluation.downstream.texts import evaluation_texts
+    from focusflow.tokenizer.metrics import segmentation_agreement
+
+    texts = list(evaluation_texts([task], data_root, 0, ("train", "dev", "test")))
+    return segmentation_agreement(AutoTokenizer.from_pretrained(source), AutoTokenizer.from_pretrained(model), texts)
 
 
 def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[str, Any]]:
@@ -159,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default="focus", help="initializations to run LAPT on (comma-separated)")
     parser.add_argument("--minutes", default="5,10,20,30", help="LAPT minutes of the curve's points; the largest "
                                                                 "is the budget")
+    parser.add_argument("--objectives", default="mlm", help="lapt.objective of each LAPT (comma-separated: mlm, "
+                                                            "distill, mlm+distill), or none")
+    parser.add_argument("--prune-budgets", default="", help="prune the source to these parameter budgets (shares of "
+                                                            "its parameters, comma-separated, e.g. 0,0.35) and "
+                                                            "fine-tune each beside the others")
     parser.add_argument("--lapt", action="append", default=[], metavar="KEY=VALUE",
                         help="override the LAPT recipe (repeatable), e.g. embeddings_only_fraction=0.3")
     parser.add_argument("--seeds", default="3", help="N (1..N) or a list (2,3)")
@@ -174,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
+    args.objectives = [o.strip() for o in args.objectives.split(",") if o.strip() and o.strip() != "none"]
+    args.prune_budgets = [float(b) for b in args.prune_budgets.split(",") if b.strip()]
     args.lapt_overrides = parse_lapt_overrides(args.lapt)
     seeds: int | list[int] = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else int(args.seeds)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -206,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     def finetune(models: dict[str, Path]) -> Any:
         import pandas as pd
 
-        evaluate_protocol(models, [task], runs_dir, seeds, args.data_root, protocol)
+        if models:
+            evaluate_protocol(models, [task], runs_dir, seeds, args.data_root, protocol)
         runs = runs_dir / "runs.csv"
         return pd.read_csv(runs) if runs.is_file() else None
 
@@ -214,16 +259,26 @@ def main(argv: list[str] | None = None) -> int:
     everything = {} if args.skip_source else {"source": source}
     if everything:
         finetune(everything)
-    inits = {f"{m}{tag}@0": store.fetch(store.resolve(branches.models[m])) for m in args.methods}
+    pruned = pruned_candidates(store, cfg, branches, args.prune_budgets)
+    candidates = {f"{name}{tag}": store.fetch(found["artifact"]) for name, found in pruned.items()}
+    for name, found in pruned.items():
+        found["reads_task"] = reading_of_task(source, candidates[f"{name}{tag}"], task, args.data_root)["sentences"]
+    finetune(candidates)
+    everything.update(candidates)
+    inits = {f"{m}{tag}@0": store.fetch(store.resolve(branches.models[m])) for m in args.methods} \
+        if args.objectives else {}
     finetune(inits)  # the 0-minute rows first: the curve's start before any LAPT time is spent
     everything.update(inits)
     points = []
-    for method in args.methods:
-        curve = lapt_points(store, cfg, branches, method)
-        models = {f"{method}{tag}@{p['minutes']:g}": store.fetch(p["artifact"]) for p in curve if p["minutes"] > 0}
-        finetune(models)
-        everything.update(models)
-        points += curve
+    for objective in args.objectives:
+        trained = cfg.model_copy(update={"lapt": cfg.lapt.model_copy(update={"objective": objective})})
+        for method in args.methods:
+            label = model_label(method, lapt=True, objective=objective)
+            curve = [{**p, "label": label} for p in lapt_points(store, trained, branches, method)]
+            models = {f"{label}{tag}@{p['minutes']:g}": store.fetch(p["artifact"]) for p in curve if p["minutes"] > 0}
+            finetune(models)
+            everything.update(models)
+            points += [p for p in curve if p["minutes"] > 0]
     table = finetune(everything)  # every run is saved: this only gathers them into one table
     # a verdict noise cannot flip: seeds are added (to the source and to each undecided model, paired) until the
     # standard error of every model's difference to the source is at most 1 point, or --max-seeds is reached
@@ -242,38 +297,53 @@ def main(argv: list[str] | None = None) -> int:
 
     source_score = score(table, "source")
     rows = []
-    for point in points:
-        name = f"{point['method']}{tag}@{point['minutes']:g}"
+    named = [(f"{name}{tag}", {"method": name, "minutes": None, "steps": None, "tokens": None, "heldout_loss": None,
+                               **found}) for name, found in pruned.items()]
+    named += [(f"{m}{tag}@0", {"method": m, "minutes": 0.0, "steps": 0, "tokens": 0, "heldout_loss": None})
+              for m in args.methods if args.objectives]
+    named += [(f"{p['label']}{tag}@{p['minutes']:g}", p) for p in points]
+    for name, point in named:
         result = score(table, name) or {}
         verdict = _verdict(table, name)
         gap = verdict.mean if verdict is not None else None
+        open_runs, total_runs = unconverged(table, (name, "source"), task)
         rows.append({"model": name, "method": point["method"], "lapt_minutes": point["minutes"],
                      "steps": point["steps"], "tokens": point["tokens"], "heldout_mlm_loss": point["heldout_loss"],
+                     "n_params": point.get("n_params"), "reads_heldout": point.get("reads_heldout"),
+                     "reads_task": point.get("reads_task"),
                      "accuracy": result.get("mean"), "std": result.get("std"), "runs": result.get("runs"),
                      "vs_source": gap, "verdict": verdict.to_dict() if verdict is not None else None,
-                     "verdict_text": verdict.text() if verdict is not None else None})
+                     "verdict_text": verdict.text() if verdict is not None else None,
+                     "unconverged_runs": [open_runs, total_runs]})
     recipe = {k: v for k, v in cfg.lapt.model_dump().items() if k in (*CPU_LAPT, "embeddings_only_fraction")}
     print(f"\nSIB-200 {task}, {seeds} seed(s), lr {protocol.lr}, embedding lr x{protocol.embedding_lr_scale}; "
           f"LAPT {json.dumps(recipe)}")
-    print("| model | LAPT min | steps | tokens | held-out MLM loss | accuracy | vs source, paired by seed |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | params | LAPT CPU-min | steps | tokens | held-out LAPT loss | cut as the source (held-out / task) "
+          "| accuracy | vs source, paired by seed | runs still improving |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     if source_score:
         spread = f" ± {source_score['std']:.1f}" if source_score["std"] is not None else " (1 seed)"
-        print(f"| source | | | | | {source_score['mean']:.1f}{spread} | |")
+        print(f"| source | | | | | | | {source_score['mean']:.1f}{spread} | | |")
     for row in rows:
         accuracy = "" if row["accuracy"] is None else f"{row['accuracy']:.1f}" + (
             f" ± {row['std']:.1f}" if row["std"] is not None else " (1 seed)")
         loss = "" if row["heldout_mlm_loss"] is None else f"{row['heldout_mlm_loss']:.3f}"
-        gap = row["verdict_text"] or ""
-        print(f"| {row['model']} | {row['lapt_minutes']:g} | {row['steps']} | {row['tokens'] or 0:,} | {loss} | "
-              f"{accuracy} | {gap} |")
+        reads = "" if row["reads_task"] is None else \
+            f"{100 * (row['reads_heldout'] or 0):.1f}% / {100 * row['reads_task']:.1f}%"
+        params = "" if row["n_params"] is None else f"{row['n_params'] / 1e6:.1f}M"
+        minutes = "" if row["lapt_minutes"] is None else f"{row['lapt_minutes']:g}"
+        print(f"| {row['model']} | {params} | {minutes} | {row['steps'] if row['steps'] is not None else ''} | "
+              f"{row['tokens'] or 0:,} | {loss} | {reads} | {accuracy} | {row['verdict_text'] or ''} | "
+              f"{row['unconverged_runs'][0]} of {row['unconverged_runs'][1]} |")
     parity = {}
-    for method in args.methods:
-        reached = [r for r in rows if r["method"] == method and (r["verdict"] or {}).get("parity")]
-        parity[method] = reached[0]["lapt_minutes"] if reached else None
-        print(f"minutes to parity ({method}; parity: the paired mean difference >= {PARITY_MEAN:g} and its 95% "
-              f"interval's lower end >= {PARITY_LOWER:g}): "
-              f"{parity[method] if parity[method] is not None else 'not reached'}")
+    for objective in args.objectives:
+        for method in args.methods:
+            label = model_label(method, lapt=True, objective=objective)
+            reached = [r for r in rows if r["model"].startswith(f"{label}{tag}@") and (r["verdict"] or {}).get("parity")]
+            parity[label] = reached[0]["lapt_minutes"] if reached else None
+            print(f"CPU-minutes to parity ({label}; parity: the paired mean difference >= {PARITY_MEAN:g}, its 95% "
+                  f"interval's lower end >= {PARITY_LOWER:g}): "
+                  f"{parity[label] if parity[label] is not None else 'not reached'}")
     summary = {"language": args.language, "task": task, "seeds": seeds, "source": source_score, "rows": rows,
                "minutes_to_parity": parity, "lapt": cfg.lapt.model_dump(mode="json"),
                "protocol": protocol.model_dump(mode="json", exclude={"data_root"}),

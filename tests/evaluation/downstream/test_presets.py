@@ -11,7 +11,7 @@ from focusflow.evaluation.downstream.presets import protocol_values, with_protoc
 def test_the_cpu_preset_fills_what_was_left_at_its_default():
     settings = with_protocol(DownstreamSettings(protocol="cpu"), "cls", "sib200")
     assert (settings.epochs, settings.batch_size, settings.max_length, settings.lr, settings.embedding_lr_scale,
-            settings.eval_every_fraction) == (3.0, 16, 64, 1e-4, 10.0, 0.2)
+            settings.eval_every_fraction, settings.patience) == (12.0, 16, 64, 1e-4, 10.0, 1 / 24, 6)
     masakhaner = with_protocol(DownstreamSettings(protocol="cpu"), "ner", "masakhaner2")
     assert (masakhaner.max_train_samples, masakhaner.epochs, masakhaner.lr) == (960, 5.0, 2e-4)
     assert with_protocol(DownstreamSettings(protocol="cpu"), "ner", "my_folder").lr == 5e-4  # any NER folder
