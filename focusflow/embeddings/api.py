@@ -76,12 +76,13 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
         params.matrices.update({name: params.matrices[name][: len(source_tokenizer)] for name in padded})
     train = options.get("train")
     transfer_options = {k: v for k, v in options.items()
-                        if k not in ("train", "fasttext", "extend_top_n", "prune_budget")}
+                        if k not in ("train", "fasttext", "extend_top_n", "prune_budget", "prune_reserve")}
     if mode == "prune":
         if train is None:
             raise InputError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
         counts = count_token_ids(source_tokenizer, read_texts(train))
-        rows = prune_rows(model, params.matrices, float(options.get("prune_budget", 0.0)))
+        rows = max(0, prune_rows(model, params.matrices, float(options.get("prune_budget", 0.0)))
+                   - int(options.get("prune_reserve", 0)))
         used = np.flatnonzero(counts)
         characters = corpus_characters(read_texts(train))
         room = rows

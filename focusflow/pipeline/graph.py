@@ -22,7 +22,7 @@ from typing import Any
 
 from focusflow.config import PipelineConfig
 from focusflow.evaluation.records import ReportInput, ReportRecord
-from focusflow.methods import model_label, read_model_label, split_method
+from focusflow.methods import CANDIDATES, CandidateSpec, model_label, read_model_label, split_method
 from focusflow.pipeline.product import candidate_names, configured_product
 from focusflow.pipeline.publish_stage import PRODUCT
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
@@ -165,9 +165,9 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
         base, refinements = split_method(method)
         models[method] = (run.submit("align", label=method, model=initialized[base], source=source, split=split)
                           if "align" in refinements else initialized[base])
-    # candidates beside the methods (init.candidates): a pruned source, which brings its own tokenizer
-    candidates = {name: run.submit("init", params_for("init", cfg, method=CANDIDATE_METHOD, mode=name), label=name,
-                                   source=source, split=split) for name in cfg.init.built_candidates}
+    # candidates beside the methods (init.candidates, one row each of methods.CANDIDATES), each bringing its tokenizer
+    candidates = {name: _candidate(run, cfg, CANDIDATES[name], source=source, split=split, tokenizer=tokenizer,
+                                   fasttext=fasttext) for name in cfg.init.built_candidates}
     # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models. In replace
     # mode every model has the language tokenizer; extend and prune give each initialization the tokenizer it wrote.
     if cfg.init.mode == "replace":
@@ -265,9 +265,17 @@ def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> st
     return _Run(cfg, store_uri, tasks)("report", **report_inputs(branches))
 
 
-#: The method a candidate's init stage is called with: a pruned vocabulary has no new token, so no method is used
-#: (one that needs no auxiliary vectors); the model is named as its candidate (``prune``) everywhere.
-CANDIDATE_METHOD = "mean"
+def _candidate(run: _Run, cfg: PipelineConfig, spec: CandidateSpec, **given: Any) -> Any:
+    """A candidate's init stage: on the source, or on the source pruned with room for the rows the candidate adds."""
+    inputs = {"source": given["source"], "split": given["split"]}
+    if spec.mode != "prune":
+        inputs.update(tokenizer=given["tokenizer"], fasttext=given["fasttext"])
+    if spec.on_pruned:
+        pruned = CANDIDATES["prune"]
+        inputs["source"] = run.submit("init", params_for("init", cfg, method=pruned.method, mode=pruned.mode,
+                                                         reserve=cfg.init.extend_top_n),
+                                      label=f"{spec.name}:pruned", source=given["source"], split=given["split"])
+    return run.submit("init", params_for("init", cfg, method=spec.method, mode=spec.mode), label=spec.name, **inputs)
 
 
 def _value(result: Any) -> Any:

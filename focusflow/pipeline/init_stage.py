@@ -19,15 +19,19 @@ class InitSettings(StageSettings):
     options: dict[str, Any] = Field(default_factory=dict)  # the method's options (extend_top_n, rare_tokens)
 
     @classmethod
-    def from_config(cls, cfg: PipelineConfig, /, *, method: str, mode: str | None = None, **variant: Any) -> Self:
+    def from_config(cls, cfg: PipelineConfig, /, *, method: str, mode: str | None = None, reserve: int = 0,
+                    **variant: Any) -> Self:
         """``method``: the base method (``focus`` of ``focus+align``); only the options it reads join its key.
-        ``mode``: a candidate's own (``prune`` beside the methods), else the run's ``init.mode``."""
+        ``mode``: a candidate's own (``prune`` beside the methods), else the run's ``init.mode``. ``reserve``: rows a
+        pruned source leaves free within its budget for what a candidate adds to it (prune+extend's new tokens)."""
         from focusflow.methods import init_method
 
         mode = mode or cfg.init.mode
         options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if mode == "extend" else {}
         if mode == "prune":
             options["prune_budget"] = cfg.init.prune_budget
+            if reserve:
+                options["prune_reserve"] = reserve
         if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
             options["rare_tokens"] = cfg.init.rare_tokens
         return cls(method=method, mode=mode, seed=cfg.init.seed, options=options)

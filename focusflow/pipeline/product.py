@@ -23,9 +23,10 @@ SOURCE = "original"
 
 
 def lapt_models(cfg: PipelineConfig) -> list[str]:
-    """The methods a run continues with LAPT (``orchestration.lapt_methods`` among the run's methods, when LAPT has
-    a budget)."""
-    return [m for m in cfg.orchestration.lapt_methods if m in cfg.init.methods] if cfg.lapt.has_budget else []
+    """The models a run continues with LAPT (``orchestration.lapt_methods`` among the run's methods and built
+    candidates, when LAPT has a budget)."""
+    built = {*cfg.init.methods, *cfg.init.built_candidates}
+    return [m for m in cfg.orchestration.lapt_methods if m in built] if cfg.lapt.has_budget else []
 
 
 def candidate_names(cfg: PipelineConfig) -> list[str]:

@@ -140,15 +140,40 @@ def test_a_pruned_candidate_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatc
     monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
     source = save_tiny("xlmr", tmp_path / "source", texts=sample_texts(600, seed=1), vocab_size=400)
     cfg = _config(tmp_path, "replace", source=str(source))
-    cfg.init.methods, cfg.init.candidates = ["mean"], ["prune"]
+    cfg.init.methods, cfg.init.candidates, cfg.init.extend_top_n = ["mean"], ["prune", "prune+extend"], 40
     branches = prepare_branches(cfg, cfg.store, local_tasks())
     store = ArtifactStore(cfg.store)
     pruned = store.resolve(branches.models["prune"].result())
     assert pruned.metadata["method"] == "prune" and pruned.metadata["mode"] == "prune"
-    metrics = {name: store.resolve(branches.intrinsic[name].result()).metadata for name in ("prune", "original")}
+    metrics = {name: store.resolve(branches.intrinsic[name].result()).metadata
+               for name in ("prune", "prune+extend", "original")}
     assert metrics["prune"]["vocab_size"] < metrics["original"]["vocab_size"]
     # every token the corpus uses is kept: the held-out text is cut (nearly) as the source cuts it
     assert metrics["prune"]["tokens_per_word"] == pytest.approx(metrics["original"]["tokens_per_word"], rel=0.05)
+    extended = store.resolve(branches.models["prune+extend"].result())
+    assert extended.metadata["mode"] == "extend" and 0 < extended.metadata["added"] <= 40
+    assert metrics["prune+extend"]["tokens_per_word"] < metrics["prune"]["tokens_per_word"]
+
+
+def test_prune_plus_extend_is_the_source_pruned_with_room_then_extended_and_may_be_trained(tmp_path):
+    """Issue 44: the pruned source plus the language's frequent new tokens (FOCUS), a candidate LAPT may train."""
+    cfg = _config(tmp_path, "replace", lapt={"steps": 2, "objective": "distill"})
+    cfg.init.candidates, cfg.evaluation.tasks = ["prune", "prune+extend"], ["ner:masakhaner2:swa"]
+    cfg.orchestration.lapt_methods = ["focus", "prune+extend"]
+    _, calls = _wiring(cfg)
+    inits = {params["mode"] + ("+reserve" if params["options"].get("prune_reserve") else ""): (params, inputs)
+             for stage, params, inputs in calls if stage == "init"}
+    reserved, _ = inits["prune+reserve"]
+    assert reserved["options"]["prune_reserve"] == cfg.init.extend_top_n and "tokenizer" not in inits["prune"][1]
+    extended, inputs = inits["extend"]
+    assert extended["method"] == "focus" and inputs["source"] == "init:prune+extend:pruned"
+    assert inputs["tokenizer"] == "tokenizer:" and inputs["fasttext"] == "fasttext:"
+    trained = sorted(inputs["model"] for stage, _, inputs in calls if stage == "lapt")
+    assert trained == ["init:focus", "init:prune+extend"]
+    downstream = sorted(params["name"] for stage, params, _ in calls if stage == "downstream")
+    assert downstream == ["focus+distill", "original", "prune", "prune+extend", "prune+extend+distill"]
+    teachers = {params["name"]: inputs.get("source") for stage, params, inputs in calls if stage == "downstream"}
+    assert teachers["prune"] == teachers["prune+extend"] == "source:" and teachers["focus+distill"] is None
 
 
 def test_a_distilling_lapt_and_its_budget_get_the_source_as_teacher(tmp_path):
