@@ -132,8 +132,11 @@ def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[s
 
     model, split = store.resolve(branches.models[method]), store.resolve(branches.split)
     inputs = {"model": model, "split": split}
-    if cfg.lapt.objective != "mlm":  # a distillation learns from the source
+    if cfg.lapt.objective != "mlm":  # a distillation learns from the source, whose word states are read once
         inputs["source"] = store.resolve(branches.source)
+        inputs["teacher"] = run_stage(store, "teacher", params_for("teacher", cfg),
+                                      {"source": inputs["source"], "split": split}, language=cfg.language,
+                                      progress=True)
     budget = run_stage(store, "lapt-budget", params_for("lapt-budget", cfg), inputs, language=cfg.language)
     lineage = {"source": branches.source, "tokenizer": branches.tokenizer}
     lapt = run_stage(store, "lapt", params_for("lapt", cfg, lineage=lineage), {**inputs, "budget": budget},

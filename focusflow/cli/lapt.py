@@ -101,13 +101,16 @@ def lapt_command(
             raise ConfigError(f"lapt.objective={cfg.lapt.objective} learns from the source model: pass --source SOURCE "
                               "(the model this one was initialized from)")
         inputs["source"] = stage_input(artifact_store, source, "model")
+        inputs["teacher"] = run_stage(artifact_store, "teacher", params_for("teacher", cfg),  # read once, stored
+                                      {"source": inputs["source"], "split": inputs["split"]}, progress=progress)
     if progress:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
     if cfg.lapt.needs_plan:
         inputs["budget"] = run_stage(artifact_store, "lapt-budget", params_for("lapt-budget", cfg),
-                                     {name: inputs[name] for name in ("model", "split", "source") if name in inputs})
+                                     {name: inputs[name] for name in ("model", "split", "source", "teacher")
+                                      if name in inputs})
     try:
         artifact = run_stage(artifact_store, "lapt", params_for("lapt", cfg), inputs, progress=progress)
     except NotMainRank:

@@ -2,7 +2,8 @@
 
     corpus → dedup → decontaminate (with evaluation tasks) → split → source → tokenizer → fasttext
            → init × methods → align (<method>+align) → reference (one per tokenizer) → intrinsic
-           → lapt-budget (a minutes budget) → lapt → intrinsic → downstream → report → publish (optional)
+           → teacher (a distillation's) → lapt-budget (a minutes budget) → lapt → intrinsic → downstream → report
+           → publish (optional)
 
 ``prepare_branches`` and ``specialize`` take ``tasks``, a mapping from stage name to a caller with
 the stage-task signature ``(store_uri, params, inputs, language=None, label=None) -> uri`` and a
@@ -214,7 +215,9 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     if cfg.init.mode == "replace":  # the models' tokenizer; extend and prune models carry their own
         lineage["tokenizer"] = branches.tokenizer
     lapt = {}
-    teacher = {"source": branches.source} if cfg.lapt.objective != "mlm" else {}  # a distillation's teacher
+    # a distillation's teacher: the source, and its word states on the corpus, read once for every distilling LAPT
+    teacher = ({"source": branches.source, "teacher": run.submit("teacher", source=branches.source, split=split)}
+               if cfg.lapt.objective != "mlm" and cfg.lapt.has_budget and cfg.orchestration.lapt_methods else {})
     for method in (cfg.orchestration.lapt_methods if cfg.lapt.has_budget else []):
         if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
             budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}

@@ -137,8 +137,10 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     spec = planned_spec(spec, budget) if budget else spec  # a minutes budget becomes the steps its plan fixed
     minutes_at = dict(zip(budget.checkpoint_steps, budget.checkpoint_minutes, strict=True)) if budget else {}
     teacher = run.inputs["source"] if "source" in run.artifacts else None  # lapt.objective=distill's teacher
+    states = run.inputs["teacher"] if "teacher" in run.artifacts else None  # and its stored word states
     summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
-                       resume=True, on_checkpoint=checkpoint_committed, progress=run.progress, source_dir=teacher)
+                       resume=True, on_checkpoint=checkpoint_committed, progress=run.progress, source_dir=teacher,
+                       teacher_dir=states)
     if rank() != 0:
         raise NotMainRank()
     record = store_finished_run(work, run.out)
@@ -191,6 +193,7 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
     plan = plan_lapt_budget(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl",
                             run.settings.lapt, work_dir=work,
                             source_dir=run.inputs["source"] if "source" in run.artifacts else None,
+                            teacher_dir=run.inputs["teacher"] if "teacher" in run.artifacts else None,
                             progress=run.progress)
     kept = {name: value for name, value in plan.to_dict().items()
             if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps", "clock")}
@@ -204,11 +207,11 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
 # version 2: a CPU's steps are timed in the process's CPU time over its threads (a CPU-minute), not wall time
 LAPT_BUDGET = register(Stage(BUDGET_STAGE, 2, ("model", "split"), _lapt_budget,
                              "a LAPT minutes budget fixed as a step count, timed on the machine that trains",
-                             optional=("source",), key_params=budget_key_params, uses_model=True,
+                             optional=("source", "teacher"), key_params=budget_key_params, uses_model=True,
                              settings=LaptBudgetSettings, hints=RunHints(timeout_s=3600, gpu=True)))
 
 
-LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget", "source"),
+LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget", "source", "teacher"),
                       description="language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
                       work=("tokens", "tokens"), work_folder=True, settings=LaptSettings,
                       hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True)))

@@ -59,6 +59,7 @@ class PairedTexts:
     source_words: list[np.ndarray]
     target_words: list[np.ndarray]
     n_words: np.ndarray
+    spans: list[np.ndarray] | None = None  # each text's shared words as indices into its word spans
 
     def __len__(self) -> int:
         return len(self.n_words)
@@ -84,7 +85,7 @@ def tokenize_pairs(texts: list[str], source_tokenizer: Any, target_tokenizer: An
                 bar.update(start + len(chunk))
     words = [shared_words(text, s, t) for text, s, t in zip(texts, sides[0][1], sides[1][1], strict=False)]
     return PairedTexts(sides[0][0], sides[1][0], [w.source for w in words], [w.target for w in words],
-                       np.asarray([w.n_words for w in words], dtype=np.int64))
+                       np.asarray([w.n_words for w in words], dtype=np.int64), [w.spans for w in words])
 
 
 
@@ -111,6 +112,7 @@ class AlignBatch:
     n_texts: int
     predicted: int  # words: the loss's normalizer
     tokens: int  # student tokens without padding
+    teacher: list[torch.Tensor] | None = None  # the teacher's word states, when read from stored teacher states
 
 
 def _side(ids: list[np.ndarray], words: list[np.ndarray], counts: np.ndarray, pad_id: int) -> tuple[SideBatch, np.ndarray]:

@@ -23,7 +23,6 @@ import torch
 from torch import nn
 
 from focusflow.config import LaptSpec
-from focusflow.corpus.io import read_texts
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import Masker, length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source
@@ -40,6 +39,7 @@ from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
 from focusflow.training.monitor import loss_summary
+from focusflow.training.teacher import TeacherStates, distillation_texts
 from focusflow.training.wordpool import pool_words, segment_mean
 
 OBJECTIVES = ("mlm", "distill", "mlm+distill")
@@ -82,7 +82,8 @@ class DistillRun(TrainingRun):
     resumable_changes = LAPT_RESUMABLE_CHANGES
 
     def __init__(self, model_dir: Path, source_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path,
-                 resume: bool, on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
+                 resume: bool, on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool,
+                 teacher_dir: Path | None = None):
         from transformers import AutoTokenizer
 
         super().__init__(spec, out_dir, on_checkpoint, progress)
@@ -100,8 +101,13 @@ class DistillRun(TrainingRun):
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
         self.pad_ids = (padding_id(source_tokenizer), padding_id(self.tokenizer))
-        texts = [text for text in read_texts(train) if text.strip()]
-        held = [text for text in read_texts(heldout, limit=spec.eval_sequences) if text.strip()]
+        read = distillation_texts(train, heldout, spec.eval_sequences)
+        texts, held = read["train"], read["heldout"]
+        self.stored_teacher = TeacherStates(teacher_dir) if teacher_dir is not None else None
+        if self.stored_teacher is not None and (self.stored_teacher.texts("train"), self.stored_teacher.texts(
+                "heldout")) != (len(texts), len(held)):
+            raise InputError(f"the stored teacher states ({teacher_dir}) were computed for other texts "
+                             f"({self.stored_teacher.index['splits']}); compute them for this split")
         if not texts or not held:
             raise InputError(f"lapt.objective={spec.objective} needs training and held-out texts ({train}, {heldout})")
         self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.seq_len,
@@ -111,11 +117,19 @@ class DistillRun(TrainingRun):
         self.batches = self._batches(self.train_texts, budget)
         if not self.batches:
             raise InputError(f"no word of {train} is covered by both tokenizers")
-        self.heldout_batches = [collate_pairs(heldout_texts, indices, -(i + 1), self.pad_ids)
+        self.heldout_batches = [self._with_teacher(collate_pairs(heldout_texts, indices, -(i + 1), self.pad_ids),
+                                                   "heldout", heldout_texts, indices)
                                 for i, indices in enumerate(self._batches(heldout_texts, budget))]
         self.order = SampleOrder(len(self.batches), spec.seed)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start(resume)
+
+    def _with_teacher(self, batch: AlignBatch, split: str, texts: Any, indices: np.ndarray) -> AlignBatch:
+        """The batch with its teacher states read from the stored ones (none stored: the teacher computes them)."""
+        if self.stored_teacher is not None:
+            rows = self.stored_teacher.rows(split, indices, [texts.spans[i] for i in indices])
+            batch.teacher = self.stored_teacher.gather(split, rows)
+        return batch
 
     @staticmethod
     def _batches(texts: Any, budget: int) -> list[np.ndarray]:
@@ -128,16 +142,26 @@ class DistillRun(TrainingRun):
         spec, device = self.spec, self.dist.device
         source = self.checkpoint if self.checkpoint is not None else self.model_dir
         model, objective = load_model(source, spec.attn_implementation, spec.dropout)
-        teacher, _, _ = load_source(self.source_dir, with_head=False)
-        self.teacher_body = teacher.to(device).eval().requires_grad_(False)
         depth = layer_count(model.config)
-        if layer_count(teacher.config) != depth:
-            raise InputError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
-                             "distillation needs the model initialized from this source")
         self.layers = tuple(spec.distill_layers or default_layers(depth))
+        self.pool = "last" if not describe_config(model.config).is_encoder else "mean"
+        if self.stored_teacher is None:  # read at every step; with stored states the teacher model is never loaded
+            teacher, _, _ = load_source(self.source_dir, with_head=False)
+            self.teacher_body = teacher.to(device).eval().requires_grad_(False)
+            teacher_depth = layer_count(teacher.config)
+        else:
+            from transformers import AutoConfig
+
+            teacher_depth = layer_count(AutoConfig.from_pretrained(self.source_dir))
+            if (self.stored_teacher.layers, self.stored_teacher.pool) != (self.layers, self.pool):
+                raise InputError(f"the stored teacher states hold layers {list(self.stored_teacher.layers)} pooled "
+                                 f"by {self.stored_teacher.pool}; this distillation reads {list(self.layers)} by "
+                                 f"{self.pool}: compute them with its settings")
+        if teacher_depth != depth:
+            raise InputError(f"the source model has {teacher_depth} layers, the model {depth}: "
+                             "distillation needs the model initialized from this source")
         if max(self.layers) > depth:
             raise InputError(f"lapt.distill_layers {list(self.layers)} exceed the model's {depth} layers")
-        self.pool = "last" if not describe_config(model.config).is_encoder else "mean"
         self.masker = (Masker.for_tokenizer(self.tokenizer, spec.mlm_probability, spec.whole_word_masking, spec.seed)
                        if "mlm" in spec.objective.split("+") and objective == "mlm" else None)
         self.lm_objective = objective
@@ -152,11 +176,15 @@ class DistillRun(TrainingRun):
     def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
         def produce(step: int) -> list[AlignBatch]:
             index = int(self.order.blocks_for(np.asarray([step]))[0])
-            return [collate_pairs(self.train_texts, self.batches[index], index, self.pad_ids)]
+            indices = self.batches[index]
+            return [self._with_teacher(collate_pairs(self.train_texts, indices, index, self.pad_ids), "train",
+                                       self.train_texts, indices)]
 
         return Prefetcher(iter(range(start_step, self.total_steps)), produce)
 
     def _teacher(self, batch: AlignBatch) -> list[torch.Tensor]:
+        if batch.teacher is not None:
+            return [states.to(self.dist.device) for states in batch.teacher]
         side = batch.source.to(self.dist.device)
         with torch.no_grad():
             return layer_states(self.teacher_body, side.ids, side.mask, self.layers, side.positions, side.segments,
@@ -218,6 +246,7 @@ class DistillRun(TrainingRun):
                 **loss_summary(state["history"]), "tokens_per_s": speed, "device": str(self.dist.device),
                 "world_size": 1, "precision": self.precision.name,
                 "parameters": sum(p.numel() for p in self.hf_model.parameters()), "resumed_from": resumed_from,
+                "teacher": "stored states" if self.stored_teacher is not None else "computed every step",
                 "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final")}
 
 

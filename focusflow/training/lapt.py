@@ -231,8 +231,9 @@ class LaptRun(TrainingRun):
 
 def lapt_run(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
              on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool,
-             source_dir: Path | None = None) -> TrainingRun:
-    """The run of ``spec.objective``: ``LaptRun`` (the model's own LM loss) or ``training.distill.DistillRun``."""
+             source_dir: Path | None = None, teacher_dir: Path | None = None) -> TrainingRun:
+    """The run of ``spec.objective``: ``LaptRun`` (the model's own LM loss) or ``training.distill.DistillRun``
+    (``teacher_dir``: the teacher's stored word states, ``training.teacher``; without, it computes them)."""
     if spec.objective == "mlm":
         return LaptRun(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress)
     if source_dir is None:
@@ -240,12 +241,13 @@ def lapt_run(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_di
                          "focusflow lapt --source SOURCE)")
     from focusflow.training.distill import DistillRun
 
-    return DistillRun(model_dir, source_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress)
+    return DistillRun(model_dir, source_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress,
+                      teacher_dir)
 
 
 def run_lapt(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool = True,
              on_checkpoint: Callable[[Path, int, dict], None] | None = None, progress: bool = False,
-             source_dir: Path | None = None) -> dict:
+             source_dir: Path | None = None, teacher_dir: Path | None = None) -> dict:
     """Continue pretraining ``model_dir`` on the ``train`` corpus; evaluate on ``heldout``; write into ``out_dir``.
 
     ``out_dir`` receives ``checkpoints/step-XXXXXXXX/`` (each a complete ``save_pretrained`` folder
@@ -253,11 +255,12 @@ def run_lapt(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_di
     ``metrics.csv``, ``loss_curve.png`` and ``summary.json``; the summary is returned. With
     ``resume`` a run continues from the last complete checkpoint in ``out_dir``.
     ``on_checkpoint(folder, step, metrics)`` is called on rank 0 after each checkpoint is committed.
-    Under ``torchrun`` every rank calls this; rank 0 writes. ``source_dir``: the teacher of a ``distill`` objective.
+    Under ``torchrun`` every rank calls this; rank 0 writes. ``source_dir``: the teacher of a ``distill`` objective,
+    ``teacher_dir`` its stored word states.
     """
     if math.isclose(spec.embeddings_only_fraction, 1.0) and spec.lora:
         log.warning("embeddings_only_fraction=1 with LoRA: the adapters are never trained")
-    run = lapt_run(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress, source_dir)
+    run = lapt_run(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress, source_dir, teacher_dir)
     try:
         return run.train()
     finally:

@@ -54,9 +54,9 @@ def steps_for_minutes(minutes: float, seconds_per_step: float) -> int:
 
 
 def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, *,
-                     work_dir: Path | None = None, source_dir: Path | None = None,
+                     work_dir: Path | None = None, source_dir: Path | None = None, teacher_dir: Path | None = None,
                      progress: bool = False) -> LaptBudget:
-    """Time the first steps of this LAPT run (its objective's: a distillation times teacher and student together)
+    """Time the first steps of this LAPT run (its objective's: a distillation times its teacher too, unless stored)
     and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps. ``progress``: bars of the run's reading of its
     texts and of the timed steps (a distillation's take a minute or more)."""
     from focusflow.training.lapt import lapt_run
@@ -67,7 +67,7 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
                                     "steps": PROBE_STEPS_CEILING})
     with tempfile.TemporaryDirectory(prefix="focusflow-lapt-budget-", dir=work_dir) as folder:
         run = lapt_run(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
-                       progress=progress, source_dir=source_dir)
+                       progress=progress, source_dir=source_dir, teacher_dir=teacher_dir)
         # each training stage that trains at least one step (one starting where the next does never does)
         starts = {stage.first_step: stage.name for stage in run.trainable.stages}
         stages = {name: first for first, name in starts.items()}

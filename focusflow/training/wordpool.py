@@ -39,11 +39,21 @@ def token_words(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SharedWords:
-    """One text's word index per token on both sides (compact ids ``0..n_words-1``; ``-1`` for no word)."""
+    """One text's word index per token on both sides (compact ids ``0..n_words-1``; ``-1`` for no word), and which
+    of the text's words (indices into :func:`word_spans`) the compact ids are."""
 
     source: np.ndarray
     target: np.ndarray
     n_words: int
+    spans: np.ndarray | None = None
+
+
+def covered_words(spans: np.ndarray, offsets: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Which words one tokenization covers completely (a boolean per word span): at least one token of its own and
+    no cut by truncation (its end within the last token's)."""
+    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    covered_to = offsets[words >= 0, 1].max() if (words >= 0).any() else 0
+    return (np.bincount(words[words >= 0], minlength=len(spans)) > 0) & (spans[:, 1] <= covered_to)
 
 
 def shared_words(text: str, source_offsets: np.ndarray, target_offsets: np.ndarray) -> SharedWords:
@@ -52,13 +62,10 @@ def shared_words(text: str, source_offsets: np.ndarray, target_offsets: np.ndarr
     sides = [token_words(offsets, spans) for offsets in (source_offsets, target_offsets)]
     keep = np.ones(len(spans), dtype=bool)
     for offsets, words in zip((source_offsets, target_offsets), sides, strict=False):
-        offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
-        keep &= np.bincount(words[words >= 0], minlength=len(spans)) > 0
-        covered = offsets[words >= 0, 1].max() if (words >= 0).any() else 0
-        keep &= spans[:, 1] <= covered
+        keep &= covered_words(spans, offsets, words)
     compact = np.where(keep, np.cumsum(keep) - 1, -1)
     source, target = (np.where(words >= 0, compact[np.maximum(words, 0)], -1) for words in sides)
-    return SharedWords(source, target, int(keep.sum()))
+    return SharedWords(source, target, int(keep.sum()), np.flatnonzero(keep))
 
 
 def flat_word_index(word_rows: list[np.ndarray], counts: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray,

@@ -15,7 +15,7 @@ from tests.pipeline.recording import LosingStage, RecordingStage
 from tests.tiny_models import sample_texts, save_tiny
 
 STAGES = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align", "reference",
-          "intrinsic", "lapt-budget", "lapt", "downstream", "report", "publish")
+          "intrinsic", "teacher", "lapt-budget", "lapt", "downstream", "report", "publish")
 
 
 def _config(root: Path, mode: str, source: str = "unused", **more: Any):
@@ -181,6 +181,9 @@ def test_a_distilling_lapt_and_its_budget_get_the_source_as_teacher(tmp_path):
     _, calls = _wiring(cfg)
     for stage in ("lapt", "lapt-budget"):
         assert [inputs.get("source") for name, _, inputs in calls if name == stage] == ["source:"], stage
+        assert [inputs.get("teacher") for name, _, inputs in calls if name == stage] == ["teacher:"], stage
+    assert [inputs for name, _, inputs in calls if name == "teacher"] == [{"source": "source:", "split": "split:"}]
     plain = _config(tmp_path, "replace", lapt={"minutes": 5})
     _, calls = _wiring(plain)
     assert all("source" not in inputs for name, _, inputs in calls if name in ("lapt", "lapt-budget"))
+    assert not [name for name, _, _ in calls if name == "teacher"], "an MLM LAPT has no teacher to store"

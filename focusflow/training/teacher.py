@@ -1,0 +1,175 @@
+"""The teacher's word states, computed once per corpus and read by every distillation that learns from them.
+
+A distillation (``lapt.objective: distill``) trains a student to give, for each word both tokenizations cover, the
+hidden states the source model gives it at a few layers. The source is frozen, so its states for a training text are
+the same at every epoch and for every student: computing them at every step spent about 40% of a step on a forward
+pass whose result never changes (e5-small on Shona, 2 CPU cores). :func:`compute_teacher_states` reads every text
+once with the source's tokenizer (cut at ``seq_len`` tokens, as the distillation cuts it), pools the states of each
+word the source covers completely, and writes them as ``.npy`` arrays (memory-mapped when read: a corpus's states can
+be larger than memory); :class:`TeacherStates` hands a batch the rows of the words it shares with its student.
+The held-out texts the distillation evaluates on are read the same way, so a run never loads the teacher model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from focusflow.logs import ProgressBar
+from focusflow.models.lm_stats import length_batches, pad_rows
+from focusflow.models.loading import describe_config, load_source
+from focusflow.precision import resolve_precision
+from focusflow.training.wordpool import covered_words, flat_word_index, pool_words, token_words, word_spans
+
+INDEX_FILE = "teacher.json"
+SPLITS = ("train", "heldout")
+#: hidden states are stored in float16 (half the bytes of float32; a word vector's values are far inside its range)
+STORED_DTYPE = np.float16
+_TOKENS_PER_BATCH = 8192
+
+
+def _layer_file(split: str, layer: int) -> str:
+    return f"{split}-layer{layer:02d}.npy"
+
+
+def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], seq_len: int, layers: Sequence[int],
+                           precision: str, out_dir: Path, progress: bool = False) -> dict[str, Any]:
+    """Pool the source's states at ``layers`` for every word of every text it covers; write them to ``out_dir``.
+
+    ``texts``: per split (``train``, ``heldout``), the texts as the distillation reads them (in its order)."""
+    from focusflow.training.align import padding_id
+
+    model, tokenizer, _ = load_source(Path(source_dir), with_head=False)
+    pad_id = padding_id(tokenizer)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    body = model.to(device).eval().requires_grad_(False)
+    pool = "mean" if describe_config(body.config).is_encoder else "last"
+    resolved = resolve_precision(precision, device)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, Any] = {}
+    for split, split_texts in texts.items():
+        encoded = tokenizer(list(split_texts), add_special_tokens=True, truncation=True, max_length=seq_len,
+                            return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False,
+                            verbose=False)
+        ids = [np.asarray(row, dtype=np.int64) for row in encoded["input_ids"]]
+        words, covered = [], []
+        for text, offsets in zip(split_texts, encoded["offset_mapping"], strict=True):
+            spans = word_spans(text)
+            token_word = token_words(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), spans)
+            kept = covered_words(spans, offsets, token_word)
+            compact = np.where(kept, np.cumsum(kept) - 1, -1)
+            words.append(np.where(token_word >= 0, compact[np.maximum(token_word, 0)], -1))
+            covered.append(np.flatnonzero(kept))
+        n_words = np.asarray([len(c) for c in covered], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(n_words)]).astype(np.int64)
+        arrays = {layer: np.lib.format.open_memmap(out_dir / _layer_file(split, layer), mode="w+",
+                                                   dtype=STORED_DTYPE, shape=(int(offsets[-1]), body.config.hidden_size))
+                  for layer in layers}
+        batches = length_batches(np.asarray([len(row) for row in ids], dtype=np.int64), _TOKENS_PER_BATCH)
+        with ProgressBar(f"teacher states ({split})", len(split_texts), show_loss=False) if progress else \
+                _NoBar() as bar:
+            done = 0
+            for batch in batches:
+                _pool_batch(body, ids, words, n_words, batch, layers, pool, resolved, arrays, offsets, device, pad_id)
+                done += len(batch)
+                bar.update(done)
+        for array in arrays.values():
+            array.flush()
+        np.save(out_dir / f"{split}-offsets.npy", offsets)
+        np.save(out_dir / f"{split}-spans.npy", np.concatenate(covered).astype(np.int64) if covered else
+                np.zeros(0, np.int64))
+        counts[split] = {"texts": len(split_texts), "words": int(offsets[-1]),
+                         "tokens": int(sum(len(row) for row in ids))}
+    index = {"layers": list(layers), "pool": pool, "seq_len": seq_len, "hidden": body.config.hidden_size,
+             "dtype": np.dtype(STORED_DTYPE).name, "splits": counts}
+    (out_dir / INDEX_FILE).write_text(json.dumps(index, indent=2), encoding="utf-8")
+    return index
+
+
+def _pool_batch(body: torch.nn.Module, ids: list[np.ndarray], words: list[np.ndarray], n_words: np.ndarray,
+                batch: np.ndarray, layers: Sequence[int], pool: str, precision: Any, arrays: dict[int, np.ndarray],
+                offsets: np.ndarray, device: torch.device, pad_id: int) -> None:
+    batch = [int(i) for i in batch if n_words[i] > 0]
+    if not batch:
+        return
+    padded, mask = pad_rows([ids[i] for i in batch], pad_id)
+    positions, segments, _ = flat_word_index([words[i] for i in batch], n_words[batch], padded.shape[1])
+    total = int(n_words[batch].sum())
+    with torch.inference_mode(), precision.autocast():
+        hidden = body(input_ids=torch.from_numpy(padded).to(device), attention_mask=torch.from_numpy(mask).to(device),
+                      output_hidden_states=True, use_cache=False).hidden_states
+        pooled = {layer: pool_words(hidden[layer], torch.from_numpy(positions).to(device),
+                                    torch.from_numpy(segments).to(device), total, pool).float().cpu().numpy()
+                  for layer in layers}
+    start = 0
+    for index in batch:
+        count = int(n_words[index])
+        for layer, states in pooled.items():
+            arrays[layer][offsets[index]:offsets[index] + count] = states[start:start + count]
+        start += count
+
+
+def distillation_texts(train: Path, heldout: Path, eval_sequences: int) -> dict[str, list[str]]:
+    """The texts a distillation reads, in its order: every training text, and the first ``eval_sequences`` held-out
+    texts it evaluates on (empty lines dropped); its teacher states are stored for exactly these."""
+    from focusflow.corpus.io import read_texts
+
+    return {"train": [text for text in read_texts(train) if text.strip()],
+            "heldout": [text for text in read_texts(heldout, limit=eval_sequences) if text.strip()]}
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, value: int) -> None:
+        return None
+
+
+class TeacherStates:
+    """Stored teacher states, memory-mapped: the rows of a batch's shared words, per layer, in the batch's order."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.index = json.loads((self.folder / INDEX_FILE).read_text(encoding="utf-8"))
+        self.layers = tuple(int(layer) for layer in self.index["layers"])
+        self.pool = str(self.index["pool"])
+        self._split: dict[str, tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]] = {}
+        for split in self.index["splits"]:
+            self._split[split] = (np.load(self.folder / f"{split}-offsets.npy"),
+                                  np.load(self.folder / f"{split}-spans.npy"),
+                                  {layer: np.load(self.folder / _layer_file(split, layer), mmap_mode="r")
+                                   for layer in self.layers})
+
+    def texts(self, split: str) -> int:
+        return int(self.index["splits"][split]["texts"])
+
+    def rows(self, split: str, text_indices: Sequence[int], shared_spans: Sequence[np.ndarray]) -> np.ndarray:
+        """The stored row of every shared word of these texts, text after text (a student's words are a subset of
+        the words the source covers, each stored once per text in word order)."""
+        offsets, spans, _ = self._split[split]
+        rows = []
+        for text, shared in zip(text_indices, shared_spans, strict=True):
+            stored = spans[offsets[text]:offsets[text + 1]]
+            at = np.searchsorted(stored, shared)
+            if len(shared) and (at.max(initial=0) >= len(stored) or not np.array_equal(stored[at], shared)):
+                raise ValueError(f"text {text} of {split} has words the stored teacher states do not cover: they "
+                                 "were computed for other texts or another seq_len")
+            rows.append(offsets[text] + at)
+        return np.concatenate(rows) if rows else np.zeros(0, np.int64)
+
+    def gather(self, split: str, rows: np.ndarray) -> list[torch.Tensor]:
+        """Per layer, the float32 states of these rows."""
+        _, _, arrays = self._split[split]
+        return [torch.from_numpy(np.asarray(arrays[layer][rows], dtype=np.float32)) for layer in self.layers]
+
+
+__all__ = ["INDEX_FILE", "TeacherStates", "compute_teacher_states", "distillation_texts"]

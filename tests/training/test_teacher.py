@@ -1,0 +1,68 @@
+"""The teacher's word states, stored once: a distillation that reads them learns as one that computes them at every
+step (the same losses, to the float16 the states are stored in), without loading the teacher model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from focusflow.config import LaptSpec
+from focusflow.training import run_lapt
+from focusflow.training.teacher import TeacherStates, compute_teacher_states, distillation_texts
+from tests.training.test_distill import _scrambled
+
+
+def _spec(**changes):
+    return LaptSpec(**{"steps": 6, "batch_size": 16, "micro_batch_size": 16, "seq_len": 64, "lr": 2e-3,
+                       "warmup_fraction": 0.1, "eval_every": 3, "checkpoint_every": 6, "log_every": 3,
+                       "eval_sequences": 32, "objective": "distill", "precision": "fp32", **changes})
+
+
+@pytest.fixture()
+def stored(tiny_dirs, lapt_corpus, tmp_path):
+    source = tiny_dirs("xlmr")
+    spec = _spec()
+    texts = distillation_texts(*lapt_corpus, spec.eval_sequences)
+    index = compute_teacher_states(source, texts, spec.seq_len, [1, 2], "fp32", tmp_path / "teacher")
+    return source, tmp_path / "teacher", index, texts
+
+
+def test_every_word_the_source_covers_is_stored_once_per_text(stored):
+    _, folder, index, texts = stored
+    assert index["layers"] == [1, 2] and index["pool"] == "mean"
+    states = TeacherStates(folder)
+    assert states.texts("train") == len(texts["train"]) and states.texts("heldout") == len(texts["heldout"])
+    assert index["splits"]["train"]["words"] > len(texts["train"])
+    (row,) = states.rows("train", [0], [np.array([0])])
+    layers = states.gather("train", np.array([row]))
+    assert [tuple(layer.shape) for layer in layers] == [(1, 32), (1, 32)] and float(layers[0].abs().sum()) > 0
+    with pytest.raises(ValueError, match="do not cover"):
+        states.rows("train", [0], [np.array([10_000])])
+
+
+def test_a_distillation_from_stored_states_learns_as_one_that_computes_them(stored, lapt_corpus, tmp_path,
+                                                                           monkeypatch):
+    source, folder, _, _ = stored
+    student = _scrambled(source, tmp_path / "student")
+    computed = run_lapt(student, *lapt_corpus, _spec(), tmp_path / "computed", source_dir=source)
+    import focusflow.training.distill as distill
+
+    def no_teacher(*args, **kwargs):
+        raise AssertionError("the teacher model was loaded although its states are stored")
+
+    monkeypatch.setattr(distill, "load_source", no_teacher)
+    read = run_lapt(student, *lapt_corpus, _spec(), tmp_path / "read", source_dir=source, teacher_dir=folder)
+    assert read["teacher"] == "stored states" and computed["teacher"] == "computed every step"
+    assert read["initial_heldout_loss"] == pytest.approx(computed["initial_heldout_loss"], rel=1e-3)
+    assert read["final_heldout_loss"] == pytest.approx(computed["final_heldout_loss"], rel=1e-2)
+
+
+def test_states_stored_for_other_settings_are_refused(stored, lapt_corpus, tmp_path):
+    source, folder, _, _ = stored
+    student = _scrambled(source, tmp_path / "student")
+    with pytest.raises(Exception, match="stored teacher states hold layers"):
+        run_lapt(student, *lapt_corpus, _spec(distill_layers=[2]), tmp_path / "run", source_dir=source,
+                 teacher_dir=folder)
+    with pytest.raises(Exception, match="computed for other texts"):
+        run_lapt(student, *lapt_corpus, _spec(eval_sequences=8), tmp_path / "run2", source_dir=source,
+                 teacher_dir=folder)
