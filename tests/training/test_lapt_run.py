@@ -228,6 +228,25 @@ def test_cli_trains_from_a_split_folder(tiny_dirs, lapt_corpus, tmp_path):
     assert missing.exit_code == 2 and "--heldout" in missing.output
 
 
+def test_cli_distills_from_the_teacher_states_it_stores_once(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from focusflow.cli import app
+    from focusflow.storage import ArtifactStore
+
+    monkeypatch.setenv("FOCUSFLOW_STORE", str(tmp_path / "store"))
+    source = tiny_dirs("xlmr")
+    arguments = ["lapt", "--model", str(source), "--corpus", str(lapt_corpus[0].parent), "--source", str(source),
+                 "--steps", "2", "--no-progress", "--set", "lapt.objective=distill", "--set", "lapt.batch_size=8",
+                 "--set", "lapt.micro_batch_size=8", "--set", "lapt.seq_len=32"]
+    result = CliRunner().invoke(app, [*arguments, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output[result.output.index("{"):])
+    assert summary["teacher"] == "stored states" and len(ArtifactStore(tmp_path / "store").list("teacher")) == 1
+    again = CliRunner().invoke(app, [*arguments, "--set", "lapt.lr=2e-4", "--out", str(tmp_path / "again")])
+    assert again.exit_code == 0 and len(ArtifactStore(tmp_path / "store").list("teacher")) == 1, "read once"
+
+
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_paths_train_and_checkpoint_the_scaler(tiny_dirs, lapt_corpus, tmp_path, precision):
     """bf16 autocast (the CUDA default) and fp16 + GradScaler (GPUs without bf16), exercised on CPU."""
