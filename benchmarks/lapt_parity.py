@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                   "verdict is decided (standard error <= 1 point), "
                                                                   "up to this many")
     parser.add_argument("--skip-source", action="store_true", help="do not fine-tune the source (another process does)")
+    parser.add_argument("--lapt-only", action="store_true", help="train (or find) every LAPT, then stop: the "
+                                                                 "fine-tunings can run later, or in another process")
     parser.add_argument("--tag", default="", help="names this recipe's rows (a second recipe in the same work folder)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="store and fine-tuning runs; default /tmp/focusflow-lapt-parity-<language>[-quick]")
@@ -262,28 +264,31 @@ def main(argv: list[str] | None = None) -> int:
 
     tag = f"[{args.tag}]" if args.tag else ""
     everything = {} if args.skip_source else {"source": source}
-    if everything:
-        finetune(everything)
     pruned = pruned_candidates(store, cfg, branches, args.prune_budgets)
     candidates = {f"{name}{tag}": store.fetch(found["artifact"]) for name, found in pruned.items()}
     for name, found in pruned.items():
         found["reads_task"] = reading_of_task(source, candidates[f"{name}{tag}"], task, args.data_root)["sentences"]
-    finetune(candidates)
-    everything.update(candidates)
-    inits = {f"{m}{tag}@0": store.fetch(store.resolve(branches.models[m])) for m in args.methods} \
-        if args.objectives else {}
-    finetune(inits)  # the 0-minute rows first: the curve's start before any LAPT time is spent
-    everything.update(inits)
-    points = []
-    for objective in args.objectives:
+    points, trained_models = [], {}
+    for objective in args.objectives:  # every LAPT first (--lapt-only stops here): the fine-tunings follow
         trained = cfg.model_copy(update={"lapt": cfg.lapt.model_copy(update={"objective": objective})})
         for method in args.methods:
             label = model_label(method, lapt=True, objective=objective)
             curve = [{**p, "label": label} for p in lapt_points(store, trained, branches, method)]
-            models = {f"{label}{tag}@{p['minutes']:g}": store.fetch(p["artifact"]) for p in curve if p["minutes"] > 0}
-            finetune(models)
-            everything.update(models)
+            trained_models.update({f"{label}{tag}@{p['minutes']:g}": store.fetch(p["artifact"])
+                                   for p in curve if p["minutes"] > 0})
             points += [p for p in curve if p["minutes"] > 0]
+    if args.lapt_only:
+        print(json.dumps({"lapt": sorted(trained_models)}))
+        return 0
+    finetune(everything)  # the source first
+    finetune(candidates)
+    everything.update(candidates)
+    inits = {f"{m}{tag}@0": store.fetch(store.resolve(branches.models[m])) for m in args.methods} \
+        if args.objectives else {}
+    finetune(inits)  # the 0-minute rows: the curve's start before any LAPT time is spent
+    everything.update(inits)
+    finetune(trained_models)
+    everything.update(trained_models)
     table = finetune(everything)  # every run is saved: this only gathers them into one table
     # a verdict noise cannot flip: seeds are added (to the source and to each undecided model, paired) until the
     # standard error of every model's difference to the source is at most 1 point, or --max-seeds is reached
