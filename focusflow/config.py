@@ -441,6 +441,9 @@ class EvalSpec(DownstreamSettings):
 
     tasks: list[str] = Field(default_factory=list, description="e.g. ner:masakhaner2:swa, cls:sib200:sw, nli:PATH")
     heldout_sentences: int = Field(default=500, ge=10)
+    ood_text: str | None = Field(default=None, description="a text file of the language from another domain than "
+                                 "the corpus (one document per line, or .jsonl): every model is scored on it too "
+                                 "(default: the evaluation tasks' test sentences, when there are tasks)")
     data_root: str | None = Field(default=None, description="local copies laid out <root>/<kind>/<dataset>/<lang>/")
 
     def downstream(self) -> DownstreamSettings:

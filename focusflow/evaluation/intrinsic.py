@@ -298,10 +298,14 @@ def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_
 def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int = 0, max_length: int = 128,
                    unigram_texts: Sequence[str] | None = None, source_embeddings: np.ndarray | None = None,
                    prefix: str = "", unigram: np.ndarray | None = None, precision: PrecisionName = "auto",
-                   prompts: Sequence[dict[str, str]] = ()) -> dict:
+                   prompts: Sequence[dict[str, str]] = (), dev_sentences: Sequence[str] = (),
+                   ood_sentences: Sequence[str] = ()) -> dict:
     """Fidelity against the source plus the LM metrics its head supports, for one model folder; every forward
     pass (the source's too) runs under ``precision``. A causal LM also continues ``prompts`` (``held_out_prompts``)
-    greedily; an encoder's metrics are the same with or without them."""
+    greedily (``generated_bytes_per_s``: how fast, a measurement of this machine), and is scored on
+    ``dev_sentences`` (``dev_bits_per_byte``: what a choice between models may look at, never the reported text) and
+    on ``ood_sentences`` (``ood_bits_per_byte``: text of another domain); an encoder's metrics are the same with or
+    without them."""
     model, tokenizer, info = load_source(model_dir)
     if source_embeddings is None:
         source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
@@ -328,11 +332,27 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
                     for k, v in lm.items()})
     metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout" if given_unigram is None else "given"
+    if info.objective == "clm":
+        for name, texts in (("dev", dev_sentences), ("ood", ood_sentences)):
+            if texts:
+                scored = evaluate_clm(model, tokenizer, texts, max_length=max_length, precision=precision)
+                metrics.update({f"{name}_bits_per_byte": scored.get("bits_per_byte"),
+                                f"{name}_clm_loss": scored.get("loss"), f"{name}_sentences": len(texts)})
     if info.objective == "clm" and prompts:
+        import time
+
         from focusflow.evaluation.continuations import greedy_continuations
 
+        started = time.perf_counter()
         metrics["continuations"] = greedy_continuations(model, tokenizer, prompts, precision=precision)
+        seconds = time.perf_counter() - started
+        written = sum(len(item.get("continuation", "").encode("utf-8")) for item in metrics["continuations"])
+        metrics[GENERATION_SPEED] = written / seconds if seconds > 0 else None
     return metrics
+
+
+#: A decoder's greedy generation speed on this machine: a measurement, kept out of the artifact's content.
+GENERATION_SPEED = "generated_bytes_per_s"
 
 
 def above_unigram(metrics: Mapping[str, Any]) -> str | None:
@@ -355,6 +375,8 @@ def _finite(value: Any) -> float | None:
 
 
 REFERENCE_SENTENCES = "sentences.json"
+REFERENCE_DEV = "dev_sentences.json"  # held-out sentences beside the scored ones: what a choice may look at
+REFERENCE_OOD = "ood_sentences.json"  # text of another domain of the language (the evaluation tasks', a user's)
 REFERENCE_EMBEDDINGS = "embeddings.safetensors"
 REFERENCE_RECORD = "reference.json"
 
@@ -370,12 +392,15 @@ def tokenization_fingerprint(tokenizer, sentences: Sequence[str]) -> str:
 
 
 def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sentences: int = 500, seed: int = 0,
-                    max_length: int = 128, prefix: str = "", precision: PrecisionName = "auto") -> dict:
+                    max_length: int = 128, prefix: str = "", precision: PrecisionName = "auto",
+                    ood_texts: Sequence[str] | None = None) -> dict:
     """The held-out sentences every model of one tokenizer is evaluated on, and the source model's embeddings
     of them, computed once: every intrinsic evaluation against it skips loading and running the source.
 
     Sentences fit ``max_length`` tokens under the source's tokenizer and under ``tokenizer_dir``'s (the
-    source's own when ``None``: the reference for the source model itself).
+    source's own when ``None``: the reference for the source model itself). Beside them, half as many other held-out
+    sentences (the dev half: what a choice between models looks at, never the scored text) and, given ``ood_texts``,
+    up to ``max_sentences`` of them (text of another domain of the language).
     """
     import json
     from pathlib import Path
@@ -388,16 +413,23 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
     target_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir is not None else source_tokenizer
     tokenizers = [target_tokenizer] if tokenizer_dir is None else [target_tokenizer, source_tokenizer]
-    sentences = select_heldout_sentences(read_documents(heldout), tokenizers, max_sentences=max_sentences,
-                                         max_length=max_length, seed=seed)
+    chosen = select_heldout_sentences(read_documents(heldout), tokenizers, max_sentences=max_sentences
+                                      + max_sentences // 2, max_length=max_length, seed=seed)
+    sentences, dev = chosen[:max_sentences], chosen[max_sentences:]  # the scored ones are those a smaller pick made
+    ood = select_heldout_sentences(ood_texts, tokenizers, max_sentences=max_sentences, max_length=max_length,
+                                   seed=seed) if ood_texts else []
     if len(sentences) < 2:
         raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix, max_length=max_length,
                                      precision=precision)
     out = Path(out_dir)
     record = {"n_sentences": len(sentences), "max_length": max_length, "prefix": prefix,
-              "tokenization": tokenization_fingerprint(target_tokenizer, sentences)}
+              "tokenization": tokenization_fingerprint(target_tokenizer, sentences), "n_dev": len(dev),
+              "n_ood": len(ood)}
     atomic_write(out / REFERENCE_SENTENCES, json.dumps(sentences, ensure_ascii=False))
+    atomic_write(out / REFERENCE_DEV, json.dumps(dev, ensure_ascii=False))
+    if ood:
+        atomic_write(out / REFERENCE_OOD, json.dumps(ood, ensure_ascii=False))
     with atomic_path(out / REFERENCE_EMBEDDINGS) as staging:
         save_file({"embeddings": embeddings}, str(staging))
     atomic_write(out / REFERENCE_RECORD, json.dumps(record, indent=2))
@@ -425,8 +457,11 @@ def evaluate_against_reference(model_dir, reference_dir, out_dir, *, seed: int =
         raise InputError(f"{model_dir}'s tokenizer does not tokenize the reference's held-out sentences as the "
                          "tokenizer they were selected with: build the reference with this model's tokenizer")
     source_embeddings = load_file(str(reference / REFERENCE_EMBEDDINGS))["embeddings"]
+    extra = {name: json.loads((reference / file).read_text(encoding="utf-8")) if (reference / file).is_file() else []
+             for name, file in (("dev_sentences", REFERENCE_DEV), ("ood_sentences", REFERENCE_OOD))}
     metrics = evaluate_model(model_dir, None, sentences, seed=seed, max_length=record["max_length"],
                              source_embeddings=source_embeddings, prefix=record["prefix"], precision=precision,
-                             prompts=held_out_prompts(sentences))
-    atomic_write(Path(out_dir) / "metrics.json", json.dumps(metrics, indent=2))
+                             prompts=held_out_prompts(sentences), **extra)
+    content = {key: value for key, value in metrics.items() if key != GENERATION_SPEED}  # a timing: manifest only
+    atomic_write(Path(out_dir) / "metrics.json", json.dumps(content, indent=2))
     return metrics

@@ -36,6 +36,11 @@ class IntrinsicRecord(StageRecord):
     tokens_per_word: float | None = None
     objective: str | None = None
     continuations: list[dict[str, Any]] = []  # a decoder's greedy continuations of held-out prompts
+    bits_per_byte: float | None = None
+    unigram_bits_per_byte: float | None = None  # the same held-out bytes under the tokenizer's token frequencies
+    dev_bits_per_byte: float | None = None  # a decoder's, on the reference's dev half (what a choice looks at)
+    ood_bits_per_byte: float | None = None  # a decoder's, on text of another domain of the language
+    generated_bytes_per_s: float | None = None  # a decoder's greedy generation on the machine that measured it
 
 
 class DownstreamRecord(StageRecord):

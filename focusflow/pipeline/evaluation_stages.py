@@ -58,7 +58,7 @@ REPORT_STAGE, REPORT_VERSION = "report", 6
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")
-_NOT_IN_KEY = ("data_root", "heldout_sentences", "threads")
+_NOT_IN_KEY = ("data_root", "heldout_sentences", "threads", "ood_text")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
 
@@ -246,17 +246,17 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
     for label in listed:
         measured = facts(label)
         candidate = Candidate(label, measured.n_params, measured.tokens_per_word, _cpu_minutes(label, by_kind),
-                              test=scores(label), bits_per_byte=_held_out_bits(measured), artifact=stored(label),
-                              reads_as_source=_reading(label, by_kind))
+                              test=scores(label), artifact=stored(label), reads_as_source=_reading(label, by_kind),
+                              **_bits(measured))
         candidates.append(add_verdicts(candidate, runs, tasks))
     lapt_methods = list(by_kind.get("lapt", {}))
     configured = (listed[0] if listed else _lapt_label(lapt_methods[0], by_kind["lapt"][lapt_methods[0]])
                   if lapt_methods else next(iter(by_kind.get("init", {})), "-"))
     source = facts(SOURCE)
     source_model = by_kind.get("stage", {}).get("source")
-    return candidates, choose_product(candidates, configured), {
+    return candidates, choose_product(candidates, configured, source.dev_bits_per_byte), {
         "n_params": source.n_params, "tokens_per_word": source.tokens_per_word, "test": scores(SOURCE),
-        "bits_per_byte": _held_out_bits(source), "artifact": source_model.uri if source_model is not None else None}
+        **_bits(source), "artifact": source_model.uri if source_model is not None else None}
 
 
 def _lapt_label(method: str, lapt: Artifact) -> str:
@@ -279,9 +279,11 @@ def _reading(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> dict[
     return found
 
 
-def _held_out_bits(record: IntrinsicRecord) -> float | None:
-    value = record.shown().get("bits_per_byte")
-    return float(value) if isinstance(value, (int, float)) else None
+def _bits(record: IntrinsicRecord) -> dict[str, float | None]:
+    """A model's bits per byte (held-out, its unigram level, dev, other domain) and a decoder's generation speed."""
+    return {"bits_per_byte": record.bits_per_byte, "unigram_bits_per_byte": record.unigram_bits_per_byte,
+            "dev_bits_per_byte": record.dev_bits_per_byte, "ood_bits_per_byte": record.ood_bits_per_byte,
+            "generated_bytes_per_s": record.generated_bytes_per_s}
 
 
 def _cpu_minutes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> float | None:

@@ -1,6 +1,6 @@
 """The pipeline's graph, once: which stage feeds which, for every entry point::
 
-    corpus → dedup → decontaminate (with evaluation tasks) → split → source → tokenizer → fasttext
+    corpus → dedup → decontaminate (with evaluation tasks) → split → source → tokenizer → fasttext → ood-text
            → init × methods → align (<method>+align) → reference (one per tokenizer) → intrinsic
            → teacher (a distillation's) → lapt-budget (a minutes budget) → lapt → intrinsic → downstream → report
            → publish (optional)
@@ -24,6 +24,7 @@ from typing import Any
 from focusflow.config import PipelineConfig
 from focusflow.evaluation.records import ReportInput, ReportRecord
 from focusflow.methods import CANDIDATES, CandidateSpec, model_label, read_model_label, split_method
+from focusflow.pipeline.ood_stage import wanted as wants_ood
 from focusflow.pipeline.product import candidate_names, configured_product
 from focusflow.pipeline.publish_stage import PRODUCT
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
@@ -169,28 +170,31 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
     # candidates beside the methods (init.candidates, one row each of methods.CANDIDATES), each bringing its tokenizer
     candidates = {name: _candidate(run, cfg, CANDIDATES[name], source=source, split=split, tokenizer=tokenizer,
                                    fasttext=fasttext) for name in cfg.init.built_candidates}
+    # text of another domain of the language (the tasks' sentences or the user's file), scored beside the held-out
+    ood = {"ood": run("ood-text")} if wants_ood(cfg) else {}
     # one reference per tokenizer: held-out sentences and the source's embeddings, shared by its models. In replace
     # mode every model has the language tokenizer; extend and prune give each initialization the tokenizer it wrote.
     if cfg.init.mode == "replace":
-        references = {"target": run.submit("reference", label="target", source=source, split=split, tokenizer=tokenizer)}
+        references = {"target": run.submit("reference", label="target", source=source, split=split,
+                                           tokenizer=tokenizer, **ood)}
         reference_of = {name: references["target"] for name in models}
     else:
         references = {f"target:{base}": run.submit("reference", label=f"target:{base}", source=source, split=split,
-                                                   tokenizer=model) for base, model in initialized.items()}
+                                                   tokenizer=model, **ood) for base, model in initialized.items()}
         reference_of = {name: references[f"target:{split_method(name)[0]}"] for name in models}
     for name, model in candidates.items():
         references[f"target:{name}"] = run.submit("reference", label=f"target:{name}", source=source, split=split,
-                                                  tokenizer=model)
+                                                  tokenizer=model, **ood)
         reference_of[name] = references[f"target:{name}"]
     models.update(candidates)
     evaluated = {name: (model, reference_of[name]) for name, model in models.items()}
     if cfg.orchestration.evaluate_original:
-        references["source"] = run.submit("reference", label="source", source=source, split=split)
+        references["source"] = run.submit("reference", label="source", source=source, split=split, **ood)
         evaluated = {"original": (source, references["source"]), **evaluated}
     intrinsic = {name: run.submit("intrinsic", label=name, model=model, reference=reference)
                  for name, (model, reference) in evaluated.items()}
     stages = {"corpus": corpus, "dedup": dedup, **decontaminated, "split": split, "tokenizer": tokenizer,
-              "fasttext": fasttext}
+              "fasttext": fasttext, **({"ood-text": ood["ood"]} if ood else {})}
     return Branches(stages, source, models, references, reference_of, intrinsic)
 
 

@@ -21,7 +21,9 @@ def _intrinsic(run: StageRun) -> Mapping[str, Any]:
 # version 3: a decoder's metrics add greedy continuations of held-out prompts (an encoder's are unchanged)
 # version 4: fidelity and retrieval beside their chance level and after removing the mean direction
 # version 5: the tokens per word of the model's own tokenizer on the held-out sentences (a pruned model's is its own)
-INTRINSIC = register(Stage("intrinsic", 5, ("model", "reference"), _intrinsic,
+# version 6: a decoder is scored on the reference's dev half and its text of another domain too; its generation speed
+# is a measurement (the manifest's), no longer in metrics.json
+INTRINSIC = register(Stage("intrinsic", 6, ("model", "reference"), _intrinsic,
                            "held-out LM loss and fidelity against a reference; a decoder's continuations",
                            uses_model=True,
                            work=("n_sentences", "sentences"), settings=HeldoutSettings))

@@ -1,8 +1,11 @@
 """The run's product: among every candidate the run built (each method after LAPT, or each method where nothing
 was trained; a pruned source, …), the one with the fewest tokens per word (what inference costs) among those at
 parity with the source on **dev** on every task; else the closest one, and the reason says so. The test score is
-reported, never used to pick. A run without a downstream task cannot measure the choice: its product is the
-configured model, and the report still shows every candidate with what it costs and its held-out measures.
+reported, never used to pick. A decoder run without a downstream task chooses the same way on the held-out split's
+dev half: parity is dev bits per byte at most :data:`DEV_BITS_PARITY` above the source's (bits per byte compare
+across tokenizers; the text the report scores is never looked at). An encoder run without a downstream task cannot
+measure the choice (a masked LM's loss does not compare across tokenizers): its product is the configured model,
+and the report still shows every candidate with what it costs and its held-out measures.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ class Candidate:
     tokens_per_word: float | None = None
     cpu_minutes: float | None = None  # training spent on it (LAPT, align), on the machine that trained
     bits_per_byte: float | None = None  # on the run's held-out text (its intrinsic evaluation)
+    dev_bits_per_byte: float | None = None  # a decoder's, on the held-out split's dev half: what a choice looks at
+    unigram_bits_per_byte: float | None = None  # its tokenizer's token frequencies alone, on the held-out text
+    ood_bits_per_byte: float | None = None  # on text of another domain of the language
+    generated_bytes_per_s: float | None = None  # a decoder's greedy generation, on the machine that measured it
     reads_as_source: dict[str, float] = field(default_factory=dict)  # where → share of sentences cut as the source
     artifact: str | None = None  # the stored model's address (``lapt/<key>``, ``init/<key>``)
     test: dict[str, str] = field(default_factory=dict)  # task → "mean ± std" (×100)
@@ -95,11 +102,19 @@ def add_verdicts(candidate: Candidate, runs: Any, tasks: Sequence[str]) -> Candi
     return candidate
 
 
-def choose_product(candidates: Sequence[Candidate], configured: str) -> Product:
-    """The fewest tokens per word among the candidates at parity on dev on every task; else the closest on dev; a
-    run without downstream results: ``configured``, unmeasured."""
+#: A decoder at parity with its source without a downstream task: dev bits per byte at most 1% above the source's.
+DEV_BITS_PARITY = 0.01
+
+
+def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_bits: float | None = None) -> Product:
+    """The fewest tokens per word among the candidates at parity on dev on every task; else the closest on dev. A run
+    without downstream results: on dev bits per byte where measured (``source_dev_bits``, a decoder run's), else
+    ``configured``, unmeasured."""
     measured = [c for c in candidates if c.dev_verdicts]
     if not measured:
+        scored = [c for c in candidates if c.dev_bits_per_byte is not None]
+        if source_dev_bits is not None and scored:
+            return _choose_by_dev_bits(scored, source_dev_bits)
         return Product(configured, "no downstream task was evaluated, so the choice was not measured: the configured "
                                    "model", measured=False)
     at_parity = [c for c in measured if c.at_parity_on_dev]
@@ -119,6 +134,25 @@ def choose_product(candidates: Sequence[Candidate], configured: str) -> Product:
                               f"closest ({best.dev_gap:+.1f} points on dev, paired by seed)", True)
 
 
+def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float) -> Product:
+    """A decoder run's choice without a downstream task: the fewest tokens per word among the candidates whose dev
+    bits per byte are within :data:`DEV_BITS_PARITY` of the source's (or below), else the lowest dev bits per byte."""
+    limit = source * (1 + DEV_BITS_PARITY)
+    at_parity = [c for c in candidates if c.dev_bits_per_byte <= limit]
+    if at_parity:
+        best = min(at_parity, key=lambda c: (c.tokens_per_word if c.tokens_per_word is not None else float("inf"),
+                                             c.dev_bits_per_byte))
+        return Product(best.name, f"its dev bits per byte ({best.dev_bits_per_byte:.3f}) are within "
+                                  f"{100 * DEV_BITS_PARITY:g}% of the source's ({source:.3f}) or below, with the fewest "
+                                  f"tokens per word ({_number(best.tokens_per_word)})"
+                                  + (f" of the {len(at_parity)} candidates there" if len(at_parity) > 1 else "")
+                                  + " (no downstream task: the held-out split's dev half decided)", True)
+    best = min(candidates, key=lambda c: c.dev_bits_per_byte)
+    return Product(best.name, f"no candidate's dev bits per byte came within {100 * DEV_BITS_PARITY:g}% of the "
+                              f"source's ({source:.3f}); this one came closest ({best.dev_bits_per_byte:.3f}; no "
+                              "downstream task: the held-out split's dev half decided)", True)
+
+
 def _number(value: float | None, digits: int = 2) -> str:
     return "unknown" if value is None else f"{value:.{digits}f}"
 
@@ -133,13 +167,17 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
     lines = [f"**Product: {product.name}**{where}: {product.reason}.", ""]
     tasks = list(dict.fromkeys(task for c in candidates for task in c.test))
     reading = list(dict.fromkeys(where for c in candidates for where in c.reads_as_source))
-    header = ["model", "params", "tokens/word", "held-out bits/byte", *[f"{task} test" for task in tasks],
-              "dev verdict", "CPU-minutes", *[f"cut as the source ({where})" for where in reading], "stored as"]
+    extra = [(field, title) for field, title in DECODER_COLUMNS
+             if any(getattr(c, field) is not None for c in candidates) or (source_row or {}).get(field) is not None]
+    header = ["model", "params", "tokens/word", "held-out bits/byte", *[title for _, title in extra],
+              *[f"{task} test" for task in tasks], "dev verdict", "CPU-minutes",
+              *[f"cut as the source ({where})" for where in reading], "stored as"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     if source_row:
         lines.append("| " + " | ".join([SOURCE, _count(source_row.get("n_params")),
                                         _number(source_row.get("tokens_per_word")),
                                         _number(source_row.get("bits_per_byte"), 3),
+                                        *[_measure(source_row.get(field), field) for field, _ in extra],
                                         *[source_row.get("test", {}).get(t, "-") for t in tasks], "", "",
                                         *["" for _ in reading], _address(source_row.get("artifact"))]) + " |")
     for c in sorted(candidates, key=lambda c: c.name != product.name):
@@ -152,10 +190,22 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
                         for task, v in c.dev_verdicts.items()) or ("-" if c.dev_verdicts else "not measured")
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
-                                        _number(c.tokens_per_word), _number(c.bits_per_byte, 3), *test, dev, minutes,
+                                        _number(c.tokens_per_word), _number(c.bits_per_byte, 3),
+                                        *[_measure(getattr(c, field), field) for field, _ in extra], *test, dev, minutes,
                                         *[_share(c.reads_as_source.get(where)) for where in reading],
                                         _address(c.artifact)]) + " |")
     return "\n".join(lines)
+
+
+#: A decoder's measures beside its held-out bits per byte, shown where measured.
+DECODER_COLUMNS = (("dev_bits_per_byte", "dev bits/byte"), ("unigram_bits_per_byte", "unigram bits/byte"),
+                   ("ood_bits_per_byte", "other-domain bits/byte"), ("generated_bytes_per_s", "generated bytes/s"))
+
+
+def _measure(value: float | None, field: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if field == "generated_bytes_per_s" else f"{value:.3f}"
 
 
 def _share(value: float | None) -> str:
@@ -176,4 +226,4 @@ def _count(value: Any) -> str:
 
 
 __all__ = ["Candidate", "Product", "add_verdicts", "candidate_names", "candidates_markdown", "choose_product",
-           "configured_product", "lapt_models"]
+           "configured_product", "DEV_BITS_PARITY", "lapt_models"]

@@ -28,15 +28,20 @@ class HeldoutSettings(StageSettings):
 
 def _reference(run: StageRun) -> Mapping[str, Any]:
     """Held-out sentences for one tokenizer and the source's embeddings of them, shared by its models."""
+    from focusflow.corpus.io import read_texts
     from focusflow.evaluation.intrinsic import build_reference
+    from focusflow.pipeline.ood_stage import OOD_FILE
 
     s: HeldoutSettings = run.settings
+    ood = list(read_texts(run.inputs["ood"] / OOD_FILE)) if "ood" in run.artifacts else None
     return build_reference(run.inputs["source"], run.inputs["split"] / "heldout.jsonl", run.out,
                            tokenizer_dir=run.inputs["tokenizer"] if "tokenizer" in run.inputs else None,
-                           max_sentences=s.max_sentences, seed=s.seed, precision=s.precision)
+                           max_sentences=s.max_sentences, seed=s.seed, precision=s.precision, ood_texts=ood)
 
 
-REFERENCE = register(Stage("reference", 1, ("source", "split"), _reference,
+# version 2: beside the scored sentences, a dev half (what a choice between models looks at) and text of another
+# domain (the optional ``ood`` input)
+REFERENCE = register(Stage("reference", 2, ("source", "split"), _reference,
                            "held-out sentences for one tokenizer and the source model's embeddings of them",
-                           optional=("tokenizer",), uses_model=True, work=("n_sentences", "sentences"),
+                           optional=("tokenizer", "ood"), uses_model=True, work=("n_sentences", "sentences"),
                            settings=HeldoutSettings))

@@ -87,3 +87,31 @@ def test_only_pieces_written_with_the_corpuss_characters_are_eligible(tiny_sourc
     assert all(set(forms[i].text) <= {"a", "b"} for i in eligible.nonzero()[0])
     assert not any(eligible[i] for i, form in enumerate(forms) if form.kind != "regular")
     assert corpus_characters(["abca", "x"], min_count=2) == {"a"}
+
+
+@pytest.mark.parametrize("shape", ["gemma", "smollm"])
+def test_a_pruned_decoder_reads_and_writes_its_text_as_the_source_does_with_the_same_logits(corpus, tmp_path, shape):
+    """Issue 48: a decoder's pruned source round-trips held-out lines, and on text its vocabulary covers it gives the
+    source's logits over the kept vocabulary (its rows are the source's, its body untouched)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tests.tiny_decoders import save_tiny_gemma, save_tiny_smollm
+
+    save = save_tiny_gemma if shape == "gemma" else save_tiny_smollm
+    source = save(tmp_path / "source", sample_texts(400, seed=0))
+    totals = initialize_model(source, None, tmp_path / "pruned", "mean", mode="prune", train=corpus / "train.jsonl",
+                              prune_budget=0.0)
+    theirs, ours = (AutoTokenizer.from_pretrained(folder) for folder in (source, tmp_path / "pruned"))
+    assert len(ours) < len(theirs) and totals["reads_as_source"]["texts"] > 0
+    held_out = [line for line in sample_texts(400, seed=0) if len(line.split()) >= 12][:30]
+    for line in held_out:
+        assert ours.decode(ours(line, add_special_tokens=False)["input_ids"]) == line
+    source_model, pruned_model = (AutoModelForCausalLM.from_pretrained(folder).eval()
+                                  for folder in (source, tmp_path / "pruned"))
+    kept = theirs.convert_tokens_to_ids(ours.convert_ids_to_tokens(list(range(len(ours)))))
+    covered = next(line for line in held_out if ours.tokenize(line) == theirs.tokenize(line))
+    with torch.no_grad():
+        expected = source_model(**theirs(covered, return_tensors="pt")).logits[0][:, kept]
+        got = pruned_model(**ours(covered, return_tensors="pt")).logits[0]
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)

@@ -250,3 +250,28 @@ def test_bf16_evaluation_stays_close_to_fp32(xlmr, gpt2):
     high = sentence_embeddings(model, tokenizer, texts, precision="fp32")
     assert low.dtype == np.float32 and not np.array_equal(low, high)
     assert representation_fidelity(low, high)["fidelity_min"] > 0.99
+
+
+def test_a_decoder_is_also_scored_on_a_dev_half_and_on_another_domain_and_its_speed_is_no_content(tmp_path):
+    """Issue 48: a choice between decoders looks at a dev half the report never scores; text of another domain says
+    which gain survives; the generation speed is a measurement (the manifest's), not the artifact's content."""
+    import json
+
+    from focusflow.corpus.io import write_texts
+    from focusflow.evaluation.intrinsic import GENERATION_SPEED, build_reference, evaluate_against_reference
+    from tests.tiny_decoders import save_tiny_gemma
+
+    source = save_tiny_gemma(tmp_path / "source", sample_texts(300, seed=1))
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(90, seed=21))
+    record = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", max_sentences=30,
+                             ood_texts=sample_texts(40, seed=77))
+    scored, dev = (json.loads((tmp_path / "reference" / name).read_text()) for name in ("sentences.json",
+                                                                                         "dev_sentences.json"))
+    assert (record["n_sentences"], record["n_dev"], record["n_ood"]) == (30, 15, 30) and not set(scored) & set(dev)
+    metrics = evaluate_against_reference(source, tmp_path / "reference", tmp_path / "out")
+    assert metrics["dev_sentences"] == 15 and metrics["ood_sentences"] == 30
+    assert metrics["dev_bits_per_byte"] > 0 and metrics["ood_bits_per_byte"] > 0 and metrics[GENERATION_SPEED] > 0
+    stored = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert GENERATION_SPEED not in stored and stored["dev_bits_per_byte"] == metrics["dev_bits_per_byte"]
+    smaller = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "again", max_sentences=30)
+    assert json.loads((tmp_path / "again" / "sentences.json").read_text()) == scored and smaller["n_ood"] == 0

@@ -15,7 +15,7 @@ from tests.pipeline.recording import LosingStage, RecordingStage
 from tests.tiny_models import sample_texts, save_tiny
 
 STAGES = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align", "reference",
-          "intrinsic", "teacher", "lapt-budget", "lapt", "downstream", "report", "publish")
+          "intrinsic", "ood-text", "teacher", "lapt-budget", "lapt", "downstream", "report", "publish")
 
 
 def _config(root: Path, mode: str, source: str = "unused", **more: Any):
@@ -134,6 +134,12 @@ def test_a_pruned_source_is_a_candidate_beside_the_methods_with_its_own_tokenize
     assert downstream == ["focus+lapt", "original", "prune"]
     report = next(inputs for stage, _, inputs in calls if stage == "report")
     assert report["init:prune"] == "init:prune" and report["downstream:prune"] == "downstream:prune"
+    # every reference scores the tasks' sentences too: text of another domain, the same for every model
+    assert [stage for stage, _, _ in calls].count("ood-text") == 1
+    assert {inputs.get("ood") for stage, _, inputs in calls if stage == "reference"} == {"ood-text:"}
+    plain = _config(tmp_path, "replace", lapt={"steps": 2})
+    _, calls = _wiring(plain)
+    assert "ood-text" not in [stage for stage, _, _ in calls], "no tasks, no other text: nothing to score on"
 
 
 def test_a_pruned_candidate_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatch):
