@@ -213,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
                                                                   "verdict is decided (standard error <= 1 point), "
                                                                   "up to this many")
     parser.add_argument("--skip-source", action="store_true", help="do not fine-tune the source (another process does)")
+    parser.add_argument("--only", default="", help="fine-tune only these rows (comma-separated names, e.g. "
+                                                   "source,prune@0.35): split the fine-tunings across processes")
+    parser.add_argument("--runs-dir", type=Path, default=None, help="the fine-tuning runs' folder (default "
+                                                                    "<work-dir>/sib200; copy a process's runs/ into "
+                                                                    "it to gather them into one table)")
     parser.add_argument("--lapt-only", action="store_true", help="train (or find) every LAPT, then stop: the "
                                                                  "fine-tunings can run later, or in another process")
     parser.add_argument("--tag", default="", help="names this recipe's rows (a second recipe in the same work folder)")
@@ -225,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
     args.objectives = [o.strip() for o in args.objectives.split(",") if o.strip() and o.strip() != "none"]
     args.prune_budgets = [float(b) for b in args.prune_budgets.split(",") if b.strip()]
+    args.only = {name.strip() for name in args.only.split(",") if name.strip()}
     args.lapt_overrides = parse_lapt_overrides(args.lapt)
     seeds: int | list[int] = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else int(args.seeds)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -252,11 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     task, started, load_start = sib200_task(args.language), time.perf_counter(), os.getloadavg()[0]
     branches = prepare_branches(cfg, store.uri, local_tasks(progress=False)).resolved()
     source = store.fetch(store.resolve(branches.source))
-    runs_dir = work / "sib200"
+    runs_dir = args.runs_dir or work / "sib200"
 
     def finetune(models: dict[str, Path]) -> Any:
         import pandas as pd
 
+        models = {name: path for name, path in models.items() if not args.only or name in args.only}
         if models:
             evaluate_protocol(models, [task], runs_dir, seeds, args.data_root, protocol)
         runs = runs_dir / "runs.csv"
