@@ -293,7 +293,7 @@ class LaptSpec(_AdamWSchedule):
     """
 
     _key_when_set: ClassVar[tuple[str, ...]] = ("dropout", "objective", "distill_layers", "distill_sentence_weight",
-                                                 "distill_mlm_weight")
+                                                 "distill_mlm_weight", "bf16_weights")
 
     steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless another budget is set)")
     samples: int | None = Field(default=None, gt=0, description="budget in sequences (rounded up to whole steps)")
@@ -335,6 +335,9 @@ class LaptSpec(_AdamWSchedule):
     lora_target_modules: list[str] | None = Field(default=None, description="None: peft's default for the architecture")
     lora_train_embeddings: bool = Field(default=True, description="also train embeddings + LM head fully (new vocabulary)")
     precision: PrecisionName = "auto"
+    bf16_weights: bool | None = Field(default=None, description="where the run computes in bf16 on a CPU: hold the "
+                                      "model in bf16 (no per-step cast of its weights) and step float32 master copies; "
+                                      "checkpoints and the final model stay float32 (training.master)")
     compile: bool = False
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     masked_only_projection: bool = Field(default=True, description="vocabulary projection only at masked positions")

@@ -33,6 +33,7 @@ from focusflow.storage.atomic import atomic_folder
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.distributed import data_parallel, setup_distributed
 from focusflow.training.flops import mfu, peak, with_efficiency
+from focusflow.training.master import trained_weights
 from focusflow.training.monitor import LossWindow, write_metrics_csv, write_run_record
 from focusflow.training.optimization import Optimization, cadence_due, diverged, require_finite_loss
 from focusflow.training.selection import BestState, kept_reason
@@ -174,10 +175,13 @@ class TrainingRun(TrainingObjective):
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
         self.trainable = self._build_model()
-        self.optimization = Optimization.from_spec(self.trainable.param_groups, spec, self.total_steps,
-                                                   self.dist.device, self.precision.needs_scaler)
+        # as the model is, or bf16 with float32 master copies where asked for on a bf16 CPU (``training.master``)
+        self.weights = trained_weights(self.hf_model, self.trainable.parameters, spec, self.precision,
+                                       self.dist.world_size)
+        self.optimization = Optimization.from_spec(self.weights.groups(self.trainable.param_groups), spec,
+                                                   self.total_steps, self.dist.device, self.precision.needs_scaler)
         self.best: BestState[list[torch.Tensor]] = BestState(
-            lambda: [p.detach().clone() for p in self.trainable.parameters])
+            lambda: [p.detach().clone() for p in self.weights.optimized])
         if self.checkpoint is not None:
             self._restore_checkpoint_extras(self.checkpoint)
             self.optimization.restore(self.checkpoint)
@@ -232,8 +236,9 @@ class TrainingRun(TrainingObjective):
                 tensors["best"] = {"params": [t.detach().cpu() for t in self.best.state]}
 
             def write_model(target: Path) -> None:
-                self._write_hf_folder(target)
-                self._write_checkpoint_extras(target)
+                with self.weights.full_precision():
+                    self._write_hf_folder(target)
+                    self._write_checkpoint_extras(target)
 
             trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
             trainer_state.update(self.best.to_record() if self.selection is not None else {})
@@ -330,9 +335,7 @@ class TrainingRun(TrainingObjective):
         if self.selection is None or not self.best.history or self.best.state is None:
             return {}
         if self.best.step != self.state["step"]:
-            with torch.no_grad():
-                for parameter, kept in zip(self.trainable.parameters, self.best.state, strict=True):
-                    parameter.copy_(kept)
+            self.weights.restore(self.best.state)
         return kept_reason(self.best, self.selection_name, self.state["step"])
 
     def _stop_asked(self) -> bool:
@@ -378,7 +381,7 @@ class TrainingRun(TrainingObjective):
                 scaled = loss_sum * (world / max(total, 1.0))
                 self.optimization.backward(scaled)
             loss_total += loss_sum.detach()
-        self.optimization.step(self.trainable.parameters)
+        self.weights.step(self.optimization)
         return float(loss_total), local
 
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
@@ -389,7 +392,7 @@ class TrainingRun(TrainingObjective):
             summary["selection"] = selection
         summary = with_efficiency(summary, self.trainable.flops_per_token, self.peak)
         if self.dist.main:
-            with atomic_folder(self.out_dir / "final", replace=True) as staging:
+            with atomic_folder(self.out_dir / "final", replace=True) as staging, self.weights.full_precision():
                 self._write_hf_folder(staging)
             write_run_record(self.out_dir, self.state["history"], summary, f"{self.name} ({self.trainable.objective})")
         self.dist.barrier()
