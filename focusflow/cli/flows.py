@@ -74,6 +74,25 @@ def _run_specialize(config: Path, set_: list[str], store: str | None, language: 
     _print_result(artifact_store, result)
 
 
+@app.command("plan")
+def plan(
+    language: str = typer.Option(None, "--language", "-l", help="ISO 639 code of the target language (or the "
+                                 "configuration's)."),
+    config: Path = typer.Option(None, "--config", "-c", help="YAML run configuration."),
+    set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set lapt.steps=100 (repeatable)."),
+    store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),
+    as_json: bool = typer.Option(False, "--json", help="The plan as JSON."),
+) -> None:
+    """What `focusflow run` would do with this configuration, before any compute: its models, which of them may be
+    the product, and every stage call with whether it is stored, to be built, or waits for its inputs."""
+    from focusflow.pipeline.run_view import plan_run
+    from focusflow.storage import ArtifactStore
+
+    cfg = run_config(config, set_, {"store": store}, language=language)
+    view = plan_run(cfg, ArtifactStore(cfg.store))
+    typer.echo(view.to_json() if as_json else view.text())
+
+
 @app.command("demo")
 def demo(
     store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),

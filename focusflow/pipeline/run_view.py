@@ -1,0 +1,141 @@
+"""What a run will do, before it does anything: the graph of one configuration walked without building a stage.
+
+Every stage call of ``graph.specialize`` is recorded in order with its branch label, its inputs (the calls that
+produce them) and what the store says of it: **stored** (its key is known and committed: a cache hit), **to build**
+(its inputs are stored, its key is known, it is not), or **after its inputs** (an input is still to be built, so its
+key, which hashes its inputs' content, cannot be known yet). ``focusflow plan`` prints it, with the run's models and
+which of them may be its product, before any compute.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from focusflow.config import PipelineConfig
+from focusflow.pipeline.registry import STAGES, stage_key
+from focusflow.storage import Artifact, ArtifactStore, shorten_key
+
+STORED, TO_BUILD, AFTER_INPUTS = "stored", "to build", "after its inputs"
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One stage call of the run: where it stands now."""
+
+    stage: str
+    label: str
+    inputs: dict[str, str]  # input name → the call that produces it (``stage[label]``)
+    status: str
+    key: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}[{self.label}]" if self.label else self.stage
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A call's result that is not stored yet: its name stands in for it downstream."""
+
+    name: str
+
+    def result(self) -> _Pending:
+        return self
+
+
+@dataclass
+class RunView:
+    """The run's models and every stage call it makes, in order."""
+
+    language: str
+    store: str
+    models: dict[str, list[str]] = field(default_factory=dict)  # methods, candidates, LAPT'd, may be the product
+    lapt: dict[str, Any] = field(default_factory=dict)
+    tasks: list[str] = field(default_factory=list)
+    calls: list[PlannedCall] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(call.status == status for call in self.calls) for status in (STORED, TO_BUILD,
+                                                                                          AFTER_INPUTS)}
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "counts": self.counts()}, indent=2)
+
+    def text(self) -> str:
+        """The plan for a person: the models, then every stage call with where it stands."""
+        lines = [f"focusflow plan: {self.language}, store {self.store}", ""]
+        for what, names in self.models.items():
+            lines.append(f"{what:<24} {', '.join(names) or '-'}")
+        if self.lapt:
+            lines.append(f"{'LAPT':<24} " + ", ".join(f"{k} {v}" for k, v in self.lapt.items()))
+        lines.append(f"{'downstream tasks':<24} {', '.join(self.tasks) or '- (an encoder product is not measured)'}")
+        lines += ["", f"{'stage call':<36} {'status':<18} key", f"{'-' * 36} {'-' * 18} {'-' * 20}"]
+        for call in self.calls:
+            key = f"{call.stage}/{shorten_key(call.key)}" if call.key else ""
+            lines.append(f"{call.name:<36} {call.status:<18} {key}")
+        counts = self.counts()
+        lines += ["", f"{len(self.calls)} stage calls: {counts[STORED]} stored, {counts[TO_BUILD]} to build now, "
+                      f"{counts[AFTER_INPUTS]} after their inputs"]
+        return "\n".join(lines)
+
+
+class _Planner:
+    """A stage caller with the task signature that records the call instead of running it."""
+
+    def __init__(self, stage: str, store: ArtifactStore, calls: list[PlannedCall]) -> None:
+        self.stage, self.store, self.calls = stage, store, calls
+
+    def __call__(self, store_uri: str, params: dict[str, Any], inputs: dict[str, Any] | None = None,
+                 language: str | None = None, label: str | None = None) -> Artifact | _Pending:
+        given = {name: value.result() if hasattr(value, "result") else value for name, value in (inputs or {}).items()}
+        sources = {name: value.name if isinstance(value, _Pending) else f"{value.stage}/{shorten_key(value.key)}"
+                   for name, value in given.items()}
+        call = PlannedCall(self.stage, label or "", sources, AFTER_INPUTS)
+        if not any(isinstance(value, _Pending) for value in given.values()):
+            key = stage_key(self.store, self.stage, params, given)
+            found = self.store.find(self.stage, key)
+            call = PlannedCall(self.stage, label or "", sources, STORED if found is not None else TO_BUILD, key)
+            self.calls.append(call)
+            if found is not None:
+                return found
+            return _Pending(call.name)
+        self.calls.append(call)
+        return _Pending(call.name)
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        result = self(*args, **kwargs)
+        return result if isinstance(result, _Pending) else _Stored(result)
+
+
+@dataclass(frozen=True)
+class _Stored:
+    artifact: Artifact
+
+    def result(self) -> Artifact:
+        return self.artifact
+
+
+def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
+    """Walk the run's graph (``graph.specialize``) without building anything; publishing is listed, not walked (its
+    model is the report's pick)."""
+    from focusflow.pipeline.graph import specialize
+    from focusflow.pipeline.product import candidate_names, lapt_models
+
+    calls: list[PlannedCall] = []
+    walked = cfg.model_copy(update={"publish": cfg.publish.model_copy(update={"repo_id": None})})
+    specialize(walked, store.uri, {name: _Planner(name, store, calls) for name in STAGES})
+    view = RunView(cfg.language, store.uri, tasks=list(cfg.evaluation.tasks), calls=calls)
+    view.models = {"methods": list(cfg.init.methods), "candidates": list(cfg.init.built_candidates),
+                   "trained by LAPT": lapt_models(cfg), "may be the product": candidate_names(cfg)}
+    if cfg.lapt.has_budget:
+        budget = f"{cfg.lapt.minutes:g} CPU-minutes" if cfg.lapt.minutes else f"{cfg.lapt.total_steps} steps"
+        view.lapt = {"objective": cfg.lapt.objective, "budget": budget,
+                     "teacher": "the source (its word states stored once)" if cfg.lapt.objective != "mlm" else "-"}
+    if cfg.publish.repo_id:
+        view.models["published"] = list(cfg.publish.models)
+    return view
+
+
+__all__ = ["AFTER_INPUTS", "STORED", "TO_BUILD", "PlannedCall", "RunView", "plan_run"]
