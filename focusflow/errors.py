@@ -36,17 +36,27 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 PERMANENT_ERRNOS = DISK_FULL_ERRNOS | {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}
 
 
+#: A path the user named that is not there or not what it must be: their input, like a FocusflowError.
+USER_PATH_ERRORS: tuple[type[OSError], ...] = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether ``error`` is a problem of what the user gave (focusflow's own errors, a path that is missing or of the
+    wrong kind): the command line says it in one ``error:`` line, and no retry is made (:func:`is_permanent`)."""
+    return isinstance(error, (FocusflowError, *USER_PATH_ERRORS))
+
+
 def is_permanent(error: BaseException) -> bool:
-    """Whether a retry can only repeat ``error``: focusflow's own (an input problem its message explains), or an
-    OSError of :data:`PERMANENT_ERRNOS` behind it. The one rule of the store's transport retries and of a stage
-    task's retries."""
-    if isinstance(error, FocusflowError):
+    """Whether a retry can only repeat ``error``: the user's (:func:`is_user_error`: a mistyped ``corpus.paths`` is
+    not retried twice), or an OSError of :data:`PERMANENT_ERRNOS` behind it. The one rule of the store's transport
+    retries and of a stage task's retries."""
+    if is_user_error(error):
         return True
     return any(isinstance(e, OSError) and e.errno in PERMANENT_ERRNOS for e in cause_chain(error))
 
 
-__all__ = ["DISK_FULL_ERRNOS", "PERMANENT_ERRNOS", "FocusflowError", "InputError", "TrainingDivergedError",
-           "UnavailableError", "is_permanent"]
+__all__ = ["DISK_FULL_ERRNOS", "PERMANENT_ERRNOS", "USER_PATH_ERRORS", "FocusflowError", "InputError",
+           "TrainingDivergedError", "UnavailableError", "is_permanent", "is_user_error"]
 
 
 def cause_chain(error: BaseException | None) -> Iterator[BaseException]:

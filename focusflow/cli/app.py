@@ -18,14 +18,12 @@ from typing import Any
 import typer
 
 from focusflow import __version__
-from focusflow.errors import FocusflowError, cause_chain
+from focusflow.errors import cause_chain, is_user_error
 from focusflow.logs import RunFormatter, UserErrorConsole, configure_output, show_stage_lines
 from focusflow.stopping import StopRequested, requested_signal, stop_message, stop_on_signals
 from focusflow.stopping import reset as reset_stop
 
 USER_ERROR_EXIT = 2
-USER_ERRORS: tuple[type[BaseException], ...] = (FocusflowError, FileNotFoundError, NotADirectoryError,
-                                                 IsADirectoryError)
 
 
 #: OSErrors that say the disk is full, with what to tell the user.
@@ -72,7 +70,7 @@ def report_user_errors(command: Callable[..., Any], keeps: str = STORE_KEEPS) ->
             if not isinstance(exc, Exception):
                 raise
             full = disk_full(exc)
-            if full is None and not isinstance(exc, USER_ERRORS):
+            if full is None and not is_user_error(exc):
                 raise
             message = disk_full_message(full) if full is not None else error_line(exc)
             typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)

@@ -73,3 +73,13 @@ def test_a_transient_error_is_retried(prefect_server, tmp_path, monkeypatch):
     calls = _Calls(fail_first=ConnectionResetError("connection reset by peer"))
     uri = _run_corpus_task(tmp_path / "store", corpus, monkeypatch, calls, retry_delay_seconds=0)
     assert calls.count == 2 and uri.startswith((tmp_path / "store").as_uri())
+
+
+def test_a_path_the_user_mistyped_is_their_error_for_the_command_line_and_the_retry_rule_alike():
+    """Issue 46: the CLI counted FileNotFoundError as the user's, the retry rule as transient: a mistyped
+    corpus.paths was retried twice, 10 s and 60 s apart."""
+    from focusflow.errors import is_permanent, is_user_error
+
+    mistyped = FileNotFoundError(2, "No such file or directory", "/data/corpsu.txt")
+    assert is_user_error(mistyped) and is_permanent(mistyped)
+    assert not is_user_error(ConnectionResetError()) and not is_permanent(TimeoutError())
