@@ -161,6 +161,16 @@ def lapt_objective(params: Mapping[str, Any]) -> str:
     return objective if objective in LAPT_SUFFIXES else "mlm"
 
 
+def model_stage(label: str) -> tuple[str, str]:
+    """``"focus+align+lapt"`` → ``("focus", "align+lapt")``, ``"prune+extend+distill"`` → ``("prune+extend",
+    "distill")``, ``"prune"`` → ``("prune", "init")``: the model a row starts from (a method, a candidate or the
+    source's ``original``) and what was done to it after, for the comparison table's method and stage columns."""
+    for known in sorted([*METHOD_NAMES, *CANDIDATES, "original"], key=len, reverse=True):
+        if label == known or label.startswith(f"{known}+"):
+            return known, label[len(known) + 1:] or "init"
+    return label, "init"
+
+
 def read_model_label(label: str) -> tuple[str, bool]:
     """``"focus+align+lapt"`` → ``("focus+align", True)``, ``"prune+distill"`` → ``("prune", True)``: the pipeline
     method and whether LAPT followed (whatever its objective)."""

@@ -173,3 +173,12 @@ def test_a_distilling_runs_candidates_are_named_by_their_objective():
 
     cfg = build_config({"language": "sw", "lapt": {"steps": 10, "objective": "distill"}})
     assert candidate_names(cfg)[0] == "focus+distill"
+
+
+def test_a_rows_method_and_stage_are_read_from_its_name_candidates_included():
+    """The comparison table split ``prune+extend`` into method prune, stage extend."""
+    from focusflow.methods import model_stage
+
+    assert model_stage("prune+extend+distill") == ("prune+extend", "distill")
+    assert model_stage("focus+align+lapt") == ("focus", "align+lapt") and model_stage("original") == ("original", "init")
+    assert model_stage("focus-symbolic") == ("focus-symbolic", "init")

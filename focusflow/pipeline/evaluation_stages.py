@@ -20,7 +20,7 @@ from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportInput
-from focusflow.methods import lapt_objective, model_label, read_model_label
+from focusflow.methods import lapt_objective, model_label, model_stage, read_model_label
 from focusflow.pipeline.product import (
     SOURCE,
     Candidate,
@@ -145,8 +145,8 @@ def _reads_as_source(run: StageRun, s: DownstreamStageSettings) -> dict[str, Any
 def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
                     tokenizer: TokenizerRecord | None) -> dict[str, Any]:
     """One row: intrinsic metrics + the initialization's token fates + the tokenizer's efficiency."""
-    method, _, stage = label.partition("+")
-    row: dict[str, Any] = {"method": method, "stage": stage or "init"}
+    method, stage = model_stage(label)
+    row: dict[str, Any] = {"method": method, "stage": stage}
     intrinsic = IntrinsicRecord.of(evaluation)
     for values in (intrinsic.shown(), ModelRecord.of(init).shown() if init else {}):
         for key, value in values.items():
