@@ -50,7 +50,7 @@ from downstream_protocol import (
 )
 
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, unconverged
-from focusflow.methods import CANDIDATES, model_label
+from focusflow.methods import CANDIDATES, learns_from_source, model_label
 
 # The LAPT recipe measured here for a 2-core CPU (the FOCUS paper's batch of 128 x 256 tokens would give a few
 # dozen steps in 30 minutes): 32 sequences of 128 tokens a step, lr 1e-4 after 10% warm-up, constant.
@@ -132,7 +132,7 @@ def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[s
 
     model, split = store.resolve(branches.models[method]), store.resolve(branches.split)
     inputs = {"model": model, "split": split}
-    if cfg.lapt.objective != "mlm":  # a distillation learns from the source, whose word states are read once
+    if learns_from_source(cfg.lapt.objective):  # a distillation learns from the source, whose word states are read once
         inputs["source"] = store.resolve(branches.source)
         inputs["teacher"] = run_stage(store, "teacher", params_for("teacher", cfg),
                                       {"source": inputs["source"], "split": split}, language=cfg.language,

@@ -141,10 +141,37 @@ CANDIDATES: dict[str, CandidateSpec] = {spec.name: spec for spec in (
 CandidateName = Literal["prune", "prune+extend"]
 
 
-#: What a model's name ends with after language-adaptive pretraining, by its objective (``lapt.objective``): the
-#: masked/causal LM's ``focus+lapt``, a distillation's ``focus+distill``, both at once ``focus+mlm+distill``.
-LAPT_SUFFIXES: dict[str, str] = {"mlm": "+lapt", "distill": "+distill", "mlm+distill": "+mlm+distill"}
+@dataclass(frozen=True)
+class LaptObjectiveSpec:
+    """One ``lapt.objective``: what a model trained by it is named (its suffix), whether it learns from the source
+    (a teacher: the graph passes the source and its stored word states), and the run that trains it (a
+    ``module:Class`` of ``focusflow.training``, resolved there: this table stays below torch)."""
+
+    name: str
+    description: str
+    suffix: str
+    teacher: bool
+    run: str
+
+
+#: The LAPT objectives, each a row: ``training.lapt.lapt_run`` builds the row's run, the graph, ``focusflow lapt``
+#: and the benchmarks read ``teacher``, and every model name reads ``suffix``.
+LAPT_OBJECTIVES: dict[str, LaptObjectiveSpec] = {spec.name: spec for spec in (
+    LaptObjectiveSpec("mlm", "the model's own LM loss (masked LM for an encoder, causal for a decoder)", "+lapt",
+                      teacher=False, run="focusflow.training.lapt:LaptRun"),
+    LaptObjectiveSpec("distill", "the source's word-pooled hidden states at a few layers and its sentence vectors",
+                      "+distill", teacher=True, run="focusflow.training.distill:DistillRun"),
+    LaptObjectiveSpec("mlm+distill", "both", "+mlm+distill", teacher=True, run="focusflow.training.distill:DistillRun"),
+)}
+#: What a model's name ends with after language-adaptive pretraining, by its objective: the masked/causal LM's
+#: ``focus+lapt``, a distillation's ``focus+distill``, both at once ``focus+mlm+distill``.
+LAPT_SUFFIXES: dict[str, str] = {name: spec.suffix for name, spec in LAPT_OBJECTIVES.items()}
 LAPT_SUFFIX = LAPT_SUFFIXES["mlm"]
+
+
+def learns_from_source(objective: str) -> bool:
+    """Whether a LAPT objective has the source as its teacher (the one place this rule is decided)."""
+    return LAPT_OBJECTIVES[objective].teacher
 
 
 def model_label(method: str, refinements: Iterable[str] = (), *, lapt: bool = False, objective: str = "mlm") -> str:

@@ -182,3 +182,21 @@ def test_a_rows_method_and_stage_are_read_from_its_name_candidates_included():
     assert model_stage("prune+extend+distill") == ("prune+extend", "distill")
     assert model_stage("focus+align+lapt") == ("focus", "align+lapt") and model_stage("original") == ("original", "init")
     assert model_stage("focus-symbolic") == ("focus-symbolic", "init")
+
+
+def test_every_lapt_objective_is_a_row_whose_run_resolves_and_the_config_accepts_exactly_the_rows():
+    """Issue 46: the objectives were an if/else in training.lapt and a rule ("a non-MLM objective takes the source")
+    decided again in the graph, the CLI and the benchmark."""
+    import importlib
+    import typing
+
+    from focusflow.config import LaptSpec
+    from focusflow.methods import CANDIDATES, LAPT_OBJECTIVES, CandidateName, learns_from_source
+    from focusflow.training.loop import TrainingRun
+
+    assert set(typing.get_args(LaptSpec.model_fields["objective"].annotation)) == set(LAPT_OBJECTIVES)
+    assert set(typing.get_args(CandidateName)) == set(CANDIDATES)
+    for row in LAPT_OBJECTIVES.values():
+        module, _, name = row.run.partition(":")
+        assert issubclass(getattr(importlib.import_module(module), name), TrainingRun), row.name
+    assert [name for name in LAPT_OBJECTIVES if learns_from_source(name)] == ["distill", "mlm+distill"]

@@ -76,6 +76,7 @@ def lapt_command(
     store: str = StoreOption,
 ) -> None:
     """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON."""
+    from focusflow.methods import learns_from_source
     from focusflow.pipeline import params_for, run_stage
     from focusflow.pipeline.lapt_stage import NotMainRank
     from focusflow.training.distributed import world_size
@@ -96,7 +97,7 @@ def lapt_command(
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
     if "heldout.jsonl" not in inputs["split"].files:
         raise FileNotFoundError(f"{corpus} has no held-out text; pass --heldout FILE")
-    if cfg.lapt.objective != "mlm":
+    if learns_from_source(cfg.lapt.objective):
         if source is None:
             raise ConfigError(f"lapt.objective={cfg.lapt.objective} learns from the source model: pass --source SOURCE "
                               "(the model this one was initialized from)")

@@ -23,7 +23,14 @@ from typing import Any
 
 from focusflow.config import PipelineConfig
 from focusflow.evaluation.records import ReportInput, ReportRecord
-from focusflow.methods import CANDIDATES, CandidateSpec, model_label, read_model_label, split_method
+from focusflow.methods import (
+    CANDIDATES,
+    CandidateSpec,
+    learns_from_source,
+    model_label,
+    read_model_label,
+    split_method,
+)
 from focusflow.pipeline.ood_stage import wanted as wants_ood
 from focusflow.pipeline.product import candidate_names, configured_product
 from focusflow.pipeline.publish_stage import PRODUCT
@@ -221,7 +228,7 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     lapt = {}
     # a distillation's teacher: the source, and its word states on the corpus, read once for every distilling LAPT
     teacher = ({"source": branches.source, "teacher": run.submit("teacher", source=branches.source, split=split)}
-               if cfg.lapt.objective != "mlm" and cfg.lapt.has_budget and cfg.orchestration.lapt_methods else {})
+               if learns_from_source(cfg.lapt.objective) and cfg.lapt.has_budget and cfg.orchestration.lapt_methods else {})
     for method in (cfg.orchestration.lapt_methods if cfg.lapt.has_budget else []):
         if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
             budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}

@@ -120,6 +120,7 @@ class _Stored:
 def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
     """Walk the run's graph (``graph.specialize``) without building anything; publishing is listed, not walked (its
     model is the report's pick)."""
+    from focusflow.methods import learns_from_source
     from focusflow.pipeline.graph import specialize
     from focusflow.pipeline.product import candidate_names, lapt_models
 
@@ -131,8 +132,8 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
                    "trained by LAPT": lapt_models(cfg), "may be the product": candidate_names(cfg)}
     if cfg.lapt.has_budget:
         budget = f"{cfg.lapt.minutes:g} CPU-minutes" if cfg.lapt.minutes else f"{cfg.lapt.total_steps} steps"
-        view.lapt = {"objective": cfg.lapt.objective, "budget": budget,
-                     "teacher": "the source (its word states stored once)" if cfg.lapt.objective != "mlm" else "-"}
+        teacher = "the source (its word states stored once)" if learns_from_source(cfg.lapt.objective) else "-"
+        view.lapt = {"objective": cfg.lapt.objective, "budget": budget, "teacher": teacher}
     if cfg.publish.repo_id:
         view.models["published"] = list(cfg.publish.models)
     return view

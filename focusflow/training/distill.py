@@ -42,8 +42,6 @@ from focusflow.training.monitor import loss_summary
 from focusflow.training.teacher import TeacherStates, distillation_texts
 from focusflow.training.wordpool import pool_words, segment_mean
 
-OBJECTIVES = ("mlm", "distill", "mlm+distill")
-
 
 def default_layers(depth: int) -> tuple[int, ...]:
     """A third, two thirds and all of the depth (4, 8, 12 of 12 layers)."""
@@ -250,4 +248,4 @@ class DistillRun(TrainingRun):
                 "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final")}
 
 
-__all__ = ["OBJECTIVES", "DistillRun", "default_layers", "distillation_loss", "layer_states"]
+__all__ = ["DistillRun", "default_layers", "distillation_loss", "layer_states"]

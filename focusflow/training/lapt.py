@@ -24,6 +24,7 @@ from torch import nn
 
 from focusflow.config import LaptSpec
 from focusflow.errors import InputError
+from focusflow.methods import LAPT_OBJECTIVES
 from focusflow.models.lm_stats import EVAL_STREAM, Masker
 from focusflow.models.loading import (
     require_vocabulary_fits,
@@ -232,17 +233,21 @@ class LaptRun(TrainingRun):
 def lapt_run(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
              on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool,
              source_dir: Path | None = None, teacher_dir: Path | None = None) -> TrainingRun:
-    """The run of ``spec.objective``: ``LaptRun`` (the model's own LM loss) or ``training.distill.DistillRun``
-    (``teacher_dir``: the teacher's stored word states, ``training.teacher``; without, it computes them)."""
-    if spec.objective == "mlm":
-        return LaptRun(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress)
+    """The run of ``spec.objective``, its row of ``methods.LAPT_OBJECTIVES``: ``LaptRun`` (the model's own LM loss)
+    or ``training.distill.DistillRun`` (``teacher_dir``: the teacher's stored word states, ``training.teacher``;
+    without, it computes them)."""
+    import importlib
+
+    row = LAPT_OBJECTIVES[spec.objective]
+    module, _, name = row.run.partition(":")
+    run_class = getattr(importlib.import_module(module), name)
+    if not row.teacher:
+        return run_class(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress)
     if source_dir is None:
         raise InputError(f"lapt.objective={spec.objective} needs the source model as teacher (the flows pass it; "
                          "focusflow lapt --source SOURCE)")
-    from focusflow.training.distill import DistillRun
-
-    return DistillRun(model_dir, source_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress,
-                      teacher_dir)
+    return run_class(model_dir, source_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress,
+                     teacher_dir)
 
 
 def run_lapt(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool = True,
