@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,6 @@ from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
 from focusflow.tokenizer.metrics import segmentation_agreement
 
 log = logging.getLogger(__name__)
-MODES = ("replace", "extend", "prune")
 REPORT_FILE = "transfer_report.parquet"
 TOTALS_FILE = "transfer_totals.json"
 
@@ -64,7 +65,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
     ``wechsel_source_vectors``, ``wechsel_target_vectors``, ``wechsel_dictionary``, and ``chunk_rows``.
     """
     init_method(method)  # a ValueError naming the choices for an unknown method
-    if mode not in MODES:
+    if mode not in INIT_MODES:
         raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     out_dir = Path(out_dir)
     model, source_tokenizer, _ = load_source(Path(source_dir))
@@ -74,50 +75,13 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
         log.info("source matrices %s have more rows than the tokenizer's %d tokens; the extra rows are not used",
                  padded, len(source_tokenizer))
         params.matrices.update({name: params.matrices[name][: len(source_tokenizer)] for name in padded})
-    train = options.get("train")
     transfer_options = {k: v for k, v in options.items()
                         if k not in ("train", "fasttext", "extend_top_n", "prune_budget", "prune_reserve")}
-    if mode == "prune":
-        if train is None:
-            raise InputError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
-        counts = count_token_ids(source_tokenizer, read_texts(train))
-        rows = max(0, prune_rows(model, params.matrices, float(options.get("prune_budget", 0.0)))
-                   - int(options.get("prune_reserve", 0)))
-        used = np.flatnonzero(counts)
-        characters = corpus_characters(read_texts(train))
-        room = rows
-        for _ in range(3):  # what pruning must keep besides (special tokens, merge ingredients) comes off the room
-            keep = reading_pieces(source_tokenizer, used, characters, room)
-            target_tokenizer, kept = prune_tokenizer(source_tokenizer, keep)
-            if len(kept) <= rows or len(keep) <= len(used):
-                break
-            room -= len(kept) - rows
-        builder = PlanBuilder(len(kept), len(source_tokenizer))
-        builder.copy(np.arange(len(kept)), kept, Fate.KEPT)
-        plan = builder.build()
-        matrices = {name: plan.apply(matrix) for name, matrix in params.matrices.items()}
-        report = make_report(plan, {}, canonical_vocab(source_tokenizer), canonical_vocab(target_tokenizer))
-        totals = summarize(plan, {}, method="prune")
-        totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used),
-                      prune_budget=float(options.get("prune_budget", 0.0)))
-        heldout = Path(train).with_name("heldout.jsonl")
-        if heldout.is_file():  # how much of the held-out text the pruned vocabulary still cuts as the source does
-            totals["reads_as_source"] = segmentation_agreement(source_tokenizer, target_tokenizer, read_texts(heldout))
-    elif mode == "replace":
-        if target_tokenizer_dir is None:
-            raise InputError("mode 'replace' needs a target tokenizer")
-        from transformers import AutoTokenizer
-
-        target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
-        aux = _aux_for(method, target_tokenizer_dir, aux_dir, out_dir, options)
-        result = transfer_embeddings(source_tokenizer, target_tokenizer, params.matrices, method, aux=aux, seed=seed,
-                                     **transfer_options)
-        matrices, report, totals = result.matrices, result.report, result.totals
-    else:
-        if target_tokenizer_dir is None:
-            raise InputError("mode 'extend' needs the language tokenizer whose tokens are added")
-        matrices, report, totals, target_tokenizer = _extend(source_tokenizer, Path(target_tokenizer_dir), params.matrices,
-                                                             method, aux_dir, out_dir, seed, options, transfer_options)
+    built = INIT_MODES[mode](ModeInputs(model, source_tokenizer, params.matrices, method,
+                                        Path(target_tokenizer_dir) if target_tokenizer_dir is not None else None,
+                                        Path(aux_dir) if aux_dir is not None else None, out_dir, seed, options,
+                                        transfer_options))
+    matrices, report, totals, target_tokenizer = built
     written = write_model(model, target_tokenizer, matrices, out_dir)
     totals.update(mode=mode, vocab_size=written["vocab_size"], n_params=written["n_params"], seed=seed)
     with atomic_path(out_dir / REPORT_FILE) as temporary:
@@ -135,14 +99,83 @@ def prune_rows(model: Any, matrices: dict[str, np.ndarray], budget: float) -> in
     return max(0, int((budget * total - (total - vocabulary)) // max(per_row, 1)))
 
 
-def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str, np.ndarray], method: str,
-            aux_dir: Path | None, out_dir: Path, seed: int, options: dict[str, Any], transfer_options: dict[str, Any]):
+@dataclass(frozen=True)
+class ModeInputs:
+    """What every mode's builder is given: the source model, its tokenizer and token matrices, the method, the
+    target tokenizer's folder (replace: the new vocabulary; extend: the tokens added), fastText, the options."""
+
+    model: Any
+    source_tokenizer: Any
+    matrices: dict[str, np.ndarray]
+    method: str
+    target_dir: Path | None
+    aux_dir: Path | None
+    out_dir: Path
+    seed: int
+    options: dict[str, Any]
+    transfer_options: dict[str, Any]
+
+
+Built = tuple[dict[str, np.ndarray], pd.DataFrame, dict[str, Any], Any]  # matrices, report, totals, tokenizer
+
+
+def _prune(given: ModeInputs) -> Built:
+    """The source's own vocabulary, pruned to the corpus's pieces and the source's most probable pieces in its
+    characters while they fit the budget; every row copied."""
+    source_tokenizer, options = given.source_tokenizer, given.options
+    train = options.get("train")
+    if train is None:
+        raise InputError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
+    counts = count_token_ids(source_tokenizer, read_texts(train))
+    rows = max(0, prune_rows(given.model, given.matrices, float(options.get("prune_budget", 0.0)))
+               - int(options.get("prune_reserve", 0)))
+    used = np.flatnonzero(counts)
+    characters = corpus_characters(read_texts(train))
+    room = rows
+    for _ in range(3):  # what pruning must keep besides (special tokens, merge ingredients) comes off the room
+        keep = reading_pieces(source_tokenizer, used, characters, room)
+        target_tokenizer, kept = prune_tokenizer(source_tokenizer, keep)
+        if len(kept) <= rows or len(keep) <= len(used):
+            break
+        room -= len(kept) - rows
+    builder = PlanBuilder(len(kept), len(source_tokenizer))
+    builder.copy(np.arange(len(kept)), kept, Fate.KEPT)
+    plan = builder.build()
+    matrices = {name: plan.apply(matrix) for name, matrix in given.matrices.items()}
+    report = make_report(plan, {}, canonical_vocab(source_tokenizer), canonical_vocab(target_tokenizer))
+    totals = summarize(plan, {}, method="prune")
+    totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used),
+                  prune_budget=float(options.get("prune_budget", 0.0)))
+    heldout = Path(train).with_name("heldout.jsonl")
+    if heldout.is_file():  # how much of the held-out text the pruned vocabulary still cuts as the source does
+        totals["reads_as_source"] = segmentation_agreement(source_tokenizer, target_tokenizer, read_texts(heldout))
+    return matrices, report, totals, target_tokenizer
+
+
+def _replace(given: ModeInputs) -> Built:
+    """A new vocabulary (the language tokenizer's) whose rows the method initializes."""
+    from transformers import AutoTokenizer
+
+    if given.target_dir is None:
+        raise InputError("mode 'replace' needs a target tokenizer")
+    target_tokenizer = AutoTokenizer.from_pretrained(str(given.target_dir))
+    aux = _aux_for(given.method, given.target_dir, given.aux_dir, given.out_dir, given.options)
+    result = transfer_embeddings(given.source_tokenizer, target_tokenizer, given.matrices, given.method, aux=aux,
+                                 seed=given.seed, **given.transfer_options)
+    return result.matrices, result.report, result.totals, target_tokenizer
+
+
+def _extend(given: ModeInputs) -> Built:
     """Source vocabulary kept as is; the top-N new tokens of the language tokenizer appended and initialized."""
     from transformers import AutoTokenizer
 
+    if given.target_dir is None:
+        raise InputError("mode 'extend' needs the language tokenizer whose tokens are added")
+    source_tokenizer, options, language_dir = given.source_tokenizer, given.options, given.target_dir
     language = AutoTokenizer.from_pretrained(str(language_dir))
-    aux = _aux_for(method, language_dir, aux_dir, out_dir, options)
-    result = transfer_embeddings(source_tokenizer, language, source_matrices, method, aux=aux, seed=seed, **transfer_options)
+    aux = _aux_for(given.method, language_dir, given.aux_dir, given.out_dir, options)
+    result = transfer_embeddings(source_tokenizer, language, given.matrices, given.method, aux=aux, seed=given.seed,
+                                 **given.transfer_options)
     forms = canonical_vocab(language)
     copied = result.report["fate"].isin([fate for fate in Fate if fate.copied]).to_numpy()
     is_new = ~copied & np.array([f.kind != "special" for f in forms])
@@ -160,7 +193,7 @@ def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str
     added_ids = np.asarray([f.id for f in added], np.int64)
     n_source = len(source_tokenizer)
     matrices = {name: np.concatenate([matrix.astype(np.float32), result.matrices[name][added_ids]])
-                for name, matrix in source_matrices.items()}
+                for name, matrix in given.matrices.items()}
     kept = pd.DataFrame({"target_id": np.arange(n_source),
                          "token": source_tokenizer.convert_ids_to_tokens(list(range(n_source))),
                          "fate": Fate.KEPT.value, "source_id": np.arange(n_source), "source_token": None, "support": 0,
@@ -171,3 +204,8 @@ def _extend(source_tokenizer: Any, language_dir: Path, source_matrices: dict[str
     totals = dict(result.totals)
     totals.update(kept=n_source, added=len(added_ids), added_fates=new_part["fate"].value_counts().to_dict())
     return matrices, report, totals, extended
+
+
+#: The modes, each a row: the builder of its vocabulary and rows (``init.mode``, a candidate's ``mode``).
+INIT_MODES: dict[str, Callable[[ModeInputs], Built]] = {"replace": _replace, "extend": _extend, "prune": _prune}
+MODES = tuple(INIT_MODES)

@@ -115,3 +115,16 @@ def test_a_pruned_decoder_reads_and_writes_its_text_as_the_source_does_with_the_
         expected = source_model(**theirs(covered, return_tensors="pt")).logits[0][:, kept]
         got = pruned_model(**ours(covered, return_tensors="pt")).logits[0]
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_every_init_mode_is_a_row_and_the_config_accepts_exactly_the_rows():
+    """Issue 46: the modes were an if/elif in embeddings.api, with MODES spelled in two places."""
+    import typing
+
+    from focusflow.config import InitSpec
+    from focusflow.embeddings.api import INIT_MODES, MODES
+    from focusflow.methods import CANDIDATES
+
+    assert set(typing.get_args(InitSpec.model_fields["mode"].annotation)) == set(INIT_MODES) == set(MODES)
+    assert all(callable(build) for build in INIT_MODES.values())
+    assert {spec.mode for spec in CANDIDATES.values()} <= set(INIT_MODES)
