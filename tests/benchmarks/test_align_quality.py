@@ -46,7 +46,7 @@ def test_config_trains_on_text_decontaminated_against_the_ner_task_and_aligns_th
     cfg = align_quality.build_pipeline_config(benchmark_args(layer=12), corpus)
     calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     stages = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align",
-              "reference", "intrinsic")
+              "ood-text", "reference", "intrinsic")
     branches = prepare_branches(cfg, "file:///unused", {name: RecordingStage(name, calls) for name in stages})
 
     by_stage = {stage: (params, inputs) for stage, params, inputs in calls}
