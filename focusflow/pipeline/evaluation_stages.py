@@ -98,7 +98,20 @@ def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
     settings = {k: v for k, v in evaluation.items()
                 if k not in _NOT_IN_KEY and not (k in _KEY_WHEN_SET and v is None)}
     return {"evaluation": settings, "data": data_fingerprint(evaluation.get("tasks") or [], evaluation.get("data_root")),
-            "name": params.get("name", "model")}
+            "name": params.get("name", "model"), **_preset_values(evaluation)}
+
+
+def _preset_values(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """A named protocol's values for each task, in the key: the name alone would keep a cached result when the preset
+    it names changes (the cpu protocol's classification became a run until the dev score stops rising)."""
+    from focusflow.evaluation.downstream.presets import protocol_values
+    from focusflow.evaluation.downstream.sources import parse_task
+
+    protocol = evaluation.get("protocol")
+    if protocol in (None, "paper"):
+        return {}
+    specs = [parse_task(task) for task in evaluation.get("tasks") or []]
+    return {"preset": {spec.id: protocol_values(protocol, spec.kind, spec.dataset) for spec in specs}}
 
 
 def _downstream(run: StageRun) -> dict[str, Any]:

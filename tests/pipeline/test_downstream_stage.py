@@ -75,3 +75,16 @@ def test_the_same_evaluation_computed_twice_stores_the_same_bytes_and_its_timing
     assert not set(MEASURED_COLUMNS) & set(pd.read_csv(store.fetch(first) / "runs.csv").columns)
     measured = first.metadata["measured"]
     assert len(measured) == 1 and measured[0]["seconds"] > 0 and str(shared_data) in str(measured[0]["provenance"])
+
+
+def test_a_named_protocols_values_are_in_the_key_so_a_changed_preset_is_not_a_cache_hit(monkeypatch):
+    from focusflow.evaluation.downstream import presets
+    from focusflow.pipeline.evaluation_stages import _downstream_key
+
+    params = {"evaluation": {"tasks": ["cls:sib200:sw"], "protocol": "cpu", "seeds": 3}, "name": "prune"}
+    before = _downstream_key(params)
+    assert before["preset"]["cls:sib200:sw"]["patience"] == 6
+    changed = {**presets.CPU, ("cls", None): {**presets.CPU[("cls", None)], "epochs": 20.0}}
+    monkeypatch.setattr(presets, "CPU", changed)
+    assert _downstream_key(params) != before
+    assert "preset" not in _downstream_key({"evaluation": {"tasks": ["cls:sib200:sw"]}, "name": "prune"})

@@ -116,7 +116,8 @@ def unconverged(runs: Any, models: tuple[str, ...], task: str) -> tuple[int, int
     if runs is None or getattr(runs, "empty", True) or "best_step" not in runs:
         return 0, 0
     rows = runs[runs["model"].isin(models) & (runs["task"] == task) & runs["main"].astype(bool)]
-    steps = rows["steps"] if "steps" in rows else rows["total_steps"]
+    # a table stored before runs recorded their steps has no such column, or NaN where it is joined with a newer one
+    steps = rows["steps"].fillna(rows["total_steps"]) if "steps" in rows else rows["total_steps"]
     flags = [converged(int(best), int(total)) for best, total in zip(rows["best_step"], steps, strict=True)]
     return sum(not flag for flag in flags), len(flags)
 

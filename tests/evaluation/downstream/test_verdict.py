@@ -64,3 +64,14 @@ def test_a_verdict_over_runs_that_ended_while_still_improving_says_not_converged
     assert "not converged: 3 of 6 runs had their best dev score in the last tenth" in lines[0]
     settled = pd.DataFrame([{**row, "best_step": 60} for row in rows])
     assert "not converged" not in verdict_lines(settled)[0]
+
+
+def test_runs_tables_from_before_and_after_runs_recorded_their_steps_read_together():
+    """A store's older downstream tables have no ``steps`` column: joined with a newer one it reads NaN."""
+    from focusflow.evaluation.downstream.verdict import unconverged
+
+    old = pd.DataFrame([{"model": "original", "task": "t", "seed": s, "main": True, "value": 0.6, "best_step": 60,
+                         "total_steps": 132} for s in (1, 2)])
+    new = pd.DataFrame([{"model": "prune", "task": "t", "seed": s, "main": True, "value": 0.6, "best_step": 300,
+                         "total_steps": 528, "steps": 310} for s in (1, 2)])
+    assert unconverged(pd.concat([old, new], ignore_index=True), ("prune", "original"), "t") == (2, 4)
