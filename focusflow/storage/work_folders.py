@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_cache_dir
 
@@ -78,29 +79,45 @@ def claim(folder: str | os.PathLike[str], *, waiting: Callable[[Holder], None] |
     While another live process holds it, ``waiting(holder)`` is called once and ``still_wanted()`` every poll
     (it raises to give up, e.g. on a stop request); the claim is then taken as soon as its holder releases it or
     dies."""
-    try:
-        import fcntl
-    except ImportError:  # no advisory locks on this platform: build unclaimed
+    handle = _take(Path(folder), waiting, still_wanted)
+    if handle is None:  # no lock to take here (no fcntl, a work root that cannot be written): build unclaimed
         yield False
         return
     path = owner_file(Path(folder))
     try:
+        _write_holder(handle)
+        yield True
+    finally:
+        path.unlink(missing_ok=True)  # removed while held: a process that opened it finds it gone and claims anew
+        os.close(handle)
+
+
+def _take(folder: Path, waiting: Callable[[Holder], None] | None,
+          still_wanted: Callable[[], None] | None) -> int | None:
+    """The open, locked claim file of ``folder`` (waiting for a live holder), or None where no lock can be taken.
+    Decided outside any ``except`` block, so that an error of the claimed build never reads as raised during one."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    path = owner_file(folder)
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         log.debug("no claim on %s (%s): building unclaimed", folder, exc)
-        yield False
-        return
+        return None
     told = False
     while True:
         try:
             handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             log.debug("no claim on %s (%s): building unclaimed", folder, exc)
-            yield False
-            return
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            return None
+        locked = _lock(fcntl, handle, folder)
+        if locked is None:
+            os.close(handle)
+            return None
+        if not locked:
             os.close(handle)
             if not told and waiting is not None:
                 waiting(Holder.read(path))
@@ -109,20 +126,21 @@ def claim(folder: str | os.PathLike[str], *, waiting: Callable[[Holder], None] |
                 still_wanted()
             time.sleep(POLL_S)
             continue
-        except OSError as exc:  # a file system without locks
-            os.close(handle)
-            log.debug("no claim on %s (%s): building unclaimed", folder, exc)
-            yield False
-            return
         if _same_file(handle, path):
-            break
+            return handle
         os.close(handle)  # its holder released it by removing the file: this lock guards nothing, claim anew
+
+
+def _lock(fcntl: Any, handle: int, folder: Path) -> bool | None:
+    """Lock ``handle`` without waiting: True, False (another holds it), None (a file system without locks)."""
     try:
-        _write_holder(handle)
-        yield True
-    finally:
-        path.unlink(missing_ok=True)  # removed while held: a process that opened it finds it gone and claims anew
-        os.close(handle)
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        log.debug("no claim on %s (%s): building unclaimed", folder, exc)
+        return None
 
 
 def _same_file(handle: int, path: Path) -> bool:

@@ -175,6 +175,8 @@ class TrainingRun(TrainingObjective):
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
         self.trainable = self._build_model()
+        if self.checkpoint is not None:  # trained state the HF folder does not hold, before any copy of the weights
+            self._restore_checkpoint_extras(self.checkpoint)
         # as the model is, or bf16 with float32 master copies where asked for on a bf16 CPU (``training.master``)
         self.weights = trained_weights(self.hf_model, self.trainable.parameters, spec, self.precision,
                                        self.dist.world_size)
@@ -183,7 +185,6 @@ class TrainingRun(TrainingObjective):
         self.best: BestState[list[torch.Tensor]] = BestState(
             lambda: [p.detach().clone() for p in self.weights.optimized])
         if self.checkpoint is not None:
-            self._restore_checkpoint_extras(self.checkpoint)
             self.optimization.restore(self.checkpoint)
             kept = ckpt.load_tensors(self.checkpoint, "best")
             self.best.restore(self.state, [t.to(self.dist.device) for t in kept["params"]] if kept else None)

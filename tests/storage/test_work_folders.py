@@ -116,3 +116,15 @@ def test_a_work_root_that_cannot_be_written_builds_unclaimed(tmp_path):
     blocked.write_text("not a folder")
     with claim(blocked / "lapt" / "key") as held:
         assert held is False
+
+
+def test_an_error_of_an_unclaimed_build_is_not_chained_to_why_no_claim_was_taken(tmp_path):
+    """A work root that cannot be written made every build's error read as raised during a PermissionError, which the
+    retry rule then counted as permanent: a transient Hub timeout was never retried."""
+    from focusflow.errors import is_permanent
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with pytest.raises(TimeoutError) as raised, claim(blocked / "lapt" / "key"):
+        raise TimeoutError("the Hub did not answer")
+    assert raised.value.__context__ is None and not is_permanent(raised.value)

@@ -53,3 +53,18 @@ def test_a_lapt_in_bf16_weights_trains_writes_float32_and_resumes_exactly(tiny_d
     again = load_file(tmp_path / "resumed" / "final" / "model.safetensors")
     for name, tensor in weights.items():
         torch.testing.assert_close(again[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_a_lora_run_in_bf16_weights_resumes_its_adapters(tiny_dirs, lapt_corpus, tmp_path):
+    """The float32 copies were taken before a resumed LoRA run's adapters were restored: it restarted them."""
+    pytest.importorskip("peft")
+    model = tiny_dirs("xlmr")
+    spec = small_spec(steps=6, checkpoint_every=3, eval_every=3, precision="bf16", bf16_weights=True, lora=True)
+    run_lapt(model, *lapt_corpus, spec, tmp_path / "whole")
+    (tmp_path / "resumed" / "checkpoints").mkdir(parents=True)
+    shutil.copytree(tmp_path / "whole" / "checkpoints" / "step-00000003",
+                    tmp_path / "resumed" / "checkpoints" / "step-00000003")
+    run_lapt(model, *lapt_corpus, spec, tmp_path / "resumed")
+    whole, resumed = (load_file(tmp_path / name / "final" / "model.safetensors") for name in ("whole", "resumed"))
+    for name, tensor in whole.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0, msg=name)
