@@ -48,8 +48,6 @@ class DownstreamRecord(StageRecord):
 
     stages = ("downstream",)
     results: list[dict[str, Any]] = []
-    # a model whose vocabulary comes from the source's: per task, how much of its text it cuts as the source does
-    reads_as_source: dict[str, dict[str, float | int]] = {}
     # what each run measured or found on the machine that ran it (seconds, speed, where its data came from: the
     # ``provenance`` of its splits), kept out of the artifact's files
     measured: list[dict[str, Any]] = []

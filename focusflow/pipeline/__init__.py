@@ -25,6 +25,7 @@ from focusflow.pipeline import reference_stage as _reference_stage  # noqa: F401
 from focusflow.pipeline import intrinsic_stage as _intrinsic_stage  # noqa: F401
 from focusflow.pipeline import teacher_stage as _teacher_stage  # noqa: F401
 from focusflow.pipeline import ood_stage as _ood_stage  # noqa: F401
+from focusflow.pipeline import reading_stage as _reading_stage  # noqa: F401
 # isort: on
 from focusflow.pipeline.registry import (
     STAGES,

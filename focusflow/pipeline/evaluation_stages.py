@@ -133,26 +133,7 @@ def _downstream(run: StageRun) -> dict[str, Any]:
     measured = [{"model": r["model"], "task": r["task"], "seed": r["seed"],
                  **{k: r.get(k) for k in MEASURED_RUN_FIELDS if k not in ("model_path", "fingerprint")}}
                 for r in records]
-    reading = _reads_as_source(run, s) if "source" in run.artifacts else {}
-    return {"results": json.loads(frame.to_json(orient="records")), "measured": measured,
-            **({"reads_as_source": reading} if reading else {})}
-
-
-def _reads_as_source(run: StageRun, s: DownstreamStageSettings) -> dict[str, Any]:
-    """Per task, how much of its text (every split) the model's tokenizer cuts as the source's does: for a model
-    whose vocabulary comes from the source's (pruned or extended), what its scores are read with."""
-    from transformers import AutoTokenizer
-
-    from focusflow.evaluation.downstream.texts import evaluation_texts
-    from focusflow.tokenizer.metrics import segmentation_agreement
-
-    source = AutoTokenizer.from_pretrained(str(run.inputs["source"]))
-    model = AutoTokenizer.from_pretrained(str(run.inputs["model"]))
-    evaluation = s.evaluation
-    root = Path(evaluation.data_root) if evaluation.data_root else None
-    return {task: segmentation_agreement(source, model, evaluation_texts([task], root, evaluation.split_seed,
-                                                                          ("train", "dev", "test")))
-            for task in evaluation.tasks}
+    return {"results": json.loads(frame.to_json(orient="records")), "measured": measured}
 
 
 def _comparison_row(label: str, evaluation: Artifact, init: Artifact | None,
@@ -279,16 +260,20 @@ def _lapt_label(method: str, lapt: Artifact) -> str:
 
 def _reading(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> dict[str, float]:
     """Where a candidate whose vocabulary comes from the source's was measured cutting text as the source does: the
-    held-out split (its initialization's record) and each task's text (its downstream record)."""
+    held-out split (its initialization's record) and each task's text (the ``reading`` stage of its vocabulary, which
+    its LAPT keeps)."""
+    from focusflow.pipeline.reading_stage import ReadingRecord
+
     method, _ = read_model_label(label)
     found: dict[str, float] = {}
     init = by_kind.get("init", {}).get(method)
     held_out = ModelRecord.of(init).reads_as_source if init is not None else None
-    if held_out:
+    if held_out and held_out.get("sentences") is not None:
         found["held-out"] = float(held_out["sentences"])
-    downstream = by_kind.get("downstream", {}).get(label)
-    for task, agreement in (DownstreamRecord.of(downstream).reads_as_source if downstream is not None else {}).items():
-        found[task] = float(agreement["sentences"])
+    reading = by_kind.get("reading", {}).get(method)
+    for task, agreement in (ReadingRecord.of(reading).tasks if reading is not None else {}).items():
+        if agreement.get("sentences") is not None:
+            found[task] = float(agreement["sentences"])
     return found
 
 
@@ -363,7 +348,7 @@ class ReportSettings(StageSettings):
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
-                            "fine-tune and test on NER/NLI/QA/classification tasks over seeds", optional=("source",),
+                            "fine-tune and test on NER/NLI/QA/classification tasks over seeds",
                             key_params=_downstream_key, uses_model=True, settings=DownstreamStageSettings,
                             hints=RunHints(timeout_s=48 * 3600, gpu=True)))
 REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,

@@ -2,8 +2,8 @@
 
     corpus → dedup → decontaminate (with evaluation tasks) → split → source → tokenizer → fasttext → ood-text
            → init × methods → align (<method>+align) → reference (one per tokenizer) → intrinsic
-           → teacher (a distillation's) → lapt-budget (a minutes budget) → lapt → intrinsic → downstream → report
-           → publish (optional)
+           → teacher (a distillation's) → lapt-budget (a minutes budget) → lapt → intrinsic → downstream
+           → reading (a vocabulary from the source's, on the tasks' text) → report → publish (optional)
 
 ``prepare_branches`` and ``specialize`` take ``tasks``, a mapping from stage name to a caller with
 the stage-task signature ``(store_uri, params, inputs, language=None, label=None) -> uri`` and a
@@ -243,14 +243,15 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
         candidates = {name: _model_of(name, models, lapt) for name in candidate_names(cfg)}
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches.source, **candidates}
-        # a vocabulary from the source's (a pruned source; prune or extend mode): its task texts are also cut by the
-        # source's tokenizer, to say how much of them it reads as the source does
-        reads_source = {name: {"source": branches.source} for name in candidates
-                        if name != "original" and (name in cfg.init.built_candidates or cfg.init.mode != "replace")}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
-                                       model=model, **reads_source.get(name, {}))
-                      for name, model in candidates.items()}
-    report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic))
+                                       model=model) for name, model in candidates.items()}
+    # a vocabulary from the source's (a candidate's; prune or extend mode): how much of the tasks' text it cuts as the
+    # source does, once per vocabulary (its LAPT keeps it)
+    reading = ({name: run.submit("reading", label=name, source=branches.source, model=models[name])
+                for name in models if name in cfg.init.built_candidates or cfg.init.mode != "replace"}
+               if cfg.evaluation.tasks else {})
+    report = run("report", **report_inputs(branches, lapt=lapt, downstream=downstream, intrinsic=lapt_intrinsic,
+                                           reading=reading))
     intrinsic = {**branches.intrinsic, **lapt_intrinsic}
     if PRODUCT in publishing:  # the model the report picked (its name fills the repository id)
         picked = ReportRecord.of(ArtifactStore(store_uri).resolve(_value(report))).product or configured_product(cfg)

@@ -15,7 +15,7 @@ from tests.pipeline.recording import LosingStage, RecordingStage
 from tests.tiny_models import sample_texts, save_tiny
 
 STAGES = ("corpus", "dedup", "decontaminate", "split", "source", "tokenizer", "fasttext", "init", "align", "reference",
-          "intrinsic", "ood-text", "teacher", "lapt-budget", "lapt", "downstream", "report", "publish")
+          "intrinsic", "ood-text", "teacher", "lapt-budget", "lapt", "downstream", "reading", "report", "publish")
 
 
 def _config(root: Path, mode: str, source: str = "unused", **more: Any):
@@ -178,8 +178,11 @@ def test_prune_plus_extend_is_the_source_pruned_with_room_then_extended_and_may_
     assert trained == ["init:focus", "init:prune+extend"]
     downstream = sorted(params["name"] for stage, params, _ in calls if stage == "downstream")
     assert downstream == ["focus+distill", "original", "prune", "prune+extend", "prune+extend+distill"]
-    teachers = {params["name"]: inputs.get("source") for stage, params, inputs in calls if stage == "downstream"}
-    assert teachers["prune"] == teachers["prune+extend"] == "source:" and teachers["focus+distill"] is None
+    assert all("source" not in inputs for stage, _, inputs in calls if stage == "downstream")
+    read = {inputs["model"]: inputs["source"] for stage, _, inputs in calls if stage == "reading"}
+    assert read == {"init:prune": "source:", "init:prune+extend": "source:"}, "once per vocabulary from the source's"
+    report = next(inputs for stage, _, inputs in calls if stage == "report")
+    assert report["reading:prune+extend"] == "reading:prune+extend"
 
 
 def test_a_distilling_lapt_and_its_budget_get_the_source_as_teacher(tmp_path):

@@ -1,0 +1,60 @@
+"""How much of the evaluation tasks' text a model whose vocabulary comes from the source's (a pruned or extended one)
+cuts as the source does, as a stored stage: tokenizers only, so it never runs with (or keys) the fine-tunings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import Field
+
+from focusflow.config import PipelineConfig
+from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
+from focusflow.storage.records import StageRecord
+
+READING_STAGE = "reading"
+
+
+class ReadingSettings(StageSettings):
+    """The tasks whose text is read (their data counted by content, as the downstream stage counts it)."""
+
+    tasks: list[str]
+    data: str | None = None
+    split_seed: int = 0
+    data_root: str | None = Field(None, alias="_data_root")
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
+        from focusflow.pipeline.evaluation_stages import data_fingerprint
+
+        evaluation = cfg.evaluation
+        return cls(tasks=sorted(evaluation.tasks), data=data_fingerprint(evaluation.tasks, evaluation.data_root),
+                   split_seed=evaluation.split_seed, data_root=evaluation.data_root)
+
+
+class ReadingRecord(StageRecord):
+    """Per task: the share of its texts and of their words the model's tokenizer cuts as the source's does."""
+
+    stages = (READING_STAGE,)
+    tasks: dict[str, dict[str, float | int | None]] = {}
+
+
+def _reading(run: StageRun) -> Mapping[str, Any]:
+    from transformers import AutoTokenizer
+
+    from focusflow.evaluation.downstream.texts import evaluation_texts
+    from focusflow.tokenizer.metrics import segmentation_agreement
+
+    s: ReadingSettings = run.settings
+    source = AutoTokenizer.from_pretrained(str(run.inputs["source"]))
+    model = AutoTokenizer.from_pretrained(str(run.inputs["model"]))
+    root = Path(s.data_root) if s.data_root else None
+    return {"tasks": {task: segmentation_agreement(source, model, evaluation_texts([task], root, s.split_seed,
+                                                                                    ("train", "dev", "test")))
+                      for task in s.tasks}}
+
+
+READING = register(Stage(READING_STAGE, 1, ("source", "model"), _reading,
+                         "how much of the evaluation tasks' text a pruned or extended vocabulary cuts as the source "
+                         "does (tokenizers only)", settings=ReadingSettings))
