@@ -53,6 +53,14 @@ class DownstreamRecord(StageRecord):
     measured: list[dict[str, Any]] = []
 
 
+class ReadingRecord(StageRecord):
+    """The reading stage: per task, the share of its texts and of their words a pruned or extended vocabulary cuts as
+    the source's does."""
+
+    stages = ("reading",)
+    tasks: dict[str, dict[str, float | int | None]] = {}
+
+
 class ReportRecord(StageRecord):
     """The report: the model the run ships (``pipeline.product``), why, and every candidate beside the source."""
 

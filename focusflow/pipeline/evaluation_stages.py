@@ -19,7 +19,7 @@ from focusflow.config import EvalSpec, PipelineConfig
 from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
-from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportInput
+from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReadingRecord, ReportInput
 from focusflow.methods import lapt_objective, model_label, model_stage, read_model_label
 from focusflow.pipeline.product import (
     SOURCE,
@@ -262,8 +262,6 @@ def _reading(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> dict[
     """Where a candidate whose vocabulary comes from the source's was measured cutting text as the source does: the
     held-out split (its initialization's record) and each task's text (the ``reading`` stage of its vocabulary, which
     its LAPT keeps)."""
-    from focusflow.pipeline.reading_stage import ReadingRecord
-
     method, _ = read_model_label(label)
     found: dict[str, float] = {}
     init = by_kind.get("init", {}).get(method)

@@ -3,6 +3,7 @@ cuts as the source does, as a stored stage: tokenizers only, so it never runs wi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
@@ -11,9 +12,9 @@ from pydantic import Field
 
 from focusflow.config import PipelineConfig
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
-from focusflow.storage.records import StageRecord
+from focusflow.storage.atomic import atomic_write
 
-READING_STAGE = "reading"
+READING_STAGE, READING_FILE = "reading", "reading.json"
 
 
 class ReadingSettings(StageSettings):
@@ -33,13 +34,6 @@ class ReadingSettings(StageSettings):
                    split_seed=evaluation.split_seed, data_root=evaluation.data_root)
 
 
-class ReadingRecord(StageRecord):
-    """Per task: the share of its texts and of their words the model's tokenizer cuts as the source's does."""
-
-    stages = (READING_STAGE,)
-    tasks: dict[str, dict[str, float | int | None]] = {}
-
-
 def _reading(run: StageRun) -> Mapping[str, Any]:
     from transformers import AutoTokenizer
 
@@ -50,9 +44,11 @@ def _reading(run: StageRun) -> Mapping[str, Any]:
     source = AutoTokenizer.from_pretrained(str(run.inputs["source"]))
     model = AutoTokenizer.from_pretrained(str(run.inputs["model"]))
     root = Path(s.data_root) if s.data_root else None
-    return {"tasks": {task: segmentation_agreement(source, model, evaluation_texts([task], root, s.split_seed,
-                                                                                    ("train", "dev", "test")))
-                      for task in s.tasks}}
+    tasks = {task: segmentation_agreement(source, model, evaluation_texts([task], root, s.split_seed,
+                                                                          ("train", "dev", "test")))
+             for task in s.tasks}
+    atomic_write(run.out / READING_FILE, json.dumps(tasks, indent=2, sort_keys=True))
+    return {"tasks": tasks}
 
 
 READING = register(Stage(READING_STAGE, 1, ("source", "model"), _reading,

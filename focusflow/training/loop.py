@@ -177,7 +177,6 @@ class TrainingRun(TrainingObjective):
         self.trainable = self._build_model()
         if self.checkpoint is not None:  # trained state the HF folder does not hold, before any copy of the weights
             self._restore_checkpoint_extras(self.checkpoint)
-        # as the model is, or bf16 with float32 master copies where asked for on a bf16 CPU (``training.master``)
         self.weights = trained_weights(self.hf_model, self.trainable.parameters, spec, self.precision,
                                        self.dist.world_size)
         self.optimization = Optimization.from_spec(self.weights.groups(self.trainable.param_groups), spec,
