@@ -391,6 +391,14 @@ def tokenization_fingerprint(tokenizer, sentences: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
+def in_dev_half(line: str) -> bool:
+    """Whether a held-out line belongs to the dev half (a third of the lines, by the hash of their text): the same
+    lines for every model and reference, never the ones a report scores."""
+    import hashlib
+
+    return hashlib.sha256(" ".join(line.split()).encode("utf-8")).digest()[0] % 3 == 0
+
+
 def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sentences: int = 500, seed: int = 0,
                     max_length: int = 128, prefix: str = "", precision: PrecisionName = "auto",
                     ood_texts: Sequence[str] | None = None) -> dict:
@@ -398,9 +406,10 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     of them, computed once: every intrinsic evaluation against it skips loading and running the source.
 
     Sentences fit ``max_length`` tokens under the source's tokenizer and under ``tokenizer_dir``'s (the
-    source's own when ``None``: the reference for the source model itself). Beside them, half as many other held-out
-    sentences (the dev half: what a choice between models looks at, never the scored text) and, given ``ood_texts``,
-    up to ``max_sentences`` of them (text of another domain of the language).
+    source's own when ``None``: the reference for the source model itself), drawn from two thirds of the held-out
+    lines; from the other third (:func:`in_dev_half`), up to half as many dev sentences (what a choice between models
+    looks at, never the scored text) and, given ``ood_texts``, up to ``max_sentences`` of them (text of another domain
+    of the language), both the same for every reference of a run.
     """
     import json
     from pathlib import Path
@@ -413,11 +422,15 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
     target_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir is not None else source_tokenizer
     tokenizers = [target_tokenizer] if tokenizer_dir is None else [target_tokenizer, source_tokenizer]
-    chosen = select_heldout_sentences(read_documents(heldout), tokenizers, max_sentences=max_sentences
-                                      + max_sentences // 2, max_length=max_length, seed=seed)
-    sentences, dev = chosen[:max_sentences], chosen[max_sentences:]  # the scored ones are those a smaller pick made
-    ood = select_heldout_sentences(ood_texts, tokenizers, max_sentences=max_sentences, max_length=max_length,
-                                   seed=seed) if ood_texts else []
+    documents = list(read_documents(heldout))
+    scored_lines = [line for text in documents for line in text.split("\n") if not in_dev_half(line)]
+    dev_lines = [line for text in documents for line in text.split("\n") if in_dev_half(line)]
+    sentences = select_heldout_sentences(scored_lines, tokenizers, max_sentences=max_sentences,
+                                         max_length=max_length, seed=seed)
+    # the dev half and the other domain's sentences are chosen without a tokenizer: the same text for every model of
+    # the run, whatever its reference (a sentence too long for one is cut where the scoring cuts it)
+    dev = select_heldout_sentences(dev_lines, [], max_sentences=max_sentences // 2, seed=seed)
+    ood = select_heldout_sentences(ood_texts, [], max_sentences=max_sentences, seed=seed) if ood_texts else []
     if len(sentences) < 2:
         raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix, max_length=max_length,

@@ -341,8 +341,9 @@ class ReportSettings(StageSettings):
     candidates: list[str] = []  # the models the run could ship (``product.candidate_names``), the configured first
 
     @classmethod
-    def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
-        return cls(language=cfg.language, candidates=candidate_names(cfg))
+    def from_config(cls, cfg: PipelineConfig, /, *, trained: bool = True, **variant: Any) -> Self:
+        """``trained=False``: the report of a graph that runs no LAPT (``compare``): its methods are its candidates."""
+        return cls(language=cfg.language, candidates=candidate_names(cfg, trained=trained))
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,

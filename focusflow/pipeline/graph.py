@@ -277,7 +277,7 @@ def _model_of(name: str, models: Mapping[str, Any], lapt: Mapping[str, Any]) -> 
 def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> str:
     """Every initialization method on the same tokenizer, fastText and held-out text; returns the report URI."""
     branches = prepare_branches(cfg, store_uri, tasks)
-    return _Run(cfg, store_uri, tasks)("report", **report_inputs(branches))
+    return _Run(cfg, store_uri, tasks)("report", params_for("report", cfg, trained=False), **report_inputs(branches))
 
 
 def _candidate(run: _Run, cfg: PipelineConfig, spec: CandidateSpec, **given: Any) -> Any:

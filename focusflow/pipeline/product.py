@@ -32,12 +32,17 @@ def lapt_models(cfg: PipelineConfig) -> list[str]:
     return [m for m in cfg.orchestration.lapt_methods if m in built] if cfg.lapt.has_budget else []
 
 
-def candidate_names(cfg: PipelineConfig) -> list[str]:
+def candidate_names(cfg: PipelineConfig, *, trained: bool = True) -> list[str]:
     """The models a run could ship, by name: each method after its LAPT (the methods themselves when the run trains
-    none), then the candidates built beside them (``init.candidates``, a pruned source). The downstream evaluation,
+    none of them; ``trained=False``: a graph that runs no LAPT, ``compare``), then the candidates built beside them
+    (``init.candidates``, a pruned source), each also after its LAPT where it has one. The downstream evaluation,
     the report's candidates table and the product choice all read this one list."""
-    trained = [model_label(method, lapt=True, objective=cfg.lapt.objective) for method in lapt_models(cfg)]
-    return list(dict.fromkeys([*(trained or cfg.init.methods), *cfg.init.built_candidates]))
+    objective = cfg.lapt.objective
+    lapt = set(lapt_models(cfg)) if trained else set()
+    methods = [m for m in cfg.init.methods if m in lapt]
+    names = [model_label(m, lapt=True, objective=objective) for m in methods] or list(cfg.init.methods)
+    names += [model_label(c, lapt=True, objective=objective) for c in cfg.init.built_candidates if c in lapt]
+    return list(dict.fromkeys([*names, *cfg.init.built_candidates]))
 
 
 def configured_product(cfg: PipelineConfig) -> str:

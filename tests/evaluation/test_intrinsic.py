@@ -275,3 +275,9 @@ def test_a_decoder_is_also_scored_on_a_dev_half_and_on_another_domain_and_its_sp
     assert GENERATION_SPEED not in stored and stored["dev_bits_per_byte"] == metrics["dev_bits_per_byte"]
     smaller = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "again", max_sentences=30)
     assert json.loads((tmp_path / "again" / "sentences.json").read_text()) == scored and smaller["n_ood"] == 0
+    other = save_tiny_gemma(tmp_path / "other", sample_texts(300, seed=5), vocab_size=400, seed=1)
+    build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "theirs", tokenizer_dir=other, max_sentences=30,
+                    ood_texts=sample_texts(40, seed=77))
+    for name in ("dev_sentences.json", "ood_sentences.json"):  # the same text for every model of the run
+        assert json.loads((tmp_path / "theirs" / name).read_text()) == json.loads((tmp_path / "reference" / name)
+                                                                                  .read_text())

@@ -70,6 +70,10 @@ def test_a_runs_candidates_are_its_methods_after_lapt_or_its_methods_then_what_i
     assert candidate_names(trained) == ["focus+lapt", "prune"] and configured_product(trained) == "focus+lapt"
     untrained = build_config({"language": "sw", "init": {"methods": ["focus", "fvt"]}, "lapt": {"steps": 0}})
     assert candidate_names(untrained) == ["focus", "fvt", "prune"] and configured_product(untrained) == "focus"
+    assert candidate_names(trained, trained=False) == ["focus", "fvt", "prune"], "compare trains nothing"
+    only_a_candidate = build_config({"language": "sw", "init": {"methods": ["focus"], "candidates": ["prune+extend"]},
+                                     "lapt": {"steps": 10}, "orchestration": {"lapt_methods": ["prune+extend"]}})
+    assert candidate_names(only_a_candidate) == ["focus", "prune+extend+lapt", "prune+extend"]
 
 
 def test_without_a_downstream_task_the_report_still_lists_every_candidate_it_built_the_product_first(tmp_path):
