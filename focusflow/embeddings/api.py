@@ -144,8 +144,13 @@ def _prune(given: ModeInputs) -> Built:
     matrices = {name: plan.apply(matrix) for name, matrix in given.matrices.items()}
     report = make_report(plan, {}, canonical_vocab(source_tokenizer), canonical_vocab(target_tokenizer))
     totals = summarize(plan, {}, method="prune")
-    totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used),
-                  prune_budget=float(options.get("prune_budget", 0.0)))
+    budget = float(options.get("prune_budget", 0.0))
+    n_source = sum(p.numel() for p in given.model.parameters())
+    n_kept = n_source - sum(int(matrix.size) for matrix in given.matrices.values()) + sum(
+        int(matrix.size) for matrix in matrices.values())
+    # the corpus's own pieces are always kept: a source whose body alone exceeds the budget cannot be pruned within it
+    totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used), prune_budget=budget,
+                  within_budget=bool(n_kept <= budget * n_source) if budget else None)
     heldout = Path(train).with_name("heldout.jsonl")
     if heldout.is_file():  # how much of the held-out text the pruned vocabulary still cuts as the source does
         totals["reads_as_source"] = segmentation_agreement(source_tokenizer, target_tokenizer, read_texts(heldout))

@@ -302,10 +302,10 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
                    ood_sentences: Sequence[str] = ()) -> dict:
     """Fidelity against the source plus the LM metrics its head supports, for one model folder; every forward
     pass (the source's too) runs under ``precision``. A causal LM also continues ``prompts`` (``held_out_prompts``)
-    greedily (``generated_bytes_per_s``: how fast, a measurement of this machine), and is scored on
-    ``dev_sentences`` (``dev_bits_per_byte``: what a choice between models may look at, never the reported text) and
-    on ``ood_sentences`` (``ood_bits_per_byte``: text of another domain); an encoder's metrics are the same with or
-    without them."""
+    greedily (``generated_bytes_per_s``: how fast, a measurement of this machine). Every model is also scored on
+    ``dev_sentences`` (``dev_bits_per_byte``: what a decoder run's choice looks at, never the reported text) and on
+    ``ood_sentences`` (``ood_bits_per_byte``: text of another domain; a masked LM's compares with its own source's,
+    not across tokenizers)."""
     model, tokenizer, info = load_source(model_dir)
     if source_embeddings is None:
         source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
@@ -332,12 +332,13 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
                     for k, v in lm.items()})
     metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout" if given_unigram is None else "given"
-    if info.objective == "clm":
-        for name, texts in (("dev", dev_sentences), ("ood", ood_sentences)):
-            if texts:
-                scored = evaluate_clm(model, tokenizer, texts, max_length=max_length, precision=precision)
-                metrics.update({f"{name}_bits_per_byte": scored.get("bits_per_byte"),
-                                f"{name}_clm_loss": scored.get("loss"), f"{name}_sentences": len(texts)})
+    for name, texts in (("dev", dev_sentences), ("ood", ood_sentences)):
+        if texts and info.objective in ("mlm", "clm"):
+            scored = (evaluate_mlm(model, tokenizer, texts, max_length=max_length, seed=seed, precision=precision)
+                      if info.objective == "mlm" else
+                      evaluate_clm(model, tokenizer, texts, max_length=max_length, precision=precision))
+            metrics.update({f"{name}_bits_per_byte": scored.get("bits_per_byte"),
+                            f"{name}_{info.objective}_loss": scored.get("loss"), f"{name}_sentences": len(texts)})
     if info.objective == "clm" and prompts:
         import time
 

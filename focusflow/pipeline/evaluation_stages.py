@@ -241,7 +241,7 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
         measured = facts(label)
         candidate = Candidate(label, measured.n_params, measured.tokens_per_word, _cpu_minutes(label, by_kind),
                               test=scores(label), artifact=stored(label), reads_as_source=_reading(label, by_kind),
-                              **_bits(measured))
+                              notes=_budget_notes(label, by_kind), **_bits(measured))
         candidates.append(add_verdicts(candidate, runs, tasks))
     lapt_methods = list(by_kind.get("lapt", {}))
     configured = (listed[0] if listed else _lapt_label(lapt_methods[0], by_kind["lapt"][lapt_methods[0]])
@@ -273,6 +273,16 @@ def _reading(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> dict[
         if agreement.get("sentences") is not None:
             found[task] = float(agreement["sentences"])
     return found
+
+
+def _budget_notes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> list[str]:
+    """A pruned source that could not keep its parameter budget says so (the corpus's pieces are always kept)."""
+    init = by_kind.get("init", {}).get(read_model_label(label)[0])
+    record = ModelRecord.of(init) if init is not None else None
+    if record is None or record.within_budget is not False:
+        return []
+    return [f"over its budget of {record.prune_budget:g} of the source's parameters: the pieces its corpus uses "
+            "are always kept, and the source's body alone may be more (init.prune_budget)"]
 
 
 def _bits(record: IntrinsicRecord) -> dict[str, float | None]:

@@ -32,7 +32,7 @@ from focusflow.methods import (
     split_method,
 )
 from focusflow.pipeline.ood_stage import wanted as wants_ood
-from focusflow.pipeline.product import candidate_names, configured_product
+from focusflow.pipeline.product import candidate_names, configured_product, lapt_models
 from focusflow.pipeline.publish_stage import PRODUCT
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
 from focusflow.storage import ArtifactStore
@@ -228,7 +228,7 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     lapt = {}
     # a distillation's teacher: the source, and its word states on the corpus, read once for every distilling LAPT
     teacher = ({"source": branches.source, "teacher": run.submit("teacher", source=branches.source, split=split)}
-               if learns_from_source(cfg.lapt.objective) and cfg.lapt.has_budget and cfg.orchestration.lapt_methods else {})
+               if learns_from_source(cfg.lapt.objective) and lapt_models(cfg) else {})
     for method in (cfg.orchestration.lapt_methods if cfg.lapt.has_budget else []):
         if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
             budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}

@@ -65,6 +65,7 @@ class Candidate:
     ood_bits_per_byte: float | None = None  # on text of another domain of the language
     generated_bytes_per_s: float | None = None  # a decoder's greedy generation, on the machine that measured it
     reads_as_source: dict[str, float] = field(default_factory=dict)  # where → share of sentences cut as the source
+    notes: list[str] = field(default_factory=list)  # what the table cannot say (a budget it could not keep)
     artifact: str | None = None  # the stored model's address (``lapt/<key>``, ``init/<key>``)
     test: dict[str, str] = field(default_factory=dict)  # task → "mean ± std" (×100)
     dev_verdicts: dict[str, Verdict | None] = field(default_factory=dict)
@@ -131,10 +132,15 @@ def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_
                                   f"({_number(best.tokens_per_word)})"
                                   + (f" of the {len(at_parity)} candidates at parity" if others else ""), True)
     best = max(measured, key=lambda c: c.dev_gap)
-    if best.dev_gap >= 0:
+    below = [task for task, verdict in best.dev_verdicts.items() if verdict is not None and verdict.parity is False]
+    if best.dev_gap >= 0 and not below:
         return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one scored "
                                   f"highest, {best.dev_gap:+.1f} points against the source on dev (paired by seed), "
                                   "above it, but with too few seeds to call it parity: add seeds", True)
+    if below:
+        return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one came "
+                                  f"closest ({best.dev_gap:+.1f} points on dev over the tasks, paired by seed), and is "
+                                  f"below the source on {', '.join(below)}", True)
     return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one came "
                               f"closest ({best.dev_gap:+.1f} points on dev, paired by seed)", True)
 
@@ -199,7 +205,8 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
                                         *[_measure(getattr(c, field), field) for field, _ in extra], *test, dev, minutes,
                                         *[_share(c.reads_as_source.get(where)) for where in reading],
                                         _address(c.artifact)]) + " |")
-    return "\n".join(lines)
+    notes = [f"- **{c.name}**: {note}" for c in candidates for note in c.notes]
+    return "\n".join([*lines, *([""] + notes if notes else [])])
 
 
 #: A decoder's measures beside its held-out bits per byte, shown where measured.

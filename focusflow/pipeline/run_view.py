@@ -55,6 +55,7 @@ class RunView:
     lapt: dict[str, Any] = field(default_factory=dict)
     tasks: list[str] = field(default_factory=list)
     calls: list[PlannedCall] = field(default_factory=list)
+    without_tasks: str = "-"  # how the product is chosen without a downstream task
 
     def counts(self) -> dict[str, int]:
         return {status: sum(call.status == status for call in self.calls) for status in (STORED, TO_BUILD,
@@ -70,7 +71,7 @@ class RunView:
             lines.append(f"{what:<24} {', '.join(names) or '-'}")
         if self.lapt:
             lines.append(f"{'LAPT':<24} " + ", ".join(f"{k} {v}" for k, v in self.lapt.items()))
-        lines.append(f"{'downstream tasks':<24} {', '.join(self.tasks) or '- (an encoder product is not measured)'}")
+        lines.append(f"{'downstream tasks':<24} {', '.join(self.tasks) or self.without_tasks}")
         lines += ["", f"{'stage call':<36} {'status':<18} key", f"{'-' * 36} {'-' * 18} {'-' * 20}"]
         for call in self.calls:
             key = f"{call.stage}/{shorten_key(call.key)}" if call.key else ""
@@ -131,12 +132,26 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
     view.models = {"methods": list(cfg.init.methods), "candidates": list(cfg.init.built_candidates),
                    "trained by LAPT": lapt_models(cfg), "may be the product": candidate_names(cfg)}
     if cfg.lapt.has_budget:
-        budget = f"{cfg.lapt.minutes:g} CPU-minutes" if cfg.lapt.minutes else f"{cfg.lapt.total_steps} steps"
+        budget = (f"{cfg.lapt.minutes:g} minutes (CPU-minutes on a CPU)" if cfg.lapt.minutes
+                  else f"{cfg.lapt.total_steps} steps")
         teacher = "the source (its word states stored once)" if learns_from_source(cfg.lapt.objective) else "-"
         view.lapt = {"objective": cfg.lapt.objective, "budget": budget, "teacher": teacher}
     if cfg.publish.repo_id:
         view.models["published"] = list(cfg.publish.models)
+    decoder = source_is_decoder(cfg.source_model)
+    view.without_tasks = ("- (the product is chosen on the held-out split's dev bits per byte)" if decoder
+                          else "- (the product is not measured: the configured model)")
     return view
+
+
+def source_is_decoder(spec: str) -> bool:
+    """Whether the source is a decoder, as far as it is known without loading it (False when unknown)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    from focusflow.models.model_type import source_model_type
+
+    model_type = source_model_type(spec)
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 __all__ = ["AFTER_INPUTS", "STORED", "TO_BUILD", "PlannedCall", "RunView", "plan_run"]

@@ -103,7 +103,7 @@ def compare_tokenizers(source, target, texts: Iterable[str]) -> dict:
     return result
 
 
-def segmentation_agreement(source, target, texts: Iterable[str]) -> dict[str, float | int]:
+def segmentation_agreement(source, target, texts: Iterable[str]) -> dict[str, float | int | None]:
     """How much of ``texts`` ``target`` cuts into the same pieces as ``source`` (a pruned or extended vocabulary
     against the one it came from): the share of texts and of whitespace words whose pieces are the same strings
     at the same places."""
@@ -140,8 +140,8 @@ def segmentation_agreement(source, target, texts: Iterable[str]) -> dict[str, fl
             batch = []
     if batch:
         consume(batch)
-    return {"sentences": same_texts / max(n_texts, 1), "words": same_words / max(n_words, 1), "texts": n_texts,
-            "word_count": n_words}
+    return {"sentences": same_texts / n_texts if n_texts else None,  # no text: not measured, never 0%
+            "words": same_words / n_words if n_words else None, "texts": n_texts, "word_count": n_words}
 
 
 def metrics_table(comparison: dict) -> str:

@@ -44,7 +44,9 @@ class ModelRecord(StageRecord):
     added: int | None = None  # extend mode: the tokens added to the source's vocabulary, and their fates
     added_fates: dict[str, int] | None = None
     # a vocabulary from the source's (prune): how much of the held-out split it cuts as the source does
-    reads_as_source: dict[str, float | int] | None = None
+    reads_as_source: dict[str, float | int | None] | None = None
+    prune_budget: float | None = None  # a pruned source's: the share of the source's parameters it was given
+    within_budget: bool | None = None  # and whether it stayed within it (a decoder's body may exceed it alone)
 
     @property
     def recorded_weights_check(self) -> dict[str, Any] | None:

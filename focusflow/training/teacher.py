@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from focusflow.errors import TrainingDivergedError
 from focusflow.logs import ProgressBar
 from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source
@@ -28,8 +29,10 @@ from focusflow.training.wordpool import covered_words, flat_word_index, pool_wor
 
 INDEX_FILE = "teacher.json"
 SPLITS = ("train", "heldout")
-#: hidden states are stored in float16 (half the bytes of float32; a word vector's values are far inside its range)
-STORED_DTYPE = np.float16
+#: an encoder's word states are stored in float16 (half the bytes; their values lie far inside its range), a decoder's
+#: in float32 (its residual stream can hold values in the thousands, where float16 loses digits or overflows)
+ENCODER_DTYPE, DECODER_DTYPE = np.float16, np.float32
+_TOKENIZE_CHUNK = 1000
 _TOKENS_PER_BATCH = 8192
 
 
@@ -52,23 +55,13 @@ def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], se
     resolved = resolve_precision(precision, device)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[str, Any] = {}
+    dtype = ENCODER_DTYPE if pool == "mean" else DECODER_DTYPE
     for split, split_texts in texts.items():
-        encoded = tokenizer(list(split_texts), add_special_tokens=True, truncation=True, max_length=seq_len,
-                            return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False,
-                            verbose=False)
-        ids = [np.asarray(row, dtype=np.int64) for row in encoded["input_ids"]]
-        words, covered = [], []
-        for text, offsets in zip(split_texts, encoded["offset_mapping"], strict=True):
-            spans = word_spans(text)
-            token_word = token_words(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), spans)
-            kept = covered_words(spans, offsets, token_word)
-            compact = np.where(kept, np.cumsum(kept) - 1, -1)
-            words.append(np.where(token_word >= 0, compact[np.maximum(token_word, 0)], -1))
-            covered.append(np.flatnonzero(kept))
+        ids, words, covered = _source_words(tokenizer, list(split_texts), seq_len)
         n_words = np.asarray([len(c) for c in covered], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(n_words)]).astype(np.int64)
         arrays = {layer: np.lib.format.open_memmap(out_dir / _layer_file(split, layer), mode="w+",
-                                                   dtype=STORED_DTYPE, shape=(int(offsets[-1]), body.config.hidden_size))
+                                                   dtype=dtype, shape=(int(offsets[-1]), body.config.hidden_size))
                   for layer in layers}
         batches = length_batches(np.asarray([len(row) for row in ids], dtype=np.int64), _TOKENS_PER_BATCH)
         with ProgressBar(f"teacher states ({split})", len(split_texts), show_loss=False) if progress else \
@@ -86,9 +79,30 @@ def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], se
         counts[split] = {"texts": len(split_texts), "words": int(offsets[-1]),
                          "tokens": int(sum(len(row) for row in ids))}
     index = {"layers": list(layers), "pool": pool, "seq_len": seq_len, "hidden": body.config.hidden_size,
-             "dtype": np.dtype(STORED_DTYPE).name, "splits": counts}
+             "dtype": np.dtype(dtype).name, "splits": counts}
     (out_dir / INDEX_FILE).write_text(json.dumps(index, indent=2), encoding="utf-8")
     return index
+
+
+def _source_words(tokenizer: Any, texts: list[str], seq_len: int) -> tuple[list[np.ndarray], list[np.ndarray],
+                                                                           list[np.ndarray]]:
+    """Each text's source ids (cut at ``seq_len``), each token's word among those the cut covers completely, and
+    which words those are; read in chunks (a corpus's encodings are not held all at once)."""
+    ids, words, covered = [], [], []
+    for start in range(0, len(texts), _TOKENIZE_CHUNK):
+        chunk = texts[start:start + _TOKENIZE_CHUNK]
+        encoded = tokenizer(chunk, add_special_tokens=True, truncation=True, max_length=seq_len,
+                            return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False,
+                            verbose=False)
+        for text, row, offsets in zip(chunk, encoded["input_ids"], encoded["offset_mapping"], strict=True):
+            spans = word_spans(text)
+            token_word = token_words(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), spans)
+            kept = covered_words(spans, offsets, token_word)
+            compact = np.where(kept, np.cumsum(kept) - 1, -1)
+            ids.append(np.asarray(row, dtype=np.int64))
+            words.append(np.where(token_word >= 0, compact[np.maximum(token_word, 0)], -1))
+            covered.append(np.flatnonzero(kept))
+    return ids, words, covered
 
 
 def _pool_batch(body: torch.nn.Module, ids: list[np.ndarray], words: list[np.ndarray], n_words: np.ndarray,
@@ -106,6 +120,12 @@ def _pool_batch(body: torch.nn.Module, ids: list[np.ndarray], words: list[np.nda
         pooled = {layer: pool_words(hidden[layer], torch.from_numpy(positions).to(device),
                                     torch.from_numpy(segments).to(device), total, pool).float().cpu().numpy()
                   for layer in layers}
+    for layer, states in pooled.items():  # as stored: no value may be lost to the stored type's range
+        stored = states.astype(arrays[layer].dtype)
+        if not np.isfinite(stored).all():
+            raise TrainingDivergedError(f"the teacher's word states at layer {layer} are not finite as stored "
+                                        f"({stored.dtype}): the source model's states overflow it")
+        pooled[layer] = stored
     start = 0
     for index in batch:
         count = int(n_words[index])

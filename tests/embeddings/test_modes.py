@@ -65,7 +65,9 @@ def test_the_budget_bounds_the_parameters_and_fills_with_the_most_probable_piece
     corpus_only, _ = _pruned(tiny_sources["xlmr"], corpus, tmp_path / "a", budget=0.0)
     half_way = (corpus_only["n_params"] / total + 1.0) / 2
     totals, _ = _pruned(tiny_sources["xlmr"], corpus, tmp_path / "b", budget=half_way)
-    assert corpus_only["n_params"] < totals["n_params"] <= half_way * total
+    assert corpus_only["n_params"] < totals["n_params"] <= half_way * total and totals["within_budget"] is True
+    tight, _ = _pruned(tiny_sources["xlmr"], corpus, tmp_path / "c", budget=0.01)
+    assert tight["within_budget"] is False, "the corpus's pieces are kept over a budget too small for them: said"
 
     source = AutoTokenizer.from_pretrained(tiny_sources["xlmr"])
     used, characters = np.array([5, 9, 40]), {"a", "k", "u", "m"}

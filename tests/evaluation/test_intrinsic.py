@@ -205,7 +205,9 @@ def test_a_reference_gives_the_same_metrics_as_evaluating_against_the_source(tmp
     assert record["n_sentences"] == len(sentences) == 30
     metrics = evaluate_against_reference(target, tmp_path / "reference", tmp_path / "out")
     assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == metrics
-    assert metrics == evaluate_model(target, source, sentences)
+    dev = json.loads((tmp_path / "reference" / "dev_sentences.json").read_text())
+    assert dev and metrics == evaluate_model(target, source, sentences, dev_sentences=dev)
+    assert metrics["dev_sentences"] == len(dev) and metrics["dev_bits_per_byte"] > 0, "an encoder is scored there too"
     assert metrics["n_sentences"] == 30 and metrics["objective"] == "mlm" and metrics["unigram_source"] == "heldout"
 
 

@@ -66,3 +66,20 @@ def test_states_stored_for_other_settings_are_refused(stored, lapt_corpus, tmp_p
     with pytest.raises(Exception, match="computed for other texts"):
         run_lapt(student, *lapt_corpus, _spec(eval_sequences=8), tmp_path / "run2", source_dir=source,
                  teacher_dir=folder)
+
+
+def test_a_decoders_states_are_stored_in_float32_and_read_back(tmp_path):
+    """A decoder's residual stream can hold values float16 loses: its word states are stored in float32."""
+    from focusflow.corpus.io import write_texts
+    from tests.tiny_decoders import save_tiny_gemma
+    from tests.tiny_models import sample_texts
+
+    source = save_tiny_gemma(tmp_path / "source", sample_texts(300, seed=1))
+    write_texts(tmp_path / "train.jsonl", sample_texts(40, seed=2))
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(10, seed=3))
+    texts = distillation_texts(tmp_path / "train.jsonl", tmp_path / "heldout.jsonl", 8)
+    index = compute_teacher_states(source, texts, 32, [1, 2], "fp32", tmp_path / "teacher")
+    assert index["pool"] == "last" and index["dtype"] == "float32"
+    states = TeacherStates(tmp_path / "teacher")
+    rows = states.rows("heldout", [0], [np.array([0, 1])])
+    assert [tuple(layer.shape) for layer in states.gather("heldout", rows)] == [(2, 32), (2, 32)]
