@@ -7,13 +7,25 @@ Special tokens added by the post-processor are not counted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from focusflow.errors import InputError
 
 BATCH = 1024
+
+
+def text_batches(texts: Iterable[str], size: int = BATCH) -> Iterator[list[str]]:
+    """``texts`` in lists of ``size`` (the last shorter): what a tokenizer encodes at once."""
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _encode_batch(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
@@ -51,7 +63,6 @@ def tokenizer_metrics(tokenizer, texts: Iterable[str]) -> dict:
     vocab_size = len(tokenizer)
     used = np.zeros(vocab_size + 1, dtype=bool)
     n_tokens = n_words = n_chars = n_unk = n_continued = n_texts = 0
-    batch: list[str] = []
 
     def consume(batch: list[str]) -> None:
         nonlocal n_tokens, n_words, n_chars, n_unk, n_continued, n_texts
@@ -73,12 +84,7 @@ def tokenizer_metrics(tokenizer, texts: Iterable[str]) -> dict:
                 per_word = np.bincount(word_of_token[word_of_token >= 0], minlength=starts.size)
                 n_continued += int((per_word >= 2).sum())
 
-    for text in texts:
-        batch.append(text)
-        if len(batch) >= BATCH:
-            consume(batch)
-            batch = []
-    if batch:
+    for batch in text_batches(texts):
         consume(batch)
     if n_tokens == 0:
         raise InputError("no tokens: the texts are empty")
@@ -108,7 +114,6 @@ def segmentation_agreement(source, target, texts: Iterable[str]) -> dict[str, fl
     against the one it came from): the share of texts and of whitespace words whose pieces are the same strings
     at the same places."""
     same_texts = n_texts = same_words = n_words = 0
-    batch: list[str] = []
 
     def pieces(tokenizer, texts: list[str]) -> list[list[tuple[str, int, int]]]:
         encoded = tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
@@ -133,12 +138,7 @@ def segmentation_agreement(source, target, texts: Iterable[str]) -> dict[str, fl
                     by_word[side].setdefault(word, []).append(piece)
             same_words += sum(by_word[0].get(word) == by_word[1].get(word) for word in range(starts.size))
 
-    for text in texts:
-        batch.append(text)
-        if len(batch) >= BATCH:
-            consume(batch)
-            batch = []
-    if batch:
+    for batch in text_batches(texts):
         consume(batch)
     return {"sentences": same_texts / n_texts if n_texts else None,  # no text: not measured, never 0%
             "words": same_words / n_words if n_words else None, "texts": n_texts, "word_count": n_words}
