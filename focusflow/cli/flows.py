@@ -45,7 +45,8 @@ def _print_result(store: ArtifactStore, result: dict) -> None:
 
 @app.command("run")
 def run_flow(
-    language: str = typer.Option(..., "--language", "-l", help="ISO 639 code of the target language."),
+    language: str = typer.Option(None, "--language", "-l", help="ISO 639 code of the target language (default: "
+                                 "the configuration's)."),
     config: Path = typer.Option(None, "--config", "-c", help="YAML run configuration."),
     set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set lapt.steps=100 (repeatable)."),
     store: str = typer.Option(None, "--store", envvar="FOCUSFLOW_STORE", help="Artifact store URI."),
@@ -61,7 +62,7 @@ def _run_specialize(config: Path, set_: list[str], store: str | None, language: 
 
     # loaded once, here: a bad configuration fails at once, as in every command, and the flow gets it whole;
     # a store URI that cannot be opened fails too, both before Prefect is even imported
-    cfg = run_config(config, set_, {"store": store}, language=language)
+    cfg = run_config(config, set_, {"store": store}, language=language, needs_language=True)
     from focusflow.pipeline.plan import check_plan
 
     artifact_store = ArtifactStore(cfg.store)  # opened once: the plan check and the report read it
@@ -88,7 +89,7 @@ def plan(
     from focusflow.pipeline.run_view import plan_run
     from focusflow.storage import ArtifactStore
 
-    cfg = run_config(config, set_, {"store": store}, language=language)
+    cfg = run_config(config, set_, {"store": store}, language=language, needs_language=True)
     view = plan_run(cfg, ArtifactStore(cfg.store))
     typer.echo(view.to_json() if as_json else view.text())
 

