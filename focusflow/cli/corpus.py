@@ -25,6 +25,7 @@ from focusflow.cli.stage_io import (
     vocab_size_option,
 )
 from focusflow.config import ConfigError
+from focusflow.corpus.split import HELDOUT_FILE, TRAIN_FILE
 from focusflow.storage import ArtifactStore
 
 
@@ -32,7 +33,7 @@ def _print(stats: dict) -> None:
     typer.echo(json.dumps(stats, indent=2, ensure_ascii=False, default=str))
 
 
-def _corpus_file(reference: str, names: tuple[str, ...] = ("train.jsonl", "documents.jsonl")) -> Path:
+def _corpus_file(reference: str, names: tuple[str, ...] = (TRAIN_FILE, "documents.jsonl")) -> Path:
     """A local corpus file from a file, a folder holding one of ``names``, or an artifact (URI or folder)."""
     path = resolve_texts(reference)
     if path.is_dir():
@@ -158,7 +159,7 @@ def tokenizer_stats_command(
 
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be a number of documents, 1 or more, got {limit}; leave it out to use all")
-    documents = list(read_texts(_corpus_file(texts, ("heldout.jsonl", "documents.jsonl")), limit=limit))
+    documents = list(read_texts(_corpus_file(texts, (HELDOUT_FILE, "documents.jsonl")), limit=limit))
     target = resolve_tokenizer(tokenizer)
     result = (compare_tokenizers(resolve_tokenizer(source), target, documents) if source
               else {"target": tokenizer_metrics(target, documents)})

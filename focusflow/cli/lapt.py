@@ -26,6 +26,7 @@ from focusflow.cli.stage_io import (
     stage_input,
 )
 from focusflow.config import ConfigError
+from focusflow.corpus.split import HELDOUT_FILE
 from focusflow.storage import ArtifactStore
 
 
@@ -35,7 +36,7 @@ def _split_source(corpus: Path, heldout: Path | None) -> None:
         raise FileNotFoundError(f"--heldout {heldout} does not exist (or is not a file); give a held-out .jsonl or "
                                 ".txt file")
     if corpus.is_dir():
-        if heldout is None and not any((corpus / n).is_file() for n in ("heldout.jsonl", "heldout.jsonl.gz")):
+        if heldout is None and not any((corpus / n).is_file() for n in (HELDOUT_FILE, f"{HELDOUT_FILE}.gz")):
             raise FileNotFoundError(f"{corpus} has no heldout.jsonl; pass a split folder (train.jsonl + heldout.jsonl) "
                                     "or a train file with --heldout")
     elif corpus.is_file() and heldout is None:
@@ -95,7 +96,7 @@ def lapt_command(
     _require_a_head(model, artifact_store)
     inputs = {"model": stage_input(artifact_store, model, "model"),
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
-    if "heldout.jsonl" not in inputs["split"].files:
+    if HELDOUT_FILE not in inputs["split"].files:
         raise FileNotFoundError(f"{corpus} has no held-out text; pass --heldout FILE")
     if learns_from_source(cfg.lapt.objective):
         if source is None:

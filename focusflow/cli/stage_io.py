@@ -20,6 +20,7 @@ from typing import Any
 import typer
 
 from focusflow.config import ConfigError, PipelineConfig, load_config
+from focusflow.corpus.split import HELDOUT_FILE, TRAIN_FILE
 from focusflow.storage import Artifact, ArtifactStore, locate
 from focusflow.storage.export import check_export_target, export_files
 from focusflow.storage.fingerprint import folder_fingerprint
@@ -242,17 +243,17 @@ def split_layout(heldout: Path | None = None) -> Callable[[Path, Path], None]:
         from focusflow.corpus.io import read_texts, write_texts
 
         if path.is_dir():
-            train = next((path / n for n in ("train.jsonl", "train.jsonl.gz", "documents.jsonl") if (path / n).is_file()),
+            train = next((path / n for n in (TRAIN_FILE, f"{TRAIN_FILE}.gz", "documents.jsonl") if (path / n).is_file()),
                          None)
             if train is None:
                 raise FileNotFoundError(f"folder {path} has no train.jsonl (or documents.jsonl)")
-            held = heldout or next((path / n for n in ("heldout.jsonl", "heldout.jsonl.gz") if (path / n).is_file()),
+            held = heldout or next((path / n for n in (HELDOUT_FILE, f"{HELDOUT_FILE}.gz") if (path / n).is_file()),
                                    None)
         else:
             train, held = path, heldout
-        write_texts(staging / "train.jsonl", read_texts(train))
+        write_texts(staging / TRAIN_FILE, read_texts(train))
         if held is not None:
-            write_texts(staging / "heldout.jsonl", read_texts(held))
+            write_texts(staging / HELDOUT_FILE, read_texts(held))
     return arrange
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import xxhash
@@ -17,6 +18,24 @@ import xxhash
 from focusflow.config import SplitSpec
 from focusflow.corpus.io import read_texts, write_stats, write_texts
 from focusflow.errors import InputError
+
+#: A split artifact's two files: the one place their names are written (``SplitOutput`` reads them).
+TRAIN_FILE, HELDOUT_FILE = "train.jsonl", "heldout.jsonl"
+
+
+@dataclass(frozen=True)
+class SplitOutput:
+    """A split's folder as its readers see it: the training documents and the held-out ones."""
+
+    folder: Path
+
+    @property
+    def train(self) -> Path:
+        return Path(self.folder) / TRAIN_FILE
+
+    @property
+    def heldout(self) -> Path:
+        return Path(self.folder) / HELDOUT_FILE
 
 
 def document_key(text: str, seed: int) -> int:
@@ -61,8 +80,8 @@ def split_corpus(documents: Path, spec: SplitSpec, out_dir: Path) -> dict:
                 counts[f"{name}_chars"] += len(text)
                 yield text
 
-    write_texts(out / "heldout.jsonl", part(True))
-    write_texts(out / "train.jsonl", part(False))
+    write_texts(out / HELDOUT_FILE, part(True))
+    write_texts(out / TRAIN_FILE, part(False))
     stats = {"documents": n_documents, "train_documents": counts["train"], "heldout_documents": counts["heldout"],
              "train_chars": counts["train_chars"], "heldout_chars": counts["heldout_chars"],
              "heldout_share": round(counts["heldout"] / n_documents, 6), "seed": spec.seed}

@@ -14,6 +14,7 @@ import pandas as pd
 
 from focusflow.config import FastTextSpec
 from focusflow.corpus.io import read_texts, stable_stats
+from focusflow.corpus.split import HELDOUT_FILE
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
 from focusflow.embeddings.modes import (
     corpus_characters,
@@ -151,7 +152,7 @@ def _prune(given: ModeInputs) -> Built:
     # the corpus's own pieces are always kept: a source whose body alone exceeds the budget cannot be pruned within it
     totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used), prune_budget=budget,
                   within_budget=bool(n_kept <= budget * n_source) if budget else None)
-    heldout = Path(train).with_name("heldout.jsonl")
+    heldout = Path(train).with_name(HELDOUT_FILE)
     if heldout.is_file():  # how much of the held-out text the pruned vocabulary still cuts as the source does
         totals["reads_as_source"] = segmentation_agreement(source_tokenizer, target_tokenizer, read_texts(heldout))
     return matrices, report, totals, target_tokenizer

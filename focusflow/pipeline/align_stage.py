@@ -9,6 +9,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from focusflow.config import AlignSpec, PipelineConfig
+from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 
 
@@ -36,7 +37,7 @@ def _align(run: StageRun) -> Mapping[str, Any]:
 
     s: AlignSettings = run.settings
     work = run.work  # <work root>/align/<key>, claimed for this run
-    summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.inputs["split"] / "train.jsonl", work,
+    summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.input("split", SplitOutput).train, work,
                                s.align, resume=True, progress=run.progress)
     record = store_finished_run(work, run.out)
     run.after_commit.append(lambda: shutil.rmtree(work, ignore_errors=True))

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from focusflow.config import FastTextSpec
+from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import SectionSettings, Stage, StageRun, register
 
 
@@ -18,7 +19,7 @@ def _fasttext(run: StageRun) -> Mapping[str, Any]:
     from focusflow.embeddings import train_aux_embeddings
 
     s: FastTextSettings = run.settings
-    return train_aux_embeddings(run.inputs["tokenizer"], run.inputs["split"] / "train.jsonl", s.fasttext, run.out)
+    return train_aux_embeddings(run.inputs["tokenizer"], run.input("split", SplitOutput).train, s.fasttext, run.out)
 
 
 FASTTEXT = register(Stage("fasttext", 3, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",

@@ -9,6 +9,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from focusflow.config import PipelineConfig
+from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 
 
@@ -47,7 +48,7 @@ def _init(run: StageRun) -> Mapping[str, Any]:
     given = run.inputs
     options = dict(s.options)
     if "split" in given:
-        options["train"] = given["split"] / "train.jsonl"
+        options["train"] = run.input("split", SplitOutput).train
     if "wechsel" in given:
         options.update(wechsel_source_vectors=given["wechsel"] / "source.bin",
                        wechsel_target_vectors=given["wechsel"] / "target.bin",

@@ -20,6 +20,7 @@ from typing import Any, Self
 from pydantic import Field, ValidationError
 
 from focusflow.config import LaptSpec, PipelineConfig
+from focusflow.corpus.split import SplitOutput
 from focusflow.errors import InputError
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
 from focusflow.storage import Artifact, ArtifactStore, CorruptArtifactError
@@ -132,13 +133,13 @@ def _lapt(run: StageRun) -> dict[str, Any]:
         if run.on_checkpoint is not None and not metrics.get("stopped"):  # a stop's checkpoint is no curve point:
             run.on_checkpoint(artifact.uri, step, metrics)  # no event, no re-evaluation triggered while stopping
 
-    split_dir = run.inputs["split"]
+    split_dir = run.input("split", SplitOutput)
     budget = _planned(run, spec)
     spec = planned_spec(spec, budget) if budget else spec  # a minutes budget becomes the steps its plan fixed
     minutes_at = dict(zip(budget.checkpoint_steps, budget.checkpoint_minutes, strict=True)) if budget else {}
     teacher = run.inputs["source"] if "source" in run.artifacts else None  # lapt.objective=distill's teacher
     states = run.inputs["teacher"] if "teacher" in run.artifacts else None  # and its stored word states
-    summary = run_lapt(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl", spec, work,
+    summary = run_lapt(run.inputs["model"], split_dir.train, split_dir.heldout, spec, work,
                        resume=True, on_checkpoint=checkpoint_committed, progress=run.progress, source_dir=teacher,
                        teacher_dir=states)
     if rank() != 0:
@@ -187,10 +188,10 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
     """Time the first steps of the LAPT run and fix its minutes budget as steps (``budget.json``)."""
     from focusflow.training.lapt_budget import machine_fingerprint, plan_lapt_budget
 
-    split_dir = run.inputs["split"]
+    split_dir = run.input("split", SplitOutput)
     work = Path(run.settings.work_root or default_work_root()) / "lapt-budget"
     work.mkdir(parents=True, exist_ok=True)
-    plan = plan_lapt_budget(run.inputs["model"], split_dir / "train.jsonl", split_dir / "heldout.jsonl",
+    plan = plan_lapt_budget(run.inputs["model"], split_dir.train, split_dir.heldout,
                             run.settings.lapt, work_dir=work,
                             source_dir=run.inputs["source"] if "source" in run.artifacts else None,
                             teacher_dir=run.inputs["teacher"] if "teacher" in run.artifacts else None,

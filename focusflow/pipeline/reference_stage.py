@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from focusflow.config import PipelineConfig, PrecisionName
+from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 
 
@@ -34,7 +35,7 @@ def _reference(run: StageRun) -> Mapping[str, Any]:
 
     s: HeldoutSettings = run.settings
     ood = list(read_texts(run.inputs["ood"] / OOD_FILE)) if "ood" in run.artifacts else None
-    return build_reference(run.inputs["source"], run.inputs["split"] / "heldout.jsonl", run.out,
+    return build_reference(run.inputs["source"], run.input("split", SplitOutput).heldout, run.out,
                            tokenizer_dir=run.inputs["tokenizer"] if "tokenizer" in run.inputs else None,
                            max_sentences=s.max_sentences, seed=s.seed, precision=s.precision, ood_texts=ood)
 

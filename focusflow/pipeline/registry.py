@@ -112,6 +112,11 @@ class StageRun:
     settings: Any = None  # the row's ``settings`` model parsed from ``params`` (None for a stage without one)
     work: Path | None = None  # a stage with ``work_folder``: its local folder for resumable work, claimed for it
 
+    def input(self, name: str, output: Callable[[Path], Any]) -> Any:
+        """Input ``name`` as its stage's output type reads it (``run.input("split", SplitOutput).train``): a stage's
+        layout is spelled by its own output class, never by its readers."""
+        return output(self.inputs[name])
+
 
 Build = Callable[[StageRun], Mapping[str, Any] | None]
 

@@ -10,6 +10,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from focusflow.config import PipelineConfig
+from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
 
@@ -41,7 +42,7 @@ def _source(run: StageRun) -> Mapping[str, Any]:
     from focusflow.training import prepare_source
 
     s: SourceSettings = run.settings
-    head_train = run.inputs["split"] / "train.jsonl" if "split" in run.inputs else None
+    head_train = run.input("split", SplitOutput).train if "split" in run.inputs else None
     return prepare_source(s.location or s.source_model, run.out, head_train=head_train, cache_dir=s.cache_dir,
                           **s.options)
 

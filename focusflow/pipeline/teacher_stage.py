@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from focusflow.config import PipelineConfig, PrecisionName
+from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
 TEACHER_STAGE = "teacher"
@@ -36,9 +37,9 @@ def _teacher(run: StageRun) -> Mapping[str, Any]:
     from focusflow.training.teacher import compute_teacher_states, distillation_texts
 
     s: TeacherSettings = run.settings
-    split = run.inputs["split"]
+    split = run.input("split", SplitOutput)
     layers = s.layers or list(default_layers(layer_count(AutoConfig.from_pretrained(run.inputs["source"]))))
-    texts = distillation_texts(split / "train.jsonl", split / "heldout.jsonl", s.eval_sequences)
+    texts = distillation_texts(split.train, split.heldout, s.eval_sequences)
     return compute_teacher_states(run.inputs["source"], texts, s.seq_len, layers, s.precision, run.out,
                                   progress=run.progress)
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from focusflow.config import TokenizerSpec
+from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import SectionSettings, Stage, StageRun, register
 
 
@@ -17,9 +18,9 @@ def _tokenizer(run: StageRun) -> Mapping[str, Any]:
     from focusflow.tokenizer import train_tokenizer
 
     s: TokenizerSettings = run.settings
-    split = run.inputs["split"]
-    heldout = split / "heldout.jsonl"
-    return train_tokenizer(split / "train.jsonl", s.tokenizer, run.out,
+    split = run.input("split", SplitOutput)
+    heldout = split.heldout
+    return train_tokenizer(split.train, s.tokenizer, run.out,
                            source_tokenizer=run.inputs["source"] if "source" in run.inputs else None,
                            heldout=heldout if heldout.is_file() else None)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from focusflow.corpus.record import CorpusRecord
+from focusflow.corpus.split import HELDOUT_FILE
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportRecord
 from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_language
 from focusflow.storage import Artifact, ArtifactStore
@@ -142,9 +143,9 @@ def _tokenizer_side(lineage: Lineage, side: str) -> float | None:
 def _example_sentence(store: ArtifactStore, lineage: Lineage) -> str | None:
     """A short held-out sentence of the target language (never a training text) for the usage snippet."""
     split = lineage.ancestors.get("split")
-    if split is None or "heldout.jsonl" not in split.files:
+    if split is None or HELDOUT_FILE not in split.files:
         return None
-    with store.open(split, "heldout.jsonl") as handle:
+    with store.open(split, HELDOUT_FILE) as handle:
         for number, line in enumerate(io.TextIOWrapper(handle, encoding="utf-8")):
             if number >= 500:
                 break

@@ -8,7 +8,7 @@ from pathlib import Path
 from focusflow.config import SplitSpec
 from focusflow.corpus import split_corpus
 from focusflow.corpus.io import read_texts, write_texts
-from focusflow.corpus.split import document_key, heldout_count
+from focusflow.corpus.split import SplitOutput, document_key, heldout_count
 
 
 def test_heldout_count_fraction_floor_and_cap():
@@ -24,8 +24,8 @@ def test_split_is_deterministic_exact_and_leak_free(tmp_path: Path):
     docs = [f"hati nambari {i} yenye maandishi" for i in range(3000)]
     write_texts(tmp_path / "docs.jsonl", docs)
     stats = split_corpus(tmp_path / "docs.jsonl", SplitSpec(), tmp_path / "a")
-    train = list(read_texts(tmp_path / "a" / "train.jsonl"))
-    heldout = list(read_texts(tmp_path / "a" / "heldout.jsonl"))
+    written = SplitOutput(tmp_path / "a")  # the layout its readers are given
+    train, heldout = list(read_texts(written.train)), list(read_texts(written.heldout))
     assert stats["heldout_documents"] == len(heldout) == 200 and len(train) == 2800
     assert not set(train) & set(heldout) and sorted(train + heldout) == sorted(docs)
     assert [d for d in docs if d in set(train)] == train  # corpus order kept
