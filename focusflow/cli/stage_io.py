@@ -20,8 +20,10 @@ from typing import Any
 import typer
 
 from focusflow.config import ConfigError, PipelineConfig, load_config
+from focusflow.corpus.io import DOCUMENTS
 from focusflow.corpus.split import HELDOUT_FILE, TRAIN_FILE
 from focusflow.storage import Artifact, ArtifactStore, locate
+from focusflow.storage.artifact import MANIFEST
 from focusflow.storage.export import check_export_target, export_files
 from focusflow.storage.fingerprint import folder_fingerprint
 from focusflow.storage.keys import artifact_key, key_matches
@@ -97,7 +99,7 @@ def _stored(value: str, store: str | None = None) -> Artifact | None:
         return None
     path = path.resolve()
     for candidate in (path, path.parent):
-        if (candidate / "_manifest.json").is_file():
+        if (candidate / MANIFEST).is_file():
             other = ArtifactStore(candidate.parent.parent.as_uri())
             return other.get(candidate.parent.name, candidate.name)
     return None
@@ -120,7 +122,7 @@ def _key_prefix_path(path: Path) -> bool:
     whose key its name names, a prefix or a shortened checkpoint key (anything else stays a missing file or folder)."""
     folder = path.parent
     return bool(path.name) and folder.is_dir() and any(
-        key_matches(child.name, path.name) and (child / "_manifest.json").is_file() for child in folder.iterdir())
+        key_matches(child.name, path.name) and (child / MANIFEST).is_file() for child in folder.iterdir())
 
 
 def local_input(value: str | Path, kind: str, store: str | None = None) -> Path | str:
@@ -243,7 +245,7 @@ def split_layout(heldout: Path | None = None) -> Callable[[Path, Path], None]:
         from focusflow.corpus.io import read_texts, write_texts
 
         if path.is_dir():
-            train = next((path / n for n in (TRAIN_FILE, f"{TRAIN_FILE}.gz", "documents.jsonl") if (path / n).is_file()),
+            train = next((path / n for n in (TRAIN_FILE, f"{TRAIN_FILE}.gz", DOCUMENTS) if (path / n).is_file()),
                          None)
             if train is None:
                 raise FileNotFoundError(f"folder {path} has no train.jsonl (or documents.jsonl)")

@@ -62,8 +62,11 @@ def init(
                              "--fasttext-bin, or --corpus (and --target-tokenizer) to train fastText now")
         inputs["fasttext"] = run_stage(artifact_store, "fasttext", params_for("fasttext", cfg),
                                        {"tokenizer": inputs["tokenizer"], "split": inputs["split"]})
-    wechsel = {"source.bin": wechsel_source_vectors, "target.bin": wechsel_target_vectors,
-               "dictionary.tsv": wechsel_dictionary}
+    from focusflow.pipeline.init_stage import WECHSEL_FILES
+
+    given = {"wechsel_source_vectors": wechsel_source_vectors, "wechsel_target_vectors": wechsel_target_vectors,
+             "wechsel_dictionary": wechsel_dictionary}
+    wechsel = {name: given[option] for option, name in WECHSEL_FILES.items()}
     if any(wechsel.values()):
         inputs["wechsel"] = _wechsel_input(artifact_store, wechsel)
     if refine is not None:

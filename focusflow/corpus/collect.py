@@ -9,14 +9,12 @@ from pathlib import Path
 
 from focusflow.config import CleaningSpec, CorpusSpec
 from focusflow.corpus.cleaning import Cleaner
-from focusflow.corpus.io import TextCheck, decoding_stats, write_stats, write_texts
+from focusflow.corpus.io import DOCUMENTS, STATS, TextCheck, decoding_stats, write_stats, write_texts
 from focusflow.corpus.languages import normalize_language
 from focusflow.corpus.sources import iter_source
 from focusflow.errors import InputError
 
 log = logging.getLogger(__name__)
-DOCUMENTS = "documents.jsonl"
-STATS = "stats.json"
 
 
 # what to do about the most common reason documents were dropped: the setting that reason names

@@ -23,7 +23,7 @@ from typing import Any
 
 import xxhash
 
-from focusflow.corpus.io import read_texts, write_stats, write_texts
+from focusflow.corpus.io import DOCUMENTS, STATS, read_texts, write_stats, write_texts
 
 _NOT_ALNUM = re.compile(r"[\W_]+")
 
@@ -105,7 +105,7 @@ def decontaminate(documents: Path, evaluation_texts: Iterable[str], out_dir: Pat
                 counts["documents_emptied"] += 1
 
     out = Path(out_dir)
-    write_texts(out / "documents.jsonl", cleaned())
+    write_texts(out / DOCUMENTS, cleaned())
     counts["seconds"] = round(time.perf_counter() - started, 3)
-    write_stats(out / "stats.json", counts)
+    write_stats(out / STATS, counts)
     return counts

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from focusflow.config import DedupSpec
-from focusflow.corpus.io import TEXT_FIELD, write_stats, write_texts
+from focusflow.corpus.io import DOCUMENTS, STATS, TEXT_FIELD, write_stats, write_texts
 from focusflow.corpus.minhash import U64, _mix, exact_hash, signatures
 from focusflow.errors import InputError
 from focusflow.storage.atomic import atomic_path
@@ -240,19 +240,19 @@ def deduplicate(documents: Path, spec: DedupSpec, out_dir: Path) -> dict:
     started = time.perf_counter()
     stats: dict = {"input_bytes": source.stat().st_size}
     if spec.level in ("document", "both"):
-        target = out / "documents.jsonl" if spec.level == "document" else out / ".documents.doclevel.jsonl"
+        target = out / DOCUMENTS if spec.level == "document" else out / ".documents.doclevel.jsonl"
         stats["document"] = _deduplicate_documents(source, spec, target)
         source = target
     if spec.level in ("line", "both"):
-        stats["line"] = _deduplicate_lines(source, spec, out / "documents.jsonl")
+        stats["line"] = _deduplicate_lines(source, spec, out / DOCUMENTS)
         if spec.level == "both":
             source.unlink()
     first = stats.get("document") or stats["line"]
     last = stats.get("line") or stats["document"]
     stats.update(documents_in=first["documents_in"], documents_out=last["documents_out"],
-                 output_bytes=(out / "documents.jsonl").stat().st_size,
+                 output_bytes=(out / DOCUMENTS).stat().st_size,
                  seconds=round(time.perf_counter() - started, 3))
-    write_stats(out / "stats.json", stats)
+    write_stats(out / STATS, stats)
     log.info("dedup: %d → %d documents in %.1f s", stats["documents_in"], stats["documents_out"], stats["seconds"])
     return stats
 

@@ -24,6 +24,8 @@ from focusflow.storage.atomic import atomic_path, atomic_write
 
 log = logging.getLogger(__name__)
 TEXT_FIELD = "text"
+# The corpus, dedup and decontaminate stages' one file, and every corpus stage's statistics.
+DOCUMENTS, STATS = "documents.jsonl", "stats.json"
 # A text file with more of its bytes invalid UTF-8 or control characters than this is refused: it is binary
 # data or another encoding (UTF-16, Latin-1), and decoding it anyway would turn it into garbage documents.
 MAX_NOT_TEXT_SHARE = 0.01

@@ -16,7 +16,7 @@ from pathlib import Path
 import xxhash
 
 from focusflow.config import SplitSpec
-from focusflow.corpus.io import read_texts, write_stats, write_texts
+from focusflow.corpus.io import STATS, read_texts, write_stats, write_texts
 from focusflow.errors import InputError
 
 #: A split artifact's two files: the one place their names are written (``SplitOutput`` reads them).
@@ -85,7 +85,7 @@ def split_corpus(documents: Path, spec: SplitSpec, out_dir: Path) -> dict:
     stats = {"documents": n_documents, "train_documents": counts["train"], "heldout_documents": counts["heldout"],
              "train_chars": counts["train_chars"], "heldout_chars": counts["heldout_chars"],
              "heldout_share": round(counts["heldout"] / n_documents, 6), "seed": spec.seed}
-    write_stats(out / "stats.json", stats)
+    write_stats(out / STATS, stats)
     return stats
 
 

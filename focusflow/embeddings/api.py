@@ -25,6 +25,7 @@ from focusflow.embeddings.modes import (
     reading_pieces,
 )
 from focusflow.embeddings.plan import PlanBuilder
+from focusflow.embeddings.record import REPORT_FILE, TOTALS_FILE
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
 from focusflow.errors import InputError
 from focusflow.methods import Fate, init_method
@@ -35,8 +36,6 @@ from focusflow.tokenizer.canonical import backend_spec, canonical_vocab
 from focusflow.tokenizer.metrics import segmentation_agreement
 
 log = logging.getLogger(__name__)
-REPORT_FILE = "transfer_report.parquet"
-TOTALS_FILE = "transfer_totals.json"
 
 
 def _aux_for(method: str, target_tokenizer_dir: Path | None, aux_dir: Path | None, out_dir: Path,

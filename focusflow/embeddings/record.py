@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from focusflow.storage.records import StageRecord
 
+#: An initialized model's record of its rows (one per target token: fate, source pieces) and their totals.
+REPORT_FILE, TOTALS_FILE = "transfer_report.parquet", "transfer_totals.json"
+
 
 class FastTextRecord(StageRecord):
     """The token-level fastText training: its seconds and the share of the target vocabulary it covers."""

@@ -10,6 +10,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from focusflow.config import PipelineConfig
+from focusflow.corpus.io import DOCUMENTS
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 
 
@@ -36,7 +37,7 @@ def _decontaminate(run: StageRun) -> Mapping[str, Any]:
 
     s: DecontaminationSettings = run.settings
     texts = evaluation_texts(s.tasks, Path(s.data_root) if s.data_root else None, s.split_seed)
-    return decontaminate(run.inputs["dedup"] / "documents.jsonl", texts, run.out, window=s.window,
+    return decontaminate(run.inputs["dedup"] / DOCUMENTS, texts, run.out, window=s.window,
                          stride=max(1, s.window // 2))
 
 

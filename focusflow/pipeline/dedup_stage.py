@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from focusflow.config import DedupSpec
+from focusflow.corpus.io import DOCUMENTS
 from focusflow.pipeline.registry import SectionSettings, Stage, StageRun, register
 
 
@@ -18,7 +19,7 @@ def _dedup(run: StageRun) -> Mapping[str, Any]:
     from focusflow.corpus import deduplicate
 
     s: DedupSettings = run.settings
-    return deduplicate(run.inputs["corpus"] / "documents.jsonl", s.dedup, run.out)
+    return deduplicate(run.inputs["corpus"] / DOCUMENTS, s.dedup, run.out)
 
 
 DEDUP = register(Stage("dedup", 1, ("corpus",), _dedup, "exact and near-duplicate removal",

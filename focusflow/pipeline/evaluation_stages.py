@@ -17,7 +17,7 @@ import pandas as pd
 
 from focusflow.config import EvalSpec, PipelineConfig
 from focusflow.evaluation.continuations import repetition_rate
-from focusflow.evaluation.downstream.report import score_text
+from focusflow.evaluation.downstream.report import RESULTS_FILE, RUNS_FILE, score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReadingRecord, ReportInput
 from focusflow.methods import lapt_objective, model_label, model_stage, read_model_label
@@ -124,7 +124,7 @@ def _downstream(run: StageRun) -> dict[str, Any]:
         frame = evaluate_models({s.name: run.inputs["model"]}, list(s.evaluation.tasks), work,
                                 s.evaluation.downstream())
         records = [json.loads(f.read_text(encoding="utf-8")) for f in sorted((work / "runs").rglob("seed*.json"))]
-        for name in ("runs.csv", "results.csv"):
+        for name in (RUNS_FILE, RESULTS_FILE):
             table = pd.read_csv(work / name, float_precision="round_trip")
             atomic_write(run.out / name, table.drop(columns=[c for c in MEASURED_COLUMNS if c in table.columns])
                          .to_csv(index=False))
@@ -184,8 +184,8 @@ def _report(run: StageRun) -> dict[str, Any]:
             for label, evaluation in by_kind.get("intrinsic", {}).items()]
     downstream = [pd.DataFrame(DownstreamRecord.of(a).results) for a in by_kind.get("downstream", {}).values()]
     downstream_frame = pd.concat(downstream, ignore_index=True) if downstream else None
-    seed_runs = [pd.read_csv(run.inputs[str(ReportInput("downstream", label))] / "runs.csv")
-                 for label, a in by_kind.get("downstream", {}).items() if "runs.csv" in a.files]
+    seed_runs = [pd.read_csv(run.inputs[str(ReportInput("downstream", label))] / RUNS_FILE)
+                 for label, a in by_kind.get("downstream", {}).items() if RUNS_FILE in a.files]
     runs_table = pd.concat(seed_runs, ignore_index=True) if seed_runs else None  # every model's seeds, by task
     sections = {f"{label} stage": StageRecord.of(a).shown() for label, a in by_kind.get("stage", {}).items()}
     sections.update({f"LAPT of {label}": _lapt_summary(a) for label, a in by_kind.get("lapt", {}).items()})

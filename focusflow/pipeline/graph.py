@@ -35,6 +35,7 @@ from focusflow.pipeline.ood_stage import wanted as wants_ood
 from focusflow.pipeline.product import candidate_names, configured_product, lapt_models
 from focusflow.pipeline.publish_stage import PRODUCT
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
+from focusflow.pipeline.report import COMPARISON_FILE
 from focusflow.storage import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -345,4 +346,4 @@ def compare_locally(cfg: PipelineConfig, store: ArtifactStore, progress: bool = 
     import pandas as pd
 
     report = store.resolve(compare(cfg, store.uri, local_tasks(progress=progress)))
-    return report, pd.read_csv(io.BytesIO(store.read_bytes(report, "comparison.csv")))
+    return report, pd.read_csv(io.BytesIO(store.read_bytes(report, COMPARISON_FILE)))

@@ -38,6 +38,11 @@ class InitSettings(StageSettings):
         return cls(method=method, mode=mode, seed=cfg.init.seed, options=options)
 
 
+#: The ``wechsel`` input's folder (the user's aligned word vectors and dictionary): init's option per file.
+WECHSEL_FILES = {"wechsel_source_vectors": "source.bin", "wechsel_target_vectors": "target.bin",
+                 "wechsel_dictionary": "dictionary.tsv"}
+
+
 def _init(run: StageRun) -> Mapping[str, Any]:
     """Prune mode needs no tokenizer; methods without an auxiliary space need no fastText; WECHSEL reads
     its aligned vectors and dictionary from the ``wechsel`` input (``source.bin``, ``target.bin``,
@@ -50,9 +55,7 @@ def _init(run: StageRun) -> Mapping[str, Any]:
     if "split" in given:
         options["train"] = run.input("split", SplitOutput).train
     if "wechsel" in given:
-        options.update(wechsel_source_vectors=given["wechsel"] / "source.bin",
-                       wechsel_target_vectors=given["wechsel"] / "target.bin",
-                       wechsel_dictionary=given["wechsel"] / "dictionary.tsv")
+        options.update({option: given["wechsel"] / name for option, name in WECHSEL_FILES.items()})
     return initialize_model(given["source"], given["tokenizer"] if "tokenizer" in given else None, run.out,
                             method=s.method, mode=s.mode,
                             aux_dir=given["fasttext"] if "fasttext" in given else None, seed=s.seed, **options)

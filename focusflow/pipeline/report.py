@@ -16,6 +16,9 @@ import pandas as pd
 
 from focusflow.methods import SHARE_GROUPS, Fate
 
+COMPARISON_FILE = "comparison.csv"  # the report artifact's table of every model's measures
+REPORT_TEXT = "report.md"  # and its text
+
 # The comparison columns in the order users read them (missing ones are left out). The ``*_share`` columns are
 # the initialization's fates as shares of the target vocabulary (transfer_totals.json has the counts): the rows a
 # method built, then the random ones, shown even at 0% ("random 0%" is news); prune's kept rows are the source's.
@@ -211,7 +214,7 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(comparison_rows)
-    frame.to_csv(out_dir / "comparison.csv", index=False)
+    frame.to_csv(out_dir / COMPARISON_FILE, index=False)
     comparison_chart(frame, out_dir / "comparison.png")
     parts = [f"# focusflow report — {language}", ""]
     if product:
@@ -243,7 +246,7 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
                   "built it) and its throughput: what to scale out.", "", _stage_time_table(timings), ""]
     for title, values in sections.items():
         parts += [_key_values(title, values), ""]
-    (out_dir / "report.md").write_text("\n".join(parts), encoding="utf-8")
+    (out_dir / REPORT_TEXT).write_text("\n".join(parts), encoding="utf-8")
     headline: dict[str, Any] = {"language": language, "n_methods": int(len(frame))}
     if "retrieval_top1" in frame.columns:
         for row in frame.to_dict("records"):

@@ -16,6 +16,7 @@ import pandas as pd
 
 from focusflow.corpus.record import CorpusRecord
 from focusflow.corpus.split import HELDOUT_FILE
+from focusflow.evaluation.downstream.report import RUNS_FILE
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportRecord
 from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_language
 from focusflow.storage import Artifact, ArtifactStore
@@ -119,7 +120,7 @@ def _downstream(store: ArtifactStore, artifact: Artifact | None) -> tuple[list[d
     if artifact is None:
         return [], None
     results = [dict(row) for row in DownstreamRecord.of(artifact).results]
-    runs = pd.read_csv(io.BytesIO(store.read_bytes(artifact, "runs.csv"))) if "runs.csv" in artifact.files else None
+    runs = pd.read_csv(io.BytesIO(store.read_bytes(artifact, RUNS_FILE))) if RUNS_FILE in artifact.files else None
     return results, runs
 
 

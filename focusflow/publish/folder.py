@@ -25,6 +25,8 @@ from focusflow.publish.lineage import (
     model_language,
 )
 from focusflow.storage import ArtifactStore
+from focusflow.training.checkpoint import STATE_FILE
+from focusflow.training.monitor import SUMMARY_FILE
 
 if TYPE_CHECKING:
     from focusflow.models.weights import WeightCheck
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 CARD_FILE, CONFIG_FILE = "README.md", "focusflow_config.yaml"
 # Files of a model artifact that belong on the Hub (top level only: checkpoints keep optimizer state in subfolders).
 MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
-NOT_PUBLISHED = {"trainer_state.json", "summary.json"}
+NOT_PUBLISHED = {STATE_FILE, SUMMARY_FILE}
 
 
 def run_configuration(lineage: Lineage, language: str | None = None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from focusflow.embeddings.record import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
 from focusflow.evaluation.records import ReportInput
 from focusflow.methods import lapt_objective, model_label
@@ -25,7 +26,7 @@ from focusflow.training.records import CheckpointRecord
 MODEL_STAGES = ("init", "align", "lapt", "lapt-checkpoint", "import")
 REPORT_STAGE = "report"
 SOURCE_LABEL = "original"
-TRANSFER_REPORT, TRANSFER_TOTALS = "transfer_report.parquet", "transfer_totals.json"
+TRANSFER_REPORT, TRANSFER_TOTALS = REPORT_FILE, TOTALS_FILE
 LINEAGE_FILE = "lineage.json"  # a published repository folder's record of its lineage (:func:`lineage_record`)
 # Stages that are results or outputs, never ancestors of a model.
 _RESULT_KINDS = ("intrinsic", "downstream", "lapt", "reference")

@@ -34,7 +34,7 @@ from focusflow.training import checkpoint as ckpt
 from focusflow.training.distributed import data_parallel, setup_distributed
 from focusflow.training.flops import mfu, peak, with_efficiency
 from focusflow.training.master import trained_weights
-from focusflow.training.monitor import LossWindow, write_metrics_csv, write_run_record
+from focusflow.training.monitor import METRICS_FILE, LossWindow, write_metrics_csv, write_run_record
 from focusflow.training.optimization import Optimization, cadence_due, diverged, require_finite_loss
 from focusflow.training.selection import BestState, kept_reason
 
@@ -247,7 +247,7 @@ class TrainingRun(TrainingObjective):
             trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
                                  stage=self.stage, world_size=self.dist.world_size, weights_check=self.weights_check)
             folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)
-            write_metrics_csv(self.state["history"], self.out_dir / "metrics.csv")
+            write_metrics_csv(self.state["history"], self.out_dir / METRICS_FILE)
             if self.on_checkpoint is not None:
                 self.on_checkpoint(folder, step, metrics)
         self.dist.barrier()

@@ -14,6 +14,9 @@ from typing import Any
 
 from focusflow.storage.atomic import atomic_path, atomic_write
 
+METRICS_FILE = "metrics.csv"  # a training run's loss curve, one row per logged step
+SUMMARY_FILE = "summary.json"  # and its summary (steps, losses, seconds): a record of the run, not the model
+
 COLUMNS = ("step", "samples", "tokens", "train_loss", "heldout_loss", "lr", "tokens_per_s", "mfu", "elapsed_s")
 # Measured, not computed: they differ between two runs of the same training, so a stored artifact keeps them in
 # its manifest and its files only the columns before them.
@@ -91,6 +94,6 @@ class LossWindow:
 
 def write_run_record(out_dir: Path, history: list[dict[str, Any]], summary: dict[str, Any], title: str) -> None:
     """What a finished run leaves beside its final model: the metric history, the loss curve and the summary."""
-    write_metrics_csv(history, out_dir / "metrics.csv")
+    write_metrics_csv(history, out_dir / METRICS_FILE)
     plot_loss_curve(history, out_dir / "loss_curve.png", title=title)
-    atomic_write(out_dir / "summary.json", json.dumps(summary, indent=2))
+    atomic_write(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2))

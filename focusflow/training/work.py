@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from focusflow.training.monitor import TIMING_COLUMNS, write_metrics_csv
+from focusflow.training.monitor import METRICS_FILE, TIMING_COLUMNS, write_metrics_csv
 
 
 def store_finished_run(work: Path, out: Path) -> dict[str, Any]:
@@ -20,10 +20,10 @@ def store_finished_run(work: Path, out: Path) -> dict[str, Any]:
     shutil.copytree(work / "final", out, dirs_exist_ok=True)
     if (work / "loss_curve.png").exists():
         shutil.copy2(work / "loss_curve.png", out / "loss_curve.png")
-    if not (work / "metrics.csv").exists():
+    if not (work / METRICS_FILE).exists():
         return {}
-    with (work / "metrics.csv").open(encoding="utf-8", newline="") as handle:
+    with (work / METRICS_FILE).open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    write_metrics_csv(rows, out / "metrics.csv", timings=False)
+    write_metrics_csv(rows, out / METRICS_FILE, timings=False)
     return {"timings": [{"step": int(row["step"]), **{name: float(row[name]) for name in TIMING_COLUMNS if row.get(name)}}
                         for row in rows]}

@@ -19,6 +19,9 @@ import pandas as pd
 
 from focusflow.storage.export import OutputFolder
 
+#: A downstream artifact's tables: one row per fine-tuning run, and the seeds' summary per model and task.
+RUNS_FILE, RESULTS_FILE, RESULTS_TABLE = "runs.csv", "results.csv", "results.md"
+
 RESULT_COLUMNS = ["model", "task", "kind", "dataset", "language", "metric", "main", "mean", "std", "n_seeds",
                   "seeds", "dev_mean", "seconds_per_run", "train_tokens_per_s", "train_mfu", "n_train", "n_dev",
                   "n_test"]
@@ -195,8 +198,8 @@ def write_reports(out: str | os.PathLike[str] | OutputFolder, runs: list[dict[st
     flagged = never_learned_notes(runs)
     notes = {task: [*(flagged.get(task) or []), *((notes or {}).get(task) or [])]
              for task in dict.fromkeys([*(notes or {}), *flagged])}
-    folder.write("runs.csv", per_run.to_csv(index=False))
-    folder.write("results.csv", results.to_csv(index=False))
-    folder.write("results.md", markdown(results, notes))
+    folder.write(RUNS_FILE, per_run.to_csv(index=False))
+    folder.write(RESULTS_FILE, results.to_csv(index=False))
+    folder.write(RESULTS_TABLE, markdown(results, notes))
     return results
 
