@@ -191,7 +191,7 @@ class AlignSpec(_AdamWSchedule):
     On a decoder the defaults distill the source's own reading of each word: its last layer's state at the word's
     last token, where both tokenizations have read the same text."""
 
-    _key_when_set: ClassVar[tuple[str, ...]] = ("keep_best",)
+    _key_when_set: ClassVar[tuple[str, ...]] = ("keep_best", "layers")
 
     layer: int | None = Field(default=None, ge=1, description="layer whose word-pooled hidden states are matched; "
                               "None: by family, a third of the depth (rounded up) for an encoder, the last layer "
@@ -205,9 +205,14 @@ class AlignSpec(_AdamWSchedule):
     keep_best: bool = Field(default=True, description="measure the language model (next-token loss, or MLM loss "
                             "under fixed masks) on the held-out texts at the start and at every evaluation, and keep "
                             "the best state, the start included: a refinement never ends worse than it started")
-    loss: Literal["auto", "cosine", "mse"] = Field(
-        default="auto", description="per word: 1 - cosine, or mean squared error; auto: cosine for an encoder, mse "
-        "for a decoder (whose states all point nearly one way, so their cosines differ little)")
+    loss: Literal["auto", "cosine", "mse", "layers", "kl"] = Field(
+        default="auto", description="per word: 1 - cosine, or mean squared error, at `layer`; layers: at each of "
+        "`layers` the squared distance over the teacher's mean squared norm there (LAPT distillation's loss); kl "
+        "(decoders): the divergence of the next-token distribution the source's output layer gives the student's "
+        "last state at the word's end from the one it gives the source's own; auto: cosine for an encoder, mse for "
+        "a decoder (whose states all point nearly one way, so their cosines differ little)")
+    layers: list[int] | None = Field(default=None, description="loss=layers: the layers matched (1 = the first "
+                                     "layer's output); None: a third, two thirds and all of the depth")
     sentence_weight: float = Field(default=0.0, ge=0, description="weight of the same loss between sentence vectors "
                                    "(mean of the sentence's word vectors)")
     steps: int = Field(default=300, ge=0, description="optimizer steps (replaced by tokens when that is set)")
@@ -231,6 +236,16 @@ class AlignSpec(_AdamWSchedule):
     eval_every: int = Field(default=50, ge=1)
     log_every: int = Field(default=10, ge=1)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _layers_with_their_loss(self) -> AlignSpec:
+        if self.layers is not None:
+            if self.loss != "layers":
+                raise ValueError(f"align.layers is read by loss=layers only (loss is {self.loss}): set loss: layers, "
+                                 "or give one layer as align.layer")
+            if not self.layers or min(self.layers) < 1:
+                raise ValueError(f"align.layers must name layers 1 or above, got {self.layers}")
+        return self
 
     @property
     def total_steps(self) -> int:

@@ -33,7 +33,7 @@ def _teacher(run: StageRun) -> Mapping[str, Any]:
     from transformers import AutoConfig
 
     from focusflow.training.align import layer_count
-    from focusflow.training.distill import default_layers
+    from focusflow.training.state_loss import default_layers
     from focusflow.training.teacher import compute_teacher_states, distillation_texts
 
     s: TeacherSettings = run.settings

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import math
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from focusflow.training.guard import LanguageModelDev
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
+from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
 from focusflow.training.wordpool import flat_word_index, pool_words, segment_mean, shared_words
 
 log = logging.getLogger(__name__)
@@ -184,16 +185,59 @@ def alignment_loss(student: torch.Tensor, teacher: torch.Tensor, word_sentence: 
     return loss
 
 
+def next_token_kl(student: torch.Tensor, teacher: torch.Tensor, head: torch.Tensor, softcap: float | None = None,
+                  chunk: int = 64) -> torch.Tensor:
+    """Summed over words: KL(teacher ‖ student) of the next-token distributions that the source's output layer
+    (``head``, ``[vocab, hidden]``) gives the two models' last states at each word's end. A state distance weighted by
+    what the difference does to the prediction. Chunks of ``chunk`` words are recomputed in the backward pass, so a
+    262k-row vocabulary never holds more than one chunk's logits."""
+    from torch.utils.checkpoint import checkpoint
+
+    def divergence(mine: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
+        logits = [(v @ head.T).float() for v in (mine, theirs.to(mine.dtype))]
+        if softcap:  # Gemma's final logit soft-capping, as its own forward applies it
+            logits = [torch.tanh(x / softcap) * softcap for x in logits]
+        mine_log, theirs_log = (F.log_softmax(x, dim=-1) for x in logits)
+        return F.kl_div(mine_log, theirs_log, log_target=True, reduction="sum")
+
+    total = torch.zeros((), device=student.device)
+    for start in range(0, len(student), chunk):
+        part = slice(start, start + chunk)
+        total = total + checkpoint(divergence, student[part], teacher[part].detach(), use_reentrant=False)
+    return total
+
+
 class AlignLoss(nn.Module):
-    """The student's side: ``forward(inputs, word_sentence, n_texts, teacher_vectors) -> summed alignment loss``."""
+    """The student's side: ``forward(inputs, word_sentence, n_texts, teacher_vectors) -> summed alignment loss``.
 
-    def __init__(self, body: nn.Module, layer: int, kind: str, sentence_weight: float, pool: str = "mean"):
+    ``kind`` cosine or mse compare one layer's word vectors; layers, each of ``layers`` (``state_loss``'s
+    distance); kl, the last layer's through the source's output layer ``head``. ``teacher`` holds one tensor per
+    layer compared."""
+
+    def __init__(self, body: nn.Module, layers: Sequence[int], kind: str, sentence_weight: float,
+                 pool: str = "mean", head: torch.Tensor | None = None, softcap: float | None = None):
         super().__init__()
-        self.body, self.layer, self.kind, self.sentence_weight, self.pool = body, layer, kind, sentence_weight, pool
+        self.body, self.layers, self.kind, self.sentence_weight, self.pool = body, tuple(layers), kind, sentence_weight, pool
+        self.head, self.softcap = head, softcap
 
-    def forward(self, inputs: SideBatch, word_sentence: torch.Tensor, n_texts: int, teacher: torch.Tensor) -> torch.Tensor:
-        student = word_states(self.body, self.layer, inputs, len(teacher), self.pool)
-        return alignment_loss(student, teacher, word_sentence, n_texts, self.kind, self.sentence_weight)
+    def forward(self, inputs: SideBatch, word_sentence: torch.Tensor, n_texts: int,
+                teacher: Sequence[torch.Tensor]) -> torch.Tensor:
+        student = states_at(self.body, self.layers, self.kind, inputs, len(teacher[0]), self.pool)
+        if self.kind == "layers":
+            return distillation_loss(student, teacher, word_sentence, n_texts, self.sentence_weight)
+        if self.kind == "kl":
+            return next_token_kl(student[0], teacher[0], self.head, self.softcap)
+        return alignment_loss(student[0], teacher[0], word_sentence, n_texts, self.kind, self.sentence_weight)
+
+
+def states_at(body: nn.Module, layers: Sequence[int], kind: str, side: SideBatch, n_words: int,
+              pool: str) -> list[torch.Tensor]:
+    """Word vectors for loss ``kind``: at each of ``layers`` from one pass's hidden states (layers, as LAPT's
+    distillation and its stored teacher read them), else at the one layer by :func:`word_states` (the body cut after
+    it, nothing computed above)."""
+    if kind == "layers":
+        return layer_states(body, side.ids, side.mask, layers, side.positions, side.segments, n_words, pool)
+    return [word_states(body, layers[0], side, n_words, pool)]
 
 
 def exact_rows_from_report(model_dir: Path) -> np.ndarray | None:
@@ -273,11 +317,21 @@ class AlignRun(TrainingRun):
             raise InputError(f"the source model has {layer_count(teacher.config)} layers, the model {depth}: "
                              "align needs the model initialized from this source")
         decoder = not describe_config(model.config).is_encoder
-        self.layer = spec.layer or (depth if decoder else math.ceil(depth / 3))
-        self.pool = spec.pool if spec.pool != "auto" else ("last" if decoder else "mean")
         self.loss = spec.loss if spec.loss != "auto" else ("mse" if decoder else "cosine")
-        if self.layer > depth:
-            raise InputError(f"align layer {self.layer} exceeds the model's {depth} layers")
+        head, softcap = None, None
+        if self.loss == "kl":
+            if not decoder:
+                raise InputError("align loss=kl compares next-token distributions: it needs a decoder source; use "
+                                 "cosine, mse or layers for an encoder")
+            head = teacher.get_output_embeddings().weight.detach().to(device)
+            softcap = getattr(teacher.config, "final_logit_softcapping", None)
+            self.layer, self.pool = depth, "last"  # the state the next token is predicted from
+        else:
+            self.layer = spec.layer or (depth if decoder else math.ceil(depth / 3))
+            self.pool = spec.pool if spec.pool != "auto" else ("last" if decoder else "mean")
+        self.layers = tuple(spec.layers or default_layers(depth)) if self.loss == "layers" else (self.layer,)
+        if max(self.layers) > depth:
+            raise InputError(f"align layer {max(self.layers)} exceeds the model's {depth} layers")
         for config in (model.config, teacher.config):
             limit = usable_positions(config)
             if limit is not None and spec.max_length > limit:
@@ -297,10 +351,10 @@ class AlignRun(TrainingRun):
                                           device, spec.seed)
             self.selection = lambda: self.guard(self.hf_model)
             self.selection_name = f"dev {'next-token' if decoder else 'MLM'} loss ({len(self.guard)} texts)"
-        loss_model = AlignLoss(model.base_model, self.layer, self.loss, spec.sentence_weight, self.pool)
+        loss_model = AlignLoss(model.base_model, self.layers, self.loss, spec.sentence_weight, self.pool, head, softcap)
         # no weight decay: it would move the frozen rows too
         # the student's states run to the aligned layer (for a sentence vector too); a text's tokens, not a padded row
-        flops = body_flops_per_token(model, spec.max_length, self.layer, trained=False)
+        flops = body_flops_per_token(model, spec.max_length, depth if len(self.layers) > 1 else self.layer, trained=False)
         return Trainable(model, self.tokenizer, loss_model, [embeddings], [{"params": [embeddings], "weight_decay": 0.0}],
                          (TrainingStage("full", 0, frozenset({id(embeddings)})),), "align", flops)
 
@@ -318,13 +372,13 @@ class AlignRun(TrainingRun):
         trainable[np.flatnonzero(exact) if exact.dtype == bool else exact] = False
         return trainable, f"rows not copied exactly ({origin})"
 
-    def _teacher(self, batch: AlignBatch) -> torch.Tensor:
-        """The source model's word vectors for a batch: computed on first use, then kept."""
+    def _teacher(self, batch: AlignBatch) -> list[torch.Tensor]:
+        """The source model's word vectors for a batch at each compared layer: computed on first use, then kept."""
         if batch.key not in self.teacher_cache:
             with torch.no_grad():
-                vectors = word_states(self.teacher_body, self.layer, batch.source.to(self.dist.device), batch.predicted,
-                                      self.pool)
-            self.teacher_cache[batch.key] = vectors.to(getattr(torch, self.spec.cache_dtype))
+                vectors = states_at(self.teacher_body, self.layers, self.loss, batch.source.to(self.dist.device),
+                                    batch.predicted, self.pool)
+            self.teacher_cache[batch.key] = [v.to(getattr(torch, self.spec.cache_dtype)) for v in vectors]
         return self.teacher_cache[batch.key]
 
     # ---------------------------------------------------------------- objective
@@ -362,14 +416,15 @@ class AlignRun(TrainingRun):
     def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         state = self.state
         return {
-            "objective": "align", "layer": self.layer, "pool": self.pool, "depth": layer_count(self.hf_model.config),
+            "objective": "align", "layer": self.layer, "layers": list(self.layers), "pool": self.pool,
+            "depth": layer_count(self.hf_model.config),
             "loss": self.loss, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
             "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),
             "batches_per_epoch": len(self.batches), "heldout_words": sum(b.predicted for b in self.heldout_batches),
             "trainable_rows": int(self.trainable_rows.sum()), "rows": len(self.trainable_rows),
             "trainable_from": self.trainable_from,
             **loss_summary(state["history"]),
-            "teacher_cached_words": sum(len(v) for v in self.teacher_cache.values()),
+            "teacher_cached_words": sum(len(v[0]) for v in self.teacher_cache.values()),
             "tokens_per_s": (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None,
             "device": str(self.dist.device),
             "precision": self.precision.name,

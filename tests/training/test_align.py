@@ -14,8 +14,9 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from focusflow.corpus.io import read_texts
+from focusflow.errors import InputError
 from focusflow.models.lm_stats import length_batches
-from focusflow.training.align import AlignSpec, align_embeddings, first_layers
+from focusflow.training.align import AlignSpec, align_embeddings, first_layers, next_token_kl
 from focusflow.training.wordpool import flat_word_index, pool_words, shared_words, word_spans
 from tests.tiny_models import sample_texts, train_tokenizer
 
@@ -195,6 +196,47 @@ def test_only_the_rows_not_copied_exactly_change(aligned, lapt_corpus, family):
     used = np.unique(np.concatenate(AutoTokenizer.from_pretrained(init)(texts)["input_ids"]))
     assert (moved == np.isin(rows, used)).all()  # every scrambled row the text uses, and no other, was trained
     assert moved.sum() > 20 and summary["trainable_rows"] == len(rows)
+
+
+@pytest.mark.parametrize(("family", "loss"), [("xlmr", "layers"), ("llama", "layers"), ("llama", "kl")])
+def test_the_several_layer_and_next_token_losses_also_pull_scrambled_rows_back(tiny_dirs, lapt_corpus, tmp_path,
+                                                                                family, loss):
+    source = tiny_dirs(family)
+    scrambled_copy(source, tmp_path / "init")
+    summary = align_embeddings(tmp_path / "init", source, lapt_corpus[0], tmp_path / "run",
+                               spec(loss=loss, steps=60, keep_best=False), heldout_file=lapt_corpus[1])
+    # layers: a third, two thirds and all of the depth (1 and 2 of 2); kl: the last state at each word's end
+    assert summary["loss"] == loss and summary["layers"] == ([1, 2] if loss == "layers" else [2])
+    assert summary["pool"] == ("last" if family == "llama" else "mean")
+    assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] / 4, summary
+    texts = sample_texts(40, seed=11)
+    before, after = last_layer_cosine(tmp_path / "init", source, texts), last_layer_cosine(tmp_path / "run" / "final",
+                                                                                           source, texts)
+    assert after > before + 0.03, (before, after)
+
+
+def test_the_next_token_divergence_is_the_kl_of_the_source_heads_distributions_in_any_chunks():
+    torch.manual_seed(0)
+    head, teacher = torch.randn(50, 8), torch.randn(6, 8)
+    student = (teacher + 0.3 * torch.randn(6, 8)).requires_grad_(True)
+    expected = torch.nn.functional.kl_div((student @ head.T).log_softmax(-1), (teacher @ head.T).log_softmax(-1),
+                                          log_target=True, reduction="sum")
+    assert float(next_token_kl(teacher.clone(), teacher, head)) == pytest.approx(0.0, abs=1e-5)
+    assert float(next_token_kl(student, teacher, head, chunk=4).detach()) == pytest.approx(float(expected), rel=1e-5)
+    next_token_kl(student, teacher, head, chunk=4).backward()  # recomputed chunks still carry the gradient
+    assert student.grad is not None and float(student.grad.abs().sum()) > 0
+    capped = float(next_token_kl(student, teacher, head, softcap=1.0).detach())
+    assert capped < float(expected.detach())  # soft-capped logits are flatter: the distributions differ less
+
+
+def test_the_next_token_loss_needs_a_decoder_and_layers_need_their_loss(tiny_dirs, lapt_corpus, tmp_path):
+    with pytest.raises(InputError, match="needs a decoder"):
+        align_embeddings(tiny_dirs("xlmr"), tiny_dirs("xlmr"), lapt_corpus[0], tmp_path / "run", spec(loss="kl"))
+    with pytest.raises(ValueError, match="loss=layers only"):
+        AlignSpec(layers=[1, 2])
+    with pytest.raises(InputError, match="exceeds the model's 2 layers"):
+        align_embeddings(tiny_dirs("llama"), tiny_dirs("llama"), lapt_corpus[0], tmp_path / "run2",
+                         spec(loss="layers", layers=[1, 3]))
 
 
 def test_a_model_without_transfer_report_aligns_all_rows_within_a_time_budget(tiny_dirs, lapt_corpus, tmp_path):
