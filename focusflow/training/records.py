@@ -25,11 +25,14 @@ class AlignSummary(BaseModel):
     steps: int | None = None
     tokens: int | None = None
     layer: int | None = None
+    layers: list[int] | None = None  # the layers compared (loss=layers: several)
+    loss: str | None = None  # cosine, mse, layers or kl
     depth: int | None = None  # the model's layers
     trainable_rows: int | None = None
     initial_heldout_loss: float | None = None
     final_heldout_loss: float | None = None
     train_seconds: float | None = None
+    tokens_per_s: float | None = None
     selection: dict[str, Any] | None = None  # keep-best: measure, kept_step, why … (``TrainingRun``)
     weights_check: dict[str, Any] | None = None
 
