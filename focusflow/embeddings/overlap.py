@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from focusflow.errors import InputError
 from focusflow.tokenizer.canonical import (
     CanonicalToken,
     canonical_vocab,
@@ -106,7 +107,7 @@ def compute_overlap(source_tokenizer: Any, target_tokenizer: Any, match: MatchMo
                     target_forms: list[CanonicalToken] | None = None) -> Overlap:
     """Which target tokens copy which source rows (dict lookups only; no decode())."""
     if match not in ("full", "symbolic"):
-        raise ValueError(f"match must be 'full' or 'symbolic', got {match!r}")
+        raise InputError(f"match must be 'full' or 'symbolic', got {match!r}")
     source_forms = source_forms if source_forms is not None else canonical_vocab(source_tokenizer)
     target_forms = target_forms if target_forms is not None else canonical_vocab(target_tokenizer)
     with gc_paused():

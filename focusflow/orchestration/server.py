@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from focusflow.errors import UnavailableError
 from focusflow.storage.work_folders import claim
 
 #: Offline, no-telemetry settings for a local Prefect server.
@@ -140,10 +141,10 @@ def wait_healthy(api: LocalApi, timeout: float) -> LocalApi:
         if code == 3:
             api = start_local_api()
         elif code is not None:
-            raise RuntimeError(f"the local Prefect API server exited with {code} before it was healthy")
+            raise UnavailableError(f"the local Prefect API server exited with {code} before it was healthy")
         elif time.monotonic() > deadline:
             api.stop()
-            raise RuntimeError(f"the local Prefect API server was not healthy after {timeout:.0f} s "
+            raise UnavailableError(f"the local Prefect API server was not healthy after {timeout:.0f} s "
                                "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)")
         time.sleep(0.2)
     return api

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from focusflow.config import KEY_CONTEXT
-from focusflow.errors import FocusflowError
+from focusflow.errors import FocusflowError, InputError
 from focusflow.logs import STAGE_LOGGER
 from focusflow.stopping import check_stop, stoppable
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
@@ -195,7 +195,7 @@ def get_stage(stage: str | Stage) -> Stage:
     if isinstance(stage, Stage):
         return stage
     if stage not in STAGES:
-        raise KeyError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
+        raise InputError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
     return STAGES[stage]
 
 

@@ -22,6 +22,8 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from focusflow.errors import InputError
+
 Scheme = Literal["sentencepiece", "byte_level", "wordpiece", "plain"]
 Kind = Literal["regular", "byte", "special"]
 
@@ -120,7 +122,7 @@ def scheme_spec(tokenizer: Any) -> dict[str, Any]:
     """The parts of tokenizer.json that decide the token spelling, without serializing the vocabulary."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        raise TypeError(f"{type(tokenizer).__name__} is not a fast tokenizer; load it with AutoTokenizer (use_fast=True)")
+        raise InputError(f"{type(tokenizer).__name__} is not a fast tokenizer; load it with AutoTokenizer (use_fast=True)")
     spec: dict[str, Any] = {}
     for part in ("pre_tokenizer", "decoder", "normalizer"):
         component = getattr(backend, part)
@@ -136,7 +138,7 @@ def backend_spec(tokenizer: Any) -> dict[str, Any]:
     """The tokenizer.json of a fast tokenizer as a dict."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        raise TypeError(f"{type(tokenizer).__name__} is not a fast tokenizer; load it with AutoTokenizer (use_fast=True)")
+        raise InputError(f"{type(tokenizer).__name__} is not a fast tokenizer; load it with AutoTokenizer (use_fast=True)")
     return json.loads(backend.to_str())
 
 
@@ -243,7 +245,7 @@ def _unused_separator(text: str) -> str:
     for candidate in _SEPARATORS:
         if candidate not in text:
             return candidate
-    raise ValueError("the vocabulary's tokens contain every ASCII control character; canonical forms need one of "
+    raise InputError("the vocabulary's tokens contain every ASCII control character; canonical forms need one of "
                      "them as a separator")
 
 

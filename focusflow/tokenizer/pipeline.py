@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from focusflow.errors import InputError
+
 _BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
 _RESERVED = re.compile(r"<unused\d+>|\[unused\d+\]")  # placeholder ids that no text uses
 ROLE_ATTRIBUTES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -205,7 +207,7 @@ def pipeline_from_source(source) -> Pipeline:
     """
     backend = getattr(source, "backend_tokenizer", None)
     if backend is None:
-        raise TypeError(f"{type(source).__name__} has no tokenizers backend; load the source with "
+        raise InputError(f"{type(source).__name__} has no tokenizers backend; load the source with "
                         "AutoTokenizer.from_pretrained(...) (a fast tokenizer)")
     data = json.loads(backend.to_str())
     vocab_size = len(source)
@@ -306,5 +308,5 @@ def remap_post_processor(processor: dict | None, token_ids: dict[str, int]) -> d
 
 def _lookup(token_ids: dict[str, int], token: str) -> int:
     if token not in token_ids:
-        raise ValueError(f"the post-processor uses {token!r}, which the new vocabulary lacks")
+        raise InputError(f"the post-processor uses {token!r}, which the new vocabulary lacks")
     return token_ids[token]

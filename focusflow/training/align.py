@@ -145,7 +145,7 @@ def _layer_list(body: nn.Module) -> tuple[nn.Module, str]:
         if isinstance(module, nn.ModuleList) and len(module) == depth:
             parent_name, _, attribute = name.rpartition(".")
             return body.get_submodule(parent_name) if parent_name else body, attribute
-    raise ValueError(f"no list of {depth} layers found in {type(body).__name__}")
+    raise InputError(f"no list of {depth} layers found in {type(body).__name__}")
 
 
 @contextlib.contextmanager
@@ -267,7 +267,7 @@ class AlignRun(TrainingRun):
 
         super().__init__(spec, out_dir, on_checkpoint, progress)
         if self.dist.world_size > 1:
-            raise ValueError("align runs in one process; launch it without torchrun")
+            raise InputError("align runs in one process; launch it without torchrun")
         self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
         self.total_steps, self.time_limit_s = spec.total_steps, spec.seconds
         if self.total_steps <= 0:

@@ -155,7 +155,7 @@ class LaptRun(TrainingRun):
         trained = load_file(folder / ckpt.TRAINER_DIR / LORA_STATE)
         missing = set(trained) - {n for n, _ in self.hf_model.named_parameters()}
         if missing:
-            raise ValueError(f"checkpoint {folder} does not match the LoRA model: {sorted(missing)[:3]}")
+            raise InputError(f"checkpoint {folder} does not match the LoRA model: {sorted(missing)[:3]}")
         self.hf_model.load_state_dict(trained, strict=False)
 
     # ---------------------------------------------------------------- data

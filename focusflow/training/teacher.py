@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from focusflow.errors import TrainingDivergedError
+from focusflow.errors import InputError, TrainingDivergedError
 from focusflow.logs import ProgressBar
 from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source
@@ -181,7 +181,7 @@ class TeacherStates:
             stored = spans[offsets[text]:offsets[text + 1]]
             at = np.searchsorted(stored, shared)
             if len(shared) and (at.max(initial=0) >= len(stored) or not np.array_equal(stored[at], shared)):
-                raise ValueError(f"text {text} of {split} has words the stored teacher states do not cover: they "
+                raise InputError(f"text {text} of {split} has words the stored teacher states do not cover: they "
                                  "were computed for other texts or another seq_len")
             rows.append(offsets[text] + at)
         return np.concatenate(rows) if rows else np.zeros(0, np.int64)

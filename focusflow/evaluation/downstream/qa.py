@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from focusflow.errors import InputError
 from focusflow.evaluation.downstream.base import pad_id_of, uses_token_types
 from focusflow.evaluation.downstream.datasets import QaExample, TaskData
 from focusflow.evaluation.downstream.finetune import Feature, predict_logits
@@ -30,7 +31,7 @@ class QaTask:
     def __init__(self, data: TaskData, tokenizer: Any, max_length: int = 384, stride: int = 128,
                  max_answer_tokens: int = 30, config: Any = None) -> None:
         if stride >= max_length // 2:
-            raise ValueError(f"doc stride {stride} must be below half the window ({max_length})")
+            raise InputError(f"doc stride {stride} must be below half the window ({max_length})")
         self.data = data
         self.tokenizer = tokenizer
         self.max_length = max_length
@@ -63,7 +64,7 @@ class QaTask:
         examples: list[QaExample] = getattr(self.data, split)
         side = self.tokenizer.padding_side
         if side != "right":
-            raise ValueError("QA windows assume right padding; load the tokenizer with padding_side='right'")
+            raise InputError("QA windows assume right padding; load the tokenizer with padding_side='right'")
         encoding = self.tokenizer(self._questions(examples), [e.context for e in examples],
                                   truncation="only_second", max_length=self.max_length, stride=self.stride,
                                   return_overflowing_tokens=True, return_offsets_mapping=True)
