@@ -191,7 +191,7 @@ class AlignSpec(_AdamWSchedule):
     On a decoder the defaults distill the source's own reading of each word: its last layer's state at the word's
     last token, where both tokenizations have read the same text."""
 
-    _key_when_set: ClassVar[tuple[str, ...]] = ("keep_best", "layers")
+    _key_when_set: ClassVar[tuple[str, ...]] = ("keep_best", "layers", "minutes", "budget_probe_steps")
 
     layer: int | None = Field(default=None, ge=1, description="layer whose word-pooled hidden states are matched; "
                               "None: by family, a third of the depth (rounded up) for an encoder, the last layer "
@@ -222,6 +222,12 @@ class AlignSpec(_AdamWSchedule):
                                   "step budget still caps the run and sets the learning-rate schedule. The steps "
                                   "reached depend on the machine's speed, which the key cannot know: for a "
                                   "reproducible artifact give steps or tokens")
+    minutes: float | None = Field(default=None, gt=0, description="budget in CPU-minutes (the process's CPU time over "
+                                  "its threads; wall minutes on an accelerator), fixed as steps once by timing the "
+                                  "first steps on the machine that trains (the align-budget stage), as lapt.minutes: "
+                                  "the steps, not the clock, end the run, so a rerun gives the same model")
+    budget_probe_steps: int = Field(default=3, ge=1, description="steps timed (after one warm-up step) to turn "
+                                    "minutes into steps")
     batch_tokens: int = Field(default=1024, ge=8, description="padded student tokens per batch (similar lengths together)")
     max_length: int = Field(default=128, ge=4, description="tokens per text on either side; words cut off are dropped")
     max_texts: int | None = Field(default=None, gt=0, description="training texts read from the corpus (None: all)")
@@ -245,7 +251,15 @@ class AlignSpec(_AdamWSchedule):
                                  "or give one layer as align.layer")
             if not self.layers or min(self.layers) < 1:
                 raise ValueError(f"align.layers must name layers 1 or above, got {self.layers}")
+        if self.minutes is not None and (self.tokens is not None or self.seconds is not None):
+            raise ValueError("give the align budget once: minutes, or tokens (or steps), not both; seconds stops a "
+                             "run by the wall clock and cannot be combined with a planned minutes budget")
         return self
+
+    @property
+    def needs_plan(self) -> bool:
+        """Whether align needs an ``align-budget`` plan as its input (a minutes budget), as ``LaptSpec``'s."""
+        return self.minutes is not None
 
     @property
     def total_steps(self) -> int:

@@ -75,9 +75,11 @@ def init(
             raise InputError(f"--refine {refine} trains on target-language text: pass --corpus")
     artifact = run_stage(artifact_store, "init", params_for("init", cfg, method=method), inputs)
     if refine == "align":
-        artifact = run_stage(artifact_store, "align", params_for("align", cfg),
-                             {"model": artifact, "source": inputs["source"], "split": inputs["split"]},
-                             progress=True)
+        refine_inputs = {"model": artifact, "source": inputs["source"], "split": inputs["split"]}
+        if cfg.init.refine.needs_plan:  # init.refine.minutes: fixed as steps on this machine first
+            refine_inputs["budget"] = run_stage(artifact_store, "align-budget", params_for("align-budget", cfg),
+                                                dict(refine_inputs), progress=True)
+        artifact = run_stage(artifact_store, "align", params_for("align", cfg), refine_inputs, progress=True)
     export(artifact_store, artifact, out)
     echo_result(artifact)
 

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Self
 
 from pydantic import Field
 
 from focusflow.config import AlignSpec, PipelineConfig
 from focusflow.corpus.split import SplitOutput
-from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
+from focusflow.errors import InputError
+from focusflow.pipeline.lapt_stage import budget_key_params, read_plan, write_plan
+from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
 
 class AlignSettings(StageSettings):
@@ -36,9 +39,18 @@ def _align(run: StageRun) -> Mapping[str, Any]:
     from focusflow.training.work import store_finished_run
 
     s: AlignSettings = run.settings
+    spec = s.align
+    if spec.needs_plan != ("budget" in run.artifacts):
+        raise InputError("init.refine.minutes needs its step plan: run the align-budget stage on the same model, "
+                         "source and split and pass it as the 'budget' input (the flows and focusflow init do)"
+                         if spec.needs_plan else "an align-budget input was given but init.refine.minutes is not set")
+    if spec.needs_plan:
+        from focusflow.training.align import planned_align_spec
+
+        spec = planned_align_spec(spec, read_plan(run))
     work = run.work  # <work root>/align/<key>, claimed for this run
     summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.input("split", SplitOutput).train, work,
-                               s.align, resume=True, progress=run.progress)
+                               spec, resume=True, progress=run.progress)
     record = store_finished_run(work, run.out)
     run.after_commit.append(lambda: shutil.rmtree(work, ignore_errors=True))
     totals_file = run.inputs["model"] / TOTALS_FILE
@@ -50,4 +62,23 @@ def _align(run: StageRun) -> Mapping[str, Any]:
 # version 2: the best state by the language model's dev loss is kept, the start included (align.keep_best)
 ALIGN = register(Stage("align", 2, ("model", "source", "split"), _align,
                       "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True,
-                      work=("align.tokens", "tokens"), work_folder=True, settings=AlignSettings))
+                      optional=("budget",), work=("align.tokens", "tokens"), work_folder=True, settings=AlignSettings))
+
+
+def _align_budget(run: StageRun) -> Mapping[str, Any]:
+    """Time the first steps of the align run and fix its minutes budget as steps (``budget.json``)."""
+    from focusflow.storage.work_folders import default_work_root
+    from focusflow.training.align import plan_align_budget
+
+    work = Path(run.settings.work_root or default_work_root()) / ALIGN_BUDGET_STAGE
+    work.mkdir(parents=True, exist_ok=True)
+    plan = plan_align_budget(run.inputs["model"], run.inputs["source"], run.input("split", SplitOutput).train,
+                             run.settings.align, work_dir=work, progress=run.progress)
+    return write_plan(run, plan, "align")
+
+
+ALIGN_BUDGET_STAGE = "align-budget"
+ALIGN_BUDGET = register(Stage(ALIGN_BUDGET_STAGE, 1, ("model", "source", "split"), _align_budget,
+                             "an align minutes budget fixed as a step count, timed on the machine that trains",
+                             key_params=budget_key_params, uses_model=True, settings=AlignSettings,
+                             hints=RunHints(timeout_s=3600, gpu=True)))

@@ -1,7 +1,8 @@
 """The pipeline's graph, once: which stage feeds which, for every entry point::
 
     corpus → dedup → decontaminate (with evaluation tasks) → split → source → tokenizer → fasttext → ood-text
-           → init × methods → align (<method>+align) → reference (one per tokenizer) → intrinsic
+           → init × methods → align-budget (a minutes budget) → align (<method>+align) → reference (one per
+             tokenizer) → intrinsic
            → teacher (a distillation's) → lapt-budget (a minutes budget) → lapt → intrinsic → downstream
            → reading (a vocabulary from the source's, on the tasks' text) → report → publish (optional)
 
@@ -173,8 +174,14 @@ def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, An
     models = {}
     for method in cfg.init.methods:
         base, refinements = split_method(method)
-        models[method] = (run.submit("align", label=method, model=initialized[base], source=source, split=split)
-                          if "align" in refinements else initialized[base])
+        if "align" not in refinements:
+            models[method] = initialized[base]
+            continue
+        refine_inputs = {"model": initialized[base], "source": source, "split": split}
+        # a minutes budget is first fixed as steps, timed on the machine that refines
+        budget = ({"budget": run.submit("align-budget", label=method, **refine_inputs)}
+                  if cfg.init.refine.needs_plan else {})
+        models[method] = run.submit("align", label=method, **refine_inputs, **budget)
     # candidates beside the methods (init.candidates, one row each of methods.CANDIDATES), each bringing its tokenizer
     candidates = {name: _candidate(run, cfg, CANDIDATES[name], source=source, split=split, tokenizer=tokenizer,
                                    fasttext=fasttext) for name in cfg.init.built_candidates}

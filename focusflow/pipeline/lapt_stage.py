@@ -160,11 +160,29 @@ def _planned(run: StageRun, spec: LaptSpec) -> BudgetPlan | None:
                          if spec.needs_plan else "a lapt-budget input was given but lapt.minutes is not set")
     if not spec.needs_plan:
         return None
+    return read_plan(run)
+
+
+def read_plan(run: StageRun) -> BudgetPlan:
+    """The ``budget`` input's plan (a ``lapt-budget`` or ``align-budget`` artifact's ``budget.json``)."""
     try:
         return BudgetPlan.model_validate_json((run.inputs["budget"] / BUDGET_FILE).read_text(encoding="utf-8"))
     except ValidationError as exc:
-        raise CorruptArtifactError(f"{run.artifacts['budget'].uri}: {BUDGET_FILE} is not a LAPT plan "
+        raise CorruptArtifactError(f"{run.artifacts['budget'].uri}: {BUDGET_FILE} is not a step plan "
                                    f"({exc.errors()[0]['loc']}: {exc.errors()[0]['msg']})") from None
+
+
+def write_plan(run: StageRun, plan: Any, what: str) -> dict[str, Any]:
+    """Store a minutes budget's step plan (``budget.json``) and return the stage's record of it."""
+    from focusflow.training.lapt_budget import machine_fingerprint
+
+    kept = {name: value for name, value in plan.to_dict().items()
+            if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps", "clock")}
+    atomic_write(run.out / BUDGET_FILE, json.dumps(kept, indent=2))
+    log.info("%s budget: %.1f minutes = %d steps at %.2f s/step", what, plan.minutes, plan.steps, plan.seconds_per_step)
+    return {**plan.to_dict(), "machine": machine_fingerprint(), "language": run.language,
+            "note": "steps = minutes / the median time of the timed steps (on a CPU its CPU time over its threads); "
+                    "evaluation and checkpoints come on top"}
 
 
 class LaptBudgetSettings(StageSettings):
@@ -186,7 +204,7 @@ def budget_key_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _lapt_budget(run: StageRun) -> dict[str, Any]:
     """Time the first steps of the LAPT run and fix its minutes budget as steps (``budget.json``)."""
-    from focusflow.training.lapt_budget import machine_fingerprint, plan_lapt_budget
+    from focusflow.training.lapt_budget import plan_lapt_budget
 
     split_dir = run.input("split", SplitOutput)
     work = Path(run.settings.work_root or default_work_root()) / "lapt-budget"
@@ -196,13 +214,7 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
                             source_dir=run.inputs["source"] if "source" in run.artifacts else None,
                             teacher_dir=run.inputs["teacher"] if "teacher" in run.artifacts else None,
                             progress=run.progress)
-    kept = {name: value for name, value in plan.to_dict().items()
-            if name in ("minutes", "steps", "checkpoint_minutes", "checkpoint_steps", "clock")}
-    atomic_write(run.out / BUDGET_FILE, json.dumps(kept, indent=2))
-    log.info("LAPT budget: %.1f minutes = %d steps at %.2f s/step", plan.minutes, plan.steps, plan.seconds_per_step)
-    return {**plan.to_dict(), "machine": machine_fingerprint(), "language": run.language,
-            "note": "steps = minutes / the median time of the timed steps (on a CPU its CPU time over its threads); "
-                    "evaluation and checkpoints come on top"}
+    return write_plan(run, plan, "LAPT")
 
 
 # version 2: a CPU's steps are timed in the process's CPU time over its threads (a CPU-minute), not wall time

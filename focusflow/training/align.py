@@ -17,6 +17,7 @@ import contextlib
 import logging
 import math
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +36,14 @@ from focusflow.logs import ProgressBar
 from focusflow.methods import Fate
 from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source, usable_positions
+from focusflow.training import lapt_budget
 from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
 from focusflow.training.guard import LanguageModelDev
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
+from focusflow.training.records import BudgetPlan
 from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
 from focusflow.training.wordpool import flat_word_index, pool_words, segment_mean, shared_words
 
@@ -269,6 +272,9 @@ class AlignRun(TrainingRun):
         if self.dist.world_size > 1:
             raise InputError("align runs in one process; launch it without torchrun")
         self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
+        if spec.needs_plan:
+            raise InputError("an align minutes budget is fixed as steps before the run: call align_embeddings, or "
+                             "plan it (plan_align_budget) and pass planned_align_spec's spec")
         self.total_steps, self.time_limit_s = spec.total_steps, spec.seconds
         if self.total_steps <= 0:
             raise InputError("the align budget is zero: set steps or tokens")
@@ -441,6 +447,34 @@ def padding_id(tokenizer: Any) -> int:
     return 0
 
 
+def plan_align_budget(model_dir: Path, source_dir: Path, train: Path, spec: AlignSpec, *,
+                      work_dir: Path | None = None, progress: bool = False) -> lapt_budget.LaptBudget:
+    """Time the first steps of this align run (the teacher's pass over each batch included, as in its first epoch)
+    and fix ``spec.minutes`` as steps, as :func:`plan_lapt_budget` does for LAPT."""
+    if not spec.needs_plan:
+        raise InputError("plan_align_budget needs a minutes budget (init.refine.minutes)")
+    probe = spec.model_copy(update={"minutes": None, "steps": lapt_budget.PROBE_STEPS_CEILING, "keep_best": False})
+    with tempfile.TemporaryDirectory(prefix="focusflow-align-budget-", dir=work_dir) as folder:
+        run = AlignRun(Path(model_dir), Path(source_dir), Path(train), Path(folder), probe, None, None, False, None,
+                       progress)
+        clock = lapt_budget.StepClock(run.dist.device)
+        count = spec.budget_probe_steps
+        with ProgressBar("align budget: timing the first steps", count + 1) if progress else contextlib.nullcontext() as bar:
+            per_step = lapt_budget.time_steps(run, 0, count, clock, bar)
+    steps = lapt_budget.steps_for_minutes(spec.minutes, per_step)
+    return lapt_budget.LaptBudget(minutes=spec.minutes, steps=steps, checkpoint_minutes=[], checkpoint_steps=[],
+                      seconds_per_step=per_step, stage_seconds_per_step={"full": per_step},
+                      tokens_per_step=spec.batch_tokens, probe_steps=count, clock=clock.kind)
+
+
+def planned_align_spec(spec: AlignSpec, plan: BudgetPlan) -> AlignSpec:
+    """``spec`` with its minutes replaced by the steps an ``align-budget`` plan of the same minutes fixed."""
+    if plan.minutes != spec.minutes:
+        raise InputError(f"the align-budget input plans {plan.minutes} minutes, but init.refine.minutes is "
+                         f"{spec.minutes}; plan the budget with the same settings")
+    return spec.model_copy(update={"minutes": None, "steps": plan.steps})
+
+
 def align_embeddings(model_dir: Path, source_dir: Path, train_file: Path, out_dir: Path, spec: AlignSpec | None = None,
                      *, heldout_file: Path | None = None, exact_rows: np.ndarray | None = None, resume: bool = True,
                      on_checkpoint: Callable[[Path, int, dict], None] | None = None,
@@ -454,7 +488,14 @@ def align_embeddings(model_dir: Path, source_dir: Path, train_file: Path, out_di
     its transfer report), ``checkpoints/``, ``metrics.csv``, ``loss_curve.png`` and ``summary.json``; the summary is
     returned. With ``resume`` a run continues from the last complete checkpoint in ``out_dir``.
     """
-    run = AlignRun(Path(model_dir), Path(source_dir), Path(train_file), Path(out_dir), spec or AlignSpec(),
+    spec = spec or AlignSpec()
+    plan = None
+    if spec.needs_plan:  # a library call plans its minutes here; the pipeline stores the plan (align-budget stage)
+        plan = plan_align_budget(model_dir, source_dir, train_file, spec, work_dir=Path(out_dir).parent,
+                                 progress=progress)
+        spec = planned_align_spec(spec, BudgetPlan(minutes=plan.minutes, steps=plan.steps, clock=plan.clock))
+    run = AlignRun(Path(model_dir), Path(source_dir), Path(train_file), Path(out_dir), spec,
                    Path(heldout_file) if heldout_file is not None else None, exact_rows, resume, on_checkpoint,
                    progress)
-    return run.train()
+    summary = run.train()
+    return {**summary, "budget": plan.to_dict()} if plan is not None else summary

@@ -1,4 +1,4 @@
-"""A LAPT budget in minutes, fixed as a step count by timing the first steps on the machine that will train.
+"""A LAPT (or align) budget in minutes, fixed as a step count by timing the first steps on the machine that will train.
 
 Stopping on a wall clock would make a model depend on how busy the machine was; instead the budget is
 planned once: one warm-up step, then ``budget_probe_steps`` timed optimizer steps of the real run (same
@@ -74,7 +74,7 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
         clock = StepClock(run.dist.device)
         steps = len(stages) * (spec.budget_probe_steps + 1)
         with ProgressBar("LAPT budget: timing the first steps", steps) if progress else contextlib.nullcontext() as bar:
-            timed = {name: _time_steps(run, first, spec.budget_probe_steps, clock, bar) for name, first in stages.items()}
+            timed = {name: time_steps(run, first, spec.budget_probe_steps, clock, bar) for name, first in stages.items()}
     fraction = spec.embeddings_only_fraction if len(timed) == 2 else 0.0
     per_step = fraction * timed.get("embeddings", 0.0) + (1 - fraction) * timed["full"]
     steps = steps_for_minutes(spec.minutes, per_step)
@@ -104,7 +104,7 @@ def planned_spec(spec: LaptSpec, plan: BudgetPlan) -> LaptSpec:
                                    "checkpoint_steps": sorted(set(spec.checkpoint_steps) | set(plan.checkpoint_steps))})
 
 
-def _time_steps(run: TrainingRun, first_step: int, count: int, clock: StepClock,
+def time_steps(run: TrainingRun, first_step: int, count: int, clock: StepClock,
                 bar: ProgressBar | None = None) -> float:
     """Median seconds (of ``clock``) of ``count`` optimizer steps from ``first_step``, after one untimed warm-up step
     (each counted on ``bar``, which goes on from where it is)."""
@@ -123,4 +123,4 @@ def _time_steps(run: TrainingRun, first_step: int, count: int, clock: StepClock,
     return float(sorted(seconds)[len(seconds) // 2])
 
 
-__all__ = ["LaptBudget", "machine_fingerprint", "plan_lapt_budget", "planned_spec", "steps_for_minutes"]
+__all__ = ["LaptBudget", "machine_fingerprint", "plan_lapt_budget", "planned_spec", "steps_for_minutes", "time_steps"]

@@ -71,9 +71,10 @@ class BudgetPlan(BaseModel):
 
 
 class BudgetRecord(StageRecord):
-    """The lapt-budget stage: the plan and the measurement behind it (``training.lapt_budget.LaptBudget``)."""
+    """The lapt-budget and align-budget stages: the plan and the measurement behind it
+    (``training.lapt_budget.LaptBudget``)."""
 
-    stages = ("lapt-budget",)
+    stages = ("lapt-budget", "align-budget")
     minutes: float | None = None
     steps: int | None = None
     seconds_per_step: float | None = None

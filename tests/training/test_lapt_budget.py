@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from focusflow.config import LaptSpec, load_config
+from focusflow.config import AlignSpec, LaptSpec, load_config
 from focusflow.errors import InputError
 from focusflow.pipeline import params_for, run_stage, stage_key
 from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, stored_checkpoints
@@ -21,7 +21,7 @@ from tests.training.test_lapt_run import small_spec
 def staged(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
     """A store holding a tiny MLM model and a split; step times faked to 1.5 s so the plan is known exactly."""
     monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setattr(lapt_budget, "_time_steps", lambda run, first, count, clock, bar=None: 1.5)
+    monkeypatch.setattr(lapt_budget, "time_steps", lambda run, first, count, clock, bar=None: 1.5)
     store = ArtifactStore(tmp_path / "store")
     model = store.put_dir("init", "m" * 64, tiny_dirs("xlmr"))
     split_dir = tmp_path / "split"
@@ -133,7 +133,7 @@ def test_a_truncated_plan_is_a_damaged_artifact_not_a_zero_budget(staged):
 
     store, inputs = staged
     budget = store.put_bytes("lapt-budget", "b" * 16, "budget.json", b'{"checkpoint_minutes": []}')
-    with pytest.raises(CorruptArtifactError, match="budget.json is not a LAPT plan.*minutes"):
+    with pytest.raises(CorruptArtifactError, match="budget.json is not a step plan.*minutes"):
         run_stage(store, "lapt", _params(minutes=0.2), {**inputs, "budget": budget})
 
 
@@ -168,3 +168,77 @@ def test_timing_a_budget_shows_its_steps(tiny_dirs, lapt_corpus, tmp_path, monke
                                  embeddings_only_fraction=0.5, budget_probe_steps=2), work_dir=tmp_path, progress=True)
     said = [r.getMessage().split(",")[0] for r in caplog.records if r.name == logs.progress_lines.name]
     assert said == [f"LAPT budget: timing the first steps: {step}/6" for step in range(1, 6)]
+
+
+# ---------------------------------------------------------------- the align refinement's minutes (init.refine.minutes)
+@pytest.fixture()
+def staged_align(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
+    """A store holding a tiny decoder as both the model to refine and its source, and a split; step times faked."""
+    monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setattr(lapt_budget, "time_steps", lambda run, first, count, clock, bar=None: 1.5)
+    store = ArtifactStore(tmp_path / "store")
+    model = store.put_dir("init", "m" * 64, tiny_dirs("llama"))
+    source = store.put_dir("source", "o" * 64, tiny_dirs("llama"))
+    split_dir = tmp_path / "split"
+    split_dir.mkdir()
+    for file in lapt_corpus:
+        (split_dir / file.name).write_bytes(file.read_bytes())
+    return store, {"model": model, "source": source, "split": store.put_dir("split", "s" * 64, split_dir)}
+
+
+def _align_params(**changes) -> dict:
+    spec = AlignSpec(**{"batch_tokens": 256, "eval_every": 4, "checkpoint_every": 4, "precision": "fp32", **changes})
+    return {"align": spec.model_dump(mode="json")}
+
+
+def test_an_align_minutes_budget_is_planned_once_and_refines_exactly_its_steps(staged_align):
+    store, inputs = staged_align
+    params = _align_params(minutes=0.15)
+    budget = run_stage(store, "align-budget", params, inputs)
+    assert json.loads(store.read_bytes(budget, "budget.json")) == {"minutes": 0.15, "steps": 6,
+                                                                    "checkpoint_minutes": [], "checkpoint_steps": [],
+                                                                    "clock": "cpu"}
+    aligned = run_stage(store, "align", params, {**inputs, "budget": budget})
+    assert aligned.metadata["align"]["steps"] == 6
+    assert run_stage(store, "align", params, {**inputs, "budget": budget}).uri == aligned.uri, "a rerun is a cache hit"
+    with pytest.raises(InputError, match="align-budget"):
+        run_stage(store, "align", params, inputs)
+    with pytest.raises(InputError, match="plans 0.15 minutes"):
+        run_stage(store, "align", _align_params(minutes=0.3), {**inputs, "budget": budget})
+
+
+def test_the_real_align_probe_times_its_own_steps_and_the_library_call_plans_by_itself(tiny_dirs, lapt_corpus,
+                                                                                        tmp_path):
+    from focusflow.training.align import align_embeddings, plan_align_budget
+
+    spec = AlignSpec(minutes=0.02, budget_probe_steps=2, batch_tokens=256, precision="fp32", keep_best=False)
+    plan = plan_align_budget(tiny_dirs("llama"), tiny_dirs("llama"), lapt_corpus[0], spec,
+                                         work_dir=tmp_path)
+    assert plan.seconds_per_step > 0 and plan.clock == "cpu"
+    assert plan.steps == steps_for_minutes(0.02, plan.seconds_per_step)
+    assert list(tmp_path.iterdir()) == [], "the probe leaves nothing behind"
+    summary = align_embeddings(tiny_dirs("llama"), tiny_dirs("llama"), lapt_corpus[0], tmp_path / "run",
+                               spec.model_copy(update={"minutes": 0.005}))
+    assert summary["steps"] == summary["budget"]["steps"] >= 1
+    with pytest.raises(ValueError, match="give the align budget once"):
+        AlignSpec(minutes=1, tokens=4096)
+
+
+def test_the_flow_plans_an_align_minutes_budget_before_each_refinement(tmp_path):
+    from focusflow.pipeline.graph import specialize
+    from tests.pipeline.recording import RecordingStage
+    from tests.pipeline.test_graph import STAGES, _config
+
+    steps_only = _config(tmp_path, "replace")
+    cfg = steps_only.model_copy(update={"init": steps_only.init.model_copy(update={
+        "methods": ["focus", "focus+align", "fvt+align"], "refine": AlignSpec(minutes=2)})})
+    calls: list = []
+    specialize(cfg, cfg.store, {name: RecordingStage(name, calls) for name in (*STAGES, "align-budget")})
+    planned = [inputs for stage, _, inputs in calls if stage == "align-budget"]
+    assert planned == [{"model": "init:focus", "source": "source:", "split": "split:"},
+                       {"model": "init:fvt", "source": "source:", "split": "split:"}]
+    assert [inputs["budget"] for stage, _, inputs in calls if stage == "align"] == ["align-budget:focus+align",
+                                                                                   "align-budget:fvt+align"]
+    calls = []  # a step budget plans nothing
+    specialize(steps_only, steps_only.store, {name: RecordingStage(name, calls) for name in (*STAGES, "align-budget")})
+    assert not any(stage == "align-budget" for stage, _, _ in calls)
