@@ -17,19 +17,23 @@ from focusflow.training.lapt_budget import steps_for_minutes
 from tests.training.test_lapt_run import small_spec
 
 
-@pytest.fixture()
-def staged(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
-    """A store holding a tiny MLM model and a split; step times faked to 1.5 s so the plan is known exactly."""
+def _store_with_split(lapt_corpus, tmp_path, monkeypatch) -> tuple[ArtifactStore, dict]:
+    """A store holding the tiny corpus's split; step times faked to 1.5 s so a plan is known exactly."""
     monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
     monkeypatch.setattr(lapt_budget, "time_steps", lambda run, first, count, clock, bar=None: 1.5)
     store = ArtifactStore(tmp_path / "store")
-    model = store.put_dir("init", "m" * 64, tiny_dirs("xlmr"))
     split_dir = tmp_path / "split"
     split_dir.mkdir()
     for file in lapt_corpus:
         (split_dir / file.name).write_bytes(file.read_bytes())
-    split = store.put_dir("split", "s" * 64, split_dir)
-    return store, {"model": model, "split": split}
+    return store, {"split": store.put_dir("split", "s" * 64, split_dir)}
+
+
+@pytest.fixture()
+def staged(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
+    """A store holding a tiny MLM model and a split."""
+    store, inputs = _store_with_split(lapt_corpus, tmp_path, monkeypatch)
+    return store, {"model": store.put_dir("init", "m" * 64, tiny_dirs("xlmr")), **inputs}
 
 
 def _params(**lapt) -> dict:
@@ -173,17 +177,10 @@ def test_timing_a_budget_shows_its_steps(tiny_dirs, lapt_corpus, tmp_path, monke
 # ---------------------------------------------------------------- the align refinement's minutes (init.refine.minutes)
 @pytest.fixture()
 def staged_align(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
-    """A store holding a tiny decoder as both the model to refine and its source, and a split; step times faked."""
-    monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setattr(lapt_budget, "time_steps", lambda run, first, count, clock, bar=None: 1.5)
-    store = ArtifactStore(tmp_path / "store")
-    model = store.put_dir("init", "m" * 64, tiny_dirs("llama"))
-    source = store.put_dir("source", "o" * 64, tiny_dirs("llama"))
-    split_dir = tmp_path / "split"
-    split_dir.mkdir()
-    for file in lapt_corpus:
-        (split_dir / file.name).write_bytes(file.read_bytes())
-    return store, {"model": model, "source": source, "split": store.put_dir("split", "s" * 64, split_dir)}
+    """A store holding a tiny decoder as both the model to refine and its source, and a split."""
+    store, inputs = _store_with_split(lapt_corpus, tmp_path, monkeypatch)
+    return store, {"model": store.put_dir("init", "m" * 64, tiny_dirs("llama")),
+                   "source": store.put_dir("source", "o" * 64, tiny_dirs("llama")), **inputs}
 
 
 def _align_params(**changes) -> dict:
