@@ -61,6 +61,9 @@ _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")
 _NOT_IN_KEY = ("data_root", "heldout_sentences", "threads", "ood_text")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
+# Floats read back exactly as written: pandas 3 does it by default (and deprecates asking), pandas 2 when asked.
+_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
 
 def data_fingerprint(tasks: Iterable[str], data_root: str | Path | None) -> str | None:
     """The fingerprint of the evaluation files these tasks read under ``data_root``: each task's local copy
@@ -125,7 +128,7 @@ def _downstream(run: StageRun) -> dict[str, Any]:
                                 s.evaluation.downstream())
         records = [json.loads(f.read_text(encoding="utf-8")) for f in sorted((work / "runs").rglob("seed*.json"))]
         for name in (RUNS_FILE, RESULTS_FILE):
-            table = pd.read_csv(work / name, float_precision="round_trip")
+            table = pd.read_csv(work / name, **_EXACT_FLOATS)
             atomic_write(run.out / name, table.drop(columns=[c for c in MEASURED_COLUMNS if c in table.columns])
                          .to_csv(index=False))
     computed = [{k: v for k, v in record.items() if k not in MEASURED_RUN_FIELDS} for record in records]
