@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from focusflow.corpus.io import write_texts
@@ -16,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import refine_losses  # noqa: E402
 
 
+@pytest.mark.slow  # a whole comparison per loss on a tiny decoder: ~15 s
 def test_each_loss_refines_the_base_and_its_row_shows_its_record(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
     write_texts(tmp_path / "corpus.jsonl", sample_texts(1500, seed=1))
