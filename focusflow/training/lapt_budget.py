@@ -6,8 +6,7 @@ model, data, batch, precision; per stage when LAPT is two-stage), and ``steps = 
 On a CPU the steps are timed in the process's own CPU time over its threads (``machine.StepClock``): a CPU-minute of
 a 2-thread run is a minute of both its cores, and other processes' time slices do not count (a wall-clock probe on a
 busy machine once planned 104 steps for 20 minutes that then trained in 9.8). Contention still slows each
-CPU-second (shared caches and memory bandwidth: one MLM step cost 5.01 CPU-s with 1 thread beside two other jobs on a
-2-core VM, 2.71 with 2 threads on the idle machine), so a
+CPU-second (shared caches and memory bandwidth: 5.01 against 2.71 s a step measured on a loaded 2-core VM), so a
 probe on a busy machine plans fewer steps. On an accelerator, wall time.
 The plan is stored (the ``lapt-budget`` stage) and the LAPT key depends on it, so a rerun trains exactly the
 planned steps. The minutes count optimizer steps only: held-out evaluations and checkpoint writes come on top
