@@ -4,10 +4,8 @@ Stopping on a wall clock would make a model depend on how busy the machine was; 
 planned once: one warm-up step, then ``budget_probe_steps`` timed optimizer steps of the real run (same
 model, data, batch, precision; per stage when LAPT is two-stage), and ``steps = minutes / seconds per step``.
 On a CPU the steps are timed in the process's own CPU time over its threads (``machine.StepClock``): a CPU-minute of
-a 2-thread run is a minute of both its cores, and other processes' time slices do not count (a wall-clock probe on a
-busy machine once planned 104 steps for 20 minutes that then trained in 9.8). Contention still slows each
-CPU-second (shared caches and memory bandwidth: 5.01 against 2.71 s a step measured on a loaded 2-core VM), so a
-probe on a busy machine plans fewer steps. On an accelerator, wall time.
+a 2-thread run is a minute of both its cores, whatever else the machine runs meanwhile (a probe on a busy machine
+once planned 104 steps for 20 minutes that then trained in 9.8); on an accelerator, in wall time.
 The plan is stored (the ``lapt-budget`` stage) and the LAPT key depends on it, so a rerun trains exactly the
 planned steps. The minutes count optimizer steps only: held-out evaluations and checkpoint writes come on top
 (the run's summary reports the seconds it really trained).
