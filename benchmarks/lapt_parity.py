@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             "fine-tune each beside the others")
     parser.add_argument("--lapt", action="append", default=[], metavar="KEY=VALUE",
                         help="override the LAPT recipe (repeatable), e.g. embeddings_only_fraction=0.3")
-    parser.add_argument("--seeds", default="3", help="N (1..N) or a list (2,3)")
+    parser.add_argument("--seeds", default="3", help="N (1..N) or a list (2,3; one seed: 4,)")
     parser.add_argument("--max-seeds", type=int, default=10, help="add seeds (paired with the source's) until every "
                                                                   "verdict is decided (standard error <= 1 point), "
                                                                   "up to this many")
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     args.prune_budgets = [float(b) for b in args.prune_budgets.split(",") if b.strip()]
     args.only = {name.strip() for name in args.only.split(",") if name.strip()}
     args.lapt_overrides = parse_lapt_overrides(args.lapt)
-    seeds: int | list[int] = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else int(args.seeds)
+    seeds: int | list[int] = [int(s) for s in args.seeds.split(",") if s.strip()] if "," in args.seeds else int(args.seeds)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("focusflow.stages").setLevel(logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
