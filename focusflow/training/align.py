@@ -197,7 +197,7 @@ def next_token_kl(student: torch.Tensor, teacher: torch.Tensor, head: torch.Tens
     from torch.utils.checkpoint import checkpoint
 
     def divergence(mine: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
-        logits = [(v @ head.T).float() for v in (mine, theirs.to(mine.dtype))]
+        logits = [(v.to(head.dtype) @ head.T).float() for v in (mine, theirs)]  # in the head's (autocast) dtype
         if softcap:  # Gemma's final logit soft-capping, as its own forward applies it
             logits = [torch.tanh(x / softcap) * softcap for x in logits]
         mine_log, theirs_log = (F.log_softmax(x, dim=-1) for x in logits)
@@ -329,7 +329,8 @@ class AlignRun(TrainingRun):
             if not decoder:
                 raise InputError("align loss=kl compares next-token distributions: it needs a decoder source; use "
                                  "cosine, mse or layers for an encoder")
-            head = teacher.get_output_embeddings().weight.detach().to(device)
+            # cast once to the autocast dtype: autocast would copy Gemma's 262k-row head again for every chunk
+            head = teacher.get_output_embeddings().weight.detach().to(device, self.precision.dtype or torch.float32)
             softcap = getattr(teacher.config, "final_logit_softcapping", None)
             self.layer, self.pool = depth, "last"  # the state the next token is predicted from
         else:

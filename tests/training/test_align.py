@@ -229,6 +229,13 @@ def test_the_next_token_divergence_is_the_kl_of_the_source_heads_distributions_i
     assert capped < float(expected.detach())  # soft-capped logits are flatter: the distributions differ less
 
 
+def test_the_next_token_loss_runs_under_bf16_autocast_with_the_head_cast_once(tiny_dirs, lapt_corpus, tmp_path):
+    summary = align_embeddings(tiny_dirs("llama"), tiny_dirs("llama"), lapt_corpus[0], tmp_path / "run",
+                               spec(loss="kl", steps=2, precision="bf16", keep_best=False))
+    assert summary["precision"] == "bfloat16" and summary["steps"] == 2
+    assert summary["initial_heldout_loss"] < 1e-2  # the model is its own teacher: its next tokens agree
+
+
 def test_the_next_token_loss_needs_a_decoder_and_layers_need_their_loss(tiny_dirs, lapt_corpus, tmp_path):
     with pytest.raises(InputError, match="needs a decoder"):
         align_embeddings(tiny_dirs("xlmr"), tiny_dirs("xlmr"), lapt_corpus[0], tmp_path / "run", spec(loss="kl"))
