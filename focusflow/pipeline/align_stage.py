@@ -11,8 +11,7 @@ from pydantic import Field
 
 from focusflow.config import AlignSpec, PipelineConfig
 from focusflow.corpus.split import SplitOutput
-from focusflow.errors import InputError
-from focusflow.pipeline.lapt_stage import budget_key_params, read_plan, write_plan
+from focusflow.pipeline.lapt_stage import budget_key_params, planned_input, write_plan
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
 
@@ -40,14 +39,12 @@ def _align(run: StageRun) -> Mapping[str, Any]:
 
     s: AlignSettings = run.settings
     spec = s.align
-    if spec.needs_plan != ("budget" in run.artifacts):
-        raise InputError("init.refine.minutes needs its step plan: run the align-budget stage on the same model, "
-                         "source and split and pass it as the 'budget' input (the flows and focusflow init do)"
-                         if spec.needs_plan else "an align-budget input was given but init.refine.minutes is not set")
-    if spec.needs_plan:
+    plan = planned_input(run, spec.needs_plan, "init.refine.minutes", ALIGN_BUDGET_STAGE, "model, source and split",
+                         "the flows and focusflow init do")
+    if plan is not None:
         from focusflow.training.align import planned_align_spec
 
-        spec = planned_align_spec(spec, read_plan(run))
+        spec = planned_align_spec(spec, plan)
     work = run.work  # <work root>/align/<key>, claimed for this run
     summary = align_embeddings(run.inputs["model"], run.inputs["source"], run.input("split", SplitOutput).train, work,
                                spec, resume=True, progress=run.progress)

@@ -154,13 +154,19 @@ def _lapt(run: StageRun) -> dict[str, Any]:
 
 def _planned(run: StageRun, spec: LaptSpec) -> BudgetPlan | None:
     """The step plan of a minutes budget (the ``budget`` input, a ``lapt-budget`` artifact); None for other budgets."""
-    if spec.needs_plan != ("budget" in run.artifacts):
-        raise InputError("lapt.minutes needs its step plan: run the lapt-budget stage on the same model and split "
-                         "and pass it as the 'budget' input (focusflow lapt --minutes and the flows do)"
-                         if spec.needs_plan else "a lapt-budget input was given but lapt.minutes is not set")
-    if not spec.needs_plan:
-        return None
-    return read_plan(run)
+    return planned_input(run, spec.needs_plan, "lapt.minutes", BUDGET_STAGE, "model and split",
+                         "focusflow lapt --minutes and the flows do")
+
+
+def planned_input(run: StageRun, needs_plan: bool, setting: str, budget_stage: str, inputs: str,
+                  who: str) -> BudgetPlan | None:
+    """The ``budget`` input's plan when ``setting`` (a minutes budget) needs one, None when it does not; either way
+    wrong (a plan missing, or one given to a step budget) is the user's error, naming the stage that plans."""
+    if needs_plan != ("budget" in run.artifacts):
+        raise InputError(f"{setting} needs its step plan: run the {budget_stage} stage on the same {inputs} and pass "
+                         f"it as the 'budget' input ({who})"
+                         if needs_plan else f"a budget input ({budget_stage}) was given but {setting} is not set")
+    return read_plan(run) if needs_plan else None
 
 
 def read_plan(run: StageRun) -> BudgetPlan:
