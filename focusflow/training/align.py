@@ -42,6 +42,7 @@ from focusflow.training.flops import body_flops_per_token
 from focusflow.training.guard import LanguageModelDev
 from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
+from focusflow.training.machine import StepClock
 from focusflow.training.monitor import loss_summary
 from focusflow.training.records import BudgetPlan
 from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
@@ -458,14 +459,14 @@ def plan_align_budget(model_dir: Path, source_dir: Path, train: Path, spec: Alig
     with tempfile.TemporaryDirectory(prefix="focusflow-align-budget-", dir=work_dir) as folder:
         run = AlignRun(Path(model_dir), Path(source_dir), Path(train), Path(folder), probe, None, None, False, None,
                        progress)
-        clock = lapt_budget.StepClock(run.dist.device)
+        clock = StepClock(run.dist.device)
         count = spec.budget_probe_steps
         with ProgressBar("align budget: timing the first steps", count + 1) if progress else contextlib.nullcontext() as bar:
             per_step = lapt_budget.time_steps(run, 0, count, clock, bar)
     steps = lapt_budget.steps_for_minutes(spec.minutes, per_step)
     return lapt_budget.LaptBudget(minutes=spec.minutes, steps=steps, checkpoint_minutes=[], checkpoint_steps=[],
-                      seconds_per_step=per_step, stage_seconds_per_step={"full": per_step},
-                      tokens_per_step=spec.batch_tokens, probe_steps=count, clock=clock.kind)
+                                  seconds_per_step=per_step, stage_seconds_per_step={"full": per_step},
+                                  tokens_per_step=spec.batch_tokens, probe_steps=count, clock=clock.kind)
 
 
 def planned_align_spec(spec: AlignSpec, plan: BudgetPlan) -> AlignSpec:
