@@ -49,15 +49,26 @@ class _Section(BaseModel):
     #: Fields added after keys with this section were first stored: in a key only when set to other than their
     #: default, so that every artifact stored before them keeps its key.
     _key_when_set: ClassVar[tuple[str, ...]] = ()
+    #: A field's default before it changed: keys leave it out too (what was stored with it keeps its key), and a
+    #: record written before the field existed (a checkpoint's settings) reads it as this value.
+    _former_defaults: ClassVar[dict[str, Any]] = {}
 
     @model_serializer(mode="wrap")
     def _later_fields_when_set(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
         data = handler(self)
         if isinstance(data, dict) and (info.context or {}).get("focusflow_key"):
             for name in self._key_when_set:
-                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                value = getattr(self, name)
+                if name in data and (value == type(self).model_fields[name].default
+                                     or (name in self._former_defaults and value == self._former_defaults[name])):
                     del data[name]
         return data
+
+    @classmethod
+    def written_before(cls, saved: dict[str, Any]) -> dict[str, Any]:
+        """Settings a record wrote, with the fields it predates at the values they had then (their former
+        defaults; any other field it lacks takes its default when validated)."""
+        return {**{name: value for name, value in cls._former_defaults.items() if name not in saved}, **saved}
 
 
 class CorpusSpec(_Section):
@@ -292,11 +303,12 @@ class InitSpec(_Section):
         "characters while they fit, so that it cuts new text of the language as the source does (0: the corpus's "
         "pieces only; 1: every piece of the corpus's characters)")
     candidates: list[CandidateName] = Field(
-        default_factory=lambda: ["prune"], description="models built beside the methods, each named as itself in "
-        "every row (methods.CANDIDATES): prune (the source's own vocabulary pruned, every row copied: the source's "
-        "quality at a fraction of its size, the floor a new tokenizer must beat), prune+extend (the pruned source "
-        "plus the language's frequent new tokens, FOCUS-initialized); [] for none; the report picks the product "
-        "among them all")
+        default_factory=lambda: ["prune", "prune+extend"], description="models built beside the methods, each "
+        "named as itself in every row (methods.CANDIDATES): prune (the source's own vocabulary pruned, every row "
+        "copied: the source's quality at a fraction of its size, the floor a new tokenizer must beat), prune+extend "
+        "(the pruned source plus the language's frequent new tokens, FOCUS-initialized: after LAPT the product "
+        "measured at parity with the fewest tokens per word, benchmarks/RESULTS-lapt-parity.md); [] for none; the "
+        "report picks the product among them all")
     seed: int = 0
 
     @property
@@ -323,6 +335,7 @@ class LaptSpec(_AdamWSchedule):
 
     _key_when_set: ClassVar[tuple[str, ...]] = ("dropout", "objective", "distill_layers", "distill_sentence_weight",
                                                  "distill_mlm_weight", "bf16_weights")
+    _former_defaults: ClassVar[dict[str, Any]] = {"objective": "mlm"}  # before auto (issue 44)
 
     steps: int = Field(default=0, ge=0, description="optimizer steps; 0 skips LAPT (unless another budget is set)")
     samples: int | None = Field(default=None, gt=0, description="budget in sequences (rounded up to whole steps)")
@@ -340,10 +353,12 @@ class LaptSpec(_AdamWSchedule):
                             "paper's 128)")
     micro_batch_size: int = Field(default=16, ge=1)
     seq_len: int = Field(default=128, ge=8, description="packed tokens per sequence (the paper's 256)")
-    objective: Literal["mlm", "distill", "mlm+distill"] = Field(
-        default="mlm", description="mlm: the model's own LM loss (masked LM for an encoder, causal for a decoder); "
+    objective: Literal["auto", "mlm", "distill", "mlm+distill"] = Field(
+        default="auto", description="mlm: the model's own LM loss (masked LM for an encoder, causal for a decoder); "
         "distill: match the source model's word-pooled hidden states at distill_layers and its sentence vectors "
-        "(the source reads each text with its own tokenizer; it must be given: the flows pass it); mlm+distill: both")
+        "(the source reads each text with its own tokenizer; it must be given: the flows pass it); mlm+distill: both; "
+        "auto: by the source's family, as measured (methods.FAMILY_OBJECTIVES): distill for an encoder, mlm (causal "
+        "LM) for a decoder")
     distill_layers: list[int] | None = Field(default=None, description="layers whose word-pooled states are "
                                              "matched; None: a third, two thirds and all of the depth")
     distill_sentence_weight: float = Field(default=1.0, ge=0, description="weight of the sentence-vector term")
@@ -494,8 +509,8 @@ class OrchestrationSpec(_Section):
         default=None, description="scheduler of an existing Dask cluster (tcp://host:8786) for task_runner: dask; "
         f"unset: ${DASK_ADDRESS_ENV}, else a local cluster of max_workers processes")
     lapt_methods: list[FlowMethod | CandidateName] = Field(
-        default_factory=lambda: ["focus"], description="initializations (methods or candidates, e.g. prune+extend) "
-        "that get LAPT (and downstream evaluation)")
+        default_factory=lambda: ["focus", "prune+extend"], description="initializations (methods or candidates, "
+        "e.g. prune+extend) that get LAPT (and downstream evaluation); those the run does not build are skipped")
     evaluate_original: bool = Field(default=True, description="also evaluate the source model with its own tokenizer")
 
     @model_validator(mode="after")
@@ -549,9 +564,10 @@ ANY_LANGUAGE = "xx"
 
 
 #: A run's LAPT budget when its configuration names none (``lapt.steps: 0`` turns LAPT off): the CPU-minutes after
-#: which FOCUS + LAPT matched its source on SIB-200 (benchmarks/RESULTS-lapt-parity.md). The minutes are fixed as
-#: a step count on the machine that trains, so a GPU trains many more steps in them.
-DEFAULT_LAPT_MINUTES = 20.0
+#: which the pruned-and-extended source, distilled, reached its source on SIB-200 with 0.61x its tokens per word
+#: (benchmarks/RESULTS-lapt-parity.md). The minutes are fixed as a step count on the machine that trains, so a GPU
+#: trains many more steps in them.
+DEFAULT_LAPT_MINUTES = 30.0
 LAPT_BUDGETS = ("steps", "samples", "tokens", "minutes")
 
 

@@ -169,6 +169,21 @@ LAPT_SUFFIXES: dict[str, str] = {name: spec.suffix for name, spec in LAPT_OBJECT
 LAPT_SUFFIX = LAPT_SUFFIXES["mlm"]
 
 
+#: ``lapt.objective: auto``, by the source's family, each chosen by measurement (benchmarks/RESULTS-lapt-parity.md):
+#: an encoder distills its source (FOCUS −2.5 and prune+extend +4.0 points on SIB-200 after 30 CPU-minutes, where
+#: masked-LM LAPT left FOCUS −5.4), a decoder trains its own causal LM (Gemma's FOCUS + CLM LAPT: 2.09 bits per
+#: byte against the source's 3.81; a decoder's distillation is not measured).
+AUTO_OBJECTIVE = "auto"
+FAMILY_OBJECTIVES: dict[str, str] = {"encoder": "distill", "decoder": "mlm"}
+
+
+def family_objective(objective: str, decoder: bool) -> str:
+    """The LAPT objective a run trains with: ``objective`` itself, or for ``auto`` its source family's."""
+    if objective != AUTO_OBJECTIVE:
+        return objective
+    return FAMILY_OBJECTIVES["decoder" if decoder else "encoder"]
+
+
 def learns_from_source(objective: str) -> bool:
     """Whether a LAPT objective has the source as its teacher (the one place this rule is decided)."""
     return LAPT_OBJECTIVES[objective].teacher

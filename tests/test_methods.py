@@ -191,10 +191,18 @@ def test_every_lapt_objective_is_a_row_whose_run_resolves_and_the_config_accepts
     import typing
 
     from focusflow.config import LaptSpec
-    from focusflow.methods import CANDIDATES, LAPT_OBJECTIVES, CandidateName, learns_from_source
+    from focusflow.methods import (
+        AUTO_OBJECTIVE,
+        CANDIDATES,
+        FAMILY_OBJECTIVES,
+        LAPT_OBJECTIVES,
+        CandidateName,
+        learns_from_source,
+    )
     from focusflow.training.loop import TrainingRun
 
-    assert set(typing.get_args(LaptSpec.model_fields["objective"].annotation)) == set(LAPT_OBJECTIVES)
+    assert set(typing.get_args(LaptSpec.model_fields["objective"].annotation)) == {*LAPT_OBJECTIVES, AUTO_OBJECTIVE}
+    assert set(FAMILY_OBJECTIVES.values()) <= set(LAPT_OBJECTIVES), "auto resolves to a row"
     assert set(typing.get_args(CandidateName)) == set(CANDIDATES)
     for row in LAPT_OBJECTIVES.values():
         module, _, name = row.run.partition(":")

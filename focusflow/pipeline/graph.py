@@ -32,6 +32,7 @@ from focusflow.methods import (
     read_model_label,
     split_method,
 )
+from focusflow.pipeline.family_defaults import with_family_defaults
 from focusflow.pipeline.ood_stage import wanted as wants_ood
 from focusflow.pipeline.product import candidate_names, configured_product, lapt_models
 from focusflow.pipeline.publish_stage import PRODUCT
@@ -159,6 +160,7 @@ class Branches:
 
 def prepare_branches(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> Branches:
     """Corpus, tokenizer, fastText and every initialization with its intrinsic evaluation."""
+    cfg = with_family_defaults(cfg)
     run = _Run(cfg, store_uri, tasks)
     corpus = run("corpus")
     dedup = run("dedup", corpus=corpus)
@@ -225,6 +227,7 @@ def report_inputs(branches: Branches, **more: dict[str, Any]) -> dict[str, Any]:
 
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """The whole pipeline for one language: branches, LAPT, downstream evaluation, report."""
+    cfg = with_family_defaults(cfg)
     run = _Run(cfg, store_uri, tasks)
     publishing = ({model: params_for("publish", cfg, model=model) for model in cfg.publish.models}
                   if cfg.publish.repo_id else {})
@@ -284,6 +287,7 @@ def _model_of(name: str, models: Mapping[str, Any], lapt: Mapping[str, Any]) -> 
 
 def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> str:
     """Every initialization method on the same tokenizer, fastText and held-out text; returns the report URI."""
+    cfg = with_family_defaults(cfg)
     branches = prepare_branches(cfg, store_uri, tasks)
     return _Run(cfg, store_uri, tasks)("report", params_for("report", cfg, trained=False), **report_inputs(branches))
 

@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError
 from focusflow.config import LaptSpec, PipelineConfig
 from focusflow.corpus.split import SplitOutput
 from focusflow.errors import InputError
+from focusflow.pipeline.family_defaults import with_family_defaults
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
 from focusflow.storage import Artifact, ArtifactStore, CorruptArtifactError
 from focusflow.storage.atomic import atomic_folder, atomic_write
@@ -89,7 +90,7 @@ class LaptSettings(StageSettings):
     def from_config(cls, cfg: PipelineConfig, /, *, lineage: Mapping[str, str] | None = None,
                     **variant: Any) -> Self:
         """``lineage`` (artifact URIs such as the source model) travels with every checkpoint, outside the key."""
-        return cls(lapt=cfg.lapt, lineage=dict(lineage or {}))
+        return cls(lapt=with_family_defaults(cfg).lapt, lineage=dict(lineage or {}))
 
     @property
     def total_steps(self) -> int:  # what a checkpoint hook shows progress against
@@ -198,7 +199,7 @@ class LaptBudgetSettings(StageSettings):
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
         """The LAPT settings a minutes budget is timed with (the machine joins the key at run time)."""
-        return cls(lapt=cfg.lapt)
+        return cls(lapt=with_family_defaults(cfg).lapt)
 
 
 def budget_key_params(params: Mapping[str, Any]) -> dict[str, Any]:

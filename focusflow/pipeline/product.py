@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, parity_word, seed_scores, unconverged
 from focusflow.methods import model_label
+from focusflow.pipeline.family_defaults import run_objective
 from focusflow.storage import shorten_key
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def candidate_names(cfg: PipelineConfig, *, trained: bool = True) -> list[str]:
     none of them; ``trained=False``: a graph that runs no LAPT, ``compare``), then the candidates built beside them
     (``init.candidates``, a pruned source), each also after its LAPT where it has one. The downstream evaluation,
     the report's candidates table and the product choice all read this one list."""
-    objective = cfg.lapt.objective
+    objective = run_objective(cfg)
     lapt = set(lapt_models(cfg)) if trained else set()
     methods = [m for m in cfg.init.methods if m in lapt]
     names = [model_label(m, lapt=True, objective=objective) for m in methods] or list(cfg.init.methods)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Self
 
 from focusflow.methods import model_label
+from focusflow.pipeline.family_defaults import run_objective
 from focusflow.pipeline.product import configured_product, lapt_models
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.storage import Artifact, ArtifactStore
@@ -36,7 +37,7 @@ def publishable_models(cfg: PipelineConfig) -> list[str]:
     """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt``, ``prune`` …): what
     ``publish.models`` lists, besides ``product``."""
     return [*cfg.init.methods, *cfg.init.built_candidates,
-            *(model_label(m, lapt=True, objective=cfg.lapt.objective) for m in lapt_models(cfg))]
+            *(model_label(m, lapt=True, objective=run_objective(cfg)) for m in lapt_models(cfg))]
 
 
 def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | None = None) -> dict[str, Artifact]:

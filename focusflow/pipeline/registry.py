@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from focusflow.config import KEY_CONTEXT
 from focusflow.errors import FocusflowError, InputError
@@ -71,6 +71,20 @@ class StageSettings(BaseModel):
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_as_written(cls, data: Any) -> Any:
+        """A configuration section read from parameters: a field its key leaves out at its former default (keys
+        stored before the default changed, and those since) reads as that value, not as today's default."""
+        if not isinstance(data, Mapping):
+            return data
+        read = dict(data)
+        for name, spec in cls.model_fields.items():
+            key, section = spec.alias or name, spec.annotation
+            if isinstance(read.get(key), Mapping) and hasattr(section, "written_before"):
+                read[key] = section.written_before(dict(read[key]))
+        return read
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from focusflow.config import PipelineConfig
+from focusflow.models.model_type import source_is_decoder
 from focusflow.pipeline.registry import STAGES, stage_key
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
 
@@ -122,9 +123,11 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
     """Walk the run's graph (``graph.specialize``) without building anything; publishing is listed, not walked (its
     model is the report's pick)."""
     from focusflow.methods import learns_from_source
+    from focusflow.pipeline.family_defaults import with_family_defaults
     from focusflow.pipeline.graph import specialize
     from focusflow.pipeline.product import candidate_names, lapt_models
 
+    cfg = with_family_defaults(cfg)
     calls: list[PlannedCall] = []
     walked = cfg.model_copy(update={"publish": cfg.publish.model_copy(update={"repo_id": None})})
     specialize(walked, store.uri, {name: _Planner(name, store, calls) for name in STAGES})
@@ -138,20 +141,10 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
         view.lapt = {"objective": cfg.lapt.objective, "budget": budget, "teacher": teacher}
     if cfg.publish.repo_id:
         view.models["published"] = list(cfg.publish.models)
-    decoder = source_is_decoder(cfg.source_model)
+    decoder = bool(source_is_decoder(cfg.source_model))
     view.without_tasks = ("- (the product is chosen on the held-out split's dev bits per byte)" if decoder
                           else "- (the product is not measured: the configured model)")
     return view
-
-
-def source_is_decoder(spec: str) -> bool:
-    """Whether the source is a decoder, as far as it is known without loading it (False when unknown)."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
-
-    from focusflow.models.model_type import source_model_type
-
-    model_type = source_model_type(spec)
-    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 __all__ = ["AFTER_INPUTS", "STORED", "TO_BUILD", "PlannedCall", "RunView", "plan_run"]

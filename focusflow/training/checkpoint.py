@@ -218,9 +218,10 @@ def resume_point(out_dir: Path, resume: bool, main: bool, barrier: Callable[[], 
 
 def resumable_changes_only(spec: Any, saved: dict[str, Any], resumable: frozenset[str], out_dir: Path) -> None:
     """Refuse to resume unless the checkpoint's settings equal ``spec``'s but for ``resumable`` ones; a setting the
-    checkpoint does not record (one added to focusflow after it was written) counts as its default, so an upgrade
-    resumes."""
+    checkpoint does not record (one added to focusflow after it was written) counts as what it was then (its former
+    default, else its default), so an upgrade resumes."""
     current = spec.model_dump(mode="json")
+    saved = type(spec).written_before(saved)
     try:
         saved = {**type(spec).model_validate(saved).model_dump(mode="json"), **saved}
     except ValueError:  # settings this version no longer reads: compared as written

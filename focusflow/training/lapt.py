@@ -24,12 +24,13 @@ from torch import nn
 
 from focusflow.config import LaptSpec
 from focusflow.errors import InputError
-from focusflow.methods import LAPT_OBJECTIVES
+from focusflow.methods import AUTO_OBJECTIVE, LAPT_OBJECTIVES, family_objective
 from focusflow.models.lm_stats import EVAL_STREAM, Masker
 from focusflow.models.loading import (
     require_vocabulary_fits,
     usable_positions,
 )
+from focusflow.models.model_type import source_is_decoder
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu
@@ -238,14 +239,19 @@ def lapt_run(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_di
     without, it computes them)."""
     import importlib
 
+    auto = spec.objective == AUTO_OBJECTIVE
+    if auto:  # a library call's: the flows resolve it before keying (pipeline.family_defaults)
+        decoder = bool(source_is_decoder(str(model_dir)))
+        spec = spec.model_copy(update={"objective": family_objective(spec.objective, decoder)})
     row = LAPT_OBJECTIVES[spec.objective]
     module, _, name = row.run.partition(":")
     run_class = getattr(importlib.import_module(module), name)
     if not row.teacher:
         return run_class(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress)
     if source_dir is None:
-        raise InputError(f"lapt.objective={spec.objective} needs the source model as teacher (the flows pass it; "
-                         "focusflow lapt --source SOURCE)")
+        chosen = " (auto: an encoder distills)" if auto else ""
+        raise InputError(f"lapt.objective={spec.objective}{chosen} needs the source model as teacher (the flows pass "
+                         "it; focusflow lapt --source SOURCE), or set lapt.objective=mlm for the model's own loss")
     return run_class(model_dir, source_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress,
                      teacher_dir)
 

@@ -128,8 +128,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def lapt(model: str, corpus: str, *extra: str) -> Callable[[Path], list[str]]:
+    """The model's own loss (an encoder's ``lapt.objective: auto`` distills, which needs ``--source``)."""
     return lambda d: ["lapt", "--model", str(d / model), "--corpus", str(d / corpus), "--no-progress",
-                      "--out", "{out}", *extra]
+                      "--out", "{out}", "--set", "lapt.objective=mlm", *extra]
 
 
 def evaluate(models: str, task: str, *extra: str) -> Callable[[Path], list[str]]:
@@ -633,6 +634,7 @@ def test_weights_that_blow_up_finite_are_never_checkpointed(lr, inputs, fresh_st
     """At lr 1e3 (or 1e30) every weight jumps to about that size and stays finite: step 1's checkpoint is refused."""
     code, out, err = run_cli(monkeypatch, capsys, "lapt", "--model", str(inputs / "model"), "--corpus",
                              str(inputs / "split"), "--steps", "3", "--no-progress", "--set", f"lapt.lr={lr}",
+                             "--set", "lapt.objective=mlm",
                              "--set", "lapt.checkpoint_steps=[1]", "--set", "lapt.seq_len=16", "--set",
                              "lapt.batch_size=4", "--set", "lapt.micro_batch_size=4")
     assert_one_clear_line(code, out, err, ("LAPT diverged at step 1", "weights failed their check", "past 10x",

@@ -161,6 +161,27 @@ def test_a_pruned_candidate_runs_end_to_end_on_a_tiny_model(tmp_path, monkeypatc
     assert metrics["prune+extend"]["tokens_per_word"] < metrics["prune"]["tokens_per_word"]
 
 
+@pytest.mark.parametrize("shape", ["gemma", "smollm"])
+def test_decoders_get_the_pruned_and_the_pruned_extended_candidates_too(tmp_path, monkeypatch, shape):
+    """Issue 48: the candidates the default run builds, built for a decoder source as for an encoder."""
+    from tests.tiny_decoders import save_tiny_gemma, save_tiny_smollm
+
+    monkeypatch.setenv("FOCUSFLOW_WORK_DIR", str(tmp_path / "work"))
+    save = {"gemma": save_tiny_gemma, "smollm": save_tiny_smollm}[shape]
+    source = save(tmp_path / "source", sample_texts(600, seed=1), vocab_size=400)
+    cfg = _config(tmp_path, "replace", source=str(source))
+    cfg.tokenizer.vocab_size, cfg.init.methods, cfg.init.extend_top_n = 500, ["mean"], 40
+    cfg.init.candidates = ["prune", "prune+extend"]
+    branches = prepare_branches(cfg, cfg.store, local_tasks())
+    store = ArtifactStore(cfg.store)
+    metrics = {name: store.resolve(branches.intrinsic[name].result()).metadata
+               for name in ("prune", "prune+extend", "original")}
+    assert metrics["prune"]["vocab_size"] < metrics["original"]["vocab_size"]
+    assert metrics["prune"]["tokens_per_word"] == pytest.approx(metrics["original"]["tokens_per_word"], rel=0.01)
+    assert metrics["prune+extend"]["tokens_per_word"] < metrics["prune"]["tokens_per_word"]
+    assert all(m["bits_per_byte"] > 0 for m in metrics.values())
+
+
 def test_prune_plus_extend_is_the_source_pruned_with_room_then_extended_and_may_be_trained(tmp_path):
     """Issue 44: the pruned source plus the language's frequent new tokens (FOCUS), a candidate LAPT may train."""
     cfg = _config(tmp_path, "replace", lapt={"steps": 2, "objective": "distill"})

@@ -66,14 +66,20 @@ def test_a_runs_candidates_are_its_methods_after_lapt_or_its_methods_then_what_i
     from focusflow.pipeline.product import candidate_names, configured_product
 
     trained = build_config({"language": "sw", "init": {"methods": ["focus", "fvt"]},
-                            "lapt": {"steps": 10}, "orchestration": {"lapt_methods": ["focus"]}})
-    assert candidate_names(trained) == ["focus+lapt", "prune"] and configured_product(trained) == "focus+lapt"
+                            "lapt": {"steps": 10}})  # an encoder source (e5-small): lapt.objective=auto distills
+    assert candidate_names(trained) == ["focus+distill", "prune+extend+distill", "prune", "prune+extend"]
+    assert configured_product(trained) == "focus+distill"
     untrained = build_config({"language": "sw", "init": {"methods": ["focus", "fvt"]}, "lapt": {"steps": 0}})
-    assert candidate_names(untrained) == ["focus", "fvt", "prune"] and configured_product(untrained) == "focus"
-    assert candidate_names(trained, trained=False) == ["focus", "fvt", "prune"], "compare trains nothing"
+    assert candidate_names(untrained) == ["focus", "fvt", "prune", "prune+extend"]
+    assert configured_product(untrained) == "focus"
+    assert candidate_names(trained, trained=False) == ["focus", "fvt", "prune", "prune+extend"], "compare trains none"
     only_a_candidate = build_config({"language": "sw", "init": {"methods": ["focus"], "candidates": ["prune+extend"]},
-                                     "lapt": {"steps": 10}, "orchestration": {"lapt_methods": ["prune+extend"]}})
+                                     "lapt": {"steps": 10, "objective": "mlm"},
+                                     "orchestration": {"lapt_methods": ["prune+extend"]}})
     assert candidate_names(only_a_candidate) == ["focus", "prune+extend+lapt", "prune+extend"]
+    decoder = build_config({"language": "sw", "source_model": "gemma3:270m", "init": {"methods": ["focus"]},
+                            "lapt": {"steps": 10}})  # a decoder: its causal LM
+    assert candidate_names(decoder) == ["focus+lapt", "prune+extend+lapt", "prune", "prune+extend"]
 
 
 def test_without_a_downstream_task_the_report_still_lists_every_candidate_it_built_the_product_first(tmp_path):

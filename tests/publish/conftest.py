@@ -39,9 +39,9 @@ def tiny_run_config(root: Path, **publish: Any) -> dict[str, Any]:
         "split": {"min_heldout_documents": 40},
         "tokenizer": {"vocab_size": 300, "threads": 1},
         "fasttext": {"dim": 16, "epochs": 2, "min_count": 1, "threads": 1},
-        "init": {"methods": ["focus"]},
-        "lapt": {"steps": 2, "batch_size": 4, "micro_batch_size": 2, "seq_len": 32, "checkpoint_every": 2,
-                 "eval_every": 2, "eval_sequences": 4},
+        "init": {"methods": ["focus"], "candidates": ["prune"]},  # publishing one LAPT model, by its own loss
+        "lapt": {"objective": "mlm", "steps": 2, "batch_size": 4, "micro_batch_size": 2, "seq_len": 32,
+                 "checkpoint_every": 2, "eval_every": 2, "eval_sequences": 4},
         "evaluation": {"heldout_sentences": 20, "tasks": [f"ner:{root / 'ner'}"], "seeds": 2, "epochs": 1,
                        "batch_size": 8},
         "dedup": {"decontaminate": False},

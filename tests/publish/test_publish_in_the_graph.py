@@ -19,10 +19,11 @@ from focusflow.pipeline import params_for
 
 def test_publish_settings_are_checked_before_anything_runs():
     base = {"language": "sw", "lapt": {"steps": 10}, "init": {"methods": ["focus", "random"]}}
-    config = build_config({**base, "publish": {"repo_id": "me/e5-{language}-{model}", "models": ["focus+lapt"]}})
-    assert params_for("publish", config, model="focus+lapt")["repo_id"] == "me/e5-sw-focus-lapt"
-    with pytest.raises(ConfigError, match="makes no model 'random\\+lapt'; it makes focus, random, prune, focus\\+lapt"):
-        params_for("publish", config, model="random+lapt")
+    config = build_config({**base, "publish": {"repo_id": "me/e5-{language}-{model}", "models": ["focus+distill"]}})
+    assert params_for("publish", config, model="focus+distill")["repo_id"] == "me/e5-sw-focus-distill"
+    with pytest.raises(ConfigError, match="makes no model 'focus\\+lapt'; it makes focus, random, prune, prune\\+extend, "
+                                          "focus\\+distill, prune\\+extend\\+distill"):
+        params_for("publish", config, model="focus+lapt")  # an encoder's LAPT distills by default
     two = build_config({**base, "publish": {"repo_id": "me/e5", "models": ["focus", "random"]}})
     with pytest.raises(ConfigError, match="each model needs its own repository"):
         params_for("publish", two, model="focus")

@@ -136,8 +136,8 @@ def test_a_lapt_stage_killed_after_a_checkpoint_resumes_from_the_store_when_its_
     split.mkdir()
     for name, path in zip(("train.jsonl", "heldout.jsonl"), lapt_corpus, strict=True):
         (split / name).write_bytes(path.read_bytes())
-    spec = LaptSpec(steps=4, batch_size=8, micro_batch_size=8, seq_len=64, lr=2e-3, eval_every=2, checkpoint_every=2,
-                    log_every=2, eval_sequences=8, keep_last=2).model_dump(mode="json")
+    spec = LaptSpec(objective="mlm", steps=4, batch_size=8, micro_batch_size=8, seq_len=64, lr=2e-3, eval_every=2,
+                    checkpoint_every=2, log_every=2, eval_sequences=8, keep_last=2).model_dump(mode="json")
 
     def run(store: ArtifactStore, work: Path, on_checkpoint=None):
         inputs = {"model": store.put_dir("import", "m" * 64, tiny_dirs("gpt2")),

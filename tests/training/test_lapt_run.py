@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def small_spec(**changes) -> LaptSpec:
+    """The model's own LM loss, small (``objective: auto`` would distill an encoder from a source these runs lack)."""
     base = dict(steps=16, batch_size=16, micro_batch_size=8, seq_len=64, lr=2e-3, warmup_fraction=0.1,
-                eval_every=8, checkpoint_every=8, log_every=4, eval_sequences=32)
+                eval_every=8, checkpoint_every=8, log_every=4, eval_sequences=32, objective="mlm")
     return LaptSpec(**{**base, **changes})
 
 
@@ -143,6 +144,15 @@ def test_bad_inputs_fail_with_clear_messages(tiny_dirs, lapt_corpus, tmp_path):
         run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=0), tmp_path / "c")
 
 
+def test_auto_takes_the_objective_of_the_models_family(tiny_dirs, lapt_corpus, tmp_path):
+    """A library call's ``objective: auto``: a decoder trains its causal LM; an encoder distills, so without its
+    source it is refused, saying what to give."""
+    summary = run_lapt(tiny_dirs("gpt2"), *lapt_corpus, small_spec(steps=2, objective="auto"), tmp_path / "decoder")
+    assert summary["objective"] == "clm" and summary["steps"] == 2
+    with pytest.raises(ValueError, match=r"objective=distill \(auto: an encoder distills\).*--source.*objective=mlm"):
+        run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=2, objective="auto"), tmp_path / "encoder")
+
+
 def _child(model: Path, corpus: tuple[Path, Path], out: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen([sys.executable, str(ROOT / "tests" / "training" / "lapt_child.py"), str(model),
@@ -215,9 +225,12 @@ def test_cli_trains_from_a_split_folder(tiny_dirs, lapt_corpus, tmp_path):
 
     split = lapt_corpus[0].parent
     runner = CliRunner()
-    result = runner.invoke(app, ["lapt", "--model", str(tiny_dirs("bert")), "--corpus", str(split), "--out",
-                                 str(tmp_path / "run"), "--steps", "2", "--no-progress", "--set", "lapt.batch_size=8",
-                                 "--set", "lapt.micro_batch_size=4", "--set", "lapt.seq_len=32"])
+    arguments = ["lapt", "--model", str(tiny_dirs("bert")), "--corpus", str(split), "--out", str(tmp_path / "run"),
+                 "--steps", "2", "--no-progress", "--set", "lapt.batch_size=8", "--set", "lapt.micro_batch_size=4",
+                 "--set", "lapt.seq_len=32"]
+    untaught = runner.invoke(app, arguments)  # an encoder's lapt.objective=auto distills: its teacher is asked for
+    assert untaught.exit_code == 2 and "--source SOURCE" in untaught.output and "lapt.objective=mlm" in untaught.output
+    result = runner.invoke(app, [*arguments, "--set", "lapt.objective=mlm"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output[result.output.index("{"):])
     assert summary["steps"] == 2 and summary["tokens"] == 2 * 8 * 32

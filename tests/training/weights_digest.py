@@ -97,8 +97,8 @@ def lapt(model_dir: Path, train: Path, heldout: Path, work: Path) -> str:
     from focusflow.config import LaptSpec
     from focusflow.training import run_lapt
 
-    spec = LaptSpec(steps=6, batch_size=4, micro_batch_size=2, seq_len=32, eval_every=3, checkpoint_every=3,
-                    eval_sequences=8, precision="fp32")
+    spec = LaptSpec(objective="mlm", steps=6, batch_size=4, micro_batch_size=2, seq_len=32, eval_every=3,
+                    checkpoint_every=3, eval_sequences=8, precision="fp32")
     run_lapt(model_dir, train, heldout, spec, work / "lapt", resume=False, progress=False)
     return folder_digest(work / "lapt" / "final")
 

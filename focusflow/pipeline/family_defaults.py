@@ -1,0 +1,57 @@
+"""What a run's ``auto`` settings become for its source's family, decided once, before the graph is walked: the
+graph, the plan, the names of the models and their keys all read the one resolved configuration.
+
+``lapt.objective: auto`` is the family's measured objective (``methods.FAMILY_OBJECTIVES``): a distillation for an
+encoder, the causal LM for a decoder. The family is read from the source's config without loading it (a Hub id's
+``config.json`` is fetched when not cached: the run downloads the model anyway). Where it cannot be known (offline,
+an id the Hub does not answer for) the run trains its own LM loss, which every family has, and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from focusflow.config import PipelineConfig
+from focusflow.methods import AUTO_OBJECTIVE, family_objective
+from focusflow.models.model_type import source_is_decoder
+from focusflow.tokenizer.source_ids import source_kind
+
+log = logging.getLogger(__name__)
+
+
+def with_family_defaults(cfg: PipelineConfig) -> PipelineConfig:
+    """``cfg`` with its ``auto`` settings resolved for its source (``cfg`` itself when none is ``auto``)."""
+    if cfg.lapt.objective != AUTO_OBJECTIVE:
+        return cfg
+    return cfg.model_copy(update={"lapt": cfg.lapt.model_copy(update={"objective": run_objective(cfg)})})
+
+
+def run_objective(cfg: PipelineConfig) -> str:
+    """The objective the run's LAPT trains with (``lapt.objective``, ``auto`` resolved): what its models are
+    named by and whether they get the source as teacher."""
+    if cfg.lapt.objective != AUTO_OBJECTIVE:
+        return cfg.lapt.objective
+    decoder = _is_decoder(cfg.source_model)
+    if decoder is None:
+        if cfg.lapt.has_budget:
+            log.warning("lapt.objective=auto: whether %s is an encoder or a decoder is not known here; its LAPT "
+                        "trains its own LM loss (set lapt.objective to distill or mlm to choose)", cfg.source_model)
+        return "mlm"
+    return family_objective(AUTO_OBJECTIVE, decoder)
+
+
+def _is_decoder(source_model: str) -> bool | None:
+    """A Hub id is asked once per process (its config may be fetched); a folder or a packaged id every time (a folder
+    may be written after the configuration is made)."""
+    if source_kind(source_model).name == "hub":
+        return _hub_is_decoder(source_model)
+    return source_is_decoder(source_model)
+
+
+@functools.lru_cache(maxsize=64)
+def _hub_is_decoder(source_model: str) -> bool | None:
+    return source_is_decoder(source_model, fetch=True)
+
+
+__all__ = ["run_objective", "with_family_defaults"]
