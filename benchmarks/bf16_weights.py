@@ -58,9 +58,10 @@ def main() -> int:
         train, heldout = ((args.split / "train.jsonl", args.split / "heldout.jsonl") if args.split
                           else _corpus(Path(scratch)))
         for name, settings in MODES.items():
-            spec = LaptSpec(steps=args.steps, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
-                            seq_len=args.seq_len, lr=args.lr, warmup_fraction=0.1, eval_every=args.steps,
-                            checkpoint_every=10 * args.steps, log_every=1, eval_sequences=64, **settings)
+            spec = LaptSpec(objective="mlm", steps=args.steps, batch_size=args.batch_size,
+                            micro_batch_size=args.micro_batch_size, seq_len=args.seq_len, lr=args.lr,
+                            warmup_fraction=0.1, eval_every=args.steps, checkpoint_every=10 * args.steps,
+                            log_every=1, eval_sequences=64, **settings)
             summary = run_lapt(model, train, heldout, spec, Path(scratch) / name.replace(" ", "-"))
             speeds = [row["tokens_per_s"] for row in _history(Path(scratch) / name.replace(" ", "-"))][1:]
             rows[name] = {"tokens_per_s": sum(speeds) / len(speeds) if speeds else summary["tokens_per_s"],

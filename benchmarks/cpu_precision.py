@@ -55,7 +55,7 @@ def lapt(folder: Path, precision: str, args) -> tuple[float, float]:
     from focusflow.config import LaptSpec
     from focusflow.training import run_lapt
 
-    spec = LaptSpec(steps=1 + args.lapt_steps, batch_size=args.batch_size, micro_batch_size=args.batch_size,
+    spec = LaptSpec(objective="mlm", steps=1 + args.lapt_steps, batch_size=args.batch_size, micro_batch_size=args.batch_size,
                     seq_len=args.seq_len, lr=args.lr, warmup_fraction=0.0, precision=precision, log_every=1,
                     eval_every=10 ** 6, checkpoint_every=10 ** 6, eval_sequences=args.eval_sequences)
     out = folder / f"lapt-{precision}"

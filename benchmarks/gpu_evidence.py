@@ -45,9 +45,9 @@ NEEDED = {"pydantic": "pydantic", "platformdirs": "platformdirs", "langcodes": "
           "zstandard": "zstandard", "fsspec": "fsspec", "typer": "typer", "yaml": "pyyaml", "rich": "rich",
           "pandas": "pandas", "pyarrow": "pyarrow", "safetensors": "safetensors", "transformers": "transformers",
           "sklearn": "scikit-learn"}
-GPU_LAPT = {"batch_size": 64, "micro_batch_size": 64, "seq_len": 256, "lr": 1e-4, "eval_every": 100_000,
+GPU_LAPT = {"objective": "mlm", "batch_size": 64, "micro_batch_size": 64, "seq_len": 256, "lr": 1e-4, "eval_every": 100_000,
             "eval_sequences": 64, "checkpoint_every": 100_000}
-TOY_LAPT = {"batch_size": 4, "micro_batch_size": 2, "seq_len": 32, "lr": 1e-4, "eval_every": 100_000,
+TOY_LAPT = {"objective": "mlm", "batch_size": 4, "micro_batch_size": 2, "seq_len": 32, "lr": 1e-4, "eval_every": 100_000,
             "eval_sequences": 4, "checkpoint_every": 100_000}
 
 

@@ -62,7 +62,7 @@ def run_ours(folder: Path, args, precision: str, name: str = "ours") -> dict:
     from focusflow.training import run_lapt
 
     steps = args.warmup_steps + args.steps
-    spec = LaptSpec(steps=steps, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
+    spec = LaptSpec(objective="mlm", steps=steps, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
                     seq_len=args.seq_len, precision=precision, compile=args.compile, log_every=1,
                     eval_every=10 ** 6, checkpoint_every=10 ** 6, eval_sequences=args.micro_batch_size)
     summary = run_lapt(folder / "model", folder / "train.jsonl", folder / "heldout.jsonl", spec, folder / name)

@@ -80,7 +80,7 @@ def lapt_row(kind: str, folder: Path, args) -> dict:
     from focusflow.training.lapt import LaptRun
 
     model = build_lapt_model(kind, folder)
-    spec = LaptSpec(steps=10 ** 6, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
+    spec = LaptSpec(objective="mlm", steps=10 ** 6, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
                     seq_len=args.seq_len, precision=args.precision, compile=args.compile, log_every=10 ** 6,
                     eval_every=10 ** 6, checkpoint_every=10 ** 6, eval_sequences=args.micro_batch_size)
     run = LaptRun(model, folder / "train.jsonl", folder / "heldout.jsonl", spec, folder / f"run-{kind}", resume=False,

@@ -42,7 +42,8 @@ def test_compare_writes_the_report_with_every_method_and_refinement(root):
     frame = pd.read_csv(root / "out" / "comparison.csv")
     assert set(CONTRACT) <= set(frame.columns) and list(frame.columns[:2]) == ["method", "stage"]
     assert list(zip(frame["method"], frame["stage"], strict=True)) == [
-        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "align"), ("prune", "init")]
+        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "align"), ("prune", "init"),
+        ("prune+extend", "init")]
     rows = frame.set_index(["method", "stage"])
     assert rows.loc[("original", "init"), "fidelity"] == pytest.approx(1.0, abs=1e-5)
     # the floor beside the methods (init.candidates): the source's own vectors for the pieces the corpus uses

@@ -101,8 +101,11 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
     comparison = pd.read_csv(report / "comparison.csv")
     assert {"method", "stage", "fidelity", "retrieval_top1", "mlm_loss", "bits_per_byte", "vocab_size",
             "tokens_per_word"} <= set(comparison.columns)
+    # the default run: the pruned and the pruned-extended source beside the methods, FOCUS and prune+extend
+    # distilled from the (encoder) source
     assert set(zip(comparison["method"], comparison["stage"], strict=False)) == {
-        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "lapt"), ("prune", "init")}
+        ("original", "init"), ("focus", "init"), ("random", "init"), ("focus", "distill"), ("prune", "init"),
+        ("prune+extend", "init"), ("prune+extend", "distill")}
     assert comparison["tokens_per_word"].notna().all()
     assert "<redacted>" not in (report / "report.md").read_text()
 
@@ -118,8 +121,10 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
         assert set(states[stage]) == {"Cached"}, (stage, states)
     for stage in ("tokenizer", "fasttext", "lapt", "report"):
         assert "Cached" not in states[stage], (stage, states)
-    # focus and random are new; the pruned source (the floor candidate) reads no target tokenizer: cached
-    assert sorted(states["init"]) == ["Cached", "Completed", "Completed"], states
+    assert set(states["teacher"]) == {"Cached"}, "the source's word states do not read the new tokenizer"
+    # focus, random and prune+extend (which adds the new tokenizer's pieces) are new; the pruned source and the
+    # pruned source prune+extend starts from read no target tokenizer: cached
+    assert sorted(states["init"]) == ["Cached", "Cached", "Completed", "Completed", "Completed"], states
     assert third["tokenizer"] != first["tokenizer"] and third["corpus"] == first["corpus"]
 
 
@@ -141,8 +146,9 @@ def write_ner_task(folder: Path) -> Path:
 def test_specialize_on_s3_store_with_decontamination_and_downstream(prefect_server, s3_server, inputs, tmp_path):
     uri = s3_server.make_bucket("flow-store")
     task = write_ner_task(tmp_path)
-    config = run_config(f"{uri}/ff", inputs["corpus"], inputs["source"], init={"methods": ["focus"]},
-                        lapt={"steps": 2, "checkpoint_every": 1},
+    config = run_config(f"{uri}/ff", inputs["corpus"], inputs["source"],
+                        init={"methods": ["focus"], "candidates": ["prune"]},
+                        lapt={"steps": 2, "checkpoint_every": 1, "objective": "mlm"},
                         evaluation={"tasks": [f"ner:{task}"], "seeds": 2, "epochs": 1, "batch_size": 8})
     first, _ = run_flow("ny", config)
     assert first["report"].startswith(f"{uri}/ff/report/")
@@ -160,7 +166,8 @@ def test_specialize_on_s3_store_with_decontamination_and_downstream(prefect_serv
 def test_killed_flow_resumes_lapt_from_last_checkpoint(prefect_server, inputs, tmp_path, work_dir):
     store_uri = (tmp_path / "store").as_uri()
     config = run_config(store_uri, inputs["corpus"], inputs["source"], init={"methods": ["focus"]},
-                        lapt={"steps": 60, "checkpoint_every": 5, "eval_every": 30})
+                        lapt={"steps": 60, "checkpoint_every": 5, "eval_every": 30},  # a distillation: resumed too
+                        orchestration={"lapt_methods": ["focus"]})
     script = ("import json, sys; from focusflow.flows import specialize_language; "
               "specialize_language('ny', json.loads(sys.argv[1]))")
     env = {**os.environ, "PREFECT_API_URL": prefect_server.api_url}
