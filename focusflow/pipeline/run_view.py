@@ -127,7 +127,7 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
     from focusflow.pipeline.graph import specialize
     from focusflow.pipeline.product import candidate_names, lapt_models
 
-    cfg = with_family_defaults(cfg)
+    given, cfg = cfg.lapt.objective, with_family_defaults(cfg)
     calls: list[PlannedCall] = []
     walked = cfg.model_copy(update={"publish": cfg.publish.model_copy(update={"repo_id": None})})
     specialize(walked, store.uri, {name: _Planner(name, store, calls) for name in STAGES})
@@ -138,7 +138,8 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
         budget = (f"{cfg.lapt.minutes:g} minutes (CPU-minutes on a CPU)" if cfg.lapt.minutes
                   else f"{cfg.lapt.total_steps} steps")
         teacher = "the source (its word states stored once)" if learns_from_source(cfg.lapt.objective) else "-"
-        view.lapt = {"objective": cfg.lapt.objective, "budget": budget, "teacher": teacher}
+        objective = cfg.lapt.objective + (" (auto: the source's family's)" if given != cfg.lapt.objective else "")
+        view.lapt = {"objective": objective, "budget": budget, "teacher": teacher}
     if cfg.publish.repo_id:
         view.models["published"] = list(cfg.publish.models)
     decoder = bool(source_is_decoder(cfg.source_model))

@@ -37,11 +37,17 @@ def test_a_plan_walks_the_run_without_building_and_follows_the_store(tmp_path):
     names = [call.name for call in view.calls]
     assert "teacher" in names and "lapt-budget[prune+extend]" in names and "lapt[prune+extend]" in names
     assert view.models["may be the product"] == ["focus+distill", "prune+extend+distill", "prune", "prune+extend"]
+    assert view.lapt["objective"] == "distill"
     assert not list((tmp_path / "store").glob("*/*")), "planning built nothing"
     corpus = run_stage(store, "corpus", params_for("corpus", cfg), language="sw")
     again = plan_run(cfg, store)
     assert (again.calls[0].status, again.calls[0].key) == (STORED, corpus.key) == (STORED, first.key)
     assert again.calls[1].stage == "dedup" and again.calls[1].status == TO_BUILD
+
+
+def test_the_plan_says_which_objective_auto_chose(tmp_path):
+    cfg = load_config(_config(tmp_path), ["lapt.objective=auto"])  # e5-small, an encoder: it distills
+    assert plan_run(cfg, ArtifactStore(cfg.store)).lapt["objective"] == "distill (auto: the source's family's)"
 
 
 def test_focusflow_plan_prints_it_for_a_person_or_as_json(tmp_path):
