@@ -169,10 +169,10 @@ def test_a_models_name_carries_its_lapt_objective_where_it_is_not_the_language_m
 
 def test_a_distilling_runs_candidates_are_named_by_their_objective():
     from focusflow.config import build_config
-    from focusflow.pipeline.product import candidate_names
+    from focusflow.pipeline.run_plan import RunPlan
 
     cfg = build_config({"language": "sw", "lapt": {"steps": 10, "objective": "distill"}})
-    assert candidate_names(cfg)[0] == "focus+distill"
+    assert RunPlan.from_config(cfg).shippable()[0] == "focus+distill"
 
 
 def test_a_rows_method_and_stage_are_read_from_its_name_candidates_included():

@@ -26,12 +26,12 @@ from focusflow.pipeline.product import (
     Candidate,
     Product,
     add_verdicts,
-    candidate_names,
     candidates_markdown,
     choose_product,
 )
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 from focusflow.pipeline.report import COMPARISON_COLUMNS, flatten_metrics, stage_times, write_report
+from focusflow.pipeline.run_plan import RunPlan
 from focusflow.storage import Artifact
 from focusflow.storage.atomic import atomic_write
 from focusflow.storage.fingerprint import folder_fingerprint
@@ -351,12 +351,12 @@ def _downstream_note(label: str, lapt: Artifact) -> str:
 
 class ReportSettings(StageSettings):
     language: str
-    candidates: list[str] = []  # the models the run could ship (``product.candidate_names``), the configured first
+    candidates: list[str] = []  # the models the run could ship (``RunPlan.shippable``), the configured first
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, *, trained: bool = True, **variant: Any) -> Self:
         """``trained=False``: the report of a graph that runs no LAPT (``compare``): its methods are its candidates."""
-        return cls(language=cfg.language, candidates=candidate_names(cfg, trained=trained))
+        return cls(language=cfg.language, candidates=RunPlan.from_config(cfg).shippable(trained=trained))
 
 
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,

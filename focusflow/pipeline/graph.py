@@ -27,17 +27,14 @@ from focusflow.evaluation.records import ReportInput, ReportRecord
 from focusflow.methods import (
     CANDIDATES,
     CandidateSpec,
-    learns_from_source,
-    model_label,
-    read_model_label,
     split_method,
 )
 from focusflow.pipeline.family_defaults import with_family_defaults
 from focusflow.pipeline.ood_stage import wanted as wants_ood
-from focusflow.pipeline.product import candidate_names, configured_product, lapt_models
 from focusflow.pipeline.publish_stage import PRODUCT
 from focusflow.pipeline.registry import STAGES, CheckpointCallback, params_for, run_stage
 from focusflow.pipeline.report import COMPARISON_FILE
+from focusflow.pipeline.run_plan import RunPlan
 from focusflow.storage import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -228,6 +225,7 @@ def report_inputs(branches: Branches, **more: dict[str, Any]) -> dict[str, Any]:
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """The whole pipeline for one language: branches, LAPT, downstream evaluation, report."""
     cfg = with_family_defaults(cfg)
+    plan = RunPlan.from_config(cfg)
     run = _Run(cfg, store_uri, tasks)
     publishing = ({model: params_for("publish", cfg, model=model) for model in cfg.publish.models}
                   if cfg.publish.repo_id else {})
@@ -239,19 +237,18 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     lapt = {}
     # a distillation's teacher: the source, and its word states on the corpus, read once for every distilling LAPT
     teacher = ({"source": branches.source, "teacher": run.submit("teacher", source=branches.source, split=split)}
-               if learns_from_source(cfg.lapt.objective) and lapt_models(cfg) else {})
-    for method in (cfg.orchestration.lapt_methods if cfg.lapt.has_budget else []):
-        if method in models:  # a minutes budget is first fixed as steps, timed on the machine that trains
-            budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}
-                      if cfg.lapt.needs_plan else {})
-            lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
-                                      model=models[method], split=split, **budget, **teacher)
-    trained = {method: model_label(method, lapt=True, objective=cfg.lapt.objective) for method in lapt}
-    lapt_intrinsic = {trained[method]: run.submit("intrinsic", label=trained[method], model=model,
-                                                  reference=reference_of[method]) for method, model in lapt.items()}
+               if plan.teacher else {})
+    for method in plan.trained:  # a minutes budget is first fixed as steps, timed on the machine that trains
+        budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}
+                  if cfg.lapt.needs_plan else {})
+        lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
+                                  model=models[method], split=split, **budget, **teacher)
+    lapt_intrinsic = {plan.lapt_name(method): run.submit("intrinsic", label=plan.lapt_name(method), model=model,
+                                                         reference=reference_of[method])
+                      for method, model in lapt.items()}
     downstream = {}
     if cfg.evaluation.tasks:
-        candidates = {name: _model_of(name, models, lapt) for name in candidate_names(cfg)}
+        candidates = {name: _model_of(plan, name, models, lapt) for name in plan.shippable()}
         if cfg.orchestration.evaluate_original:
             candidates = {"original": branches.source, **candidates}
         downstream = {name: run.submit("downstream", params_for("downstream", cfg, name=name), label=name,
@@ -265,12 +262,12 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
                                            reading=reading))
     intrinsic = {**branches.intrinsic, **lapt_intrinsic}
     if PRODUCT in publishing:  # the model the report picked (its name fills the repository id)
-        picked = ReportRecord.of(ArtifactStore(store_uri).resolve(_value(report))).product or configured_product(cfg)
+        picked = ReportRecord.of(ArtifactStore(store_uri).resolve(_value(report))).product or plan.shippable()[0]
         publishing[picked] = params_for("publish", cfg, model=picked)
         del publishing[PRODUCT]
     published = {}
     for name, params in publishing.items():  # after the report: the card reports its results
-        given = {"model": _model_of(name, models, lapt), "report": report, "intrinsic": intrinsic.get(name),
+        given = {"model": _model_of(plan, name, models, lapt), "report": report, "intrinsic": intrinsic.get(name),
                  "source_intrinsic": intrinsic.get("original"), "downstream": downstream.get(name),
                  "source_downstream": downstream.get("original")}
         published[name] = run("publish", params, label=name, **{k: v for k, v in given.items() if v is not None})
@@ -279,10 +276,10 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
             "downstream": {m: _value(f) for m, f in downstream.items()}, "report": report, "publish": published}
 
 
-def _model_of(name: str, models: Mapping[str, Any], lapt: Mapping[str, Any]) -> Any:
-    """The stage result that holds the model named ``name`` (``focus+lapt``: its LAPT; ``prune``: its init)."""
-    method, after_lapt = read_model_label(name)
-    return lapt[method] if after_lapt else models[method]
+def _model_of(plan: RunPlan, name: str, models: Mapping[str, Any], lapt: Mapping[str, Any]) -> Any:
+    """The stage result that holds the model named ``name`` (``focus+distill``: its LAPT; ``prune``: its init)."""
+    branch = plan.branch(name)
+    return lapt[branch.start] if branch.trained else models[branch.start]
 
 
 def compare(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> str:

@@ -16,40 +16,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, parity_word, seed_scores, unconverged
-from focusflow.methods import model_label
-from focusflow.pipeline.family_defaults import run_objective
 from focusflow.storage import shorten_key
 
 if TYPE_CHECKING:
-    from focusflow.config import PipelineConfig
+    pass
 
 SOURCE = "original"
-
-
-def lapt_models(cfg: PipelineConfig) -> list[str]:
-    """The models a run continues with LAPT (``orchestration.lapt_methods`` among the run's methods and built
-    candidates, when LAPT has a budget)."""
-    built = {*cfg.init.methods, *cfg.init.built_candidates}
-    return [m for m in cfg.orchestration.lapt_methods if m in built] if cfg.lapt.has_budget else []
-
-
-def candidate_names(cfg: PipelineConfig, *, trained: bool = True) -> list[str]:
-    """The models a run could ship, by name: each method after its LAPT (the methods themselves when the run trains
-    none of them; ``trained=False``: a graph that runs no LAPT, ``compare``), then the candidates built beside them
-    (``init.candidates``, a pruned source), each also after its LAPT where it has one. The downstream evaluation,
-    the report's candidates table and the product choice all read this one list."""
-    objective = run_objective(cfg)
-    lapt = set(lapt_models(cfg)) if trained else set()
-    methods = [m for m in cfg.init.methods if m in lapt]
-    names = [model_label(m, lapt=True, objective=objective) for m in methods] or list(cfg.init.methods)
-    names += [model_label(c, lapt=True, objective=objective) for c in cfg.init.built_candidates if c in lapt]
-    return list(dict.fromkeys([*names, *cfg.init.built_candidates]))
-
-
-def configured_product(cfg: PipelineConfig) -> str:
-    """The product of a run that cannot measure the choice (no downstream task): its first candidate (its first LAPT
-    model, else its first method)."""
-    return candidate_names(cfg)[0]
 
 
 @dataclass
@@ -238,5 +210,4 @@ def _count(value: Any) -> str:
     return f"{int(value) / 1e6:.1f}M" if value >= 1e5 else f"{int(value) / 1e3:.1f}k"
 
 
-__all__ = ["Candidate", "Product", "add_verdicts", "candidate_names", "candidates_markdown", "choose_product",
-           "configured_product", "DEV_BITS_PARITY", "lapt_models"]
+__all__ = ["Candidate", "Product", "add_verdicts", "candidates_markdown", "choose_product", "DEV_BITS_PARITY"]

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Self
 
-from focusflow.methods import model_label
-from focusflow.pipeline.family_defaults import run_objective
-from focusflow.pipeline.product import configured_product, lapt_models
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
+from focusflow.pipeline.run_plan import RunPlan
 from focusflow.storage import Artifact, ArtifactStore
 
 if TYPE_CHECKING:
@@ -36,8 +34,7 @@ PRODUCT = "product"
 def publishable_models(cfg: PipelineConfig) -> list[str]:
     """The names a run's models have (``focus``, ``focus+align``, ``focus+lapt``, ``prune`` …): what
     ``publish.models`` lists, besides ``product``."""
-    return [*cfg.init.methods, *cfg.init.built_candidates,
-            *(model_label(m, lapt=True, objective=run_objective(cfg)) for m in lapt_models(cfg))]
+    return [branch.name for branch in RunPlan.from_config(cfg).branches]
 
 
 def publish_inputs(store: ArtifactStore, model: Artifact, lineage: Lineage | None = None) -> dict[str, Artifact]:
@@ -90,7 +87,8 @@ class PublishSettings(StageSettings):
             raise ConfigError(f"publish.models lists {len(spec.models)} models but publish.repo_id {spec.repo_id!r} "
                               "has no {model}: each model needs its own repository")
         known = publishable_models(cfg)
-        model = configured_product(cfg) if model == PRODUCT else model  # checked now; the report's pick replaces it
+        # checked now; the report's pick replaces it
+        model = RunPlan.from_config(cfg).shippable()[0] if model == PRODUCT else model
         if model not in known:
             raise ConfigError(f"publish.models: this run makes no model {model!r}; it makes {', '.join(known)}")
         return cls.for_repo(fill_repo_id(spec.repo_id, cfg.language, model), private=spec.private,

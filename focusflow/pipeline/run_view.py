@@ -125,15 +125,16 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
     from focusflow.methods import learns_from_source
     from focusflow.pipeline.family_defaults import with_family_defaults
     from focusflow.pipeline.graph import specialize
-    from focusflow.pipeline.product import candidate_names, lapt_models
+    from focusflow.pipeline.run_plan import RunPlan
 
     given, cfg = cfg.lapt.objective, with_family_defaults(cfg)
     calls: list[PlannedCall] = []
     walked = cfg.model_copy(update={"publish": cfg.publish.model_copy(update={"repo_id": None})})
     specialize(walked, store.uri, {name: _Planner(name, store, calls) for name in STAGES})
     view = RunView(cfg.language, store.uri, tasks=list(cfg.evaluation.tasks), calls=calls)
-    view.models = {"methods": list(cfg.init.methods), "candidates": list(cfg.init.built_candidates),
-                   "trained by LAPT": lapt_models(cfg), "may be the product": candidate_names(cfg)}
+    plan = RunPlan.from_config(cfg)
+    view.models = {"methods": list(plan.methods), "candidates": list(plan.candidates),
+                   "trained by LAPT": list(plan.trained), "may be the product": plan.shippable()}
     if cfg.lapt.has_budget:
         budget = (f"{cfg.lapt.minutes:g} minutes (CPU-minutes on a CPU)" if cfg.lapt.minutes
                   else f"{cfg.lapt.total_steps} steps")

@@ -63,7 +63,13 @@ def test_a_candidate_above_the_source_whose_verdict_is_undecided_is_said_to_be_a
 
 def test_a_runs_candidates_are_its_methods_after_lapt_or_its_methods_then_what_it_builds_beside_them():
     from focusflow.config import build_config
-    from focusflow.pipeline.product import candidate_names, configured_product
+    from focusflow.pipeline.run_plan import RunPlan
+
+    def candidate_names(cfg, trained: bool = True) -> list[str]:
+        return RunPlan.from_config(cfg).shippable(trained=trained)
+
+    def configured_product(cfg) -> str:
+        return candidate_names(cfg)[0]
 
     trained = build_config({"language": "sw", "init": {"methods": ["focus", "fvt"]},
                             "lapt": {"steps": 10}})  # an encoder source (e5-small): lapt.objective=auto distills
