@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from focusflow.config import PipelineConfig
+from focusflow.errors import InputError
 from focusflow.methods import learns_from_source, model_label
 from focusflow.pipeline.family_defaults import with_family_defaults
 
@@ -69,11 +70,11 @@ class RunPlan:
                 *(Branch(self.lapt_name(s), s, candidate=s in self.candidates, trained=True) for s in self.trained))
 
     def branch(self, name: str) -> Branch:
-        """The branch called ``name``; a KeyError naming the run's models when it makes none."""
+        """The branch called ``name``; an InputError naming the run's models when it makes none."""
         for branch in self.branches:
             if branch.name == name:
                 return branch
-        raise KeyError(f"this run makes no model {name!r}; it makes {', '.join(b.name for b in self.branches)}")
+        raise InputError(f"this run makes no model {name!r}; it makes {', '.join(b.name for b in self.branches)}")
 
     def shippable(self, *, trained: bool = True) -> list[str]:
         """The models the run could ship, by name: each method after its LAPT (the methods themselves when the run

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from focusflow.config import build_config
+from focusflow.errors import InputError
 from focusflow.pipeline.run_plan import Branch, RunPlan
 
 
@@ -26,7 +27,7 @@ def test_a_name_the_run_does_not_make_is_refused_naming_those_it_makes():
     plan = RunPlan.from_config(build_config({"language": "sw", "init": {"methods": ["focus"], "candidates": []},
                                              "lapt": {"steps": 0}}))
     assert plan.objective is None and not plan.teacher and plan.trained == ()
-    with pytest.raises(KeyError, match="no model 'focus\\+lapt'; it makes focus"):
+    with pytest.raises(InputError, match="no model 'focus\\+lapt'; it makes focus"):
         plan.branch("focus+lapt")
 
 
