@@ -52,3 +52,17 @@ def test_the_graph_names_and_teaches_by_the_resolved_objective(tmp_path):
     _, calls = _wiring(decoder)
     assert not any(stage == "teacher" for stage, _, _ in calls)
     assert "focus+lapt" in [params["name"] for stage, params, _ in calls if stage == "downstream"]
+
+
+def test_auto_keys_as_the_objective_it_resolves_to_so_stored_runs_stay_cache_hits(tmp_path):
+    """A run stored with an explicit ``distill`` (an encoder) or with the former default ``mlm`` (a decoder) keeps its
+    LAPT key under ``auto``: the parameters are the same, and mlm stays out of them as it always did."""
+    from focusflow.pipeline import params_for
+
+    def lapt_params(source: str, **lapt) -> dict:
+        return params_for("lapt", load_config(language="sw", source_model=source, lapt={"steps": 3, **lapt}))
+
+    encoder, decoder = _folder(tmp_path, "xlm-roberta"), _folder(tmp_path, "gemma3_text")
+    assert lapt_params(encoder) == lapt_params(encoder, objective="distill")
+    assert lapt_params(decoder) == lapt_params(decoder, objective="mlm")
+    assert "objective" not in lapt_params(decoder)["lapt"], "the key of a causal-LM LAPT stored before auto"
