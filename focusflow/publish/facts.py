@@ -18,6 +18,7 @@ from focusflow.corpus.record import CorpusRecord
 from focusflow.corpus.split import HELDOUT_FILE
 from focusflow.evaluation.downstream.report import RUNS_FILE
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReportRecord
+from focusflow.methods import LAPT_OBJECTIVES, lapt_objective
 from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_language
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tokenizer.record import TokenizerRecord
@@ -247,8 +248,10 @@ def _lapt_facts(lapt: Artifact) -> dict[str, Any]:
     else:
         record = CheckpointRecord.of(lapt)
         summary = {"steps": record.step, **record.metrics}
-    facts = {k: summary.get(k) for k in ("steps", "tokens", "final_heldout_loss", "initial_heldout_loss",
-                                         "precision", "device") if summary.get(k) is not None}
+    objective = lapt_objective(lapt.params)  # what it learned from: its own LM loss, or the source's states too
+    facts = {"objective": f"{objective} ({LAPT_OBJECTIVES[objective].description})"}
+    facts.update({k: summary.get(k) for k in ("steps", "tokens", "final_heldout_loss", "initial_heldout_loss",
+                                              "precision", "device") if summary.get(k) is not None})
     facts.update({k: lapt.params.get("lapt", {}).get(k) for k in ("lr", "batch_size", "seq_len")
                   if lapt.params.get("lapt", {}).get(k) is not None})
     if isinstance(record, CheckpointRecord):

@@ -292,3 +292,16 @@ def test_a_model_evaluated_on_sib200_gets_a_card_naming_the_dataset(light_run):
     assert by_task["Text classification (cls:sib200:ha)"] is None  # read from the Hub: its script is not recorded
     assert [r.dataset_config for r in sib200].count("swh_Latn") == 2  # sw's row and swh_Latn's, the same dataset
     assert "| cls:sib200:sw | accuracy | 61.0 ± 2.0 |" in card.text
+
+
+@pytest.mark.parametrize(("lapt", "says"), [({"objective": "distill"}, "objective distill (the source's word-pooled"),
+                                            ({}, "objective mlm (the model's own LM loss")])
+def test_the_card_says_what_the_lapt_learned_from(lapt, says):
+    """The default product of an encoder is distilled from its source: its card names the objective."""
+    from focusflow.publish.facts import _lapt_facts
+    from focusflow.storage import Artifact
+
+    artifact = Artifact("file:///store", "lapt", "k" * 64, {"params": {"lapt": {"lr": 1e-4, **lapt}},
+                                                           "metadata": {"steps": 742, "tokens": 3_039_232}})
+    facts = _lapt_facts(artifact)
+    assert f"objective {facts['objective']}".startswith(says) and facts["steps"] == 742 and facts["lr"] == 1e-4
