@@ -47,7 +47,7 @@ def folder_model_type(spec: str) -> str | None:
 
 def hub_model_type(spec: str) -> str | None:
     """From the config in the local Hugging Face cache, if this ``org/name`` id was downloaded before."""
-    if "/" not in spec.strip("/") or spec.startswith((".", "/", "~")):
+    if not _is_hub_id(spec):
         return None
     from huggingface_hub import try_to_load_from_cache
 
@@ -57,7 +57,7 @@ def hub_model_type(spec: str) -> str | None:
 
 def downloaded_hub_model_type(spec: str) -> str | None:
     """From the Hub's ``config.json`` of ``org/name`` (None offline, or where the Hub does not answer)."""
-    if "/" not in spec.strip("/") or spec.startswith((".", "/", "~")):
+    if not _is_hub_id(spec):
         return None
     from huggingface_hub import hf_hub_download
 
@@ -65,6 +65,11 @@ def downloaded_hub_model_type(spec: str) -> str | None:
         return _config_model_type(Path(hf_hub_download(spec, "config.json")))
     except Exception:  # noqa: BLE001 - offline, unknown id, no network: the kind stays unknown, the caller says so
         return None
+
+
+def _is_hub_id(spec: str) -> bool:
+    """An ``org/name`` id, not a path."""
+    return "/" in spec.strip("/") and not spec.startswith((".", "/", "~"))
 
 
 def _config_model_type(config: Path) -> str | None:

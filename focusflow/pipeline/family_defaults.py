@@ -35,10 +35,16 @@ def run_objective(cfg: PipelineConfig) -> str:
     decoder = _is_decoder(cfg.source_model)
     if decoder is None:
         if cfg.lapt.has_budget:
-            log.warning("lapt.objective=auto: whether %s is an encoder or a decoder is not known here; its LAPT "
-                        "trains its own LM loss (set lapt.objective to distill or mlm to choose)", cfg.source_model)
+            _say_unknown(cfg.source_model)
         return "mlm"
     return family_objective(AUTO_OBJECTIVE, decoder)
+
+
+@functools.lru_cache(maxsize=64)
+def _say_unknown(source_model: str) -> None:
+    """Once per process and source: the graph, the plan and the stage settings each resolve the configuration."""
+    log.warning("lapt.objective=auto: whether %s is an encoder or a decoder is not known here; its LAPT trains its "
+                "own LM loss (set lapt.objective to distill or mlm to choose)", source_model)
 
 
 def _is_decoder(source_model: str) -> bool | None:
