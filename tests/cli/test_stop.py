@@ -95,7 +95,8 @@ def write_config(setting: dict[str, Any], source: Path, **sections: Any) -> Path
     config = {"source_model": str(source), "corpus": {"source": "local", "paths": [str(setting["corpus"])]},
               "cleaning": {"min_chars": 10, "min_words": 3}, "split": {"min_heldout_documents": 40},
               "tokenizer": {"vocab_size": 300}, "fasttext": {"dim": 16, "epochs": 2, "min_count": 1},
-              "init": {"methods": ["focus"]}, "evaluation": {"heldout_sentences": 20}, **sections}
+              "init": {"methods": ["focus"], "candidates": []}, "orchestration": {"lapt_methods": ["focus"]},
+              "evaluation": {"heldout_sentences": 20}, **sections}
     path = setting["root"] / "run.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
