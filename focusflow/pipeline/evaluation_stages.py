@@ -58,7 +58,7 @@ REPORT_STAGE, REPORT_VERSION = "report", 6
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")
-_NOT_IN_KEY = ("data_root", "heldout_sentences", "threads", "ood_text")
+_NOT_IN_KEY = ("data_root", "heldout_sentences", "threads", "ood_text", "compile")
 _DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
 
 # Floats read back exactly as written: pandas 3 does it by default (and deprecates asking), pandas 2 when asked.

@@ -109,8 +109,6 @@ class LaptRun(TrainingRun):
         model.to(self.dist.device)
         model.train()
         loss_model = LossModel(model, objective, spec.masked_only_projection)
-        if spec.compile:
-            loss_model.compile_body()
         flops = flops_per_token(model, spec.seq_len, objective, loss_model.masked_only, spec.mlm_probability)
         return Trainable(model, self.tokenizer, loss_model, parameters, decay_groups(parameters, spec.weight_decay),
                          (TrainingStage("embeddings", 0, head), TrainingStage("full", self.stage1_steps, full)),

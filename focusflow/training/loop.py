@@ -31,6 +31,7 @@ from focusflow.precision import resolve_precision
 from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested, unstoppable
 from focusflow.storage.atomic import atomic_folder
 from focusflow.training import checkpoint as ckpt
+from focusflow.training.compile_probe import CompileDecision, compile_in_place, decide_compile
 from focusflow.training.distributed import data_parallel, setup_distributed
 from focusflow.training.flops import mfu, peak, with_efficiency
 from focusflow.training.master import trained_weights
@@ -179,6 +180,7 @@ class TrainingRun(TrainingObjective):
             self._restore_checkpoint_extras(self.checkpoint)
         self.weights = trained_weights(self.hf_model, self.trainable.parameters, spec, self.precision,
                                        self.dist.world_size)
+        self.compile_decision: CompileDecision | None = self._configured_compile()
         self.optimization = Optimization.from_spec(self.weights.groups(self.trainable.param_groups), spec,
                                                    self.total_steps, self.dist.device, self.precision.needs_scaler)
         self.best: BestState[list[torch.Tensor]] = BestState(
@@ -266,6 +268,9 @@ class TrainingRun(TrainingObjective):
             self._select(0)
         self._set_stage(start_step)
         batches = self._step_batches(start_step)
+        pending = next(batches) if start_step < self.total_steps else None
+        if self.compile_decision is None and pending is not None:  # compile: auto, decided on the run's own batch
+            self.compile_decision = self._probe_compile(pending, self.total_steps - start_step)
         spent_before, self.start_tokens = state["seconds"], state["tokens"]
         # a run stopped between logged rows resumes with the open window, so its rows equal an uninterrupted run's
         train_time, window = 0.0, LossWindow(**state.get("window", {}))
@@ -276,7 +281,7 @@ class TrainingRun(TrainingObjective):
             for step in range(start_step, self.total_steps):
                 self._set_stage(step)  # before the clock: a stage switch (DDP's rewrap) is no training time
                 began = time.perf_counter()
-                step_batches = next(batches)
+                step_batches, pending = (pending, None) if pending is not None else (next(batches), None)
                 loss_sum, predicted = self.step(step, step_batches)
                 self._require_finite(step + 1, loss_sum)
                 elapsed = time.perf_counter() - began
@@ -306,6 +311,43 @@ class TrainingRun(TrainingObjective):
             if bar is not None:
                 bar.stop()
         return self._finish(train_time, start_step, resumed_from)
+
+    # ---------------------------------------------------------------- compile
+    def _compile_target(self) -> nn.Module | None:
+        """What ``spec.compile`` compiles: the transformer body (heads gather rows of data-dependent shapes)."""
+        return getattr(self.hf_model, "base_model", None)
+
+    def _configured_compile(self) -> CompileDecision | None:
+        """``compile: true`` compiles now (a caller that times ``step`` directly gets it too), ``false`` or no
+        body never; ``auto`` is decided by ``train`` on its first batch (None until then)."""
+        setting = getattr(self.spec, "compile", False)
+        target = self._compile_target()
+        if setting is False or target is None:
+            return CompileDecision(False, "compile: false" if setting is False else "nothing to compile")
+        if setting is True:
+            compile_in_place(target)
+            return CompileDecision(True, "compile: true")
+        return None
+
+    def _probe_compile(self, micro_batches: list[Any], steps: int) -> CompileDecision:
+        """``compile: auto``: compiled where the probe (``training.compile_probe``) finds it pays for this run's
+        remaining micro-steps; one micro-batch of the first step, forward and backward, eager against compiled."""
+        target, batch = self._compile_target(), micro_batches[0]
+
+        def loss() -> torch.Tensor:
+            with self.precision.autocast():
+                return self._micro_loss(self.loss_model, batch)
+
+        signature = {"run": self.name, "objective": self.trainable.objective, "module": type(target).__name__,
+                     "parameters": sum(p.numel() for p in target.parameters()),
+                     "trainable": sum(p.numel() for p in self.trainable.parameters),
+                     "batch": list(self._step_size([batch])), "precision": self.precision.name,
+                     "weights": type(self.weights).__name__}
+        tolerance = 1e-3 if self.precision.dtype in (None, torch.float32) else 3e-2
+        decision = decide_compile("auto", target, loss, steps * len(micro_batches), self.name, signature, tolerance,
+                                  owner=self.loss_model)
+        log.info("%s: %s", self.name, decision.reason)
+        return decision
 
     def _log_row(self, done: int, window: LossWindow, train_time: float, evaluate: bool) -> dict[str, Any]:
         """Close the loss window into a metric-history row (with the held-out loss when ``evaluate``)."""
@@ -387,7 +429,8 @@ class TrainingRun(TrainingObjective):
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         selection = self._keep_best()
         self._require_sound(self.state["step"])
-        summary = {**self._summary(train_time, start_step, resumed_from), "weights_check": self.weights_check}
+        summary = {**self._summary(train_time, start_step, resumed_from), "weights_check": self.weights_check,
+                   "compile": self.compile_decision.to_dict() if self.compile_decision is not None else None}
         if selection:
             summary["selection"] = selection
         summary = with_efficiency(summary, self.trainable.flops_per_token, self.peak)

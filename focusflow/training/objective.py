@@ -48,25 +48,20 @@ class LossModel(nn.Module):
         self.masked_only = masked_only and self.head is not None
         if objective == "mlm" and masked_only and self.head is None:
             log.warning("no row-wise MLM head found on %s: projecting every position", type(model).__name__)
-        self.body_forward = self.body
-
-    def compile_body(self, **options) -> None:
-        """``torch.compile`` the transformer body only (the gather of masked rows has a data-dependent shape)."""
-        self.body_forward = torch.compile(self.body, **options)
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``positions`` (optional): flat indices of the labelled tokens, computed by the loader so the
         accelerator never waits on a data-dependent ``nonzero``."""
         if self.objective == "clm":
-            hidden = self.body_forward(input_ids=input_ids).last_hidden_state[:, :-1]
+            hidden = self.body(input_ids=input_ids).last_hidden_state[:, :-1]
             logits = self.head(hidden)
             targets = input_ids[:, 1:]
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
             return loss, torch.tensor(targets.numel(), device=input_ids.device)
         flat_labels = labels.reshape(-1)
         if self.masked_only:
-            hidden = self.body_forward(input_ids=input_ids).last_hidden_state
+            hidden = self.body(input_ids=input_ids).last_hidden_state
             if positions is None:
                 positions = (flat_labels != IGNORE_INDEX).nonzero().squeeze(1)
             logits = self.head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions))

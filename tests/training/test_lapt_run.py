@@ -332,3 +332,25 @@ def test_a_stop_checkpoints_the_step_it_reached_and_the_resume_equals_an_uninter
         for column in ("train_loss", "heldout_loss", "lr"):
             if theirs[column]:
                 assert float(mine[column]) == pytest.approx(float(theirs[column]), abs=1e-6), (column, mine, theirs)
+
+
+@pytest.mark.slow
+def test_compile_auto_measures_the_run_and_a_compiled_run_learns_what_an_eager_one_does(
+        tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
+    """Inductor for real (a C++ compile): a run that compiles ends where the eager run ends, to float tolerance."""
+    from focusflow.training import compile_probe
+
+    monkeypatch.setenv(compile_probe.PROBE_SECONDS_ENV, "0")  # a tiny run is never long enough to pay
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    spec = small_spec(steps=6, eval_every=6, checkpoint_every=6, seq_len=32, dropout=0.0)
+    eager = run_lapt(tiny_dirs("xlmr"), *lapt_corpus, spec.model_copy(update={"compile": False}), tmp_path / "e")
+    assert eager["compile"] == {"compiled": False, "reason": "compile: false", "probe": None}
+    compiled = run_lapt(tiny_dirs("xlmr"), *lapt_corpus, spec.model_copy(update={"compile": True}), tmp_path / "c")
+    assert compiled["compile"]["compiled"]
+    assert compiled["final_heldout_loss"] == pytest.approx(eager["final_heldout_loss"], rel=1e-3)
+    auto = run_lapt(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "a")
+    probe = auto["compile"]["probe"]
+    assert probe["error"] is None and probe["compiled_s"] > 0 and probe["difference"] <= 1e-3, auto["compile"]
+    assert auto["final_heldout_loss"] == pytest.approx(eager["final_heldout_loss"], rel=1e-3)
+    cached = list((tmp_path / "cache" / "focusflow").glob("compile-probes.json"))
+    assert cached, "the measurement is kept for the next run of this shape on this machine"

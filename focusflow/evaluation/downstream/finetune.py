@@ -21,6 +21,7 @@ import torch
 from focusflow.config import PrecisionName
 from focusflow.errors import InputError
 from focusflow.precision import resolve_precision
+from focusflow.training.compile_probe import CompileDecision, CompileSetting, decide_compile, uncompile
 from focusflow.training.embedding_rows import train_used_rows
 from focusflow.training.fit import Objective, fit
 from focusflow.training.flops import body_flops_per_token, mfu, peak_flops
@@ -48,6 +49,7 @@ class FinetuneSpec:
     precision: PrecisionName = "auto"
     embedding_lr_scale: float = 1.0  # the input embedding matrix learns at lr × this (new rows adapt faster)
     patience: int | None = None  # stop after this many dev evaluations without a new best; ``epochs`` is the maximum
+    compile: CompileSetting = False  # torch.compile the body; auto: where the probe finds it pays (compile_probe)
 
 
 #: A run whose best dev evaluation lies in the last tenth of the steps it trained was still improving when it ended.
@@ -72,6 +74,7 @@ class FinetuneResult:
     flops_per_token: float | None = None  # training FLOPs per token (training.flops.body_flops_per_token)
     peak_flops: float | None = None  # what MFU is measured against: the device's peak, a CPU's calibrated ceiling
     steps: int = 0  # the steps trained (fewer than ``total_steps`` when patience stopped the run)
+    compile: CompileDecision | None = None  # whether the body ran compiled, and why
 
     @property
     def converged(self) -> bool:
@@ -225,6 +228,7 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
         if on_progress is not None:
             on_progress(step, total_steps, last_dev)
 
+    result.compile = _compile(model, spec, train_features, pad_id, precision, total_steps)
     objective = Objective("fine-tuning", loss, evaluate, lambda: {k: v.detach().clone()
                                                                    for k, v in model.state_dict().items()}, spec.lr)
     optimization = Optimization(optimizer, scheduler, torch.amp.GradScaler(device.type)
@@ -237,6 +241,8 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     result.train_seconds, result.eval_seconds = fitted.train_seconds, fitted.eval_seconds
     if fitted.best_state is not None:
         model.load_state_dict(fitted.best_state)
+    if result.compile.compiled:  # the caller's model runs eager again (its test predictions, a later fine-tuning)
+        uncompile(model.base_model)
     if rows is not None:  # a plain embedding again, the trained rows written in
         plain = torch.nn.Embedding(rows.num_embeddings, rows.embedding_dim, padding_idx=rows.padding_idx,
                                    device=rows.weight.device, dtype=rows.weight.dtype)
@@ -245,3 +251,27 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
         model.set_input_embeddings(plain)
     model.eval()
     return result
+
+
+def _compile(model: torch.nn.Module, spec: FinetuneSpec, features: Sequence[Feature], pad_id: int, precision: Any,
+             steps: int) -> CompileDecision:
+    """The body compiled as ``spec.compile`` says; ``auto`` measures it on a batch of the training features."""
+    body = getattr(model, "base_model", None)
+    if body is None or body is model:
+        return CompileDecision(False, "nothing to compile")
+    batch = collate_features(list(features[:spec.batch_size]), pad_id)
+    device = next(model.parameters()).device
+    batch = {k: v.to(device) for k, v in batch.items()}
+
+    def loss() -> torch.Tensor:
+        with precision.autocast():
+            return model(**batch).loss
+
+    signature = {"model": model.config.model_type, "head": type(model).__name__,
+                 "parameters": sum(p.numel() for p in body.parameters()), "batch": list(batch["input_ids"].shape),
+                 "precision": precision.name}
+    tolerance = 1e-3 if precision.dtype in (None, torch.float32) else 3e-2
+    decision = decide_compile(spec.compile, body, loss, steps, "fine-tuning", signature, tolerance, owner=model)
+    if decision.probe is not None:
+        log.info("fine-tuning: %s", decision.reason)
+    return decision

@@ -165,13 +165,15 @@ def _finetune_fields(spec: FinetuneSpec) -> dict[str, Any]:
         del fields["embedding_lr_scale"]
     if fields["patience"] is None:
         del fields["patience"]
+    del fields["compile"]  # how fast, not what: a compiled run computes the same to the precision's tolerance
     return fields
 
 
 def _finetune_spec(settings: DownstreamSettings, task: dict[str, Any], seed: int) -> FinetuneSpec:
     return FinetuneSpec(lr=task["lr"], epochs=task["epochs"], batch_size=settings.batch_size,
                         eval_every_fraction=settings.eval_every_fraction, seed=seed, precision=settings.precision,
-                        embedding_lr_scale=settings.embedding_lr_scale or 1.0, patience=settings.patience)
+                        embedding_lr_scale=settings.embedding_lr_scale or 1.0, patience=settings.patience,
+                        compile=settings.compile)
 
 
 def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: DownstreamSettings | None = None, *,
@@ -212,6 +214,7 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
         "seconds": time.perf_counter() - started, "train_seconds": result.train_seconds,
         "eval_seconds": result.eval_seconds, "train_tokens": result.train_tokens,
         "train_tokens_per_s": result.tokens_per_second, "train_mfu": result.mfu, "precision": result.precision,
+        "compile": result.compile.reason if result.compile is not None else None,
         "sizes": data.sizes(),
         "stats": dict(adapter.stats),
         "provenance": data.provenance, "hparams": asdict(finetune_spec) | task_values,
