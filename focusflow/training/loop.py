@@ -332,6 +332,8 @@ class TrainingRun(TrainingObjective):
     def _probe_compile(self, micro_batches: list[Any], steps: int) -> CompileDecision:
         """``compile: auto``: compiled where the probe (``training.compile_probe``) finds it pays for this run's
         remaining micro-steps; one micro-batch of the first step, forward and backward, eager against compiled."""
+        if self.dist.world_size > 1:  # a probe's backward outside DDP's forward would trip its gradient hooks
+            return CompileDecision(False, "compile: auto measures single-process runs; torchrun compiles with true")
         target, batch = self._compile_target(), micro_batches[0]
 
         def loss() -> torch.Tensor:
