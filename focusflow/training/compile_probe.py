@@ -102,7 +102,8 @@ def decide_compile(setting: CompileSetting, module: nn.Module, loss: Callable[[]
         compile_in_place(module)
         return CompileDecision(True, "compile: true")
     device = next(module.parameters()).device
-    rng = _random_state(device)
+    rng, modes = _random_state(device), {m: m.training for m in (owner or module).modules()}
+    (owner or module).train()  # the step the loop takes: dropout included
     try:
         eager_s = _step_seconds(module, loss, device, warmup=1)
         min_work = float(os.environ.get(PROBE_SECONDS_ENV, MIN_EAGER_WORK_S))
@@ -120,6 +121,8 @@ def decide_compile(setting: CompileSetting, module: nn.Module, loss: Callable[[]
     finally:
         (owner or module).zero_grad(set_to_none=True)
         _restore_random_state(device, rng)
+        for part, training in modes.items():
+            part.training = training
     compiled = probe.pays(steps)
     if not compiled:
         uncompile(module)

@@ -43,6 +43,7 @@ def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_
                        on_checkpoint=lambda folder, step, metrics: calls.append((folder, step, dict(metrics))))
     assert summary["objective"] == ("mlm" if family == "xlmr" else "clm")
     assert summary["steps"] == 16 and summary["tokens"] == 16 * 16 * 64
+    assert not summary["compile"]["compiled"] and "too short" in summary["compile"]["reason"], "compile: auto"
     assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] - 0.3, summary
     assert [step for _, step in [(c[0], c[1]) for c in calls]] == [8, 16]
     assert calls[-1][0] == out / "checkpoints" / "step-00000016" and "train_loss" in calls[-1][2]

@@ -274,3 +274,22 @@ def test_finetune_runs_forward_passes_in_the_chosen_precision_with_float32_weigh
     assert result.precision == str(expected).removeprefix("torch.")
     assert len(seen) == 2 + 2 and set(seen) == {expected}  # two training steps, two dev evaluations
     assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_compile_auto_on_a_fine_tuning_too_short_to_pay_leaves_it_eager_and_learning_exactly_the_same(tiny_xlmr,
+                                                                                                     tokenizer):
+    """The probe's timed steps leave no trace: the same weights as a run that never measured (dropout included)."""
+    from focusflow.evaluation.downstream.finetune import FinetuneSpec, finetune
+
+    features = [{"input_ids": tokenizer(text)["input_ids"], "labels": [1] * len(tokenizer(text)["input_ids"])}
+                for text in sample_texts(8)]
+    weights = {}
+    for setting in (False, "auto"):
+        torch.manual_seed(0)  # the new head's initialization
+        model = load_task_model(tiny_xlmr, "ner", tokenizer, num_labels=3)
+        spec = FinetuneSpec(lr=1e-3, epochs=2, batch_size=4, eval_every_fraction=0.5, precision="fp32",
+                            compile=setting)
+        result = finetune(model, features, lambda: 0.0, spec, pad_id=0)
+        weights[setting] = {k: v.clone() for k, v in model.state_dict().items()}
+    assert not result.compile.compiled and "too short" in result.compile.reason
+    assert all(torch.equal(weights[False][k], weights["auto"][k]) for k in weights[False])
