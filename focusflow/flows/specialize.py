@@ -18,6 +18,7 @@ from focusflow.pipeline.graph import specialize
 from focusflow.publish.record import PublishRecord
 from focusflow.storage import ArtifactStore
 from focusflow.tasks import tasks_for
+from focusflow.tasks.plan import publish_plan
 
 
 @flow(name="specialize-language", log_prints=True)
@@ -28,6 +29,7 @@ def specialize_language(language: str, config: dict[str, Any] | None = None,
     configure_output()
     cfg = load_run_config(language, config, config_path)
     store_uri = ArtifactStore(cfg.store).uri
+    publish_plan(cfg, store_uri)
     with tags(f"language:{cfg.language}"):
         resolved = specialize(cfg, store_uri, tasks_for(store_uri))
     print(f"report: {resolved['report']}")

@@ -82,6 +82,23 @@ class RunView:
                       f"{counts[AFTER_INPUTS]} after their inputs"]
         return "\n".join(lines)
 
+    def markdown(self) -> str:
+        """The same plan as Markdown (what the Prefect UI shows as the run starts)."""
+        rows = [f"| {what} | {', '.join(names) or '-'} |" for what, names in self.models.items()]
+        if self.lapt:
+            rows.append("| LAPT | " + ", ".join(f"{k} {v}" for k, v in self.lapt.items()) + " |")
+        rows.append(f"| downstream tasks | {', '.join(self.tasks) or self.without_tasks} |")
+        counts = self.counts()
+        lines = [f"# focusflow plan: {self.language}", "", "| | |", "| --- | --- |", *rows, "",
+                 f"**{len(self.calls)} stage calls**: {counts[STORED]} stored, {counts[TO_BUILD]} to build now, "
+                 f"{counts[AFTER_INPUTS]} after their inputs.", "", "| stage call | status | inputs | key |",
+                 "| --- | --- | --- | --- |"]
+        for call in self.calls:
+            key = f"`{call.stage}/{shorten_key(call.key)}`" if call.key else ""
+            inputs = ", ".join(f"{name} ← {source}" for name, source in call.inputs.items())
+            lines.append(f"| {call.name} | {call.status} | {inputs} | {key} |")
+        return "\n".join(lines) + "\n"
+
 
 class _Planner:
     """A stage caller with the task signature that records the call instead of running it."""

@@ -77,6 +77,18 @@ def task_states(flow_run_id: Any) -> dict[str, list[str]]:
     return asyncio.run(read())
 
 
+def markdown_artifacts(key: str) -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    async def read() -> list[str]:
+        async with get_client() as client:
+            found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+        return [str(artifact.data) for artifact in found]
+
+    return asyncio.run(read())
+
+
 def run_flow(language: str, config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
     from focusflow.flows import specialize_language
 
@@ -108,12 +120,15 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
         ("prune+extend", "init"), ("prune+extend", "distill")}
     assert comparison["tokens_per_word"].notna().all()
     assert "<redacted>" not in (report / "report.md").read_text()
+    plans = markdown_artifacts("ny-plan")  # the UI showed the run's shape before it ran
+    assert plans and "| lapt[focus] | after its inputs |" in plans[0] and "| corpus | to build |" in plans[0]
 
     started = time.monotonic()
     second, states = run_flow("ny", config)
     assert second == first
     assert all(set(s) == {"Cached"} for s in states.values()), states
     assert time.monotonic() - started < 60
+    assert any("stored, 0 to build now, 0 after their inputs" in plan for plan in markdown_artifacts("ny-plan"))
 
     changed = run_config(store_uri, inputs["corpus"], inputs["source"], tokenizer={"vocab_size": 280})
     third, states = run_flow("ny", changed)

@@ -58,3 +58,16 @@ def test_focusflow_plan_prints_it_for_a_person_or_as_json(tmp_path):
     as_json = CliRunner().invoke(app, ["plan", "-c", str(config), "--json"])
     plan = json.loads(as_json.output)
     assert plan["counts"]["to build"] == 1 and plan["calls"][0]["stage"] == "corpus"
+
+
+def test_the_plan_as_markdown_names_every_call_with_its_inputs_for_the_prefect_ui(tmp_path):
+    cfg = load_config(_config(tmp_path))
+    view = plan_run(cfg, ArtifactStore(cfg.store))
+    markdown = view.markdown()
+    assert markdown.startswith("# focusflow plan: sw")
+    assert "| may be the product | focus+distill, prune+extend+distill, prune, prune+extend |" in markdown
+    assert "| lapt[prune+extend] | after its inputs |" in markdown
+    assert f"| corpus | to build |  | `corpus/{view.calls[0].key[:12]}" in markdown
+    assert "dataset ← split" in markdown or "split ← split" in markdown, "an input and the call that makes it"
+    tables = 2 + len(view.models) + 2 + 2  # the models table (header, models, LAPT, tasks), the calls header
+    assert markdown.count("\n| ") == tables + len(view.calls), "one row per call"
