@@ -180,7 +180,7 @@ class TrainingRun(TrainingObjective):
             self._restore_checkpoint_extras(self.checkpoint)
         self.weights = trained_weights(self.hf_model, self.trainable.parameters, spec, self.precision,
                                        self.dist.world_size)
-        self.compile_decision: CompileDecision | None = self._configured_compile()
+        self.compile_decision: CompileDecision | None = configured_compile(self)
         self.optimization = Optimization.from_spec(self.weights.groups(self.trainable.param_groups), spec,
                                                    self.total_steps, self.dist.device, self.precision.needs_scaler)
         self.best: BestState[list[torch.Tensor]] = BestState(
@@ -242,13 +242,8 @@ class TrainingRun(TrainingObjective):
                     self._write_hf_folder(target)
                     self._write_checkpoint_extras(target)
 
-            trainer_state = {k: self.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
-            trainer_state.update(self.best.to_record() if self.selection is not None else {})
-            if self.dist.world_size == 1:  # a rank's own window: under DDP the first row after a resume is shorter
-                trainer_state["window"] = dataclasses.asdict(self.window)
-            trainer_state.update(spec=self.spec.model_dump(mode="json"), objective=self.trainable.objective,
-                                 stage=self.stage, world_size=self.dist.world_size, weights_check=self.weights_check)
-            folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state, tensors, self.spec.keep_last)
+            folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state(self), tensors,
+                                          self.spec.keep_last)
             write_metrics_csv(self.state["history"], self.out_dir / METRICS_FILE)
             if self.on_checkpoint is not None:
                 self.on_checkpoint(folder, step, metrics)
@@ -270,7 +265,7 @@ class TrainingRun(TrainingObjective):
         batches = self._step_batches(start_step)
         pending = next(batches) if start_step < self.total_steps else None
         if self.compile_decision is None and pending is not None:  # compile: auto, decided on the run's own batch
-            self.compile_decision = self._probe_compile(pending, self.total_steps - start_step)
+            self.compile_decision = probe_compile(self, pending, self.total_steps - start_step)
         spent_before, self.start_tokens = state["seconds"], state["tokens"]
         # a run stopped between logged rows resumes with the open window, so its rows equal an uninterrupted run's
         train_time, window = 0.0, LossWindow(**state.get("window", {}))
@@ -311,45 +306,6 @@ class TrainingRun(TrainingObjective):
             if bar is not None:
                 bar.stop()
         return self._finish(train_time, start_step, resumed_from)
-
-    # ---------------------------------------------------------------- compile
-    def _compile_target(self) -> nn.Module | None:
-        """What ``spec.compile`` compiles: the transformer body (heads gather rows of data-dependent shapes)."""
-        return getattr(self.hf_model, "base_model", None)
-
-    def _configured_compile(self) -> CompileDecision | None:
-        """``compile: true`` compiles now (a caller that times ``step`` directly gets it too), ``false`` or no
-        body never; ``auto`` is decided by ``train`` on its first batch (None until then)."""
-        setting = getattr(self.spec, "compile", False)
-        target = self._compile_target()
-        if setting is False or target is None:
-            return CompileDecision(False, "compile: false" if setting is False else "nothing to compile")
-        if setting is True:
-            compile_in_place(target)
-            return CompileDecision(True, "compile: true")
-        return None
-
-    def _probe_compile(self, micro_batches: list[Any], steps: int) -> CompileDecision:
-        """``compile: auto``: compiled where the probe (``training.compile_probe``) finds it pays for this run's
-        remaining micro-steps; one micro-batch of the first step, forward and backward, eager against compiled."""
-        if self.dist.world_size > 1:  # a probe's backward outside DDP's forward would trip its gradient hooks
-            return CompileDecision(False, "compile: auto measures single-process runs; torchrun compiles with true")
-        target, batch = self._compile_target(), micro_batches[0]
-
-        def loss() -> torch.Tensor:
-            with self.precision.autocast():
-                return self._micro_loss(self.loss_model, batch)
-
-        signature = {"run": self.name, "objective": self.trainable.objective, "module": type(target).__name__,
-                     "parameters": sum(p.numel() for p in target.parameters()),
-                     "trainable": sum(p.numel() for p in self.trainable.parameters),
-                     "batch": list(self._step_size([batch])), "precision": self.precision.name,
-                     "weights": type(self.weights).__name__}
-        tolerance = 1e-3 if self.precision.dtype in (None, torch.float32) else 3e-2
-        decision = decide_compile("auto", target, loss, steps * len(micro_batches), self.name, signature, tolerance,
-                                  owner=self.loss_model)
-        log.info("%s: %s", self.name, decision.reason)
-        return decision
 
     def _log_row(self, done: int, window: LossWindow, train_time: float, evaluate: bool) -> dict[str, Any]:
         """Close the loss window into a metric-history row (with the held-out loss when ``evaluate``)."""
@@ -442,3 +398,56 @@ class TrainingRun(TrainingObjective):
             write_run_record(self.out_dir, self.state["history"], summary, f"{self.name} ({self.trainable.objective})")
         self.dist.barrier()
         return summary
+
+
+def compile_target(run: TrainingRun) -> nn.Module | None:
+    """What ``spec.compile`` compiles: the transformer body (heads gather rows of data-dependent shapes)."""
+    return getattr(run.hf_model, "base_model", None)
+
+
+def configured_compile(run: TrainingRun) -> CompileDecision | None:
+    """``compile: true`` compiles now (a caller that times ``step`` directly gets it too), ``false`` or no body
+    never; ``auto`` is decided by ``train`` on its first batch (None until then)."""
+    setting = getattr(run.spec, "compile", False)
+    target = compile_target(run)
+    if setting is False or target is None:
+        return CompileDecision(False, "compile: false" if setting is False else "nothing to compile")
+    if setting is True:
+        compile_in_place(target)
+        return CompileDecision(True, "compile: true")
+    return None
+
+
+def probe_compile(run: TrainingRun, micro_batches: list[Any], steps: int) -> CompileDecision:
+    """``compile: auto``: compiled where the probe (``training.compile_probe``) finds it pays for the run's remaining
+    micro-steps; one micro-batch of the first step, forward and backward, eager against compiled."""
+    if run.dist.world_size > 1:  # a probe's backward outside DDP's forward would trip its gradient hooks
+        return CompileDecision(False, "compile: auto measures single-process runs; torchrun compiles with true")
+    target, batch = compile_target(run), micro_batches[0]
+
+    def loss() -> torch.Tensor:
+        with run.precision.autocast():
+            return run._micro_loss(run.loss_model, batch)
+
+    signature = {"run": run.name, "objective": run.trainable.objective, "module": type(target).__name__,
+                 "parameters": sum(p.numel() for p in target.parameters()),
+                 "trainable": sum(p.numel() for p in run.trainable.parameters),
+                 "batch": list(run._step_size([batch])), "precision": run.precision.name,
+                 "weights": type(run.weights).__name__}
+    tolerance = 1e-3 if run.precision.dtype in (None, torch.float32) else 3e-2
+    decision = decide_compile("auto", target, loss, steps * len(micro_batches), run.name, signature, tolerance,
+                              owner=run.loss_model)
+    log.info("%s: %s", run.name, decision.reason)
+    return decision
+
+
+def trainer_state(run: TrainingRun) -> dict[str, Any]:
+    """What a checkpoint holds of the loop besides tensors: counters, history, the best state's record, the open loss
+    window, the settings it ran with, its stage and its weights check."""
+    state = {k: run.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
+    state.update(run.best.to_record() if run.selection is not None else {})
+    if run.dist.world_size == 1:  # a rank's own window: under DDP the first row after a resume is shorter
+        state["window"] = dataclasses.asdict(run.window)
+    state.update(spec=run.spec.model_dump(mode="json"), objective=run.trainable.objective, stage=run.stage,
+                 world_size=run.dist.world_size, weights_check=run.weights_check)
+    return state
