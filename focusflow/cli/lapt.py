@@ -27,6 +27,7 @@ from focusflow.cli.stage_io import (
 )
 from focusflow.config import ConfigError
 from focusflow.corpus.split import HELDOUT_FILE
+from focusflow.errors import InputError
 from focusflow.storage import ArtifactStore
 
 
@@ -37,10 +38,10 @@ def _split_source(corpus: Path, heldout: Path | None) -> None:
                                 ".txt file")
     if corpus.is_dir():
         if heldout is None and not any((corpus / n).is_file() for n in (HELDOUT_FILE, f"{HELDOUT_FILE}.gz")):
-            raise FileNotFoundError(f"{corpus} has no heldout.jsonl; pass a split folder (train.jsonl + heldout.jsonl) "
-                                    "or a train file with --heldout")
+            raise InputError(f"{corpus} has no heldout.jsonl; pass a split folder (train.jsonl + heldout.jsonl) "
+                             "or a train file with --heldout")
     elif corpus.is_file() and heldout is None:
-        raise FileNotFoundError("a corpus file needs --heldout FILE (held-out text is never trained on)")
+        raise InputError("a corpus file needs --heldout FILE (held-out text is never trained on)")
 
 
 def _require_a_head(model: str, store: ArtifactStore) -> Path | None:
@@ -108,7 +109,7 @@ def lapt_command(
     inputs = {"model": stage_input(artifact_store, model, "model"),
               "split": stage_input(artifact_store, corpus, "split", split_layout(heldout))}
     if HELDOUT_FILE not in inputs["split"].files:
-        raise FileNotFoundError(f"{corpus} has no held-out text; pass --heldout FILE")
+        raise InputError(f"{corpus} has no held-out text; pass --heldout FILE")
     if learns_from_source(cfg.lapt.objective):
         if source is None:
             raise ConfigError(f"lapt.objective={cfg.lapt.objective} learns from the source model: pass --source SOURCE "

@@ -22,6 +22,7 @@ import typer
 from focusflow.config import ConfigError, PipelineConfig, load_config
 from focusflow.corpus.io import DOCUMENTS
 from focusflow.corpus.split import HELDOUT_FILE, TRAIN_FILE
+from focusflow.errors import InputError
 from focusflow.storage import Artifact, ArtifactStore, locate
 from focusflow.storage.artifact import MANIFEST
 from focusflow.storage.export import check_export_target, export_files
@@ -202,7 +203,7 @@ def stage_input(store: ArtifactStore, value: str | Path, kind: str,
         raise FileNotFoundError(f"{kind} input {text} does not exist")
     if layout is None:
         if not path.is_dir():
-            raise FileNotFoundError(f"{kind} input {text} must be a folder")
+            raise InputError(f"{kind} input {text} must be a folder")
         if kind == "model":
             from focusflow.models.loading import require_weights
 
@@ -234,7 +235,7 @@ def documents_layout(name: str) -> Callable[[Path, Path], None]:
 
         source = path / name if path.is_dir() else path
         if not source.is_file():
-            raise FileNotFoundError(f"folder {path} has no {name}")
+            raise InputError(f"folder {path} has no {name}")
         write_texts(staging / name, read_texts(source))
     return arrange
 
@@ -248,7 +249,7 @@ def split_layout(heldout: Path | None = None) -> Callable[[Path, Path], None]:
             train = next((path / n for n in (TRAIN_FILE, f"{TRAIN_FILE}.gz", DOCUMENTS) if (path / n).is_file()),
                          None)
             if train is None:
-                raise FileNotFoundError(f"folder {path} has no train.jsonl (or documents.jsonl)")
+                raise InputError(f"folder {path} has no train.jsonl (or documents.jsonl)")
             held = heldout or next((path / n for n in (HELDOUT_FILE, f"{HELDOUT_FILE}.gz") if (path / n).is_file()),
                                    None)
         else:

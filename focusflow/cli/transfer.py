@@ -104,8 +104,8 @@ def _fasttext_from_bin(store: ArtifactStore, binary: Path, tokenizer=None):
 def _wechsel_input(store: ArtifactStore, files: dict[str, Path | None]):
     missing = [name for name, path in files.items() if path is None or not Path(path).is_file()]
     if missing:
-        raise FileNotFoundError("WECHSEL needs --wechsel-source-vectors, --wechsel-target-vectors and "
-                                f"--wechsel-dictionary as existing files; missing or absent: {', '.join(missing)}")
+        raise InputError("WECHSEL needs --wechsel-source-vectors, --wechsel-target-vectors and "
+                         f"--wechsel-dictionary as existing files; missing or absent: {', '.join(missing)}")
     with tempfile.TemporaryDirectory(prefix="focusflow-wechsel-") as folder:
         for name, path in files.items():
             shutil.copyfile(path, Path(folder) / name)

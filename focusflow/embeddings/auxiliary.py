@@ -109,8 +109,8 @@ def load_aux_vectors(aux_dir: Path) -> AuxVectors:
     aux_dir = Path(aux_dir)
     vectors_path, tokens_path = aux_dir / VECTORS_FILE, aux_dir / TOKENS_FILE
     if not vectors_path.is_file() or not tokens_path.is_file():
-        raise FileNotFoundError(f"{aux_dir} has no {VECTORS_FILE}/{TOKENS_FILE}; run train_aux_embeddings "
-                                f"(focusflow init --corpus ...) or load_fasttext_bin first")
+        raise InputError(f"{aux_dir} has no {VECTORS_FILE}/{TOKENS_FILE}; run train_aux_embeddings "
+                         f"(focusflow init --corpus ...) or load_fasttext_bin first")
     tokens = json.loads(tokens_path.read_text(encoding="utf-8"))
     arrays = load_file(str(vectors_path))
     return AuxVectors.from_arrays(tokens, arrays["vectors"], arrays.get("in_vocabulary"))

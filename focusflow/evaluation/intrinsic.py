@@ -307,6 +307,10 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     ``ood_sentences`` (``ood_bits_per_byte``: text of another domain; a masked LM's compares with its own source's,
     not across tokenizers)."""
     model, tokenizer, info = load_source(model_dir)
+    if source_embeddings is not None and source_embeddings.shape[1:] != (model.config.hidden_size,):
+        raise InputError(f"{model_dir} has {model.config.hidden_size}-wide states but the reference's source embeddings "
+                         f"are {source_embeddings.shape[1]} wide: build the reference with this model's own source "
+                         "model (one with the same tokenizer is not enough)")
     if source_embeddings is None:
         source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
         source_embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix,

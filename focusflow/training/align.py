@@ -281,7 +281,7 @@ class AlignRun(TrainingRun):
             raise InputError("the align budget is zero: set steps or tokens")
         for folder in (self.model_dir, self.source_dir):
             if not (folder / "config.json").is_file():
-                raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
+                raise InputError(f"{folder} is not a Hugging Face model folder (no config.json)")
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
         self.pad_ids = tuple(padding_id(t) for t in (source_tokenizer, self.tokenizer))

@@ -65,7 +65,7 @@ class DistillRun(TrainingRun):
         self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
         for folder in (self.model_dir, self.source_dir):
             if not (folder / "config.json").is_file():
-                raise FileNotFoundError(f"{folder} is not a Hugging Face model folder (no config.json)")
+                raise InputError(f"{folder} is not a Hugging Face model folder (no config.json)")
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
         self.pad_ids = (padding_id(source_tokenizer), padding_id(self.tokenizer))

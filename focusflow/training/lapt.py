@@ -69,8 +69,8 @@ class LaptRun(TrainingRun):
                              f"= {self.dist.world_size} × {spec.micro_batch_size}; adjust micro_batch_size")
         self.accumulation = spec.batch_size // per_step
         if not (self.model_dir / "config.json").is_file():
-            raise FileNotFoundError(f"{self.model_dir} is not a Hugging Face model folder (no config.json); "
-                                    "pass the output of save_pretrained")
+            raise InputError(f"{self.model_dir} is not a Hugging Face model folder (no config.json); "
+                             "pass the output of save_pretrained")
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -68,6 +68,31 @@ def test_one_resolver_for_models_and_texts(two_stores, tmp_path, monkeypatch):
         resolve_model(str(tmp_path / "a" / "b"))  # a path, not a hub id
 
 
+
+def test_a_path_that_is_there_but_not_what_the_command_needs_is_an_input_error(two_stores, tmp_path):
+    """A missing path stays a FileNotFoundError (above); a file where a folder belongs, a folder without the file a
+    stage reads, or a missing option is the user's ``InputError``: one line, never retried."""
+    from focusflow.cli.corpus import _corpus_file
+    from focusflow.cli.lapt import _split_source
+    from focusflow.cli.stage_io import split_layout
+    from focusflow.errors import InputError
+
+    store = two_stores[1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    file = _documents(tmp_path / "docs", sample_texts(5)) / "documents.jsonl"
+    cases = [(lambda: stage_input(store, str(file), "model"), "must be a folder"),
+             (lambda: stage_input(store, str(empty), "corpus", documents_layout("documents.jsonl")),
+              "has no documents.jsonl"),
+             (lambda: stage_input(store, str(empty), "split", split_layout()), "has no train.jsonl"),
+             (lambda: _split_source(file, None), "needs --heldout FILE"),
+             (lambda: _split_source(empty, None), "has no heldout.jsonl"),
+             (lambda: _corpus_file(str(empty)), "has none of")]
+    for call, says in cases:
+        with pytest.raises(InputError, match=says):
+            call()
+
+
 def test_tokenizer_stats_takes_artifact_uris(two_stores, tmp_path, monkeypatch, capsys):
     other = two_stores[0]
     texts = sample_texts(40)

@@ -237,6 +237,27 @@ def test_a_model_with_another_tokenizer_is_refused_by_a_reference(tmp_path):
         evaluate_against_reference(other, tmp_path / "reference", tmp_path / "out")
 
 
+def test_a_model_of_another_width_is_refused_by_a_reference(tmp_path):
+    """A model of another size that shares the source's tokenizer (e5-small and e5-base) passes the tokenization
+    check; its states cannot be compared with the reference's, and the message says so before any forward pass."""
+    from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForMaskedLM
+
+    from focusflow.corpus.io import write_texts
+    from focusflow.errors import InputError
+    from focusflow.evaluation.intrinsic import build_reference, evaluate_against_reference
+    from tests.tiny_models import save_tiny
+
+    source = save_tiny("xlmr", tmp_path / "source")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    wider = XLMRobertaForMaskedLM(XLMRobertaConfig.from_pretrained(source, hidden_size=48, intermediate_size=96))
+    wider.save_pretrained(tmp_path / "wider")
+    tokenizer.save_pretrained(tmp_path / "wider")
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
+    build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", max_sentences=30)
+    with pytest.raises(InputError, match="48-wide states but the reference's source embeddings are 32 wide"):
+        evaluate_against_reference(tmp_path / "wider", tmp_path / "reference", tmp_path / "out")
+
+
 def test_bf16_evaluation_stays_close_to_fp32(xlmr, gpt2):
     """bf16 autocast changes the numbers (so it is applied) but not what they say."""
     model, tokenizer = xlmr

@@ -236,7 +236,8 @@ SPLIT_NAMES = {"train": ("train",), "dev": ("dev", "validation", "valid", "val")
 
 
 def parse_task(text: str) -> TaskSpec:
-    """``kind:dataset:lang`` or ``kind:PATH`` → :class:`TaskSpec` (raises ValueError saying what is wrong)."""
+    """``kind:dataset:lang`` or ``kind:PATH`` → :class:`TaskSpec`; an ``InputError`` says what is wrong (a
+    FileNotFoundError, a PATH that is not there)."""
     kind, sep, rest = text.strip().partition(":")
     kind = kind.lower()
     if not sep or kind not in KINDS or not rest:
@@ -287,7 +288,7 @@ def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: i
         files = {split: _find_split_file(folder, kind, split) for split in ("train", "dev", "test")}
     if not any(files.values()):
         wanted = ", ".join(f"{s}{{{','.join(info.file_extensions)}}}" for s in ("train", "dev", "test"))
-        raise FileNotFoundError(f"{folder} holds no {kind} files; expected {wanted}")
+        raise InputError(f"{folder} holds no {kind} files; expected {wanted}")
     splits: dict[str, list[Any] | None] = {}
     notes: dict[str, str] = {}
     for split, path in files.items():
