@@ -184,6 +184,19 @@ def family_objective(objective: str, decoder: bool) -> str:
     return FAMILY_OBJECTIVES["decoder" if decoder else "encoder"]
 
 
+#: ``init.refine.lr: auto``, by the source's family: the encoder-sized 2e-3 the align refinement was built with, and
+#: for a decoder 3e-4, measured on Gemma 3 270M (benchmarks/RESULTS-decoders.md: at 2e-3 every loss overshot and
+#: keep-best returned FVT on Shona; at 3e-4 the refinement ended 0.126 (sn) and 0.092 (ha) bits per byte below FVT).
+FAMILY_REFINE_LR: dict[str, float] = {"encoder": 2e-3, "decoder": 3e-4}
+
+
+def family_refine_lr(lr: float | str, decoder: bool) -> float:
+    """The align refinement's learning rate: ``lr`` itself, or for ``auto`` its source family's."""
+    if lr != AUTO_OBJECTIVE:
+        return float(lr)
+    return FAMILY_REFINE_LR["decoder" if decoder else "encoder"]
+
+
 def learns_from_source(objective: str) -> bool:
     """Whether a LAPT objective has the source as its teacher (the one place this rule is decided)."""
     return LAPT_OBJECTIVES[objective].teacher

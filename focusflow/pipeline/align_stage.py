@@ -11,6 +11,7 @@ from pydantic import Field
 
 from focusflow.config import AlignSpec, PipelineConfig
 from focusflow.corpus.split import SplitOutput
+from focusflow.pipeline.family_defaults import with_family_defaults
 from focusflow.pipeline.lapt_stage import budget_key_params, planned_input, write_plan
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
@@ -21,7 +22,7 @@ class AlignSettings(StageSettings):
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
-        return cls(align=cfg.init.refine)
+        return cls(align=with_family_defaults(cfg).init.refine)
 
 
 def _align(run: StageRun) -> Mapping[str, Any]:

@@ -2,7 +2,8 @@
 graph, the plan, the names of the models and their keys all read the one resolved configuration.
 
 ``lapt.objective: auto`` is the family's measured objective (``methods.FAMILY_OBJECTIVES``): a distillation for an
-encoder, the causal LM for a decoder. The family is read from the source's config without loading it (a Hub id's
+encoder, the causal LM for a decoder; ``init.refine.lr: auto`` the family's measured refinement rate
+(``methods.FAMILY_REFINE_LR``). The family is read from the source's config without loading it (a Hub id's
 ``config.json`` is fetched when not cached: the run downloads the model anyway). Where it cannot be known (offline,
 an id the Hub does not answer for) the run trains its own LM loss, which every family has, and says so.
 """
@@ -13,7 +14,7 @@ import functools
 import logging
 
 from focusflow.config import PipelineConfig
-from focusflow.methods import AUTO_OBJECTIVE, family_objective
+from focusflow.methods import AUTO_OBJECTIVE, family_objective, family_refine_lr
 from focusflow.models.model_type import source_is_decoder
 from focusflow.tokenizer.source_ids import source_kind
 
@@ -22,9 +23,14 @@ log = logging.getLogger(__name__)
 
 def with_family_defaults(cfg: PipelineConfig) -> PipelineConfig:
     """``cfg`` with its ``auto`` settings resolved for its source (``cfg`` itself when none is ``auto``)."""
-    if cfg.lapt.objective != AUTO_OBJECTIVE:
-        return cfg
-    return cfg.model_copy(update={"lapt": cfg.lapt.model_copy(update={"objective": run_objective(cfg)})})
+    update = {}
+    if cfg.lapt.objective == AUTO_OBJECTIVE:
+        update["lapt"] = cfg.lapt.model_copy(update={"objective": run_objective(cfg)})
+    if cfg.init.refine.lr == AUTO_OBJECTIVE:  # an unknown family refines at the encoder's rate, the former default
+        refine = cfg.init.refine.model_copy(update={"lr": family_refine_lr(AUTO_OBJECTIVE,
+                                                                           bool(_is_decoder(cfg.source_model)))})
+        update["init"] = cfg.init.model_copy(update={"refine": refine})
+    return cfg.model_copy(update=update) if update else cfg
 
 
 def run_objective(cfg: PipelineConfig) -> str:

@@ -33,7 +33,7 @@ from focusflow.corpus.io import read_texts
 from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
-from focusflow.methods import Fate
+from focusflow.methods import AUTO_OBJECTIVE, Fate, family_refine_lr
 from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source, usable_positions
 from focusflow.training import lapt_budget
@@ -267,8 +267,11 @@ class AlignRun(TrainingRun):
     def __init__(self, model_dir: Path, source_dir: Path, train_file: Path, out_dir: Path, spec: AlignSpec,
                  heldout_file: Path | None, exact_rows: np.ndarray | None, resume: bool,
                  on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
-        from transformers import AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer
 
+        if spec.lr == AUTO_OBJECTIVE:  # a library call: the rate of the model's family (the pipeline resolved it)
+            decoder = not describe_config(AutoConfig.from_pretrained(model_dir)).is_encoder
+            spec = spec.model_copy(update={"lr": family_refine_lr(spec.lr, decoder)})
         super().__init__(spec, out_dir, on_checkpoint, progress)
         if self.dist.world_size > 1:
             raise InputError("align runs in one process; launch it without torchrun")

@@ -27,9 +27,19 @@ def test_an_encoder_distills_and_a_decoder_trains_its_causal_lm(tmp_path):
     assert with_family_defaults(load_config(language="sw", source_model="gemma3:270m")).lapt.objective == "mlm"
 
 
-def test_an_objective_given_is_kept(tmp_path):
-    given = load_config(language="sw", source_model=_folder(tmp_path, "bert"), lapt={"objective": "mlm"})
+def test_an_objective_and_a_refinement_rate_given_are_kept(tmp_path):
+    given = load_config(language="sw", source_model=_folder(tmp_path, "bert"), lapt={"objective": "mlm"},
+                        init={"refine": {"lr": 0.01}})
     assert with_family_defaults(given) is given
+
+
+def test_a_decoder_refines_at_its_measured_rate_and_an_encoder_at_the_one_it_always_had(tmp_path):
+    """init.refine.lr: auto (methods.FAMILY_REFINE_LR; RESULTS-decoders: 2e-3 overshoots on Gemma)."""
+    encoder, decoder = _folder(tmp_path, "xlm-roberta"), _folder(tmp_path, "gemma3_text")
+    assert with_family_defaults(load_config(language="sw", source_model=encoder)).init.refine.lr == 2e-3
+    assert with_family_defaults(load_config(language="sw", source_model=decoder)).init.refine.lr == 3e-4
+    unknown = with_family_defaults(load_config(language="sw", source_model=str(tmp_path / "no-such-model")))
+    assert unknown.init.refine.lr == 2e-3, "the former default where the family cannot be known"
 
 
 def test_a_source_of_unknown_family_trains_its_own_lm_loss_and_says_so(tmp_path, caplog):

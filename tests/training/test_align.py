@@ -359,3 +359,14 @@ def test_the_language_model_dev_measure_is_fixed_and_finite(tiny_dirs, lapt_corp
         model = auto.from_pretrained(folder)
         first = dev(model)
         assert 0 < first < 20 and dev(model) == first and len(dev) == 16
+
+
+@pytest.mark.parametrize(("family", "rate"), [("xlmr", 2e-3), ("llama", 3e-4)])
+def test_a_library_call_with_lr_auto_refines_at_its_models_family_rate(tiny_dirs, lapt_corpus, tmp_path, family,
+                                                                         rate):
+    scrambled_copy(tiny_dirs(family), tmp_path / "init")
+    align_embeddings(tmp_path / "init", tiny_dirs(family), lapt_corpus[0], tmp_path / "run",
+                     spec(lr="auto", steps=4, eval_every=4, log_every=4, checkpoint_every=4, warmup_fraction=0.0),
+                     heldout_file=lapt_corpus[1])
+    rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
+    assert float(rows[-1]["lr"]) == pytest.approx(rate)
