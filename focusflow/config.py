@@ -21,7 +21,6 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
-    field_serializer,
     field_validator,
     model_serializer,
     model_validator,
@@ -398,12 +397,6 @@ class LaptSpec(_AdamWSchedule):
     log_every: int = Field(default=10, ge=1)
     prefetch: int = Field(default=4, ge=1, description="batches prepared ahead by the loader thread")
     seed: int = 0
-
-    @field_serializer("compile")
-    def _compile_keyed_as_before(self, value: Literal["auto"] | bool, info: SerializationInfo) -> Any:
-        """In a key, ``auto`` is ``false`` (keys held ``compile: false`` before auto): compiling changes how fast a
-        run trains, not what it learns, so no stored LAPT is trained again for it."""
-        return (value is True) if (info.context or {}).get("focusflow_key") else value
 
     @model_validator(mode="after")
     def _one_budget(self) -> LaptSpec:

@@ -202,11 +202,21 @@ class LaptBudgetSettings(StageSettings):
         return cls(lapt=with_family_defaults(cfg).lapt)
 
 
+def lapt_key_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``lapt.compile: auto`` keys as ``false``, the value every LAPT key held before auto: compiling changes how fast
+    a run trains, not what it learns, so no stored LAPT is trained again for it (the parameters keep ``auto``)."""
+    keyed = default_key_params(params)
+    lapt = keyed.get("lapt")
+    if isinstance(lapt, Mapping) and lapt.get("compile") == "auto":
+        keyed["lapt"] = {**lapt, "compile": False}
+    return keyed
+
+
 def budget_key_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """A plan depends on the machine that measured it: the key names it (computed where the stage runs)."""
     from focusflow.training.lapt_budget import machine_fingerprint
 
-    return {**default_key_params(params), "machine": machine_fingerprint()}
+    return {**lapt_key_params(params), "machine": machine_fingerprint()}
 
 
 def _lapt_budget(run: StageRun) -> dict[str, Any]:
@@ -233,5 +243,5 @@ LAPT_BUDGET = register(Stage(BUDGET_STAGE, 2, ("model", "split"), _lapt_budget,
 
 LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget", "source", "teacher"),
                       description="language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
-                      work=("tokens", "tokens"), work_folder=True, settings=LaptSettings,
+                      work=("tokens", "tokens"), work_folder=True, settings=LaptSettings, key_params=lapt_key_params,
                       hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True)))

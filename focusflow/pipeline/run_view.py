@@ -96,7 +96,7 @@ class RunView:
         for call in self.calls:
             key = f"`{call.stage}/{shorten_key(call.key)}`" if call.key else ""
             inputs = ", ".join(f"{name} ← {source}" for name, source in call.inputs.items())
-            lines.append(f"| {call.name} | {call.status} | {inputs} | {key} |")
+            lines.append(f"| {call.name} | {call.status} | {inputs.replace('|', '&#124;')} | {key} |")
         return "\n".join(lines) + "\n"
 
 

@@ -20,11 +20,10 @@ def publish_plan(cfg: PipelineConfig, store_uri: str) -> None:
     the run itself then meets the same problem and says it where it happens."""
     try:
         view = plan_run(cfg, ArtifactStore(store_uri))
+        create_markdown_artifact(markdown=view.markdown(), key=artifact_key_name(cfg.language, "plan"),
+                                 description=f"What this run of {cfg.language} does, before it does it")
     except Exception as exc:  # noqa: BLE001  (the plan is a view; the run is what must not fail for it)
         log.warning("the run's plan could not be shown: %s", exc)
-        return
-    create_markdown_artifact(markdown=view.markdown(), key=artifact_key_name(cfg.language, "plan"),
-                             description=f"What this run of {cfg.language} does, before it does it")
 
 
 __all__ = ["publish_plan"]

@@ -114,7 +114,7 @@ def decide_compile(setting: CompileSetting, module: nn.Module, loss: Callable[[]
         cached = _read_cache(cache_dir).get(key)
         probe = _cached_probe(cached)
         if probe is None:
-            probe = _probe(module, loss, device, eager_s, tolerance)
+            probe = _probe(module, owner or module, loss, device, eager_s, tolerance)
             _write_cache(cache_dir, key, probe)
         elif probe.pays(steps):
             compile_in_place(module)
@@ -129,13 +129,13 @@ def decide_compile(setting: CompileSetting, module: nn.Module, loss: Callable[[]
     return CompileDecision(compiled, _reason(probe, steps, compiled), probe)
 
 
-def _probe(module: nn.Module, loss: Callable[[], torch.Tensor], device: torch.device, eager_s: float,
-           tolerance: float) -> CompileProbe:
+def _probe(module: nn.Module, owner: nn.Module, loss: Callable[[], torch.Tensor], device: torch.device,
+           eager_s: float, tolerance: float) -> CompileProbe:
     """Measure the compiled side (the module left compiled); a failure or a difference is a probe that never pays."""
     try:
-        eager_value = _eval_loss(module, loss)
+        eager_value = _eval_loss(owner, loss, device)
         compile_in_place(module)
-        compiled_value = _eval_loss(module, loss)
+        compiled_value = _eval_loss(owner, loss, device)
         difference = abs(compiled_value - eager_value) / max(abs(eager_value), 1e-6)
         if not difference <= tolerance:  # NaN too
             uncompile(module)
@@ -161,6 +161,8 @@ def _cached_probe(cached: Any) -> CompileProbe | None:
 def _reason(probe: CompileProbe, steps: int, compiled: bool) -> str:
     if probe.error is not None:
         return f"eager: {probe.error}"
+    if probe.speedup is None or probe.compile_s is None:
+        return "eager: no compiled step was timed"
     speed = f"{probe.speedup:.2f}x a step ({probe.eager_s:.2f} s eager), {probe.compile_s:.0f} s to compile"
     if compiled:
         return f"compiled: {speed}, over {steps} steps"
@@ -183,13 +185,17 @@ def _step_seconds(module: nn.Module, loss: Callable[[], torch.Tensor], device: t
 
 
 @torch.no_grad()
-def _eval_loss(module: nn.Module, loss: Callable[[], torch.Tensor]) -> float:
-    was_training = module.training
-    module.eval()
+def _eval_loss(owner: nn.Module, loss: Callable[[], torch.Tensor], device: torch.device) -> float:
+    """The loss with every part of ``owner`` in eval mode (a head's dropout too) and the same random state each time
+    (a loss that draws, such as masking, draws the same), so eager and compiled compute the same thing."""
+    modes, rng = {m: m.training for m in owner.modules()}, _random_state(device)
+    owner.eval()
     try:
         return float(loss())
     finally:
-        module.train(was_training)
+        _restore_random_state(device, rng)
+        for part, training in modes.items():
+            part.training = training
 
 
 class _Clock:
@@ -242,8 +248,11 @@ def _write_cache(cache_dir: Path | None, key: str, probe: CompileProbe) -> None:
     cached = _read_cache(cache_dir)
     cached[key] = {**asdict(probe), "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path = _cache_path(cache_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(cached, indent=1))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(cached, indent=1))
+    except OSError as exc:  # a read-only or full cache: the decision stands, the next run measures again
+        log.warning("the compile measurement could not be cached at %s: %s", path, exc)
 
 
 __all__ = ["CompileDecision", "CompileProbe", "CompileSetting", "compile_in_place", "decide_compile", "is_compiled",

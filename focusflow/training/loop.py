@@ -263,9 +263,6 @@ class TrainingRun(TrainingObjective):
             self._select(0)
         self._set_stage(start_step)
         batches = self._step_batches(start_step)
-        pending = next(batches) if start_step < self.total_steps else None
-        if self.compile_decision is None and pending is not None:  # compile: auto, decided on the run's own batch
-            self.compile_decision = probe_compile(self, pending, self.total_steps - start_step)
         spent_before, self.start_tokens = state["seconds"], state["tokens"]
         # a run stopped between logged rows resumes with the open window, so its rows equal an uninterrupted run's
         train_time, window = 0.0, LossWindow(**state.get("window", {}))
@@ -273,6 +270,9 @@ class TrainingRun(TrainingObjective):
         last_metrics: dict[str, Any] = {}
         bar = ProgressBar(self.name, self.total_steps, start_step) if self.progress and self.dist.main else None
         try:
+            pending = next(batches) if start_step < self.total_steps else None
+            if self.compile_decision is None and pending is not None:  # compile: auto, decided on the run's batch
+                self.compile_decision = probe_compile(self, pending, self.total_steps - start_step)
             for step in range(start_step, self.total_steps):
                 self._set_stage(step)  # before the clock: a stage switch (DDP's rewrap) is no training time
                 began = time.perf_counter()
@@ -429,7 +429,8 @@ def probe_compile(run: TrainingRun, micro_batches: list[Any], steps: int) -> Com
         with run.precision.autocast():
             return run._micro_loss(run.loss_model, batch)
 
-    signature = {"run": run.name, "objective": run.trainable.objective, "module": type(target).__name__,
+    signature = {"run": run.name, "objective": run.trainable.objective, "stage": run.stage,
+                 "module": type(target).__name__,
                  "parameters": sum(p.numel() for p in target.parameters()),
                  "trainable": sum(p.numel() for p in run.trainable.parameters),
                  "batch": list(run._step_size([batch])), "precision": run.precision.name,

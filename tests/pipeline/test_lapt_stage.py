@@ -35,3 +35,19 @@ def test_the_same_lapt_trained_twice_stores_the_same_bytes_and_its_timings_in_th
     timings = first.metadata["timings"]
     assert [row["step"] for row in timings] == [0, 2, 4] and all(row["tokens_per_s"] > 0 for row in timings[1:])
     assert first.metadata["steps"] == 4
+
+
+def test_compile_travels_as_set_and_keys_as_it_did_before_auto():
+    """The stage reads the setting it was given (auto stays auto: the probe decides where it runs); the key holds
+    ``false`` for auto, as every stored LAPT's key did, so compiling never retrains a stored run."""
+    from focusflow.config import LaptSpec
+    from focusflow.pipeline.lapt_stage import LaptSettings
+    from focusflow.pipeline.registry import get_stage
+
+    stage = get_stage("lapt")
+    for setting in ("auto", True, False):
+        params = LaptSettings(lapt=LaptSpec(steps=10, compile=setting)).to_params()
+        assert stage.parse(params).lapt.compile == setting
+    keys = {setting: stage.key_params(LaptSettings(lapt=LaptSpec(steps=10, compile=setting)).to_params())
+            for setting in ("auto", True, False)}
+    assert keys["auto"] == keys[False] != keys[True]

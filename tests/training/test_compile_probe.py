@@ -114,3 +114,31 @@ def test_a_compile_that_fails_or_changes_the_result_runs_eager_and_says_why(body
 
     differs = decide_compile("auto", other, drifting, 10 ** 6, "t", {**SIGNATURE, "batch": [1]}, 1e-3, tmp_path)
     assert not differs.compiled and not is_compiled(other) and "differs from eager" in differs.reason
+
+
+def test_eager_and_compiled_are_compared_with_every_dropout_off_and_the_same_draws(fast_compile, tmp_path,
+                                                                                   monkeypatch):
+    """A fine-tuning's head has dropout outside the compiled body, and a masking loss draws: neither may make a
+    compile that computes the same thing look different."""
+    monkeypatch.setenv(compile_probe.PROBE_SECONDS_ENV, "0")
+    torch.manual_seed(0)
+    body, head = Body(), nn.Sequential(nn.Dropout(0.5), nn.Linear(8, 2))
+    owner, x = nn.ModuleList([body, head]), torch.randn(4, 8)
+
+    def masked() -> torch.Tensor:
+        keep = torch.rand(4, 8) > 0.3  # a loss of its own draws, like a masker's
+        return head(body(x * keep)).pow(2).mean()
+
+    decision = decide_compile("auto", body, masked, 10 ** 6, "t", SIGNATURE, 1e-6, tmp_path, owner)
+    assert decision.probe.error is None and decision.probe.difference == 0.0
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_decision_standing(body, fast_compile, tmp_path, monkeypatch,
+                                                                      caplog):
+    monkeypatch.setenv(compile_probe.PROBE_SECONDS_ENV, "0")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    decision = decide_compile("auto", body, batch_loss(body, torch.randn(4, 8)), 10 ** 6, "t", SIGNATURE, 1e-3,
+                              blocked / "cache")
+    assert decision.probe is not None and decision.probe.compiled_s > 0
+    assert "could not be cached" in caplog.text

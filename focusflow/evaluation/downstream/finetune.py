@@ -234,15 +234,17 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     optimization = Optimization(optimizer, scheduler, torch.amp.GradScaler(device.type)
                                 if precision.needs_scaler else None, spec.max_grad_norm)
     model.train()
-    fitted = fit(objective, optimization, list(model.parameters()), total_steps, eval_every, patience=spec.patience,
-                 on_step=logged)
+    try:
+        fitted = fit(objective, optimization, list(model.parameters()), total_steps, eval_every,
+                     patience=spec.patience, on_step=logged)
+    finally:  # the caller's model runs eager again (its test predictions, a later fine-tuning), failed or not
+        if result.compile.compiled:
+            uncompile(model.base_model)
     result.history, result.best_step, result.best_dev = fitted.history, fitted.best_step, fitted.best_score
     result.steps = fitted.steps
     result.train_seconds, result.eval_seconds = fitted.train_seconds, fitted.eval_seconds
     if fitted.best_state is not None:
         model.load_state_dict(fitted.best_state)
-    if result.compile.compiled:  # the caller's model runs eager again (its test predictions, a later fine-tuning)
-        uncompile(model.base_model)
     if rows is not None:  # a plain embedding again, the trained rows written in
         plain = torch.nn.Embedding(rows.num_embeddings, rows.embedding_dim, padding_idx=rows.padding_idx,
                                    device=rows.weight.device, dtype=rows.weight.dtype)
