@@ -299,13 +299,14 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
                    unigram_texts: Sequence[str] | None = None, source_embeddings: np.ndarray | None = None,
                    prefix: str = "", unigram: np.ndarray | None = None, precision: PrecisionName = "auto",
                    prompts: Sequence[dict[str, str]] = (), dev_sentences: Sequence[str] = (),
-                   ood_sentences: Sequence[str] = ()) -> dict:
+                   ood_sentences: Sequence[str] = (), ood_dev_sentences: Sequence[str] = ()) -> dict:
     """Fidelity against the source plus the LM metrics its head supports, for one model folder; every forward
     pass (the source's too) runs under ``precision``. A causal LM also continues ``prompts`` (``held_out_prompts``)
     greedily (``generated_bytes_per_s``: how fast, a measurement of this machine). Every model is also scored on
     ``dev_sentences`` (``dev_bits_per_byte``: what a decoder run's choice looks at, never the reported text) and on
     ``ood_sentences`` (``ood_bits_per_byte``: text of another domain; a masked LM's compares with its own source's,
-    not across tokenizers)."""
+    not across tokenizers) and ``ood_dev_sentences`` (``ood_dev_bits_per_byte``: the other domain's text a choice
+    may look at, never the scored part)."""
     model, tokenizer, info = load_source(model_dir)
     if source_embeddings is not None and source_embeddings.shape[1:] != (model.config.hidden_size,):
         raise InputError(f"{model_dir} has {model.config.hidden_size}-wide states but the reference's source embeddings "
@@ -336,7 +337,7 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
                     for k, v in lm.items()})
     metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout" if given_unigram is None else "given"
-    for name, texts in (("dev", dev_sentences), ("ood", ood_sentences)):
+    for name, texts in (("dev", dev_sentences), ("ood", ood_sentences), ("ood_dev", ood_dev_sentences)):
         if texts and info.objective in ("mlm", "clm"):
             scored = (evaluate_mlm(model, tokenizer, texts, max_length=max_length, seed=seed, precision=precision)
                       if info.objective == "mlm" else
@@ -382,6 +383,7 @@ def _finite(value: Any) -> float | None:
 REFERENCE_SENTENCES = "sentences.json"
 REFERENCE_DEV = "dev_sentences.json"  # held-out sentences beside the scored ones: what a choice may look at
 REFERENCE_OOD = "ood_sentences.json"  # text of another domain of the language (the evaluation tasks', a user's)
+REFERENCE_OOD_DEV = "ood_dev_sentences.json"  # a third of that text, never scored: what a decoder's choice looks at
 REFERENCE_EMBEDDINGS = "embeddings.safetensors"
 REFERENCE_RECORD = "reference.json"
 
@@ -435,7 +437,12 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     # the dev half and the other domain's sentences are chosen without a tokenizer: the same text for every model of
     # the run, whatever its reference (a sentence too long for one is cut where the scoring cuts it)
     dev = select_heldout_sentences(dev_lines, [], max_sentences=max_sentences // 2, seed=seed)
-    ood = select_heldout_sentences(ood_texts, [], max_sentences=max_sentences, seed=seed) if ood_texts else []
+    # the other domain's text split as the held-out lines are: a third (by hash) a choice may look at, the rest scored
+    ood_texts = list(ood_texts or [])
+    ood = select_heldout_sentences([t for t in ood_texts if not in_dev_half(t)], [], max_sentences=max_sentences,
+                                   seed=seed)
+    ood_dev = select_heldout_sentences([t for t in ood_texts if in_dev_half(t)], [],
+                                       max_sentences=max_sentences // 2, seed=seed)
     if len(sentences) < 2:
         raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix, max_length=max_length,
@@ -443,11 +450,13 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     out = Path(out_dir)
     record = {"n_sentences": len(sentences), "max_length": max_length, "prefix": prefix,
               "tokenization": tokenization_fingerprint(target_tokenizer, sentences), "n_dev": len(dev),
-              "n_ood": len(ood)}
+              "n_ood": len(ood), "n_ood_dev": len(ood_dev)}
     atomic_write(out / REFERENCE_SENTENCES, json.dumps(sentences, ensure_ascii=False))
     atomic_write(out / REFERENCE_DEV, json.dumps(dev, ensure_ascii=False))
     if ood:
         atomic_write(out / REFERENCE_OOD, json.dumps(ood, ensure_ascii=False))
+    if ood_dev:
+        atomic_write(out / REFERENCE_OOD_DEV, json.dumps(ood_dev, ensure_ascii=False))
     with atomic_path(out / REFERENCE_EMBEDDINGS) as staging:
         save_file({"embeddings": embeddings}, str(staging))
     atomic_write(out / REFERENCE_RECORD, json.dumps(record, indent=2))
@@ -476,7 +485,8 @@ def evaluate_against_reference(model_dir, reference_dir, out_dir, *, seed: int =
                          "tokenizer they were selected with: build the reference with this model's tokenizer")
     source_embeddings = load_file(str(reference / REFERENCE_EMBEDDINGS))["embeddings"]
     extra = {name: json.loads((reference / file).read_text(encoding="utf-8")) if (reference / file).is_file() else []
-             for name, file in (("dev_sentences", REFERENCE_DEV), ("ood_sentences", REFERENCE_OOD))}
+             for name, file in (("dev_sentences", REFERENCE_DEV), ("ood_sentences", REFERENCE_OOD),
+                                ("ood_dev_sentences", REFERENCE_OOD_DEV))}
     metrics = evaluate_model(model_dir, None, sentences, seed=seed, max_length=record["max_length"],
                              source_embeddings=source_embeddings, prefix=record["prefix"], precision=precision,
                              prompts=held_out_prompts(sentences), **extra)

@@ -40,6 +40,7 @@ class IntrinsicRecord(StageRecord):
     unigram_bits_per_byte: float | None = None  # the same held-out bytes under the tokenizer's token frequencies
     dev_bits_per_byte: float | None = None  # a decoder's, on the reference's dev half (what a choice looks at)
     ood_bits_per_byte: float | None = None  # a decoder's, on text of another domain of the language
+    ood_dev_bits_per_byte: float | None = None  # on the third of that text a choice looks at (never the scored part)
     generated_bytes_per_s: float | None = None  # a decoder's greedy generation on the machine that measured it
 
 

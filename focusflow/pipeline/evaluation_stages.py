@@ -48,9 +48,9 @@ DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 4
 # What a fine-tuning run measures or finds on the machine that ran it (wall time, speed, local paths and the resume
 # fingerprint built from them): kept in the manifest, never in the artifact's files, so the same key gives the same
 # bytes on every machine that computes the same numbers.
-MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "train_mfu", "seconds_per_run")
+MEASURED_COLUMNS = ("seconds", "train_tokens_per_s", "train_mfu", "seconds_per_run", "compile")
 MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", "eval_seconds", "train_tokens_per_s",
-                       "train_mfu", "provenance")
+                       "train_mfu", "provenance", "compile")  # compile: what the machine's probe decided, and why
 # 4: the LAPT behind each +lapt row, the protocol; 5: the product; 6: a decoder's clm_loss/clm_accuracy columns, a
 # model not below its unigram level marked in the comparison table, and every candidate the run built, measured or
 # not, with its held-out bits per byte, how much text it cuts as the source does, and its address
@@ -251,7 +251,8 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
                   if lapt_methods else next(iter(by_kind.get("init", {})), "-"))
     source = facts(SOURCE)
     source_model = by_kind.get("stage", {}).get("source")
-    return candidates, choose_product(candidates, configured, source.dev_bits_per_byte), {
+    return candidates, choose_product(candidates, configured, source.dev_bits_per_byte,
+                                      source.ood_dev_bits_per_byte), {
         "n_params": source.n_params, "tokens_per_word": source.tokens_per_word, "test": scores(SOURCE),
         **_bits(source), "artifact": source_model.uri if source_model is not None else None}
 
@@ -292,6 +293,7 @@ def _bits(record: IntrinsicRecord) -> dict[str, float | None]:
     """A model's bits per byte (held-out, its unigram level, dev, other domain) and a decoder's generation speed."""
     return {"bits_per_byte": record.bits_per_byte, "unigram_bits_per_byte": record.unigram_bits_per_byte,
             "dev_bits_per_byte": record.dev_bits_per_byte, "ood_bits_per_byte": record.ood_bits_per_byte,
+            "ood_dev_bits_per_byte": record.ood_dev_bits_per_byte,
             "generated_bytes_per_s": record.generated_bytes_per_s}
 
 

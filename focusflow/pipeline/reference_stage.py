@@ -42,8 +42,9 @@ def _reference(run: StageRun) -> Mapping[str, Any]:
 
 # version 2: beside the scored sentences, a dev half (what a choice between models looks at) and text of another
 # domain (the optional ``ood`` input); version 3: the dev half is a third of the held-out lines by their hash, and it
-# and the other domain's text are chosen without a tokenizer: the same text for every reference of a run
-REFERENCE = register(Stage("reference", 3, ("source", "split"), _reference,
+# and the other domain's text are chosen without a tokenizer: the same text for every reference of a run; version 4:
+# the other domain's text is split as the held-out lines are, a third of it (by hash) for a choice, never scored
+REFERENCE = register(Stage("reference", 4, ("source", "split"), _reference,
                            "held-out sentences for one tokenizer and the source model's embeddings of them",
                            optional=("tokenizer", "ood"), uses_model=True, work=("n_sentences", "sentences"),
                            settings=HeldoutSettings))

@@ -294,6 +294,10 @@ def test_a_decoder_is_also_scored_on_a_dev_half_and_on_another_domain_and_its_sp
     metrics = evaluate_against_reference(source, tmp_path / "reference", tmp_path / "out")
     assert metrics["dev_sentences"] == 15 and metrics["ood_sentences"] == 30
     assert metrics["dev_bits_per_byte"] > 0 and metrics["ood_bits_per_byte"] > 0 and metrics[GENERATION_SPEED] > 0
+    ood, ood_dev = (json.loads((tmp_path / "reference" / name).read_text()) for name in ("ood_sentences.json",
+                                                                                          "ood_dev_sentences.json"))
+    assert record["n_ood_dev"] == len(ood_dev) > 0 and not set(ood) & set(ood_dev), "a choice never sees scored text"
+    assert metrics["ood_dev_sentences"] == len(ood_dev) and metrics["ood_dev_bits_per_byte"] > 0
     stored = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert GENERATION_SPEED not in stored and stored["dev_bits_per_byte"] == metrics["dev_bits_per_byte"]
     smaller = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "again", max_sentences=30)
@@ -301,6 +305,6 @@ def test_a_decoder_is_also_scored_on_a_dev_half_and_on_another_domain_and_its_sp
     other = save_tiny_gemma(tmp_path / "other", sample_texts(300, seed=5), vocab_size=400, seed=1)
     build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "theirs", tokenizer_dir=other, max_sentences=30,
                     ood_texts=sample_texts(40, seed=77))
-    for name in ("dev_sentences.json", "ood_sentences.json"):  # the same text for every model of the run
+    for name in ("dev_sentences.json", "ood_sentences.json", "ood_dev_sentences.json"):  # every model's the same
         assert json.loads((tmp_path / "theirs" / name).read_text()) == json.loads((tmp_path / "reference" / name)
                                                                                   .read_text())
