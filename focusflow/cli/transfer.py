@@ -75,6 +75,8 @@ def init(
             raise InputError(f"--refine {refine} trains on target-language text: pass --corpus")
     artifact = run_stage(artifact_store, "init", params_for("init", cfg, method=method), inputs)
     if refine == "align":
+        # the refinement's auto settings follow the source given here, not the configuration's default source
+        cfg = cfg.model_copy(update={"source_model": str(artifact_store.fetch(inputs["source"]))})
         refine_inputs = {"model": artifact, "source": inputs["source"], "split": inputs["split"]}
         if cfg.init.refine.needs_plan:  # init.refine.minutes: fixed as steps on this machine first
             refine_inputs["budget"] = run_stage(artifact_store, "align-budget", params_for("align-budget", cfg),

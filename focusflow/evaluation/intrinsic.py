@@ -408,7 +408,7 @@ def in_dev_half(line: str) -> bool:
 
 def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sentences: int = 500, seed: int = 0,
                     max_length: int = 128, prefix: str = "", precision: PrecisionName = "auto",
-                    ood_texts: Sequence[str] | None = None) -> dict:
+                    ood_texts: Sequence[str] | None = None, ood_for_choice: bool = False) -> dict:
     """The held-out sentences every model of one tokenizer is evaluated on, and the source model's embeddings
     of them, computed once: every intrinsic evaluation against it skips loading and running the source.
 
@@ -416,7 +416,8 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     source's own when ``None``: the reference for the source model itself), drawn from two thirds of the held-out
     lines; from the other third (:func:`in_dev_half`), up to half as many dev sentences (what a choice between models
     looks at, never the scored text) and, given ``ood_texts``, up to ``max_sentences`` of them (text of another domain
-    of the language), both the same for every reference of a run.
+    of the language), both the same for every reference of a run; with ``ood_for_choice`` a third of those (by hash)
+    is kept apart for a choice and never scored.
     """
     import json
     from pathlib import Path
@@ -437,12 +438,13 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     # the dev half and the other domain's sentences are chosen without a tokenizer: the same text for every model of
     # the run, whatever its reference (a sentence too long for one is cut where the scoring cuts it)
     dev = select_heldout_sentences(dev_lines, [], max_sentences=max_sentences // 2, seed=seed)
-    # the other domain's text split as the held-out lines are: a third (by hash) a choice may look at, the rest scored
+    # ``ood_for_choice`` (a user's text, never a task's test sentences): split as the held-out lines are, a third (by
+    # hash) a choice may look at, the rest scored
     ood_texts = list(ood_texts or [])
-    ood = select_heldout_sentences([t for t in ood_texts if not in_dev_half(t)], [], max_sentences=max_sentences,
-                                   seed=seed)
-    ood_dev = select_heldout_sentences([t for t in ood_texts if in_dev_half(t)], [],
-                                       max_sentences=max_sentences // 2, seed=seed)
+    ood = select_heldout_sentences([t for t in ood_texts if not (ood_for_choice and in_dev_half(t))], [],
+                                   max_sentences=max_sentences, seed=seed)
+    ood_dev = select_heldout_sentences([t for t in ood_texts if in_dev_half(t)], [], max_sentences=max_sentences // 2,
+                                       seed=seed) if ood_for_choice else []
     if len(sentences) < 2:
         raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix, max_length=max_length,

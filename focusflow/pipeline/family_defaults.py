@@ -14,7 +14,7 @@ import functools
 import logging
 
 from focusflow.config import PipelineConfig
-from focusflow.methods import AUTO_OBJECTIVE, family_objective, family_refine_lr
+from focusflow.methods import AUTO_OBJECTIVE, FAMILY_REFINE_LR, family_objective, family_refine_lr, split_method
 from focusflow.models.model_type import source_is_decoder
 from focusflow.tokenizer.source_ids import source_kind
 
@@ -27,8 +27,10 @@ def with_family_defaults(cfg: PipelineConfig) -> PipelineConfig:
     if cfg.lapt.objective == AUTO_OBJECTIVE:
         update["lapt"] = cfg.lapt.model_copy(update={"objective": run_objective(cfg)})
     if cfg.init.refine.lr == AUTO_OBJECTIVE:  # an unknown family refines at the encoder's rate, the former default
-        refine = cfg.init.refine.model_copy(update={"lr": family_refine_lr(AUTO_OBJECTIVE,
-                                                                           bool(_is_decoder(cfg.source_model)))})
+        decoder = _is_decoder(cfg.source_model)
+        if decoder is None and any("align" in split_method(m)[1] for m in cfg.init.methods):
+            _say_unknown_rate(cfg.source_model)
+        refine = cfg.init.refine.model_copy(update={"lr": family_refine_lr(AUTO_OBJECTIVE, bool(decoder))})
         update["init"] = cfg.init.model_copy(update={"refine": refine})
     return cfg.model_copy(update=update) if update else cfg
 
@@ -51,6 +53,13 @@ def _say_unknown(source_model: str) -> None:
     """Once per process and source: the graph, the plan and the stage settings each resolve the configuration."""
     log.warning("lapt.objective=auto: whether %s is an encoder or a decoder is not known here; its LAPT trains its "
                 "own LM loss (set lapt.objective to distill or mlm to choose)", source_model)
+
+
+@functools.lru_cache(maxsize=64)
+def _say_unknown_rate(source_model: str) -> None:
+    log.warning("init.refine.lr=auto: whether %s is an encoder or a decoder is not known here; its refinement runs at "
+                "the encoder's rate, %g (a decoder's is %g: set init.refine.lr to choose)", source_model,
+                FAMILY_REFINE_LR["encoder"], FAMILY_REFINE_LR["decoder"])
 
 
 def _is_decoder(source_model: str) -> bool | None:

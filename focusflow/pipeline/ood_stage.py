@@ -57,8 +57,15 @@ def _ood(run: StageRun) -> Mapping[str, Any]:
         texts = list(dict.fromkeys(evaluation_texts(s.tasks, Path(s.data_root) if s.data_root else None,
                                                     s.split_seed, ("test",))))
     write_texts(run.out / OOD_FILE, texts)
-    return {"texts": len(texts), "from": s.path or ", ".join(s.tasks)}
+    return {"texts": len(texts), "from": s.path or ", ".join(s.tasks), "kind": "file" if s.path else "tasks"}
 
 
-OOD = register(Stage(OOD_STAGE, 1, (), _ood, "text of the language from another domain (the evaluation tasks' test "
+def for_choice(record: Mapping[str, Any]) -> bool:
+    """Whether a part of this text may decide a product: a user's file may; the tasks' test sentences never (the
+    downstream verdicts decide a run with tasks, and test text must not choose for them)."""
+    return record.get("kind") == "file"
+
+
+# version 2: the record says where the text came from (a user's file or the tasks' test sentences)
+OOD = register(Stage(OOD_STAGE, 2, (), _ood, "text of the language from another domain (the evaluation tasks' test "
                      "sentences, or evaluation.ood_text): every model is scored on it too", settings=OodSettings))

@@ -124,12 +124,13 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
     """A decoder run's choice without a downstream task: the fewest tokens per word among the candidates whose dev
     bits per byte are within :data:`DEV_BITS_PARITY` of the source's (or below) and, where the run has text of another
     domain, whose bits per byte on its dev third are too (a gain of the corpus's domain alone is not the language's);
-    else the lowest dev bits per byte."""
+    else the one whose worse text comes closest to parity."""
     def gap(c: Candidate) -> float:
         """How far above parity a candidate is, the worse of its two texts (≤ 0: at parity)."""
         gaps = [c.dev_bits_per_byte / source - 1 - DEV_BITS_PARITY]
-        if source_ood and c.ood_dev_bits_per_byte is not None:
-            gaps.append(c.ood_dev_bits_per_byte / source_ood - 1 - DEV_BITS_PARITY)
+        if source_ood:  # a candidate not measured there is not at parity there
+            gaps.append(c.ood_dev_bits_per_byte / source_ood - 1 - DEV_BITS_PARITY
+                        if c.ood_dev_bits_per_byte is not None else float("inf"))
         return max(gaps)
 
     texts = "the held-out split's dev half" + (" and the other domain's dev third" if source_ood else "")

@@ -31,19 +31,20 @@ def _reference(run: StageRun) -> Mapping[str, Any]:
     """Held-out sentences for one tokenizer and the source's embeddings of them, shared by its models."""
     from focusflow.corpus.io import read_texts
     from focusflow.evaluation.intrinsic import build_reference
-    from focusflow.pipeline.ood_stage import OOD_FILE
+    from focusflow.pipeline.ood_stage import OOD_FILE, for_choice
 
     s: HeldoutSettings = run.settings
     ood = list(read_texts(run.inputs["ood"] / OOD_FILE)) if "ood" in run.artifacts else None
     return build_reference(run.inputs["source"], run.input("split", SplitOutput).heldout, run.out,
                            tokenizer_dir=run.inputs["tokenizer"] if "tokenizer" in run.inputs else None,
-                           max_sentences=s.max_sentences, seed=s.seed, precision=s.precision, ood_texts=ood)
+                           max_sentences=s.max_sentences, seed=s.seed, precision=s.precision, ood_texts=ood,
+                           ood_for_choice="ood" in run.artifacts and for_choice(run.artifacts["ood"].metadata))
 
 
 # version 2: beside the scored sentences, a dev half (what a choice between models looks at) and text of another
 # domain (the optional ``ood`` input); version 3: the dev half is a third of the held-out lines by their hash, and it
 # and the other domain's text are chosen without a tokenizer: the same text for every reference of a run; version 4:
-# the other domain's text is split as the held-out lines are, a third of it (by hash) for a choice, never scored
+# a user's other-domain text is split as the held-out lines are, a third of it (by hash) for a choice, never scored
 REFERENCE = register(Stage("reference", 4, ("source", "split"), _reference,
                            "held-out sentences for one tokenizer and the source model's embeddings of them",
                            optional=("tokenizer", "ood"), uses_model=True, work=("n_sentences", "sentences"),

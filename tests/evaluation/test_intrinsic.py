@@ -287,7 +287,7 @@ def test_a_decoder_is_also_scored_on_a_dev_half_and_on_another_domain_and_its_sp
     source = save_tiny_gemma(tmp_path / "source", sample_texts(300, seed=1))
     write_texts(tmp_path / "heldout.jsonl", sample_texts(90, seed=21))
     record = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", max_sentences=30,
-                             ood_texts=sample_texts(40, seed=77))
+                             ood_texts=sample_texts(40, seed=77), ood_for_choice=True)
     scored, dev = (json.loads((tmp_path / "reference" / name).read_text()) for name in ("sentences.json",
                                                                                          "dev_sentences.json"))
     assert (record["n_sentences"], record["n_dev"], record["n_ood"]) == (30, 15, 30) and not set(scored) & set(dev)
@@ -300,11 +300,15 @@ def test_a_decoder_is_also_scored_on_a_dev_half_and_on_another_domain_and_its_sp
     assert metrics["ood_dev_sentences"] == len(ood_dev) and metrics["ood_dev_bits_per_byte"] > 0
     stored = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert GENERATION_SPEED not in stored and stored["dev_bits_per_byte"] == metrics["dev_bits_per_byte"]
+    tasks = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "tasks", max_sentences=30,
+                            ood_texts=sample_texts(40, seed=77))  # a task's test sentences: all scored, none chosen on
+    assert tasks["n_ood_dev"] == 0 and not (tmp_path / "tasks" / "ood_dev_sentences.json").exists()
+    assert set(ood_dev) & set(json.loads((tmp_path / "tasks" / "ood_sentences.json").read_text())), "scored here"
     smaller = build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "again", max_sentences=30)
     assert json.loads((tmp_path / "again" / "sentences.json").read_text()) == scored and smaller["n_ood"] == 0
     other = save_tiny_gemma(tmp_path / "other", sample_texts(300, seed=5), vocab_size=400, seed=1)
     build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "theirs", tokenizer_dir=other, max_sentences=30,
-                    ood_texts=sample_texts(40, seed=77))
+                    ood_texts=sample_texts(40, seed=77), ood_for_choice=True)
     for name in ("dev_sentences.json", "ood_sentences.json", "ood_dev_sentences.json"):  # every model's the same
         assert json.loads((tmp_path / "theirs" / name).read_text()) == json.loads((tmp_path / "reference" / name)
                                                                                   .read_text())
