@@ -106,8 +106,10 @@ def test_flow_on_a_dask_cluster_survives_a_killed_worker(prefect_server, s3_serv
     corpus = tmp_path / "corpus.jsonl"
     write_texts(corpus, sample_texts(1500, seed=1))
     source = save_tiny("xlmr", tmp_path / "source")
-    settings = {"init": {"methods": ["focus", "random"]},
-                "lapt": {"steps": 80, "checkpoint_every": 5, "eval_every": 40}}
+    # one LAPT (FOCUS's): the worker killed is the one training it, so its rescheduled run must resume
+    settings = {"init": {"methods": ["focus", "random"], "candidates": []},
+                "lapt": {"steps": 80, "checkpoint_every": 5, "eval_every": 40},
+                "orchestration": {"lapt_methods": ["focus"]}}
 
     import torch
 
