@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import Field
 
 from focusflow.config import PipelineConfig
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
+from focusflow.storage.records import StageRecord
 
 OOD_STAGE, OOD_FILE = "ood-text", "texts.jsonl"
 
@@ -60,10 +61,18 @@ def _ood(run: StageRun) -> Mapping[str, Any]:
     return {"texts": len(texts), "from": s.path or ", ".join(s.tasks), "kind": "file" if s.path else "tasks"}
 
 
-def for_choice(record: Mapping[str, Any]) -> bool:
-    """Whether a part of this text may decide a product: a user's file may; the tasks' test sentences never (the
-    downstream verdicts decide a run with tasks, and test text must not choose for them)."""
-    return record.get("kind") == "file"
+class OodRecord(StageRecord):
+    """Where the other domain's text came from: ``file`` (a user's) or ``tasks`` (their test sentences)."""
+
+    stages: ClassVar[tuple[str, ...]] = (OOD_STAGE,)
+    texts: int | None = None
+    kind: str | None = None  # absent before version 2: read as the tasks' (never for a choice)
+
+    @property
+    def for_choice(self) -> bool:
+        """Whether a part of this text may decide a product: a user's file may; the tasks' test sentences never (the
+        downstream verdicts decide a run with tasks, and test text must not choose for them)."""
+        return self.kind == "file"
 
 
 # version 2: the record says where the text came from (a user's file or the tasks' test sentences)

@@ -31,14 +31,14 @@ def _reference(run: StageRun) -> Mapping[str, Any]:
     """Held-out sentences for one tokenizer and the source's embeddings of them, shared by its models."""
     from focusflow.corpus.io import read_texts
     from focusflow.evaluation.intrinsic import build_reference
-    from focusflow.pipeline.ood_stage import OOD_FILE, for_choice
+    from focusflow.pipeline.ood_stage import OOD_FILE, OodRecord
 
     s: HeldoutSettings = run.settings
     ood = list(read_texts(run.inputs["ood"] / OOD_FILE)) if "ood" in run.artifacts else None
     return build_reference(run.inputs["source"], run.input("split", SplitOutput).heldout, run.out,
                            tokenizer_dir=run.inputs["tokenizer"] if "tokenizer" in run.inputs else None,
                            max_sentences=s.max_sentences, seed=s.seed, precision=s.precision, ood_texts=ood,
-                           ood_for_choice="ood" in run.artifacts and for_choice(run.artifacts["ood"].metadata))
+                           ood_for_choice="ood" in run.artifacts and OodRecord.of(run.artifacts["ood"]).for_choice)
 
 
 # version 2: beside the scored sentences, a dev half (what a choice between models looks at) and text of another

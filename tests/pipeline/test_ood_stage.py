@@ -5,7 +5,7 @@ from __future__ import annotations
 from focusflow.config import build_config
 from focusflow.corpus.io import read_texts
 from focusflow.pipeline import params_for, run_stage
-from focusflow.pipeline.ood_stage import OOD_FILE, for_choice, wanted
+from focusflow.pipeline.ood_stage import OOD_FILE, OodRecord, wanted
 from focusflow.storage import ArtifactStore
 
 
@@ -24,5 +24,5 @@ def test_the_users_file_or_the_tasks_test_sentences_are_the_other_domain(tmp_pat
     tasked = build_config({"language": "sw", "evaluation": {"tasks": [f"cls:{task}"]}})
     from_tasks = run_stage(store, "ood-text", params_for("ood-text", tasked))
     assert list(read_texts(store.fetch(from_tasks) / OOD_FILE)) == ["g h i", "j k l"]
-    assert for_choice(texts.metadata) and not for_choice(from_tasks.metadata), "a task's test text never chooses"
+    assert OodRecord.of(texts).for_choice and not OodRecord.of(from_tasks).for_choice, "a task's test text never chooses"
     assert not wanted(build_config({"language": "sw"}))
