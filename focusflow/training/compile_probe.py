@@ -16,11 +16,12 @@ module's; varied sequence lengths recompile once, as one dynamic graph (torch's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -75,6 +76,12 @@ class CompileDecision:
                 "probe": asdict(self.probe) if self.probe is not None else None}
 
 
+def loss_tolerance(dtype: torch.dtype | None) -> float:
+    """How far a compiled loss may lie from the eager one and count as equal: float32 sums in another order, bf16
+    rounds every product."""
+    return 1e-3 if dtype in (None, torch.float32) else 3e-2
+
+
 def compile_in_place(module: nn.Module, **options: Any) -> None:
     """``torch.compile`` ``module`` itself: its calls run compiled, its parameters and state dict stay its own."""
     module.compile(**options)
@@ -105,27 +112,20 @@ def decide_compile(setting: CompileSetting, module: nn.Module, loss: Callable[[]
         compile_in_place(module)
         return CompileDecision(True, "compile: true")
     device = next(module.parameters()).device
-    rng, modes = _random_state(device), {m: m.training for m in (owner or module).modules()}
-    (owner or module).train()  # the step the loop takes: dropout included
-    try:
+    with _untouched(owner or module, device):
+        (owner or module).train()  # the step the loop takes: dropout included
         eager_s = _step_seconds(module, loss, device, warmup=1)
         min_work = float(os.environ.get(PROBE_SECONDS_ENV, MIN_EAGER_WORK_S))
         if eager_s * steps < min_work:
             return CompileDecision(False, f"{steps} steps of {eager_s:.2f} s: too short for a compile to pay back",
                                    CompileProbe(eager_s))
         key = json.dumps({**_machine(), "kind": kind, **signature}, sort_keys=True, default=str)
-        cached = _read_cache(cache_dir).get(key)
-        probe = _cached_probe(cached)
+        probe = _cached_probe(_read_cache(cache_dir).get(key))
         if probe is None:
             probe = _probe(module, owner or module, loss, device, eager_s, tolerance)
             _write_cache(cache_dir, key, probe)
         elif probe.pays(steps):
             compile_in_place(module)
-    finally:
-        (owner or module).zero_grad(set_to_none=True)
-        _restore_random_state(device, rng)
-        for part, training in modes.items():
-            part.training = training
     compiled = probe.pays(steps)
     if not compiled:
         uncompile(module)
@@ -191,12 +191,24 @@ def _step_seconds(module: nn.Module, loss: Callable[[], torch.Tensor], device: t
 def _eval_loss(owner: nn.Module, loss: Callable[[], torch.Tensor], device: torch.device) -> float:
     """The loss with every part of ``owner`` in eval mode (a head's dropout too) and the same random state each time
     (a loss that draws, such as masking, draws the same), so eager and compiled compute the same thing."""
-    modes, rng = {m: m.training for m in owner.modules()}, _random_state(device)
-    owner.eval()
-    try:
+    with _untouched(owner, device):
+        owner.eval()
         return float(loss())
+
+
+@contextlib.contextmanager
+def _untouched(owner: nn.Module, device: torch.device) -> Iterator[None]:
+    """Whatever runs inside leaves ``owner`` as it found it: its gradients cleared, every module's mode and the
+    random state (dropout's, a masker's draws) put back."""
+    modes = {m: m.training for m in owner.modules()}
+    rng = torch.random.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    try:
+        yield
     finally:
-        _restore_random_state(device, rng)
+        owner.zero_grad(set_to_none=True)
+        torch.random.set_rng_state(rng[0])
+        if rng[1] is not None:
+            torch.cuda.set_rng_state(rng[1], device)
         for part, training in modes.items():
             part.training = training
 
@@ -219,16 +231,6 @@ def _machine() -> dict[str, Any]:
     from focusflow.training.machine import machine_fingerprint
 
     return {**machine_fingerprint(), "capability": torch.backends.cpu.get_cpu_capability()}
-
-
-def _random_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
-    return torch.random.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-
-
-def _restore_random_state(device: torch.device, state: tuple[torch.Tensor, torch.Tensor | None]) -> None:
-    torch.random.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
 
 
 def _cache_path(cache_dir: Path | None) -> Path:
@@ -259,4 +261,4 @@ def _write_cache(cache_dir: Path | None, key: str, probe: CompileProbe) -> None:
 
 
 __all__ = ["CompileDecision", "CompileProbe", "CompileSetting", "compile_in_place", "decide_compile", "is_compiled",
-           "uncompile"]
+           "loss_tolerance", "uncompile"]

@@ -31,7 +31,7 @@ from focusflow.precision import resolve_precision
 from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested, unstoppable
 from focusflow.storage.atomic import atomic_folder
 from focusflow.training import checkpoint as ckpt
-from focusflow.training.compile_probe import CompileDecision, compile_in_place, decide_compile
+from focusflow.training.compile_probe import CompileDecision, compile_in_place, decide_compile, loss_tolerance
 from focusflow.training.distributed import data_parallel, setup_distributed
 from focusflow.training.flops import mfu, peak, with_efficiency
 from focusflow.training.master import trained_weights
@@ -276,7 +276,7 @@ class TrainingRun(TrainingObjective):
             for step in range(start_step, self.total_steps):
                 self._set_stage(step)  # before the clock: a stage switch (DDP's rewrap) is no training time
                 began = time.perf_counter()
-                step_batches, pending = (pending, None) if pending is not None else (next(batches), None)
+                step_batches, pending = pending or next(batches), None  # the first step's, fetched for the probe
                 loss_sum, predicted = self.step(step, step_batches)
                 self._require_finite(step + 1, loss_sum)
                 elapsed = time.perf_counter() - began
@@ -435,9 +435,8 @@ def probe_compile(run: TrainingRun, micro_batches: list[Any], steps: int) -> Com
                  "trainable": sum(p.numel() for p in run.trainable.parameters),
                  "batch": list(run._step_size([batch])), "precision": run.precision.name,
                  "weights": type(run.weights).__name__}
-    tolerance = 1e-3 if run.precision.dtype in (None, torch.float32) else 3e-2
-    decision = decide_compile("auto", target, loss, steps * len(micro_batches), run.name, signature, tolerance,
-                              owner=run.loss_model)
+    decision = decide_compile("auto", target, loss, steps * len(micro_batches), run.name, signature,
+                              loss_tolerance(run.precision.dtype), owner=run.loss_model)
     log.info("%s: %s", run.name, decision.reason)
     return decision
 

@@ -21,7 +21,13 @@ import torch
 from focusflow.config import PrecisionName
 from focusflow.errors import InputError
 from focusflow.precision import resolve_precision
-from focusflow.training.compile_probe import CompileDecision, CompileSetting, decide_compile, uncompile
+from focusflow.training.compile_probe import (
+    CompileDecision,
+    CompileSetting,
+    decide_compile,
+    loss_tolerance,
+    uncompile,
+)
 from focusflow.training.embedding_rows import train_used_rows
 from focusflow.training.fit import Objective, fit
 from focusflow.training.flops import body_flops_per_token, mfu, peak_flops
@@ -272,8 +278,8 @@ def _compile(model: torch.nn.Module, spec: FinetuneSpec, features: Sequence[Feat
     signature = {"model": model.config.model_type, "head": type(model).__name__,
                  "parameters": sum(p.numel() for p in body.parameters()), "batch": list(batch["input_ids"].shape),
                  "precision": precision.name}
-    tolerance = 1e-3 if precision.dtype in (None, torch.float32) else 3e-2
-    decision = decide_compile(spec.compile, body, loss, steps, "fine-tuning", signature, tolerance, owner=model)
+    decision = decide_compile(spec.compile, body, loss, steps, "fine-tuning", signature,
+                              loss_tolerance(precision.dtype), owner=model)
     if decision.probe is not None:
         log.info("fine-tuning: %s", decision.reason)
     return decision
