@@ -31,11 +31,12 @@ from focusflow.logs import quiet_transformers_progress
 from focusflow.models.loading import require_vocabulary_fits, require_weights, usable_positions
 from focusflow.precision import resolve_precision
 from focusflow.storage.export import OutputFolder
+from focusflow.storage.fingerprint import content_identity
 
 log = logging.getLogger(__name__)
 
 HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
-RUN_VERSION = 1
+RUN_VERSION = 2  # 2: a local model identified by content, not by file times
 OVERRIDES = ("lr", "epochs", "max_length")  # settings that replace a task kind's default when given
 
 
@@ -137,21 +138,19 @@ def prepare_data(spec: TaskSpec, settings: DownstreamSettings) -> TaskData:
     return data
 
 
-def model_signature(model: Path | str) -> list[tuple[str, int, int]] | str:
-    """What identifies a model's weights without reading them: every file's (path, size, mtime) of a local
-    folder (a model retrained into the same folder is a different model), the id itself for a hub id."""
+def model_signature(model: Path | str) -> str:
+    """What identifies a model's weights: a local folder by its content (``storage.fingerprint.content_identity``: a
+    stored artifact's content hash, else the files' hashes; a model retrained into the same folder is another model,
+    one copied elsewhere is the same), the id itself for a hub id."""
     folder = Path(str(model))
-    if not folder.is_dir():
-        return str(model)
-    return sorted((str(file.relative_to(folder)), file.stat().st_size, file.stat().st_mtime_ns)
-                  for file in folder.rglob("*") if file.is_file())
+    return content_identity(folder) if folder.is_dir() else str(model)
 
 
-def _fingerprint(model: Path | str, spec: TaskSpec, seed: int, finetune_spec: FinetuneSpec,
+def _fingerprint(signature: str, spec: TaskSpec, seed: int, finetune_spec: FinetuneSpec,
                  settings: dict[str, Any], data: TaskData) -> str:
     # "auto" may mean bf16 on one machine and fp32 on another: the key holds what it resolves to here
     resolved = resolve_precision(finetune_spec.precision, task_device()).name
-    payload = json.dumps({"model": str(model), "files": model_signature(model), "task": spec.id, "seed": seed,
+    payload = json.dumps({"files": signature, "task": spec.id, "seed": seed,
                           "finetune": _finetune_fields(finetune_spec) | {"precision": resolved}, "settings": settings,
                           "sizes": data.sizes(), "version": RUN_VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -276,10 +275,11 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
         task_values = task_settings(spec, settings)
         for name, model in models.items():
             tokenizer = load_task_tokenizer(model)
+            signature = model_signature(model)  # once per model: a folder outside a store is read to be hashed
             adapter = None
             for seed in settings.seed_list:
                 finetune_spec = _finetune_spec(settings, task_values, seed)
-                key = _fingerprint(model, spec, seed, finetune_spec, task_values, data)
+                key = _fingerprint(signature, spec, seed, finetune_spec, task_values, data)
                 run_name = f"{RUNS_FOLDER}/{_slug(name)}/{_slug(spec.id)}/seed{seed}.json"
                 run_file = folder / run_name
                 if run_file.is_file():

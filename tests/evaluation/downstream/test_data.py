@@ -306,9 +306,11 @@ def test_results_std_is_the_sample_std_over_seeds():
     assert aggregate(runs.iloc[:1]).iloc[0]["std"] == 0.0
 
 
-def test_model_signature_follows_the_files_of_a_local_model(tmp_path):
-    """A model retrained into the same folder must not reuse the earlier runs' results."""
+def test_model_signature_is_the_content_of_a_local_model(tmp_path):
+    """A model retrained into the same folder must not reuse the earlier runs' results; the same files copied to
+    another folder (another machine, another checkout of the store) are the same model, whatever their times."""
     import os
+    import shutil
 
     from focusflow.evaluation.downstream.runner import model_signature
 
@@ -317,8 +319,29 @@ def test_model_signature_follows_the_files_of_a_local_model(tmp_path):
     write(folder / "model.safetensors", "weights")
     before = model_signature(folder)
     os.utime(folder / "model.safetensors", ns=(1, 1))
+    assert model_signature(folder) == before
+    shutil.copytree(folder, tmp_path / "copy")
+    assert model_signature(tmp_path / "copy") == before
+    write(folder / "model.safetensors", "retrained")
     assert model_signature(folder) != before
     assert model_signature("FacebookAI/xlm-roberta-base") == "FacebookAI/xlm-roberta-base"
+
+
+def test_a_stored_model_is_identified_by_its_artifact_content_hash(tmp_path):
+    """A model fetched from the store is named by the hash the store recorded when it committed it (no rehash of
+    its weights); a data folder whose files no longer match its manifest is hashed as any folder."""
+    from focusflow.evaluation.downstream.runner import model_signature
+    from focusflow.storage import ArtifactStore
+
+    model = tmp_path / "model"
+    write(model / "config.json", "{}")
+    write(model / "model.safetensors", "weights")
+    store = ArtifactStore(str(tmp_path / "store"))
+    artifact = store.put_dir("init", "k" * 64, model)
+    folder = store.fetch(artifact)
+    assert model_signature(folder) == f"artifact:{artifact.content_hash}"
+    write(folder / "extra.bin", "x")
+    assert model_signature(folder).startswith("files:")
 
 
 def test_an_unreachable_hub_with_a_local_cache_of_the_dataset_reads_the_cache(tmp_path, monkeypatch, closed_port):
