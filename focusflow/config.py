@@ -301,9 +301,10 @@ class InitSpec(_Section):
                               "language tokenizer's most frequent new tokens added to the source's vocabulary")
     prune_budget: float = Field(
         default=0.35, ge=0, le=1, description="a pruned source's parameters at most, as a share of the source's: "
-        "it keeps every piece the corpus uses, then the source's most probable pieces written with the corpus's "
-        "characters while they fit, so that it cuts new text of the language as the source does (0: the corpus's "
-        "pieces only; 1: every piece of the corpus's characters)")
+        "it keeps every piece the corpus uses, then, while they fit, the pieces new text of the language is likeliest "
+        "to need (other casings, numbers, pieces inside the corpus's words, the most probable; written with the "
+        "corpus's characters), so that it cuts new text of the language as the source does (0: the corpus's pieces "
+        "only; 1: every piece of the corpus's characters)")
     candidates: list[CandidateName] = Field(
         default_factory=lambda: ["prune", "prune+extend"], description="models built beside the methods, each "
         "named as itself in every row (methods.CANDIDATES): prune (the source's own vocabulary pruned, every row "

@@ -16,15 +16,9 @@ from focusflow.config import FastTextSpec
 from focusflow.corpus.io import read_texts, stable_stats
 from focusflow.corpus.split import HELDOUT_FILE
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
-from focusflow.embeddings.modes import (
-    corpus_characters,
-    count_token_ids,
-    extend_tokenizer,
-    frequency_order,
-    prune_tokenizer,
-    reading_pieces,
-)
+from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
 from focusflow.embeddings.plan import PlanBuilder
+from focusflow.embeddings.reading import READING_RULE, corpus_spelling, reading_pieces
 from focusflow.embeddings.record import REPORT_FILE, TOTALS_FILE
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
 from focusflow.errors import InputError
@@ -76,7 +70,7 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
                  padded, len(source_tokenizer))
         params.matrices.update({name: params.matrices[name][: len(source_tokenizer)] for name in padded})
     transfer_options = {k: v for k, v in options.items()
-                        if k not in ("train", "fasttext", "extend_top_n", "prune_budget", "prune_reserve")}
+                        if k not in ("train", "fasttext", "extend_top_n", "prune_budget", "prune_reserve", "reading_rule")}
     built = INIT_MODES[mode](ModeInputs(model, source_tokenizer, params.matrices, method,
                                         Path(target_tokenizer_dir) if target_tokenizer_dir is not None else None,
                                         Path(aux_dir) if aux_dir is not None else None, out_dir, seed, options,
@@ -120,20 +114,23 @@ Built = tuple[dict[str, np.ndarray], pd.DataFrame, dict[str, Any], Any]  # matri
 
 
 def _prune(given: ModeInputs) -> Built:
-    """The source's own vocabulary, pruned to the corpus's pieces and the source's most probable pieces in its
-    characters while they fit the budget; every row copied."""
+    """The source's own vocabulary, pruned to the corpus's pieces and, while they fit the budget, the pieces new text
+    of the language is likeliest to need (``embeddings.reading``); every row copied."""
     source_tokenizer, options = given.source_tokenizer, given.options
     train = options.get("train")
     if train is None:
         raise InputError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
+    if options.get("reading_rule", READING_RULE) != READING_RULE:
+        raise InputError(f"reading_rule {options['reading_rule']!r}: this focusflow prunes with rule {READING_RULE} "
+                         "(embeddings.reading)")
     counts = count_token_ids(source_tokenizer, read_texts(train))
     rows = max(0, prune_rows(given.model, given.matrices, float(options.get("prune_budget", 0.0)))
                - int(options.get("prune_reserve", 0)))
     used = np.flatnonzero(counts)
-    characters = corpus_characters(read_texts(train))
+    spelling = corpus_spelling(read_texts(train))
     room = rows
     for _ in range(3):  # what pruning must keep besides (special tokens, merge ingredients) comes off the room
-        keep = reading_pieces(source_tokenizer, used, characters, room)
+        keep = reading_pieces(source_tokenizer, used, spelling, room)
         target_tokenizer, kept = prune_tokenizer(source_tokenizer, keep)
         if len(kept) <= rows or len(keep) <= len(used):
             break
@@ -149,7 +146,8 @@ def _prune(given: ModeInputs) -> Built:
     n_kept = n_source - sum(int(matrix.size) for matrix in given.matrices.values()) + sum(
         int(matrix.size) for matrix in matrices.values())
     # the corpus's own pieces are always kept: a source whose body alone exceeds the budget cannot be pruned within it
-    totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used), prune_budget=budget,
+    totals.update(corpus_pieces=len(used), reading_pieces=len(keep) - len(used), reading_rule=READING_RULE,
+                  prune_budget=budget,
                   within_budget=bool(n_kept <= budget * n_source) if budget else None)
     heldout = Path(train).with_name(HELDOUT_FILE)
     if heldout.is_file():  # how much of the held-out text the pruned vocabulary still cuts as the source does

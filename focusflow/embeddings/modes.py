@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,7 +13,6 @@ from focusflow.tokenizer.canonical import (
     CanonicalToken,
     backend_spec,
     bytes_to_unicode,
-    canonical_vocab,
     detect_scheme,
 )
 from focusflow.tokenizer.pipeline import isolates_digits
@@ -113,73 +111,6 @@ def prune_tokenizer(tokenizer: Any, keep: np.ndarray) -> tuple[Any, np.ndarray]:
         entry["id"] = remap[entry["id"]]
     spec["post_processor"] = _remap_post_processor(spec.get("post_processor"), remap)
     return _wrap(tokenizer, spec), kept
-
-
-#: A character seen fewer times in the corpus is a typo or a stray quotation, not the language's alphabet.
-MIN_CHARACTER_COUNT = 2
-
-
-def corpus_characters(texts: Iterable[str], min_count: int = MIN_CHARACTER_COUNT) -> set[str]:
-    """The characters the corpus writes the language with (each seen at least ``min_count`` times)."""
-    counts: Counter[str] = Counter()
-    for text in texts:
-        counts.update(text)
-    return {char for char, count in counts.items() if count >= min_count and not char.isspace()}
-
-
-def probability_order(tokenizer: Any) -> np.ndarray:
-    """The source's ids, most probable piece first: a Unigram model's scores; a BPE model's merge ranks (its
-    alphabet first, then each piece by the merge that makes it); otherwise id order (a WordPiece vocabulary lists
-    its frequent pieces first)."""
-    spec = backend_spec(tokenizer)
-    model = spec["model"]
-    size = len(tokenizer)
-    if model["type"] == "Unigram":
-        scores = np.full(size, -np.inf)
-        values = np.asarray([score for _, score in model["vocab"]], np.float64)
-        scores[:len(values)] = values
-        return np.lexsort((np.arange(size), -scores))
-    if model["type"] == "BPE":
-        vocab = tokenizer.get_vocab()
-        rank = np.full(size, np.inf)
-        for position, merge in enumerate(model.get("merges") or []):
-            a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
-            token_id = vocab.get(a + b)
-            if token_id is not None and token_id < size and rank[token_id] == np.inf:
-                rank[token_id] = position
-        made = np.isfinite(rank)
-        rank[~made & (np.arange(size) < len(model["vocab"]))] = -1  # the alphabet, before any merge
-        return np.lexsort((np.arange(size), rank))
-    return np.arange(size)
-
-
-def spelled_with(forms: list[CanonicalToken], characters: set[str]) -> np.ndarray:
-    """Which vocabulary entries are regular pieces written only with ``characters`` (a byte piece that is part of a
-    character: only with bytes of theirs)."""
-    allowed_bytes = {byte for char in characters for byte in char.encode("utf-8")}
-    keep = np.zeros(len(forms), bool)
-    for form in forms:
-        if form.kind != "regular":
-            continue
-        text = form.text  # "" for a bare word-start marker (SentencePiece's "▁"), which every alphabet has
-        keep[form.id] = (all(char in characters for char in text) if text is not None
-                         else all(byte in allowed_bytes for byte in form.data))
-    return keep
-
-
-def reading_pieces(tokenizer: Any, used: np.ndarray, characters: set[str], rows: int) -> np.ndarray:
-    """The ids a pruned vocabulary keeps so that it reads new text of the language as the source does: every piece
-    the corpus used (``used``), then the source's most probable pieces written with the corpus's ``characters``
-    while there is room for ``rows`` in all. A text is cut as the source cuts it exactly when every piece of the
-    source's cut is kept (Unigram, WordPiece and BPE alike, with ``prune_tokenizer`` keeping merge ingredients)."""
-    keep = np.zeros(len(tokenizer), bool)
-    keep[np.asarray(used, np.int64)] = True
-    room = rows - int(keep.sum())
-    if room > 0:
-        candidates = spelled_with(canonical_vocab(tokenizer), characters) & ~keep
-        order = probability_order(tokenizer)
-        keep[order[candidates[order]][:room]] = True
-    return np.flatnonzero(keep)
 
 
 def _spelling(form: CanonicalToken, scheme: str, options: dict[str, Any]) -> str | None:
@@ -332,5 +263,4 @@ def frequency_order(tokenizer: Any, texts: Iterable[str] | None) -> np.ndarray:
     return np.lexsort((np.arange(len(counts)), -counts))
 
 
-__all__ = ["Counter", "corpus_characters", "count_token_ids", "extend_tokenizer", "frequency_order",
-           "probability_order", "prune_tokenizer", "reading_pieces", "spelled_with"]
+__all__ = ["count_token_ids", "extend_tokenizer", "frequency_order", "prune_tokenizer"]

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from focusflow.config import PipelineConfig
 from focusflow.corpus.split import SplitOutput
+from focusflow.embeddings.reading import READING_RULE
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 
 
@@ -31,6 +32,7 @@ class InitSettings(StageSettings):
         options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if mode == "extend" else {}
         if mode == "prune":
             options["prune_budget"] = cfg.init.prune_budget
+            options["reading_rule"] = READING_RULE  # which pieces beyond the corpus's it keeps: a new rule, a new key
             if reserve:
                 options["prune_reserve"] = reserve
         if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys

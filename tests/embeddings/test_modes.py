@@ -1,5 +1,6 @@
 """A pruned source reads new text of its language as the source does: it keeps the corpus's pieces and then the
-source's most probable pieces written with the corpus's characters, as far as its parameter budget allows."""
+pieces new text is likeliest to need (other casings, numbers, pieces inside the corpus's words, then the most
+probable), written with the corpus's characters, as far as its parameter budget allows."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from focusflow.corpus.io import write_texts
 from focusflow.embeddings import initialize_model
-from focusflow.embeddings.modes import corpus_characters, probability_order, spelled_with
+from focusflow.embeddings.reading import corpus_characters, corpus_spelling, probability_order, reading_pieces, spelled_with
 from focusflow.tokenizer.canonical import canonical_vocab
 from focusflow.tokenizer.metrics import segmentation_agreement
 from tests.tiny_models import sample_texts
@@ -57,7 +58,6 @@ def test_the_budget_bounds_the_parameters_and_fills_with_the_most_probable_piece
     import numpy as np
     from transformers import AutoTokenizer
 
-    from focusflow.embeddings.modes import reading_pieces
     from focusflow.models.loading import load_source
 
     model, _, _ = load_source(tiny_sources["xlmr"])
@@ -70,14 +70,43 @@ def test_the_budget_bounds_the_parameters_and_fills_with_the_most_probable_piece
     assert tight["within_budget"] is False, "the corpus's pieces are kept over a budget too small for them: said"
 
     source = AutoTokenizer.from_pretrained(tiny_sources["xlmr"])
-    used, characters = np.array([5, 9, 40]), {"a", "k", "u", "m"}
+    characters = corpus_characters(sample_texts(400, seed=0))
     eligible = spelled_with(canonical_vocab(source), characters)
-    ranked = [int(i) for i in probability_order(source) if eligible[i] and i not in used]
-    assert len(ranked) > 4
-    kept = reading_pieces(source, used, characters, rows=len(used) + 4)
-    assert sorted(kept.tolist()) == sorted([5, 9, 40, *ranked[:4]])
+    ranked = [int(i) for i in probability_order(source) if eligible[i]]
     scores = [score for _, score in json.loads(source.backend_tokenizer.to_str())["model"]["vocab"]]
-    assert [scores[i] for i in ranked] == sorted((scores[i] for i in ranked), reverse=True)
+    assert len(ranked) > 10 and [scores[i] for i in ranked] == sorted((scores[i] for i in ranked), reverse=True)
+    used = np.asarray(ranked[-3:])
+    kept = reading_pieces(source, used, characters, rows=len(used) + 4)
+    assert len(kept) == 7 and set(used) <= set(kept.tolist()), "the corpus's pieces first, then 4 more"
+
+
+def _unigram(pieces: list[tuple[str, float]]):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.Unigram(pieces, unk_id=0))
+    backend.pre_tokenizer, backend.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>")
+
+
+def test_after_the_corpuss_pieces_come_its_other_casings_numbers_pieces_inside_its_words_then_the_most_probable():
+    """The order in which new text of a language needs the source's pieces (measured on SIB-200 in three languages):
+    a capitalized word, a number, another form of a word it has; only then the source's most probable pieces."""
+    import numpy as np
+
+    pieces = [("<unk>", 0.0), ("\u2581", -2.0), *[(char, -3.0) for char in "abkuwK12é"],
+              ("\u2581kwa", -5.0), ("\u2581caf\u00e9", -3.5), ("\u2581wawa", -4.0), ("\u2581abu", -4.5),
+              ("\u2581Kwa", -9.0), ("\u258112", -9.5), ("bu", -9.8)]
+    source = _unigram(pieces)
+    ids = source.get_vocab()
+    spelling = corpus_spelling(["kwa kabu 12", "Kabu kwa 1 2", "kabu K"])  # each character twice or more
+    assert spelling.words[0] == "kwa" and "é" not in spelling.characters
+    used = np.asarray([ids[piece] for piece in ["\u2581", "\u2581kwa", *"abkuwK12"]])
+    order = ["\u2581Kwa", "\u258112", "bu", "\u2581wawa", "\u2581abu"]  # "abu" is inside "kabu", not at its start
+    for extra in range(1, len(order) + 2):
+        kept = set(reading_pieces(source, used, spelling, rows=len(used) + extra).tolist())
+        assert kept == set(used.tolist()) | {ids[piece] for piece in order[:extra]}, extra
+    assert ids["\u2581caf\u00e9"] not in kept, "a piece written with a character the corpus lacks is never kept"
 
 
 def test_only_pieces_written_with_the_corpuss_characters_are_eligible(tiny_sources):
