@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from focusflow.errors import InputError
 from focusflow.tokenizer.canonical import CanonicalToken, backend_spec, canonical_vocab
 
 #: The rule's version, in a pruned model's key: a stored prune of an earlier rule is not this rule's (1: the
@@ -111,10 +112,15 @@ def spelled_with(forms: list[CanonicalToken], characters: set[str]) -> np.ndarra
     return keep
 
 
-def reading_pieces(tokenizer: Any, used: np.ndarray, spelling: CorpusSpelling | set[str], rows: int) -> np.ndarray:
-    """The ids a pruned vocabulary keeps: every piece the corpus used (``used``), then the module's classes in
-    order while there is room for ``rows`` in all (``spelling``: the corpus's characters and words, or only its
-    characters)."""
+#: The classes between the corpus's pieces and the most probable rest, in order (a benchmark leaves some out).
+CLASSES = ("casings", "numbers", "inside_words")
+
+
+def reading_pieces(tokenizer: Any, used: np.ndarray, spelling: CorpusSpelling | set[str], rows: int,
+                   classes: tuple[str, ...] = CLASSES) -> np.ndarray:
+    """The ids a pruned vocabulary keeps: every piece the corpus used (``used``), then the module's ``classes`` in
+    order and the most probable rest while there is room for ``rows`` in all (``spelling``: the corpus's
+    characters and words, or only its characters)."""
     if not isinstance(spelling, CorpusSpelling):
         spelling = CorpusSpelling(set(spelling))
     keep = np.zeros(len(tokenizer), bool)
@@ -126,8 +132,12 @@ def reading_pieces(tokenizer: Any, used: np.ndarray, spelling: CorpusSpelling | 
     eligible = spelled_with(forms, spelling.characters)
     order = probability_order(tokenizer)
     by_text = {(form.text, form.word_start): form.id for form in forms if form.kind == "regular" and form.text}
-    for wanted in (_other_casings(forms, keep, by_text), _numbers(forms), _inside_words(spelling.words, by_text, len(forms)),
-                   np.ones(len(forms), bool)):
+    wanted_by = {"casings": lambda: _other_casings(forms, keep, by_text), "numbers": lambda: _numbers(forms),
+                 "inside_words": lambda: _inside_words(spelling.words, by_text, len(forms))}
+    unknown = set(classes) - set(wanted_by)
+    if unknown:
+        raise InputError(f"unknown reading classes {sorted(unknown)}; choose from {', '.join(CLASSES)}")
+    for wanted in (*(wanted_by[name]() for name in classes), np.ones(len(forms), bool)):
         candidates = wanted & eligible & ~keep
         taken = order[candidates[order]][:room]
         keep[taken] = True
