@@ -159,3 +159,13 @@ def test_every_init_mode_is_a_row_and_the_config_accepts_exactly_the_rows():
     assert set(typing.get_args(InitSpec.model_fields["mode"].annotation)) == set(INIT_MODES) == set(MODES)
     assert all(callable(build) for build in INIT_MODES.values())
     assert {spec.mode for spec in CANDIDATES.values()} <= set(INIT_MODES)
+
+
+def test_the_corpuss_words_are_counted_on_its_first_characters_and_an_unknown_class_is_refused():
+    from focusflow.errors import InputError
+
+    spelling = corpus_spelling(["aa bb", "cc cc", "dd dd dd"], max_words=2, sample_characters=10)
+    assert spelling.words == ["cc", "aa"] and spelling.characters == {"a", "b", "c", "d"}, "the third text not read"
+    source = _unigram([("<unk>", 0.0), ("\u2581", -1.0), ("a", -2.0)])
+    with pytest.raises(InputError, match="unknown reading classes"):
+        reading_pieces(source, [1], spelling, rows=3, classes=("names",))
