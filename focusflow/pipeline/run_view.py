@@ -152,15 +152,19 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
     plan = RunPlan.from_config(cfg)
     view.models = {"methods": list(plan.methods), "candidates": list(plan.candidates),
                    "trained by LAPT": list(plan.trained), "may be the product": plan.shippable()}
+    decoder = bool(source_is_decoder(cfg.source_model))
     if cfg.lapt.has_budget:
         budget = (f"{cfg.lapt.minutes:g} minutes (CPU-minutes on a CPU)" if cfg.lapt.minutes
                   else f"{cfg.lapt.total_steps} steps")
         teacher = "the source (its word states stored once)" if learns_from_source(cfg.lapt.objective) else "-"
-        objective = cfg.lapt.objective + (" (auto: the source's family's)" if given != cfg.lapt.objective else "")
-        view.lapt = {"objective": objective, "budget": budget, "teacher": teacher}
+        # "mlm" is the model's own LM loss: say which one this source trains
+        notes = [{"mlm": "causal LM" if decoder else "masked LM"}.get(cfg.lapt.objective),
+                 "auto: the source's family's" if given != cfg.lapt.objective else None]
+        said = "; ".join(note for note in notes if note)
+        view.lapt = {"objective": cfg.lapt.objective + (f" ({said})" if said else ""), "budget": budget,
+                     "teacher": teacher}
     if cfg.publish.repo_id:
         view.models["published"] = list(cfg.publish.models)
-    decoder = bool(source_is_decoder(cfg.source_model))
     view.without_tasks = ("- (the product is chosen on the held-out split's dev bits per byte)" if decoder
                           else "- (the product is not measured: the configured model)")
     return view

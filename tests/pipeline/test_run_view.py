@@ -45,9 +45,15 @@ def test_a_plan_walks_the_run_without_building_and_follows_the_store(tmp_path):
     assert again.calls[1].stage == "dedup" and again.calls[1].status == TO_BUILD
 
 
-def test_the_plan_says_which_objective_auto_chose(tmp_path):
+def test_the_plan_says_which_objective_auto_chose_and_which_lm_loss_the_source_trains(tmp_path):
     cfg = load_config(_config(tmp_path), ["lapt.objective=auto"])  # e5-small, an encoder: it distills
     assert plan_run(cfg, ArtifactStore(cfg.store)).lapt["objective"] == "distill (auto: the source's family's)"
+    cfg = load_config(_config(tmp_path), ["lapt.objective=mlm"])
+    assert plan_run(cfg, ArtifactStore(cfg.store)).lapt["objective"] == "mlm (masked LM)"
+    decoder = load_config(_config(tmp_path), ["lapt.objective=auto", "source_model=gemma3:270m",
+                                              "orchestration.lapt_methods=[focus]"])
+    assert plan_run(decoder, ArtifactStore(decoder.store)).lapt["objective"] == \
+        "mlm (causal LM; auto: the source's family's)"
 
 
 def test_focusflow_plan_prints_it_for_a_person_or_as_json(tmp_path):
