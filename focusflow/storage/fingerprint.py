@@ -9,7 +9,7 @@ import json
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from focusflow.storage.artifact import MANIFEST, is_hidden
+from focusflow.storage.artifact import MANIFEST, content_hash_of, is_hidden
 from focusflow.storage.atomic import sha256_file
 
 
@@ -33,19 +33,25 @@ def folder_fingerprint(root: Path, parts: Iterable[Path] | None = None,
 
 
 def content_identity(folder: Path) -> str:
-    """What a local folder holds, by content: the content hash its artifact's manifest records when the folder is
-    a stored artifact's data folder (``<stage>/<key>/d-…`` beside ``_manifest.json``, listing exactly these files
-    with these sizes: the store hashed them when it committed them), otherwise :func:`folder_fingerprint`. A
-    folder copied to another machine or path keeps its identity; one rewritten in place does not."""
+    """What a local folder holds, by content: the content hash of its files (names, sizes, sha256) as the store
+    computes it for an artifact, so that a stored artifact, its fetched or exported copy and any other copy of the
+    same files are one identity. Where the folder is a committed artifact's data folder (``<stage>/<key>/d-…``
+    beside ``_manifest.json``) whose files are unchanged since the commit (the same names and sizes, none written
+    after the manifest), the manifest's hash is read instead of rehashing the files."""
     folder = Path(folder)
     stored = _stored_content_hash(folder)
-    return f"artifact:{stored}" if stored is not None else f"files:{folder_fingerprint(folder)}"
+    if stored is not None:
+        return stored
+    files = {path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": sha256_file(path)}
+             for path in sorted(folder.rglob("*")) if path.is_file() and not is_hidden(path.relative_to(folder))}
+    return content_hash_of(files)
 
 
 def _stored_content_hash(folder: Path) -> str | None:
     manifest_file = folder.parent / MANIFEST
     try:
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        committed = manifest_file.stat().st_mtime_ns
     except (OSError, ValueError):
         return None
     if not isinstance(manifest, dict) or manifest.get("data_dir") != folder.name:
@@ -53,7 +59,8 @@ def _stored_content_hash(folder: Path) -> str | None:
     files, content_hash = manifest.get("files"), manifest.get("content_hash")
     if not isinstance(files, dict) or not isinstance(content_hash, str):
         return None
-    on_disk = {path.relative_to(folder).as_posix(): path.stat().st_size
-               for path in folder.rglob("*") if path.is_file()}
+    on_disk = {path.relative_to(folder).as_posix(): path.stat() for path in folder.rglob("*") if path.is_file()}
     listed = {name: info.get("size") if isinstance(info, dict) else None for name, info in files.items()}
-    return content_hash if on_disk == listed else None
+    unchanged = {name: stat.st_size for name, stat in on_disk.items()} == listed and all(
+        stat.st_mtime_ns <= committed for stat in on_disk.values())
+    return content_hash if unchanged else None

@@ -327,9 +327,13 @@ def test_model_signature_is_the_content_of_a_local_model(tmp_path):
     assert model_signature("FacebookAI/xlm-roberta-base") == "FacebookAI/xlm-roberta-base"
 
 
-def test_a_stored_model_is_identified_by_its_artifact_content_hash(tmp_path):
-    """A model fetched from the store is named by the hash the store recorded when it committed it (no rehash of
-    its weights); a data folder whose files no longer match its manifest is hashed as any folder."""
+def test_a_stored_model_and_any_copy_of_it_are_one_identity_read_from_the_manifest_where_unchanged(tmp_path):
+    """A model fetched from the store is named by the hash the store recorded when it committed it (no rehash of its
+    weights); a copy elsewhere (a remote store's fetch cache, an export) hashes to the same; a data folder whose files
+    changed after the commit (another file, the weights rewritten in place at the same size) is hashed anew."""
+    import os
+    import shutil
+
     from focusflow.evaluation.downstream.runner import model_signature
     from focusflow.storage import ArtifactStore
 
@@ -339,9 +343,17 @@ def test_a_stored_model_is_identified_by_its_artifact_content_hash(tmp_path):
     store = ArtifactStore(str(tmp_path / "store"))
     artifact = store.put_dir("init", "k" * 64, model)
     folder = store.fetch(artifact)
-    assert model_signature(folder) == f"artifact:{artifact.content_hash}"
+    assert model_signature(folder) == artifact.content_hash == model_signature(model)
+    shutil.copytree(folder, tmp_path / "elsewhere")
+    assert model_signature(tmp_path / "elsewhere") == artifact.content_hash
+    manifest_time = (folder.parent / "_manifest.json").stat().st_mtime_ns
+    write(folder / "model.safetensors", "retrain")  # the same size, after the commit
+    os.utime(folder / "model.safetensors", ns=(manifest_time + 10**9, manifest_time + 10**9))
+    assert model_signature(folder) != artifact.content_hash
+    write(folder / "model.safetensors", "weights")
+    os.utime(folder / "model.safetensors", ns=(manifest_time, manifest_time))
     write(folder / "extra.bin", "x")
-    assert model_signature(folder).startswith("files:")
+    assert model_signature(folder) not in (artifact.content_hash, model_signature(model))
 
 
 def test_an_unreachable_hub_with_a_local_cache_of_the_dataset_reads_the_cache(tmp_path, monkeypatch, closed_port):
