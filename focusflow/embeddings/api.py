@@ -18,7 +18,7 @@ from focusflow.corpus.split import HELDOUT_FILE
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
 from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
 from focusflow.embeddings.plan import PlanBuilder
-from focusflow.embeddings.reading import READING_RULE, corpus_spelling, reading_pieces
+from focusflow.embeddings.reading import READING_RULE, corpus_spelling, reading_order
 from focusflow.embeddings.record import REPORT_FILE, TOTALS_FILE
 from focusflow.embeddings.transfer import make_report, summarize, transfer_embeddings
 from focusflow.errors import InputError
@@ -128,9 +128,10 @@ def _prune(given: ModeInputs) -> Built:
                - int(options.get("prune_reserve", 0)))
     used = np.flatnonzero(counts)
     spelling = corpus_spelling(read_texts(train))
-    room = rows
+    order = reading_order(source_tokenizer, used, spelling)
+    room = rows - len(used)
     for _ in range(3):  # what pruning must keep besides (special tokens, merge ingredients) comes off the room
-        keep = reading_pieces(source_tokenizer, used, spelling, room)
+        keep = np.union1d(used, order[:max(0, room)])
         target_tokenizer, kept = prune_tokenizer(source_tokenizer, keep)
         if len(kept) <= rows or len(keep) <= len(used):
             break

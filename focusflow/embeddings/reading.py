@@ -11,12 +11,13 @@ how likely new text of the language is to need them, and a budget of rows takes 
 
 Only pieces written with the corpus's characters are eligible; within each class the source's most probable piece
 comes first. Measured on SIB-200's sentences (sw, ha, sn; e5-small at 0.35× its parameters), classes 2-4 raise the
-share of sentences read as the source from 88.4/86.8/82.4% to 91.3/89.3/85.5% (``benchmarks/RESULTS-lapt-parity.md``):
+share of sentences read as the source from 88.4/86.8/82.4% to 91.3/89.4/85.8% (``benchmarks/RESULTS-lapt-parity.md``):
 what stays unread is mostly names and loanwords, an open class.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from focusflow.errors import InputError
-from focusflow.tokenizer.canonical import CanonicalToken, backend_spec, canonical_vocab
+from focusflow.tokenizer.canonical import CanonicalToken, backend_spec, canonical_vocab, detect_scheme, scheme_spec
 
 #: The rule's version, in a pruned model's key: a stored prune of an earlier rule is not this rule's (1: the
 #: corpus's pieces, then by probability; 2: the classes above).
@@ -38,6 +39,10 @@ WORD_SAMPLE_CHARACTERS = 50_000_000
 MAX_WORD_TYPES = 300_000
 #: Longer pieces (runs of "=" or spaces in a decoder's vocabulary) are not looked for inside words.
 MAX_PIECE_CHARACTERS = 32
+#: Pieces are looked for inside the most frequent words' first characters only (sw's 105,582 word types: 0.8M).
+SCAN_CHARACTERS = 2_000_000
+#: A longer "word" (a line of a script written without spaces) is read in windows of this many characters.
+MAX_WORD_CHARACTERS = 48
 #: What a number piece may hold besides digits.
 _NUMBER_MARKS = frozenset(".,:/-%")
 
@@ -116,45 +121,53 @@ def spelled_with(forms: list[CanonicalToken], characters: set[str]) -> np.ndarra
 CLASSES = ("casings", "numbers", "inside_words")
 
 
-def reading_pieces(tokenizer: Any, used: np.ndarray, spelling: CorpusSpelling | set[str], rows: int,
-                   classes: tuple[str, ...] = CLASSES) -> np.ndarray:
-    """The ids a pruned vocabulary keeps: every piece the corpus used (``used``), then the module's ``classes`` in
-    order and the most probable rest while there is room for ``rows`` in all (``spelling``: the corpus's
-    characters and words, or only its characters)."""
-    if not isinstance(spelling, CorpusSpelling):
-        spelling = CorpusSpelling(set(spelling))
-    keep = np.zeros(len(tokenizer), bool)
-    keep[np.asarray(used, np.int64)] = True
-    room = rows - int(keep.sum())
-    if room <= 0:
-        return np.flatnonzero(keep)
-    forms = canonical_vocab(tokenizer)
-    eligible = spelled_with(forms, spelling.characters)
-    order = probability_order(tokenizer)
-    by_text = {(form.text, form.word_start): form.id for form in forms if form.kind == "regular" and form.text}
-    wanted_by = {"casings": lambda: _other_casings(forms, keep, by_text), "numbers": lambda: _numbers(forms),
-                 "inside_words": lambda: _inside_words(spelling.words, by_text, len(forms))}
-    unknown = set(classes) - set(wanted_by)
+def reading_order(tokenizer: Any, used: np.ndarray, spelling: CorpusSpelling | set[str],
+                  classes: tuple[str, ...] = CLASSES) -> np.ndarray:
+    """Every eligible piece the corpus did not use (``used``), in the order a pruned vocabulary takes them: the
+    module's ``classes`` in order, then the most probable rest (``spelling``: the corpus's characters and words, or
+    only its characters). Computed once per prune; a budget takes a prefix."""
+    unknown = set(classes) - set(CLASSES)
     if unknown:
         raise InputError(f"unknown reading classes {sorted(unknown)}; choose from {', '.join(CLASSES)}")
-    for wanted in (*(wanted_by[name]() for name in classes), np.ones(len(forms), bool)):
-        candidates = wanted & eligible & ~keep
-        taken = order[candidates[order]][:room]
-        keep[taken] = True
-        room -= len(taken)
-        if room <= 0:
-            break
-    return np.flatnonzero(keep)
+    if not isinstance(spelling, CorpusSpelling):
+        spelling = CorpusSpelling(set(spelling))
+    forms = canonical_vocab(tokenizer)
+    corpus = np.zeros(len(forms), bool)
+    corpus[np.asarray(used, np.int64)] = True
+    taken = corpus | ~spelled_with(forms, spelling.characters)  # never ranked: kept already, or not eligible
+    order = probability_order(tokenizer)
+    by_text = {(form.text, form.word_start): form.id for form in forms if form.kind == "regular" and form.text}
+    wanted_by = {"casings": lambda: _other_casings(forms, corpus, by_text), "numbers": lambda: _numbers(forms),
+                 "inside_words": lambda: _inside_words(spelling.words, by_text, len(forms),
+                                                       detect_scheme(scheme_spec(tokenizer))[0])}
+    ranked = []
+    for wanted in (*(wanted_by[name] for name in classes), lambda: np.ones(len(forms), bool)):
+        candidates = wanted() & ~taken
+        ids = order[candidates[order]]
+        taken[ids] = True
+        ranked.append(ids)
+    return np.concatenate(ranked)
+
+
+def reading_pieces(tokenizer: Any, used: np.ndarray, spelling: CorpusSpelling | set[str], rows: int,
+                   classes: tuple[str, ...] = CLASSES) -> np.ndarray:
+    """The ids a pruned vocabulary keeps: every piece the corpus used (``used``), then :func:`reading_order`'s
+    first pieces while there is room for ``rows`` in all."""
+    used = np.unique(np.asarray(used, np.int64))
+    order = reading_order(tokenizer, used, spelling, classes)
+    return np.union1d(used, order[:max(0, rows - len(used))])
 
 
 def _other_casings(forms: list[CanonicalToken], used: np.ndarray, by_text: dict[tuple[str, bool], int]) -> np.ndarray:
-    """The pieces that are another casing (lower, capitalized, upper) of a piece the corpus used."""
+    """The pieces that are another casing (lower, capitalized, upper) of a piece the corpus used (``used``, a mask;
+    only regular pieces with text have casings)."""
     wanted = np.zeros(len(forms), bool)
     for index in np.flatnonzero(used):
         form = forms[index]
         if form.kind != "regular" or not form.text:
             continue
-        for text in {form.text.lower(), form.text[:1].upper() + form.text[1:], form.text.upper()}:
+        for text in {form.text.lower(), form.text.capitalize(), form.text[:1].upper() + form.text[1:],
+                     form.text.upper()}:
             other = by_text.get((text, form.word_start))
             if other is not None:
                 wanted[other] = True
@@ -172,17 +185,37 @@ def _numbers(forms: list[CanonicalToken]) -> np.ndarray:
     return wanted
 
 
-def _inside_words(words: list[str], by_text: dict[tuple[str, bool], int], size: int) -> np.ndarray:
-    """The pieces that occur inside one of ``words``: at its start as a word-start piece (or a bare one, after a
-    lone word-start marker), elsewhere as a continuation."""
+def _inside_words(words: list[str], by_text: dict[tuple[str, bool], int], size: int, scheme: str) -> np.ndarray:
+    """The pieces that occur inside one of ``words`` (the most frequent first, up to ``SCAN_CHARACTERS`` in all),
+    as the tokenizer's ``scheme`` would place them: at a word's start a word-start piece (SentencePiece and
+    byte-level BPE also a bare one, after a lone marker or at the text's start), elsewhere a continuation;
+    WordPiece starts a word again after punctuation. A long "word" (a script written without spaces) is read in
+    windows of ``MAX_WORD_CHARACTERS``."""
     wanted = np.zeros(size, bool)
     longest = min(MAX_PIECE_CHARACTERS, max((len(text) for text, _ in by_text), default=0))
+    wordpiece = scheme == "wordpiece"
+    scanned = 0
     for word in words:
-        for start in range(len(word)):
-            for end in range(start + 1, min(len(word), start + longest) + 1):
-                piece = word[start:end]
-                for word_start in ((True, False) if start == 0 else (False,)):
-                    found = by_text.get((piece, word_start))
-                    if found is not None:
-                        wanted[found] = True
+        if scanned >= SCAN_CHARACTERS:
+            break
+        scanned += len(word)
+        for offset in range(0, len(word), MAX_WORD_CHARACTERS):
+            window = word[offset:offset + MAX_WORD_CHARACTERS]
+            for start in range(len(window)):
+                at_start = (offset == 0 and start == 0) or (wordpiece and (
+                    _is_punctuation(window[start]) or (start > 0 and _is_punctuation(window[start - 1]))))
+                sides = (True,) if wordpiece and at_start else (True, False) if at_start else (False,)
+                for end in range(start + 1, min(len(window), start + longest) + 1):
+                    piece = window[start:end]
+                    for word_start in sides:
+                        found = by_text.get((piece, word_start))
+                        if found is not None:
+                            wanted[found] = True
     return wanted
+
+
+def _is_punctuation(char: str) -> bool:
+    """BERT's rule (where WordPiece's pre-tokenizer splits a word): ASCII symbols and Unicode punctuation."""
+    code = ord(char)
+    return 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126 or \
+        unicodedata.category(char).startswith("P")

@@ -30,7 +30,8 @@ def source_is_decoder(spec: str, *, fetch: bool = False) -> bool | None:
     if model_type is None:
         return None
     config = _source_config(spec)
-    return is_decoder_model(model_type, *(config.get("architectures") or [""])[:1],
+    architecture = (config.get("architectures") or [""])[0]
+    return is_decoder_model(model_type, architecture if isinstance(architecture, str) else "",
                             is_decoder=bool(config.get("is_decoder", False)))
 
 
@@ -51,11 +52,12 @@ def is_decoder_model(model_type: str, architecture: str = "", *, is_decoder: boo
 
 
 def _source_config(spec: str) -> dict:
-    """The source's config where it can be read without a download: a local folder's, or the Hub cache's."""
-    folder = Path(spec).expanduser()
-    if (folder / "config.json").is_file():
-        return _read_config(folder / "config.json")
-    if _is_hub_id(spec):
+    """The source's config where it can be read without a download: a local folder's, or the Hub cache's (by the
+    kind of source the id names, as ``resolve_source`` reads it)."""
+    kind = source_kind(spec).name
+    if kind == "folder":
+        return _read_config(Path(spec).expanduser() / "config.json")
+    if kind == "hub" and _is_hub_id(spec):
         from huggingface_hub import try_to_load_from_cache
 
         cached = try_to_load_from_cache(spec, "config.json")

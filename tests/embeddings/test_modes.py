@@ -76,8 +76,9 @@ def test_the_budget_bounds_the_parameters_and_fills_with_the_most_probable_piece
     scores = [score for _, score in json.loads(source.backend_tokenizer.to_str())["model"]["vocab"]]
     assert len(ranked) > 10 and [scores[i] for i in ranked] == sorted((scores[i] for i in ranked), reverse=True)
     used = np.asarray(ranked[-3:])
-    kept = reading_pieces(source, used, characters, rows=len(used) + 4)
-    assert len(kept) == 7 and set(used) <= set(kept.tolist()), "the corpus's pieces first, then 4 more"
+    kept = reading_pieces(source, used, characters, rows=len(used) + 4, classes=())  # rule 1: by probability
+    assert kept.tolist() == sorted([*used.tolist(), *ranked[:4]])
+    assert len(reading_pieces(source, used, characters, rows=len(used) + 4)) == 7, "rule 2 keeps the same count"
 
 
 def _unigram(pieces: list[tuple[str, float]]):
@@ -169,3 +170,21 @@ def test_the_corpuss_words_are_counted_on_its_first_characters_and_an_unknown_cl
     source = _unigram([("<unk>", 0.0), ("\u2581", -1.0), ("a", -2.0)])
     with pytest.raises(InputError, match="unknown reading classes"):
         reading_pieces(source, [1], spelling, rows=3, classes=("names",))
+
+
+def test_wordpiece_pieces_inside_words_are_placed_as_its_pre_tokenizer_cuts():
+    """A WordPiece word starts without ``##`` and again after punctuation (``l'homme``: ``l``, ``'``, ``homme``);
+    a ``##`` piece never starts one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    pieces = ["[UNK]", "ka", "##bu", "bu", "##ka", "homme", "##homme", "l", "'", "##l", "mm", "##mm"]
+    backend = Tokenizer(models.WordPiece({piece: i for i, piece in enumerate(pieces)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    source = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+    spelling = corpus_spelling(["kabu l'homme", "kabu l'homme"])
+    ids = source.get_vocab()
+    used = [ids["[UNK]"]]
+    kept = set(reading_pieces(source, used, spelling, rows=len(used) + 6, classes=("inside_words",)).tolist())
+    assert {ids[p] for p in ("ka", "##bu", "l", "'", "homme", "##mm")} == kept - set(used), \
+        [pieces[i] for i in sorted(kept)]
