@@ -154,7 +154,8 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
                    "trained by LAPT": list(plan.trained), "may be the product": plan.shippable()}
     decoder = bool(source_is_decoder(cfg.source_model))
     if cfg.lapt.has_budget:
-        budget = (f"{cfg.lapt.minutes:g} minutes (CPU-minutes on a CPU)" if cfg.lapt.minutes
+        budget = (f"{cfg.lapt.minutes:g} minutes (CPU-minutes on a CPU; planned as steps for this machine and "
+                  f"{_threads()} threads: another thread count plans and trains again)" if cfg.lapt.minutes
                   else f"{cfg.lapt.total_steps} steps")
         teacher = "the source (its word states stored once)" if learns_from_source(cfg.lapt.objective) else "-"
         # "mlm" is the model's own LM loss: say which one this source trains
@@ -168,6 +169,13 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
     view.without_tasks = ("- (the product is chosen on the held-out split's dev bits per byte)" if decoder
                           else "- (the product is not measured: the configured model)")
     return view
+
+
+def _threads() -> int:
+    """The threads this process computes with: part of the machine a minutes budget is planned for."""
+    from focusflow.training.machine import machine_fingerprint
+
+    return int(machine_fingerprint()["threads"])
 
 
 __all__ = ["AFTER_INPUTS", "STORED", "TO_BUILD", "PlannedCall", "RunView", "plan_run"]

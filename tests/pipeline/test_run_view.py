@@ -38,6 +38,7 @@ def test_a_plan_walks_the_run_without_building_and_follows_the_store(tmp_path):
     assert "teacher" in names and "lapt-budget[prune+extend]" in names and "lapt[prune+extend]" in names
     assert view.models["may be the product"] == ["focus+distill", "prune+extend+distill", "prune", "prune+extend"]
     assert view.lapt["objective"] == "distill"
+    assert "threads: another thread count plans and trains again" in view.lapt["budget"], view.lapt["budget"]
     assert not list((tmp_path / "store").glob("*/*")), "planning built nothing"
     corpus = run_stage(store, "corpus", params_for("corpus", cfg), language="sw")
     again = plan_run(cfg, store)
