@@ -124,17 +124,22 @@ def is_hidden(relative: Path) -> bool:
 def local_files(local: Path, skip_hidden: bool = False) -> dict[str, dict[str, Any]]:
     """Every file of a local folder (relative name -> size and sha256), refusing symlinks and unsafe names;
     ``skip_hidden``: leaving out what :func:`is_hidden` names (a user's folder imported as an input)."""
-    files: dict[str, dict[str, Any]] = {}
     for path in sorted(p for p in local.rglob("*") if p.is_file() or p.is_symlink()):
         if skip_hidden and is_hidden(path.relative_to(local)):
             continue
         if path.is_symlink():
             raise StoreError(f"refusing to store symlink {path.relative_to(local)}")
-        relative = validate_relative_path(path.relative_to(local).as_posix())
-        if relative == MANIFEST:
+        if validate_relative_path(path.relative_to(local).as_posix()) == MANIFEST:
             raise StoreError(f"{MANIFEST} is reserved for the store")
-        files[relative] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
-    return files
+    return file_hashes(local, skip_hidden)
+
+
+def file_hashes(local: Path, skip_hidden: bool = False) -> dict[str, dict[str, Any]]:
+    """Every file of a local folder, symlinks followed (relative name -> size and sha256): what
+    :func:`content_hash_of` reads, for a folder the store wrote or any other."""
+    return {path.relative_to(local).as_posix(): {"size": path.stat().st_size, "sha256": sha256_file(path)}
+            for path in sorted(local.rglob("*"))
+            if path.is_file() and not (skip_hidden and is_hidden(path.relative_to(local)))}
 
 
 def new_manifest(stage: str, key: str, data_dir: str, files: dict[str, dict[str, Any]], *,

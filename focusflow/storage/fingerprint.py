@@ -5,12 +5,12 @@ removing one changes it."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from focusflow.storage.artifact import MANIFEST, content_hash_of, is_hidden
+from focusflow.storage.artifact import MANIFEST, content_hash_of, file_hashes, is_hidden, parse_manifest
 from focusflow.storage.atomic import sha256_file
+from focusflow.storage.errors import CorruptArtifactError
 
 
 def folder_fingerprint(root: Path, parts: Iterable[Path] | None = None,
@@ -40,27 +40,21 @@ def content_identity(folder: Path) -> str:
     after the manifest), the manifest's hash is read instead of rehashing the files."""
     folder = Path(folder)
     stored = _stored_content_hash(folder)
-    if stored is not None:
-        return stored
-    files = {path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": sha256_file(path)}
-             for path in sorted(folder.rglob("*")) if path.is_file() and not is_hidden(path.relative_to(folder))}
-    return content_hash_of(files)
+    return stored if stored is not None else content_hash_of(file_hashes(folder, skip_hidden=True))
 
 
 def _stored_content_hash(folder: Path) -> str | None:
     manifest_file = folder.parent / MANIFEST
     try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        artifact = parse_manifest(manifest_file.read_bytes(), str(folder.parent.parent.parent), folder.parent.parent.name,
+                                  folder.parent.name)
         committed = manifest_file.stat().st_mtime_ns
-    except (OSError, ValueError):
+    except (OSError, CorruptArtifactError):
         return None
-    if not isinstance(manifest, dict) or manifest.get("data_dir") != folder.name:
-        return None
-    files, content_hash = manifest.get("files"), manifest.get("content_hash")
-    if not isinstance(files, dict) or not isinstance(content_hash, str):
+    if artifact.data_dir != folder.name:
         return None
     on_disk = {path.relative_to(folder).as_posix(): path.stat() for path in folder.rglob("*") if path.is_file()}
-    listed = {name: info.get("size") if isinstance(info, dict) else None for name, info in files.items()}
-    unchanged = {name: stat.st_size for name, stat in on_disk.items()} == listed and all(
+    unchanged = {name: stat.st_size for name, stat in on_disk.items()} == {
+        name: info["size"] for name, info in artifact.files.items()} and all(
         stat.st_mtime_ns <= committed for stat in on_disk.values())
-    return content_hash if unchanged else None
+    return artifact.content_hash if unchanged else None
