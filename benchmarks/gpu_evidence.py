@@ -45,6 +45,11 @@ NEEDED = {"pydantic": "pydantic", "platformdirs": "platformdirs", "langcodes": "
           "zstandard": "zstandard", "fsspec": "fsspec", "typer": "typer", "yaml": "pyyaml", "rich": "rich",
           "pandas": "pandas", "pyarrow": "pyarrow", "safetensors": "safetensors", "transformers": "transformers",
           "sklearn": "scikit-learn"}
+#: the bundle's train split at most (bytes): with the wheels it must fit the device tool's 64 MiB
+TRAIN_BYTES = 2_000_000
+ROWS = ("eager", "compile", "torchrun", "finetune")
+#: what those packages need that the image lacks or holds in another version (carried beside them, seen on the H200)
+DEPENDENCIES = {"pydantic": ["pydantic-core", "annotated-types", "typing-inspection", "typing-extensions"]}
 GPU_LAPT = {"objective": "mlm", "batch_size": 64, "micro_batch_size": 64, "seq_len": 256, "lr": 1e-4, "eval_every": 100_000,
             "eval_sequences": 64, "checkpoint_every": 100_000}
 TOY_LAPT = {"objective": "mlm", "batch_size": 4, "micro_batch_size": 2, "seq_len": 32, "lr": 1e-4, "eval_every": 100_000,
@@ -91,11 +96,23 @@ def prepare_bundle(bundle: Path) -> None:
         bundle / "model")
     AutoTokenizer.from_pretrained(model).save_pretrained(bundle / "model")
     (bundle / "split").mkdir()
-    for name in ("train.jsonl", "heldout.jsonl"):
-        shutil.copy2(split / name, bundle / "split" / name)
+    shutil.copy2(split / "heldout.jsonl", bundle / "split" / "heldout.jsonl")
+    _copy_head(split / "train.jsonl", bundle / "split" / "train.jsonl", TRAIN_BYTES)
     shutil.copytree(SHARED / SIB_FOLDER, bundle / "data" / SIB_FOLDER)
     size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
     print(f"bundle {bundle}: {size / 2**20:.1f} MiB (model {model}, split {split})")
+
+
+def _copy_head(source: Path, target: Path, limit: int) -> None:
+    """The first whole lines of ``source`` that fit in ``limit`` bytes: LAPT repeats a small split, and the bundle
+    with the wheels must fit the device tool's 64 MiB."""
+    size = 0
+    with source.open("rb") as lines, target.open("wb") as out:
+        for line in lines:
+            size += len(line)
+            if size > limit:
+                break
+            out.write(line)
 
 
 def _uri(value: Any) -> str:
@@ -202,12 +219,20 @@ def device_line() -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]], device: dict[str, Any]) -> str:
-    columns = ["row", "steps", "precision", "tokens_per_s", "mfu", "peak_gpu_memory_gib", "accuracy", "wall_s"]
+    columns = ["row", "steps", "precision", "tokens_per_s", "mfu", "peak_gpu_memory_gib", "accuracy", "wall_s", "error"]
     lines = [f"device: {device['device']} (torch {device['torch']}, CUDA {device['cuda']}, "
              f"peak {device['peak_tflops']} TFLOP/s)", "",
              "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join("" if row.get(c) is None else str(row[c]) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    """A table cell: one line, at most 160 characters (an error's last line says what failed)."""
+    if value is None:
+        return ""
+    text = str(value).strip().splitlines()
+    return text[-1][:160].replace("|", "/") if text else ""
 
 
 def main() -> None:
@@ -218,14 +243,19 @@ def main() -> None:
     mode.add_argument("--bundle", type=Path, metavar="DIR", help="run on a CUDA GPU with this bundle")
     mode.add_argument("--wheels", action="store_true", help="print the pinned packages a bare GPU image lacks")
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps of each LAPT row (GPU)")
+    parser.add_argument("--rows", type=lambda text: text.split(","), default=list(ROWS),
+                        help=f"which rows, comma-separated (default all: {','.join(ROWS)})")
     parser.add_argument("--out", type=Path, help="also write gpu-evidence.json and gpu-evidence.md here")
     args = parser.parse_args()
+    if set(args.rows) - set(ROWS):
+        parser.error(f"--rows: unknown {', '.join(sorted(set(args.rows) - set(ROWS)))} (known: {', '.join(ROWS)})")
     from focusflow.logs import configure_output
 
     configure_output()  # the library's quiet output: no per-load reports of the task heads it adds
 
     if args.wheels:
-        print("\n".join(pinned_wheels([NEEDED[m] for m in NEEDED])))
+        packages = [NEEDED[module] for module in NEEDED]
+        print("\n".join(pinned_wheels(packages + [d for p in packages for d in DEPENDENCIES.get(p, [])])))
         return
     if args.prepare:
         prepare_bundle(args.prepare)
@@ -238,26 +268,51 @@ def main() -> None:
 
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device here; on a CPU run --dry-run")
+    device = device_line()
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-evidence-") as tmp:
         work = Path(tmp)
         bundle = toy_bundle(work / "bundle") if args.dry_run else args.bundle
         model = bundle / "model" if args.dry_run else as_float32(bundle, work)
         lapt = {**(TOY_LAPT if args.dry_run else GPU_LAPT), "steps": 4 if args.dry_run else args.steps,
                 "precision": "auto" if args.dry_run else "bf16"}
-        rows = [lapt_row("LAPT eager", model, bundle / "split", lapt, work),
-                lapt_row("LAPT torch.compile", model, bundle / "split", {**lapt, "compile": True}, work),
-                torchrun_row(model, bundle / "split", lapt, work),
-                finetune_row(model, bundle / "data", work, toy=args.dry_run)]
-    device = device_line()
-    table = markdown(rows, device)
-    result = {**device, "dry_run": args.dry_run, "lapt": dict(lapt), "rows": rows}
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gpu-evidence.md").write_text(table + "\n", encoding="utf-8")
-        (args.out / "gpu-evidence.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(table)
-    print(json.dumps(result))
+        measurements = [
+            ("LAPT eager", lambda: lapt_row("LAPT eager", model, bundle / "split", lapt, work)),
+            ("LAPT torch.compile",
+             lambda: lapt_row("LAPT torch.compile", model, bundle / "split", {**lapt, "compile": True}, work)),
+            ("LAPT torchrun ×1 (CLI)", lambda: torchrun_row(model, bundle / "split", lapt, work)),
+            ("SIB-200 sw fine-tuning (seed 1)", lambda: finetune_row(model, bundle / "data", work, args.dry_run))]
+        for (name, measure), key in zip(measurements, ROWS, strict=True):
+            if key in args.rows:
+                rows.append(attempt(name, measure))
+            report(rows, device, {"dry_run": args.dry_run, "lapt": dict(lapt)}, args.out)
+    print(markdown(rows, device))
+    print(json.dumps({**device, "dry_run": args.dry_run, "lapt": dict(lapt), "rows": rows}))
+    failed = [row["row"] for row in rows if "error" in row]
+    if failed:
+        raise SystemExit(f"error: {len(failed)} row(s) failed: {', '.join(failed)}")
 
+
+def attempt(name: str, measure: Any) -> dict[str, Any]:
+    """One row's measurement, or its error: a device call is one try, and a row that fails must not take the rows
+    after it (or those before it) with it."""
+    try:
+        return measure()
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - recorded in the row, reported at the end
+        import traceback
+
+        traceback.print_exc()
+        return {"row": name, "error": f"{type(error).__name__}: {str(error)[-1500:]}"}
+
+
+def report(rows: list[dict[str, Any]], device: dict[str, Any], run: dict[str, Any], out: Path | None) -> None:
+    """The rows so far into ``out`` (rewritten after every row: what a cut-off run measured still comes back)."""
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu-evidence.md").write_text(markdown(rows, device) + "\n", encoding="utf-8")
+    (out / "gpu-evidence.json").write_text(json.dumps({**device, **run, "rows": rows}, indent=2) + "\n",
+                                           encoding="utf-8")
 
 if __name__ == "__main__":
     main()

@@ -22,14 +22,16 @@ class TrainedRowsEmbedding(nn.Module):
 
     def __init__(self, embedding: nn.Embedding, trained_ids: torch.Tensor) -> None:
         super().__init__()
-        ids = torch.unique(trained_ids.to(torch.long))
         full = embedding.weight.detach()
+        # every table on the embedding's device: a model already on a GPU gets its lookups there too
+        ids = torch.unique(trained_ids.to(torch.long)).to(full.device)
         self.num_embeddings, self.embedding_dim = full.shape
         self.padding_idx = embedding.padding_idx
         # frozen and not part of the state a run snapshots: it never changes
         self.register_buffer("frozen", full, persistent=False)
-        self.register_buffer("slot", torch.full((self.num_embeddings,), -1, dtype=torch.long), persistent=False)
-        self.slot[ids] = torch.arange(len(ids))
+        self.register_buffer("slot", torch.full((self.num_embeddings,), -1, dtype=torch.long, device=full.device),
+                             persistent=False)
+        self.slot[ids] = torch.arange(len(ids), device=full.device)
         self.register_buffer("trained_ids", ids, persistent=False)
         self.weight = nn.Parameter(full[ids].clone())
 

@@ -48,4 +48,18 @@ def test_wheels_lists_pinned_versions_of_what_a_bare_gpu_image_may_lack():
     done = run("--wheels", timeout=60)
     assert done.returncode == 0
     pins = dict(line.split("==") for line in done.stdout.split())
-    assert {"pydantic", "platformdirs", "langcodes"} <= set(pins) and all(pins.values())
+    assert {"pydantic", "pydantic_core", "typing-inspection", "platformdirs", "langcodes"} <= set(pins)
+    assert all(pins.values())
+
+
+def test_an_unknown_row_is_refused_with_the_known_ones():
+    done = run("--dry-run", "--rows", "eager,warp", timeout=60)
+    assert done.returncode != 0 and "unknown warp (known: eager, compile, torchrun, finetune)" in done.stderr
+
+
+@pytest.mark.slow
+def test_rows_runs_only_the_rows_named(shared_data, tmp_path):
+    done = run("--dry-run", "--rows", "finetune", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [row["row"] for row in result["rows"]] == ["SIB-200 sw fine-tuning (seed 1)"]

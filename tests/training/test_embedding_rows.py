@@ -23,6 +23,15 @@ def test_the_lookup_is_the_embedding_it_replaces_and_only_used_rows_train():
     assert rows.weight.grad is not None and rows.state_dict().keys() == {"weight"}
 
 
+
+def test_every_table_lives_on_the_device_of_the_embedding_it_replaces():
+    """A model already on a GPU: the lookups index tables on its device (the first GPU run found the slot table left
+    on the CPU, and every GPU fine-tuning failed). The meta device stands in for a GPU here."""
+    rows = TrainedRowsEmbedding(torch.nn.Embedding(50, 8).to("meta"), torch.tensor([3, 7, 11]))
+    assert {name: tensor.device.type for name, tensor in [*rows.named_buffers(), *rows.named_parameters()]} == {
+        "frozen": "meta", "slot": "meta", "trained_ids": "meta", "weight": "meta"}
+    assert rows(torch.tensor([[3, 20]], device="meta")).device.type == "meta"
+
 def _classifier(vocab: int) -> BertForSequenceClassification:
     torch.manual_seed(0)
     config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
