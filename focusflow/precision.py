@@ -70,7 +70,8 @@ def resolve_precision(precision: PrecisionName, device: torch.device | str) -> P
     device = torch.device(device)
     if precision == "auto":
         if device.type == "cuda":
-            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            # bf16 only where the GPU computes it (Ampere and later): an older one emulates it, slowly
+            precision = "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
         elif device.type == "cpu":
             precision = "bf16" if cpu_has_native_bf16() else "fp32"
         else:

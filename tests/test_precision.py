@@ -63,6 +63,12 @@ def test_auto_on_cuda_is_bf16_else_fp16_with_a_scaler(monkeypatch, bf16, expecte
     assert chosen.dtype == expected and chosen.needs_scaler == (not bf16) and chosen.device_type == "cuda"
 
 
+def test_auto_on_a_gpu_that_only_emulates_bf16_is_fp16(monkeypatch):
+    """A T4 or V100 answers is_bf16_supported() True by emulating it: auto asks for the GPU's own bf16."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    assert resolve_precision("auto", torch.device("cuda", 0)).dtype == torch.float16
+
+
 def test_unknown_precision_is_an_error():
     with pytest.raises(ValueError, match="fp8"):
         resolve_precision("fp8", "cpu")  # type: ignore[arg-type]

@@ -53,16 +53,24 @@ class Distributed:
         return tensor.tolist()
 
 
+def compute_device() -> torch.device:
+    """Where this process trains and runs models: ``FOCUSFLOW_DEVICE`` when set (e.g. ``cpu``), else this rank's GPU
+    when there is one, else the CPU. The one rule for LAPT, fine-tuning and the teacher's states."""
+    forced = os.environ.get("FOCUSFLOW_DEVICE")
+    if torch.cuda.is_available() and (forced is None or forced.startswith("cuda")):
+        return torch.device(f"cuda:{local_rank()}")
+    return torch.device(forced or "cpu")
+
+
 def setup_distributed() -> Distributed:
     """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); NCCL on CUDA, gloo on CPU.
 
     ``FOCUSFLOW_DEVICE`` (e.g. ``cpu``) overrides the device choice.
     """
-    forced = os.environ.get("FOCUSFLOW_DEVICE")
     world = world_size()
     this_rank, this_local_rank = rank(), local_rank()
-    use_cuda = torch.cuda.is_available() and (forced is None or forced.startswith("cuda"))
-    device = torch.device(f"cuda:{this_local_rank}" if use_cuda else (forced or "cpu"))
+    device = compute_device()
+    use_cuda = device.type == "cuda"
     if use_cuda:
         torch.cuda.set_device(device)
     owns = world > 1 and not dist.is_initialized()

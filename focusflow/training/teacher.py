@@ -25,6 +25,7 @@ from focusflow.logs import ProgressBar
 from focusflow.models.lm_stats import length_batches, pad_rows
 from focusflow.models.loading import describe_config, load_source
 from focusflow.precision import resolve_precision
+from focusflow.training.distributed import compute_device
 from focusflow.training.wordpool import covered_words, flat_word_index, pool_words, token_words, word_spans
 
 INDEX_FILE = "teacher.json"
@@ -49,7 +50,7 @@ def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], se
 
     model, tokenizer, _ = load_source(Path(source_dir), with_head=False)
     pad_id = padding_id(tokenizer)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = compute_device()
     body = model.to(device).eval().requires_grad_(False)
     pool = "mean" if describe_config(body.config).is_encoder else "last"
     resolved = resolve_precision(precision, device)

@@ -215,8 +215,8 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
 
     def loss(step: int) -> torch.Tensor:
         batch = collate_features([train_features[i] for i in next(batch_indices)], pad_id)
+        result.train_tokens += int(batch["attention_mask"].sum())  # counted on the CPU: no wait for a GPU
         batch = {k: v.to(device) for k, v in batch.items()}
-        result.train_tokens += int(batch["attention_mask"].sum())
         with precision.autocast():
             return model(**batch).loss
 

@@ -32,6 +32,7 @@ from focusflow.models.loading import require_vocabulary_fits, require_weights, u
 from focusflow.precision import resolve_precision
 from focusflow.storage.export import OutputFolder
 from focusflow.storage.fingerprint import content_identity
+from focusflow.training.distributed import compute_device
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,8 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
 
 
 def task_device() -> torch.device:
-    """Where task models train: the GPU when there is one."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """Where task models train: the GPU when there is one (``training.distributed.compute_device``)."""
+    return compute_device()
 
 
 def model_max_tokens(config: Any, tokenizer: Any) -> int | None:
