@@ -16,7 +16,7 @@ from focusflow.config import FastTextSpec
 from focusflow.corpus.io import read_texts, stable_stats
 from focusflow.corpus.split import HELDOUT_FILE
 from focusflow.embeddings.auxiliary import AuxVectors, load_aux_vectors, train_aux_embeddings
-from focusflow.embeddings.modes import count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
+from focusflow.embeddings.modes import EXTEND_RULE, count_token_ids, extend_tokenizer, frequency_order, prune_tokenizer
 from focusflow.embeddings.plan import PlanBuilder
 from focusflow.embeddings.reading import READING_RULE, corpus_spelling, reading_order
 from focusflow.embeddings.record import REPORT_FILE, TOTALS_FILE
@@ -70,7 +70,8 @@ def initialize_model(source_dir: Path, target_tokenizer_dir: Path | None, out_di
                  padded, len(source_tokenizer))
         params.matrices.update({name: params.matrices[name][: len(source_tokenizer)] for name in padded})
     transfer_options = {k: v for k, v in options.items()
-                        if k not in ("train", "fasttext", "extend_top_n", "prune_budget", "prune_reserve", "reading_rule")}
+                        if k not in ("train", "fasttext", "extend_top_n", "extend_rule", "prune_budget", "prune_reserve",
+                                     "reading_rule")}
     built = INIT_MODES[mode](ModeInputs(model, source_tokenizer, params.matrices, method,
                                         Path(target_tokenizer_dir) if target_tokenizer_dir is not None else None,
                                         Path(aux_dir) if aux_dir is not None else None, out_dir, seed, options,
@@ -184,7 +185,11 @@ def _extend(given: ModeInputs) -> Built:
     copied = result.report["fate"].isin([fate for fate in Fate if fate.copied]).to_numpy()
     is_new = ~copied & np.array([f.kind != "special" for f in forms])
     train = options.get("train")
-    order = frequency_order(language, read_texts(train) if train else None)
+    if options.get("extend_rule", EXTEND_RULE) != EXTEND_RULE:
+        raise InputError(f"extend_rule {options['extend_rule']!r}: this focusflow extends with rule {EXTEND_RULE}")
+    # only pieces the corpus uses: one it never does carries nothing, and a byte the source lacks (SmolLM2 has no
+    # 0xC0 or 0xF5-0xFF) would be drawn at random, a row that wins greedy decoding over every real token
+    order = frequency_order(language, read_texts(train) if train else None, used_only=True)
     top_n = int(options.get("extend_top_n", 10_000))
     candidates = order[is_new[order]]
     spec = backend_spec(language)

@@ -128,6 +128,11 @@ def _spelling(form: CanonicalToken, scheme: str, options: dict[str, Any]) -> str
     return text
 
 
+#: Which new tokens extend mode (and prune+extend) adds, in the init key: 1 the language tokenizer's most frequent,
+#: 2 the same among those the corpus uses (a piece it never uses is no longer added).
+EXTEND_RULE = 2
+
+
 def extend_tokenizer(tokenizer: Any, new_forms: list[CanonicalToken], scores: dict[int, float] | None = None,
                      limit: int | None = None):
     """The source tokenizer plus ``new_forms`` appended at the end (ids len(tokenizer), ...); every source id stays.
@@ -255,12 +260,14 @@ def _model_size(model: dict[str, Any]) -> int:
     return len(model["vocab"])
 
 
-def frequency_order(tokenizer: Any, texts: Iterable[str] | None) -> np.ndarray:
-    """Ids ordered by corpus frequency (ties and no corpus: id order, i.e. merge rank / vocabulary order)."""
+def frequency_order(tokenizer: Any, texts: Iterable[str] | None, used_only: bool = False) -> np.ndarray:
+    """Ids ordered by corpus frequency (ties and no corpus: id order, i.e. merge rank / vocabulary order);
+    ``used_only``: only the ids the corpus uses (with a corpus)."""
     if texts is None:
         return np.arange(len(tokenizer))
     counts = count_token_ids(tokenizer, texts)
-    return np.lexsort((np.arange(len(counts)), -counts))
+    order = np.lexsort((np.arange(len(counts)), -counts))
+    return order[counts[order] > 0] if used_only else order
 
 
-__all__ = ["count_token_ids", "extend_tokenizer", "frequency_order", "prune_tokenizer"]
+__all__ = ["EXTEND_RULE", "count_token_ids", "extend_tokenizer", "frequency_order", "prune_tokenizer"]

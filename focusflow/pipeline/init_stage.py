@@ -10,6 +10,7 @@ from pydantic import Field
 
 from focusflow.config import PipelineConfig
 from focusflow.corpus.split import SplitOutput
+from focusflow.embeddings.modes import EXTEND_RULE
 from focusflow.embeddings.reading import READING_RULE
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 
@@ -29,7 +30,9 @@ class InitSettings(StageSettings):
         from focusflow.methods import init_method
 
         mode = mode or cfg.init.mode
-        options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n} if mode == "extend" else {}
+        # which new tokens it adds (embeddings.api.EXTEND_RULE): a new rule, a new key
+        options: dict[str, Any] = {"extend_top_n": cfg.init.extend_top_n, "extend_rule": EXTEND_RULE} \
+            if mode == "extend" else {}
         if mode == "prune":
             options["prune_budget"] = cfg.init.prune_budget
             options["reading_rule"] = READING_RULE  # which pieces beyond the corpus's it keeps: a new rule, a new key

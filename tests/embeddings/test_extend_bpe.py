@@ -97,3 +97,31 @@ def test_extend_real_smollm2_with_swahili_keeps_english_segmentation(shared_data
     before = sum(len(source.tokenize(text)) for text in heldout) / words
     after = sum(len(extended.tokenize(text)) for text in heldout) / words
     assert after < 0.92 * before, (before, after)
+
+
+@pytest.mark.parametrize("family", ["xlmr", "gpt2"])
+def test_extend_adds_only_new_pieces_the_corpus_uses(family, tiny_sources, transfer_case, tmp_path) -> None:
+    """A piece of the language tokenizer that the run's corpus never uses carries nothing, and one the source cannot
+    spell would be drawn at random (SmolLM2 lacks 23 bytes: such rows won greedy decoding over every real token):
+    extend mode, asked for more than the corpus uses, adds the used pieces and stops."""
+    from transformers import AutoTokenizer
+
+    from focusflow.corpus.io import write_texts
+    from focusflow.embeddings.modes import count_token_ids
+    from focusflow.models.loading import load_source
+    from focusflow.tokenizer.canonical import canonical_vocab
+
+    subset = transfer_case["texts"][:40]  # the language tokenizer was trained on 800: some of its pieces go unused
+    write_texts(tmp_path / "train.jsonl", subset)
+    language = transfer_case["target"]
+    counts = count_token_ids(language, subset)
+    source_keys = {form.key for form in canonical_vocab(load_source(tiny_sources[family])[1])}
+    new = {form.key: counts[form.id] for form in canonical_vocab(language)
+           if form.kind != "special" and form.key not in source_keys}
+    assert any(count == 0 for count in new.values()) and any(count > 0 for count in new.values())
+    totals = initialize_model(tiny_sources[family], transfer_case["target_dir"], tmp_path / "ext", "focus",
+                              mode="extend", aux_dir=transfer_case["aux_dir"], train=tmp_path / "train.jsonl",
+                              extend_top_n=10_000)
+    extended = canonical_vocab(AutoTokenizer.from_pretrained(tmp_path / "ext"))
+    added = {form.key for form in extended[len(extended) - totals["added"]:]}
+    assert added and all(new[key] > 0 for key in added)
