@@ -23,6 +23,21 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("FOCUSFLOW_CEILING_SECONDS", "0.3")  # a CPU ceiling in 0.3 s, not 6: tests do not check MFU
+# the tests' numbers, clocks and precisions are a CPU's wherever they run (a GPU machine too, and the processes they
+# start); a test marked ``gpu`` runs on the GPU instead (``_device_of_the_test``)
+os.environ.setdefault("FOCUSFLOW_DEVICE", "cpu")
+
+
+@pytest.fixture(autouse=True)
+def _device_of_the_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked ``gpu`` trains on the CUDA device (skipped without one); every other test on the CPU."""
+    if request.node.get_closest_marker("gpu") is None:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.delenv("FOCUSFLOW_DEVICE", raising=False)
 
 
 @pytest.fixture(autouse=True, scope="session")
