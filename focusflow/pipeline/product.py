@@ -126,12 +126,7 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
     domain, whose bits per byte on its dev third are too (a gain of the corpus's domain alone is not the language's);
     else the one whose worse text comes closest to parity."""
     def gap(c: Candidate) -> float:
-        """How far above parity a candidate is, the worse of its two texts (≤ 0: at parity)."""
-        gaps = [c.dev_bits_per_byte / source - 1 - DEV_BITS_PARITY]
-        if source_ood:  # a candidate not measured there is not at parity there
-            gaps.append(c.ood_dev_bits_per_byte / source_ood - 1 - DEV_BITS_PARITY
-                        if c.ood_dev_bits_per_byte is not None else float("inf"))
-        return max(gaps)
+        return _bits_gap(c, source, source_ood)
 
     texts = "the held-out split's dev half" + (" and the other domain's dev third" if source_ood else "")
     within = f"within {100 * DEV_BITS_PARITY:g}% of the source's"
@@ -151,6 +146,30 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
                               f"(dev {best.dev_bits_per_byte:.3f} against {source:.3f}"
                               + (f", other domain {best.ood_dev_bits_per_byte:.3f} against {source_ood:.3f}"
                                  if source_ood and best.ood_dev_bits_per_byte is not None else "") + ")", True)
+
+
+def _bits_gap(c: Candidate, source: float, source_ood: float | None) -> float:
+    """How far above parity a candidate's bits per byte are, the worse of its two texts (≤ 0: at parity)."""
+    gaps = [c.dev_bits_per_byte / source - 1 - DEV_BITS_PARITY]
+    if source_ood:  # a candidate not measured there is not at parity there
+        gaps.append(c.ood_dev_bits_per_byte / source_ood - 1 - DEV_BITS_PARITY
+                    if c.ood_dev_bits_per_byte is not None else float("inf"))
+    return max(gaps)
+
+
+def _bits_verdict(c: Candidate, source_row: Mapping[str, Any] | None) -> str | None:
+    """A decoder candidate's verdict on dev bits per byte, what a run without a downstream task chose on: parity
+    (within 1% of the source's or below, on the other domain's dev third too where the run has one) or worse, with
+    the relative differences."""
+    source = (source_row or {}).get("dev_bits_per_byte")
+    if c.dev_bits_per_byte is None or not source:
+        return None
+    source_ood = (source_row or {}).get("ood_dev_bits_per_byte")
+    parts = [f"dev {100 * (c.dev_bits_per_byte / source - 1):+.1f}%"]
+    if source_ood:
+        parts.append(f"other domain {100 * (c.ood_dev_bits_per_byte / source_ood - 1):+.1f}%"
+                     if c.ood_dev_bits_per_byte is not None else "other domain not measured")
+    return f"{'parity' if _bits_gap(c, source, source_ood) <= 0 else 'worse'} ({', '.join(parts)})"
 
 
 def _number(value: float | None, digits: int = 2) -> str:
@@ -187,7 +206,7 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
                         + (f", not converged ({c.unconverged[task][0]} of {c.unconverged[task][1]} runs)"
                            if c.unconverged.get(task, (0, 0))[0] else "")
                         if v and v.low is not None else "-"
-                        for task, v in c.dev_verdicts.items()) or ("-" if c.dev_verdicts else "not measured")
+                        for task, v in c.dev_verdicts.items()) or _bits_verdict(c, source_row) or "not measured"
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
                                         _number(c.tokens_per_word), _number(c.bits_per_byte, 3),
