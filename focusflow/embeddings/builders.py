@@ -90,7 +90,8 @@ def mean_plan(plan: PlanBuilder, inputs: PlanInputs) -> dict[str, Any]:
 def fvt_plan(plan: PlanBuilder, inputs: PlanInputs) -> dict[str, Any]:
     """Overlap copied, other rows the mean of the token's source pieces (FVT)."""
     _copy_overlap(plan, inputs.overlap)
-    baselines.fvt_rows(plan, inputs.unmatched_regular, inputs.target_forms, inputs.source_tokenizer)
+    _unspelled(plan, inputs, baselines.fvt_rows(plan, inputs.unmatched_regular, inputs.target_forms,
+                                                inputs.source_tokenizer))
     return {}
 
 
@@ -158,5 +159,14 @@ def _focus_rows(plan: PlanBuilder, inputs: PlanInputs, rare_tokens: str) -> dict
         details.update(top_rows=np.concatenate([t[0] for t in tops]), top_sources=np.concatenate([t[1] for t in tops]),
                        top_weights=np.concatenate([t[2] for t in tops]))
     if rare_tokens != "random":
-        baselines.fvt_rows(plan, rare, inputs.target_forms, inputs.source_tokenizer, fate=Fate.FVT)
+        _unspelled(plan, inputs, baselines.fvt_rows(plan, rare, inputs.target_forms, inputs.source_tokenizer,
+                                                    fate=Fate.FVT))
     return details
+
+
+def _unspelled(plan: PlanBuilder, inputs: PlanInputs, rows: np.ndarray) -> None:
+    """Rows no source piece spells (a byte the source lacks: SmolLM2 has no 0x06 or 0xF5-0xFF) are drawn at random,
+    unless ``unspelled: mean`` (a decoder's, ``pipeline.init_stage``) gives them the source's mean row: a tied output
+    row drawn at random wins greedy decoding over every real token, the mean row never does."""
+    if inputs.options.get("unspelled", "random") == "mean":
+        plan.mean(rows)

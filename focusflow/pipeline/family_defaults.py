@@ -62,6 +62,11 @@ def _say_unknown_rate(source_model: str) -> None:
                 FAMILY_REFINE_LR["encoder"], FAMILY_REFINE_LR["decoder"])
 
 
+def is_decoder_source(source_model: str) -> bool:
+    """Whether the run's source is known to be a decoder (False where it is an encoder or cannot be known)."""
+    return bool(_is_decoder(source_model))
+
+
 def _is_decoder(source_model: str) -> bool | None:
     """A Hub id is asked once per process (its config may be fetched); a folder or a packaged id every time (a folder
     may be written after the configuration is made)."""
@@ -75,4 +80,4 @@ def _hub_is_decoder(source_model: str) -> bool | None:
     return source_is_decoder(source_model, fetch=True)
 
 
-__all__ = ["run_objective", "with_family_defaults"]
+__all__ = ["is_decoder_source", "run_objective", "with_family_defaults"]

@@ -12,6 +12,7 @@ from focusflow.config import PipelineConfig
 from focusflow.corpus.split import SplitOutput
 from focusflow.embeddings.modes import EXTEND_RULE
 from focusflow.embeddings.reading import READING_RULE
+from focusflow.pipeline.family_defaults import is_decoder_source
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 
 
@@ -38,8 +39,12 @@ class InitSettings(StageSettings):
             options["reading_rule"] = READING_RULE  # which pieces beyond the corpus's it keeps: a new rule, a new key
             if reserve:
                 options["prune_reserve"] = reserve
-        if init_method(method).needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
+        spec = init_method(method)
+        if spec.needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
             options["rare_tokens"] = cfg.init.rare_tokens
+        spells = spec.builder == "fvt_plan" or (spec.builder == "focus_plan" and cfg.init.rare_tokens != "random")
+        if spells and is_decoder_source(cfg.source_model):
+            options["unspelled"] = "mean"  # embeddings.builders._unspelled: a decoder's greedy decoding, kept sane
         return cls(method=method, mode=mode, seed=cfg.init.seed, options=options)
 
 

