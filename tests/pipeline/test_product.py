@@ -195,3 +195,13 @@ def test_a_decoder_runs_dev_verdict_column_says_parity_or_worse_on_bits_per_byte
     table = candidates_markdown([prune, focus], choose_product([prune, focus], "focus", 4.368, 4.345), source)
     assert "| parity (dev -0.6%, other domain -0.6%) |" in table
     assert "| worse (dev +1.0%, other domain +3.1%) |" in table
+
+
+def test_tokens_per_word_within_a_hundredth_are_a_tie_and_the_smaller_model_ships():
+    """Measured on Shona (SmolLM2, extend): FOCUS 2.63 tokens per word at 136.0M, prune+extend 2.64 at 112.3M, both at
+    parity: the smaller ships; a real difference in tokens per word still decides first."""
+    focus = Candidate("focus", 136_000_000, 2.63, dev_bits_per_byte=4.133)
+    smaller = Candidate("prune+extend", 112_300_000, 2.64, dev_bits_per_byte=4.120)
+    assert choose_product([focus, smaller], "focus", 4.347).name == "prune+extend"
+    fewer = Candidate("fvt", 140_000_000, 2.40, dev_bits_per_byte=4.2)
+    assert choose_product([focus, smaller, fewer], "focus", 4.347).name == "fvt"
