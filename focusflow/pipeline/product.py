@@ -1,6 +1,7 @@
 """The run's product: among every candidate the run built (each method after LAPT, or each method where nothing
-was trained; a pruned source, …), the one with the fewest tokens per word (what inference costs) among those at
-parity with the source on **dev** on every task; else the closest one, and the reason says so. The test score is
+was trained; a pruned source, …), the one with the fewest tokens per word (what inference costs; within 1% of the
+fewest, the fewest parameters) among those at parity with the source on **dev** on every task; else the closest one,
+and the reason says so. The test score is
 reported, never used to pick. A decoder run without a downstream task chooses the same way on the held-out split's
 dev half: parity is dev bits per byte at most :data:`DEV_BITS_PARITY` above the source's (bits per byte compare
 across tokenizers; the text the report scores is never looked at). An encoder run without a downstream task cannot
