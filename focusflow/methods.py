@@ -98,6 +98,12 @@ class InitMethodSpec:
     def needs_aux_vectors(self) -> bool:
         return AUX_VECTORS in self.needs
 
+    @property
+    def spells_with_source_pieces(self) -> bool:
+        """Whether its plan falls back to the source's pieces (FVT) for rows it has nothing else for: the rows no
+        piece spells are left over (``unspelled``). FOCUS's only where ``rare_tokens`` is not ``random``."""
+        return self.builder in ("fvt_plan", "focus_plan")
+
 
 INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
     InitMethodSpec("focus", "new tokens as sparsemax-weighted sums of overlapping source embeddings, similar "

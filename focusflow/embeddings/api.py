@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,13 @@ class ModeInputs:
 Built = tuple[dict[str, np.ndarray], pd.DataFrame, dict[str, Any], Any]  # matrices, report, totals, tokenizer
 
 
+def _require_rule(options: Mapping[str, Any], name: str, current: int, verb: str) -> None:
+    """A mode's rule in the key (``reading_rule``, ``extend_rule``) must be this focusflow's: another one's artifact
+    would be rebuilt under its key with this one's rule."""
+    if options.get(name, current) != current:
+        raise InputError(f"{name} {options[name]!r}: this focusflow {verb} with rule {current}")
+
+
 def _prune(given: ModeInputs) -> Built:
     """The source's own vocabulary, pruned to the corpus's pieces and, while they fit the budget, the pieces new text
     of the language is likeliest to need (``embeddings.reading``); every row copied."""
@@ -121,9 +128,7 @@ def _prune(given: ModeInputs) -> Built:
     train = options.get("train")
     if train is None:
         raise InputError("mode 'prune' needs train=<corpus.jsonl> (the tokens the corpus uses are kept)")
-    if options.get("reading_rule", READING_RULE) != READING_RULE:
-        raise InputError(f"reading_rule {options['reading_rule']!r}: this focusflow prunes with rule {READING_RULE} "
-                         "(embeddings.reading)")
+    _require_rule(options, "reading_rule", READING_RULE, "prunes")
     counts = count_token_ids(source_tokenizer, read_texts(train))
     rows = max(0, prune_rows(given.model, given.matrices, float(options.get("prune_budget", 0.0)))
                - int(options.get("prune_reserve", 0)))
@@ -185,8 +190,7 @@ def _extend(given: ModeInputs) -> Built:
     copied = result.report["fate"].isin([fate for fate in Fate if fate.copied]).to_numpy()
     is_new = ~copied & np.array([f.kind != "special" for f in forms])
     train = options.get("train")
-    if options.get("extend_rule", EXTEND_RULE) != EXTEND_RULE:
-        raise InputError(f"extend_rule {options['extend_rule']!r}: this focusflow extends with rule {EXTEND_RULE}")
+    _require_rule(options, "extend_rule", EXTEND_RULE, "extends")
     # only pieces the corpus uses: one it never does carries nothing, and a byte the source lacks (SmolLM2 has no
     # 0xC0 or 0xF5-0xFF) would be drawn at random, a row that wins greedy decoding over every real token
     order = frequency_order(language, read_texts(train) if train else None, used_only=True)

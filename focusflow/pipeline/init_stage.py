@@ -42,7 +42,7 @@ class InitSettings(StageSettings):
         spec = init_method(method)
         if spec.needs_aux_vectors:  # only FOCUS has rare tokens; other methods keep their keys
             options["rare_tokens"] = cfg.init.rare_tokens
-        spells = spec.builder == "fvt_plan" or (spec.builder == "focus_plan" and cfg.init.rare_tokens != "random")
+        spells = spec.spells_with_source_pieces and not (spec.needs_aux_vectors and cfg.init.rare_tokens == "random")
         if spells and is_decoder_source(cfg.source_model):
             options["unspelled"] = "mean"  # embeddings.builders._unspelled: a decoder's greedy decoding, kept sane
         return cls(method=method, mode=mode, seed=cfg.init.seed, options=options)

@@ -12,7 +12,7 @@ and the report still shows every candidate with what it costs and its held-out m
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -101,7 +101,8 @@ def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_
                                    "model", measured=False)
     at_parity = [c for c in measured if c.at_parity_on_dev]
     if at_parity:
-        best = min(at_parity, key=lambda c: (*_leanest(c, at_parity), -c.dev_gap))
+        leanest = _leanest(at_parity)
+        best = min(at_parity, key=lambda c: (*leanest(c), -c.dev_gap))
         others = len(at_parity) - 1
         return Product(best.name, f"at parity with the source on dev on every task, with the fewest tokens per word "
                                   f"({_number(best.tokens_per_word)})"
@@ -125,14 +126,12 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
     bits per byte are within :data:`DEV_BITS_PARITY` of the source's (or below) and, where the run has text of another
     domain, whose bits per byte on its dev third are too (a gain of the corpus's domain alone is not the language's);
     else the one whose worse text comes closest to parity."""
-    def gap(c: Candidate) -> float:
-        return _bits_gap(c, source, source_ood)
-
     texts = "the held-out split's dev half" + (" and the other domain's dev third" if source_ood else "")
     within = f"within {100 * DEV_BITS_PARITY:g}% of the source's"
-    at_parity = [c for c in candidates if gap(c) <= 0]
+    at_parity = [c for c in candidates if _bits_gap(c, source, source_ood) <= 0]
     if at_parity:
-        best = min(at_parity, key=lambda c: (*_leanest(c, at_parity), c.dev_bits_per_byte))
+        leanest = _leanest(at_parity)
+        best = min(at_parity, key=lambda c: (*leanest(c), c.dev_bits_per_byte))
         other = (f" and on the other domain's dev third ({best.ood_dev_bits_per_byte:.3f} against {source_ood:.3f})"
                  if source_ood and best.ood_dev_bits_per_byte is not None else "")
         return Product(best.name, f"its dev bits per byte ({best.dev_bits_per_byte:.3f}) are {within} "
@@ -140,7 +139,7 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
                                   f"({_number(best.tokens_per_word)})"
                                   + (f" of the {len(at_parity)} candidates there" if len(at_parity) > 1 else "")
                                   + f" (no downstream task: {texts} decided)", True)
-    best = min(candidates, key=gap)
+    best = min(candidates, key=lambda c: _bits_gap(c, source, source_ood))
     return Product(best.name, f"no candidate's bits per byte came {within} on {texts}; this one came closest "
                               f"(dev {best.dev_bits_per_byte:.3f} against {source:.3f}"
                               + (f", other domain {best.ood_dev_bits_per_byte:.3f} against {source_ood:.3f}"
@@ -151,15 +150,19 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
 TOKENS_PER_WORD_TIE = 0.01
 
 
-def _leanest(c: Candidate, among: Sequence[Candidate]) -> tuple[float, float]:
+def _leanest(among: Sequence[Candidate]) -> Callable[[Candidate], tuple[float, float]]:
     """The order among candidates at parity: the fewest tokens per word, those within :data:`TOKENS_PER_WORD_TIE` of
     the fewest counting as equal, then the fewest parameters (measured on Shona: FOCUS chosen over prune+extend for
     2.63 against 2.64 tokens per word, although prune+extend was 0.82x its size and lower on dev)."""
     fewest = min((x.tokens_per_word for x in among if x.tokens_per_word is not None), default=None)
-    if c.tokens_per_word is None or fewest is None:
-        return float("inf"), float("inf")
-    tied = c.tokens_per_word <= fewest * (1 + TOKENS_PER_WORD_TIE)
-    return (fewest if tied else c.tokens_per_word), (c.n_params if c.n_params is not None else float("inf"))
+
+    def key(c: Candidate) -> tuple[float, float]:
+        if c.tokens_per_word is None or fewest is None:
+            return float("inf"), float("inf")
+        tied = c.tokens_per_word <= fewest * (1 + TOKENS_PER_WORD_TIE)
+        return (fewest if tied else c.tokens_per_word), (c.n_params if c.n_params is not None else float("inf"))
+
+    return key
 
 
 def _bits_gap(c: Candidate, source: float, source_ood: float | None) -> float:

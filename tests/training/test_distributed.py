@@ -21,19 +21,18 @@ def test_rank_and_world_size_default_to_one_process(monkeypatch):
 
 def test_one_device_rule_for_training_fine_tuning_and_the_teacher(monkeypatch):
     """FOCUSFLOW_DEVICE wins, else this rank's GPU, else the CPU; fine-tuning and the teacher's states follow it."""
-    from focusflow.evaluation.downstream.runner import task_device
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.delenv("FOCUSFLOW_DEVICE", raising=False)
-    assert compute_device() == torch.device("cuda", 1) == task_device()
+    assert compute_device() == torch.device("cuda", 1)
     monkeypatch.setenv("FOCUSFLOW_DEVICE", "cpu")
-    assert compute_device() == torch.device("cpu") == task_device()
+    assert compute_device() == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv("FOCUSFLOW_DEVICE")
     assert compute_device() == torch.device("cpu")
-    teacher = (Path(focusflow.__file__).parent / "training" / "teacher.py").read_text(encoding="utf-8")
-    assert "compute_device()" in teacher and "cuda.is_available" not in teacher
+    for module in ("training/teacher.py", "evaluation/downstream/runner.py"):
+        text = (Path(focusflow.__file__).parent / module).read_text(encoding="utf-8")
+        assert "compute_device()" in text and "cuda.is_available" not in text, module
 
 
 def test_rank_and_world_size_are_torchruns(monkeypatch):

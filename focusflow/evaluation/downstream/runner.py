@@ -88,12 +88,7 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
     if getattr(loaded.config, "pad_token_id", None) is None:
         # decoders: sequence classification reads the last token that is not padding
         loaded.config.pad_token_id = tokenizer.pad_token_id
-    return loaded.to(task_device())
-
-
-def task_device() -> torch.device:
-    """Where task models train: the GPU when there is one (``training.distributed.compute_device``)."""
-    return compute_device()
+    return loaded.to(compute_device())
 
 
 def model_max_tokens(config: Any, tokenizer: Any) -> int | None:
@@ -150,7 +145,7 @@ def model_signature(model: Path | str) -> str:
 def _fingerprint(signature: str, spec: TaskSpec, seed: int, finetune_spec: FinetuneSpec,
                  settings: dict[str, Any], data: TaskData) -> str:
     # "auto" may mean bf16 on one machine and fp32 on another: the key holds what it resolves to here
-    resolved = resolve_precision(finetune_spec.precision, task_device()).name
+    resolved = resolve_precision(finetune_spec.precision, compute_device()).name
     payload = json.dumps({"files": signature, "task": spec.id, "seed": seed,
                           "finetune": _finetune_fields(finetune_spec) | {"precision": resolved}, "settings": settings,
                           "sizes": data.sizes(), "version": RUN_VERSION}, sort_keys=True)
@@ -202,7 +197,7 @@ def evaluate_task(model: Path | str, task: str | TaskSpec, seed: int, settings: 
                       lambda: adapter.evaluate(network, "dev", eval_batch)[adapter.main_metric],
                       finetune_spec, network.config.pad_token_id if network.config.pad_token_id is not None else 0,
                       on_progress=on_progress)
-    with resolve_precision(settings.precision, task_device()).autocast():
+    with resolve_precision(settings.precision, compute_device()).autocast():
         test = adapter.evaluate(network, "test", eval_batch)
     return {
         "model": model_name or _model_name(model), "model_path": str(model), "task": spec.id, "kind": spec.kind,
