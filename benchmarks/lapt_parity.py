@@ -127,19 +127,21 @@ def reading_of_task(source: Path, model: Path, task: str, data_root: Path) -> di
 def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[str, Any]]:
     """The method's curve: its initialization (0 minutes) and every kept checkpoint of its minutes-budget LAPT."""
     from focusflow.pipeline import params_for, run_stage
+    from focusflow.pipeline.graph import lapt_inputs
     from focusflow.pipeline.lapt_stage import stored_checkpoints
     from focusflow.training.records import BudgetRecord, CheckpointRecord, LaptRecord
 
     model, split = store.resolve(branches.models[method]), store.resolve(branches.split)
-    inputs = {"model": model, "split": split}
-    if learns_from_source(cfg.lapt.objective):  # a distillation learns from the source, whose word states are read once
-        inputs["source"] = store.resolve(branches.source)
-        inputs["teacher"] = run_stage(store, "teacher", params_for("teacher", cfg),
-                                      {"source": inputs["source"], "split": split}, language=cfg.language,
-                                      progress=True)
-    budget = run_stage(store, "lapt-budget", params_for("lapt-budget", cfg), inputs, language=cfg.language)
+
+    def call(stage: str, **given: Any) -> Any:
+        return run_stage(store, stage, params_for(stage, cfg), given, language=cfg.language, progress=True)
+
+    # a distillation learns from the source, whose word states are read once for the texts its planned steps read
+    inputs = lapt_inputs(call, cfg, model, split,
+                         store.resolve(branches.source) if learns_from_source(cfg.lapt.objective) else None)
+    budget = inputs["budget"]
     lineage = {"source": branches.source, "tokenizer": branches.tokenizer}
-    lapt = run_stage(store, "lapt", params_for("lapt", cfg, lineage=lineage), {**inputs, "budget": budget},
+    lapt = run_stage(store, "lapt", params_for("lapt", cfg, lineage=lineage), inputs,
                      language=cfg.language, progress=True, label=method)
     record = LaptRecord.of(lapt)
     points = [{"method": method, "minutes": 0.0, "steps": 0, "tokens": 0, "artifact": model,

@@ -8,6 +8,7 @@ machine that shares the store; the final model is the ``lapt`` artifact (``--out
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -89,6 +90,7 @@ def lapt_command(
     """Continue pretraining (MLM for encoders, causal LM for decoders); prints the summary as JSON."""
     from focusflow.methods import learns_from_source
     from focusflow.pipeline import params_for, run_stage
+    from focusflow.pipeline.graph import lapt_inputs
     from focusflow.pipeline.lapt_stage import NotMainRank
     from focusflow.training.distributed import world_size
 
@@ -116,16 +118,15 @@ def lapt_command(
                               "(the model this one was initialized from), or --set lapt.objective=mlm for its own "
                               "LM loss (an encoder's lapt.objective=auto distills)")
         inputs["source"] = stage_input(artifact_store, source, "model")
-        inputs["teacher"] = run_stage(artifact_store, "teacher", params_for("teacher", cfg),  # read once, stored
-                                      {"source": inputs["source"], "split": inputs["split"]}, progress=progress)
     if progress:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    if cfg.lapt.needs_plan:
-        inputs["budget"] = run_stage(artifact_store, "lapt-budget", params_for("lapt-budget", cfg),
-                                     {name: inputs[name] for name in ("model", "split", "source", "teacher")
-                                      if name in inputs})
+
+    def call(stage: str, **given: Any) -> Any:
+        return run_stage(artifact_store, stage, params_for(stage, cfg), given, progress=progress)
+
+    inputs = lapt_inputs(call, cfg, inputs["model"], inputs["split"], inputs.get("source"))
     try:
         artifact = run_stage(artifact_store, "lapt", params_for("lapt", cfg), inputs, progress=progress)
     except NotMainRank:

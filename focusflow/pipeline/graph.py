@@ -16,6 +16,7 @@ concurrent, visible in the UI); :func:`local_tasks` gives plain in-process calle
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError
@@ -222,6 +223,22 @@ def report_inputs(branches: Branches, **more: dict[str, Any]) -> dict[str, Any]:
     return {str(ReportInput(kind, name)): future for kind, futures in groups.items() for name, future in futures.items()}
 
 
+def lapt_inputs(call: Callable[..., Any], cfg: PipelineConfig, model: Any, split: Any, source: Any | None) -> dict[str, Any]:
+    """The inputs of one LAPT of ``model`` on ``split``, the stages before it called as ``call(stage, **inputs)`` (a
+    stage call or a task's submission): a minutes budget first fixed as steps, timed on the machine that trains; a
+    distillation's teacher (``source``; None: the objective learns from none) and its word states, stored for the
+    texts those steps read. The graph, ``focusflow lapt`` and the benchmarks wire a LAPT by this one rule."""
+    inputs = {"model": model, "split": split}
+    if source is not None:
+        inputs["source"] = source
+    if cfg.lapt.needs_plan:
+        inputs["budget"] = call("lapt-budget", **inputs)
+    if source is not None:
+        inputs["teacher"] = call("teacher", **{name: inputs[name] for name in ("source", "split", "model", "budget")
+                                               if name in inputs})
+    return inputs
+
+
 def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) -> dict[str, Any]:
     """The whole pipeline for one language: branches, LAPT, downstream evaluation, report."""
     cfg = with_family_defaults(cfg)
@@ -235,14 +252,10 @@ def specialize(cfg: PipelineConfig, store_uri: str, tasks: Mapping[str, Any]) ->
     if cfg.init.mode == "replace":  # the models' tokenizer; extend and prune models carry their own
         lineage["tokenizer"] = branches.tokenizer
     lapt = {}
-    # a distillation's teacher: the source, and its word states on the corpus, read once for every distilling LAPT
-    teacher = ({"source": branches.source, "teacher": run.submit("teacher", source=branches.source, split=split)}
-               if plan.teacher else {})
-    for method in plan.trained:  # a minutes budget is first fixed as steps, timed on the machine that trains
-        budget = ({"budget": run.submit("lapt-budget", label=method, model=models[method], split=split, **teacher)}
-                  if cfg.lapt.needs_plan else {})
-        lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method,
-                                  model=models[method], split=split, **budget, **teacher)
+    for method in plan.trained:
+        inputs = lapt_inputs(functools.partial(run.submit, label=method), cfg, models[method], split,
+                             branches.source if plan.teacher else None)
+        lapt[method] = run.submit("lapt", {**params_for("lapt", cfg), "_lineage": lineage}, label=method, **inputs)
     lapt_intrinsic = {plan.lapt_name(method): run.submit("intrinsic", label=plan.lapt_name(method), model=model,
                                                          reference=reference_of[method])
                       for method, model in lapt.items()}

@@ -229,15 +229,16 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
     plan = plan_lapt_budget(run.inputs["model"], split_dir.train, split_dir.heldout,
                             run.settings.lapt, work_dir=work,
                             source_dir=run.inputs["source"] if "source" in run.artifacts else None,
-                            teacher_dir=run.inputs["teacher"] if "teacher" in run.artifacts else None,
                             progress=run.progress)
     return write_plan(run, plan, "LAPT")
 
 
-# version 2: a CPU's steps are timed in the process's CPU time over its threads (a CPU-minute), not wall time
+# version 2: a CPU's steps are timed in the process's CPU time over its threads (a CPU-minute), not wall time. A
+# distillation's plan comes before its teacher's states (they are stored for the steps it plans): it times its steps on
+# states of its own texts
 LAPT_BUDGET = register(Stage(BUDGET_STAGE, 2, ("model", "split"), _lapt_budget,
                              "a LAPT minutes budget fixed as a step count, timed on the machine that trains",
-                             optional=("source", "teacher"), key_params=budget_key_params, uses_model=True,
+                             optional=("source",), key_params=budget_key_params, uses_model=True,
                              settings=LaptBudgetSettings, hints=RunHints(timeout_s=3600, gpu=True)))
 
 

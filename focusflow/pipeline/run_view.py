@@ -157,7 +157,8 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
         budget = (f"{cfg.lapt.minutes:g} minutes (CPU-minutes on a CPU; planned as steps for this machine and "
                   f"{_threads()} threads: another thread count plans and trains again)" if cfg.lapt.minutes
                   else f"{cfg.lapt.total_steps} steps")
-        teacher = "the source (its word states stored once)" if learns_from_source(cfg.lapt.objective) else "-"
+        teacher = ("the source (its word states for the texts each LAPT reads, stored once)"
+                   if learns_from_source(cfg.lapt.objective) else "-")
         # "mlm" is the model's own LM loss: say which one this source trains
         notes = [{"mlm": "causal LM" if decoder else "masked LM"}.get(cfg.lapt.objective),
                  "auto: the source's family's" if given != cfg.lapt.objective else None]

@@ -1,5 +1,5 @@
-"""The teacher's word states as a stored stage (``focusflow.training.teacher``): computed once per corpus and source,
-read by every distilling LAPT of the run (each method's, each candidate's) and by its budget's timed steps."""
+"""The teacher's word states as a stored stage (``focusflow.training.teacher``): computed once for what one distilling
+LAPT reads (its training texts, chosen for its step count, and its held-out texts), read by its every epoch."""
 
 from __future__ import annotations
 
@@ -8,43 +8,53 @@ from typing import Any, Self
 
 from focusflow.config import PipelineConfig, PrecisionName
 from focusflow.corpus.split import SplitOutput
+from focusflow.errors import InputError
+from focusflow.pipeline.family_defaults import with_family_defaults
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
 TEACHER_STAGE = "teacher"
 
 
 class TeacherSettings(StageSettings):
-    """What the stored states depend on: the cut of each text, the held-out texts read, the layers, the precision."""
+    """What the stored states depend on: the cut of each text, the held-out texts read, the layers, the precision,
+    and how many tokens the distillation reads (``steps`` × ``batch_size`` × ``seq_len``; a minutes budget's steps
+    come from its plan, the ``budget`` input)."""
 
     seq_len: int
     eval_sequences: int
+    batch_size: int
+    steps: int | None = None  # None: the budget input's planned steps
     layers: list[int] | None = None  # None: the distillation's default for the source's depth
     precision: PrecisionName = "auto"
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
-        lapt = cfg.lapt
-        return cls(seq_len=lapt.seq_len, eval_sequences=lapt.eval_sequences, layers=lapt.distill_layers,
+        lapt = with_family_defaults(cfg).lapt
+        return cls(seq_len=lapt.seq_len, eval_sequences=lapt.eval_sequences, batch_size=lapt.batch_size,
+                   steps=None if lapt.needs_plan else lapt.total_steps, layers=lapt.distill_layers,
                    precision=lapt.precision)
 
 
 def _teacher(run: StageRun) -> Mapping[str, Any]:
-    """Read every training text (and the held-out texts a distillation evaluates on) with the source once."""
-    from transformers import AutoConfig
-
-    from focusflow.training.align import layer_count
-    from focusflow.training.state_loss import default_layers
-    from focusflow.training.teacher import compute_teacher_states, distillation_texts
+    """Read the texts the distillation will read with the source once."""
+    from focusflow.pipeline.lapt_stage import read_plan
+    from focusflow.training.teacher import store_teacher_states
 
     s: TeacherSettings = run.settings
+    if (s.steps is None) == ("budget" not in run.artifacts):
+        raise InputError("the teacher stage needs the distillation's step count: settings 'steps' for a step budget, "
+                         "or its minutes budget's plan as the 'budget' input (a lapt-budget artifact), not both")
+    steps = s.steps if s.steps is not None else read_plan(run).steps
     split = run.input("split", SplitOutput)
-    layers = s.layers or list(default_layers(layer_count(AutoConfig.from_pretrained(run.inputs["source"]))))
-    texts = distillation_texts(split.train, split.heldout, s.eval_sequences)
-    return compute_teacher_states(run.inputs["source"], texts, s.seq_len, layers, s.precision, run.out,
-                                  progress=run.progress)
+    return store_teacher_states(run.inputs["source"], run.inputs["model"], split.train, split.heldout, run.out,
+                                steps=steps, batch_size=s.batch_size, seq_len=s.seq_len,
+                                eval_sequences=s.eval_sequences, layers=s.layers, precision=s.precision,
+                                progress=run.progress)
 
 
-TEACHER = register(Stage(TEACHER_STAGE, 1, ("source", "split"), _teacher,
-                         "the source model's word states at the distillation's layers for every training text, "
-                         "stored once", uses_model=True, settings=TeacherSettings,
+# version 2: the states of the texts one distillation reads (chosen for its steps, counted in its model's tokens), not
+# of the whole corpus
+TEACHER = register(Stage(TEACHER_STAGE, 2, ("source", "split", "model"), _teacher,
+                         "the source model's word states at the distillation's layers for the texts one distilling "
+                         "LAPT reads, stored once", optional=("budget",), uses_model=True, settings=TeacherSettings,
                          hints=RunHints(timeout_s=24 * 3600, gpu=True)))

@@ -40,7 +40,7 @@ from focusflow.training.loader import Prefetcher
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
 from focusflow.training.monitor import loss_summary
 from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
-from focusflow.training.teacher import TeacherStates, distillation_texts
+from focusflow.training.teacher import TeacherStates, distillation_texts, selected_texts
 
 
 class DistillRun(TrainingRun):
@@ -72,6 +72,8 @@ class DistillRun(TrainingRun):
         read = distillation_texts(train, heldout, spec.eval_sequences)
         texts, held = read["train"], read["heldout"]
         self.stored_teacher = TeacherStates(teacher_dir) if teacher_dir is not None else None
+        if self.stored_teacher is not None:  # it read the texts the run needs: the run reads those
+            texts = selected_texts(texts, self.stored_teacher.selected())
         if self.stored_teacher is not None and (self.stored_teacher.texts("train"), self.stored_teacher.texts(
                 "heldout")) != (len(texts), len(held)):
             raise InputError(f"the stored teacher states ({teacher_dir}) were computed for other texts "

@@ -229,6 +229,15 @@ class LaptRun(TrainingRun):
         }
 
 
+def with_objective_resolved(spec: LaptSpec, model_dir: Path) -> LaptSpec:
+    """``spec`` with ``objective: auto`` as the model's family trains (a library call's: the flows resolve it before
+    keying, ``pipeline.family_defaults``)."""
+    if spec.objective != AUTO_OBJECTIVE:
+        return spec
+    decoder = bool(source_is_decoder(str(model_dir)))
+    return spec.model_copy(update={"objective": family_objective(spec.objective, decoder)})
+
+
 def lapt_run(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
              on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool,
              source_dir: Path | None = None, teacher_dir: Path | None = None) -> TrainingRun:
@@ -238,9 +247,7 @@ def lapt_run(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_di
     import importlib
 
     auto = spec.objective == AUTO_OBJECTIVE
-    if auto:  # a library call's: the flows resolve it before keying (pipeline.family_defaults)
-        decoder = bool(source_is_decoder(str(model_dir)))
-        spec = spec.model_copy(update={"objective": family_objective(spec.objective, decoder)})
+    spec = with_objective_resolved(spec, model_dir)
     row = LAPT_OBJECTIVES[spec.objective]
     module, _, name = row.run.partition(":")
     run_class = getattr(importlib.import_module(module), name)

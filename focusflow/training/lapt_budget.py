@@ -27,6 +27,7 @@ from focusflow.training.loop import TrainingRun
 from focusflow.training.machine import StepClock, machine_fingerprint
 from focusflow.training.records import BudgetPlan
 
+PROBE_STAGES = 2  # a two-stage run times both: the embeddings-only stage's steps, then the full one's
 PROBE_STEPS_CEILING = 1_000_000  # the probe run's nominal length: long enough that both stages of a two-stage run exist
 
 
@@ -56,17 +57,27 @@ def steps_for_minutes(minutes: float, seconds_per_step: float) -> int:
 def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, *,
                      work_dir: Path | None = None, source_dir: Path | None = None, teacher_dir: Path | None = None,
                      progress: bool = False) -> LaptBudget:
-    """Time the first steps of this LAPT run (its objective's: a distillation times its teacher too, unless stored)
-    and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps. ``progress``: bars of the run's reading of its
-    texts and of the timed steps (a distillation's take a minute or more)."""
-    from focusflow.training.lapt import lapt_run
+    """Time the first steps of this LAPT run and fix ``spec.minutes`` (and ``checkpoint_minutes``) as steps. A
+    distillation is timed as it trains, reading stored teacher states: ``teacher_dir``'s, else those of the probe's
+    own texts, stored for it first. ``progress``: bars of the run's reading of its texts and of the timed steps (a
+    distillation's take a minute or more)."""
+    from focusflow.methods import learns_from_source
+    from focusflow.training.lapt import lapt_run, with_objective_resolved
+    from focusflow.training.teacher import store_teacher_states
 
     if not spec.needs_plan:
         raise InputError("plan_lapt_budget needs a minutes budget (lapt.minutes)")
     probe = spec.model_copy(update={"minutes": None, "checkpoint_minutes": [], "checkpoint_steps": [],
                                     "steps": PROBE_STEPS_CEILING})
     with tempfile.TemporaryDirectory(prefix="focusflow-lapt-budget-", dir=work_dir) as folder:
-        run = lapt_run(model_dir, train, heldout, probe, Path(folder), resume=False, on_checkpoint=None,
+        distills = learns_from_source(with_objective_resolved(spec, model_dir).objective)
+        if distills and teacher_dir is None and source_dir is not None:  # the states of what the timed steps read
+            teacher_dir = Path(folder) / "teacher"
+            store_teacher_states(source_dir, model_dir, train, heldout, teacher_dir,
+                                 steps=PROBE_STAGES * (spec.budget_probe_steps + 1), batch_size=spec.batch_size,
+                                 seq_len=spec.seq_len, eval_sequences=spec.eval_sequences, layers=spec.distill_layers,
+                                 precision=spec.precision)
+        run = lapt_run(model_dir, train, heldout, probe, Path(folder) / "run", resume=False, on_checkpoint=None,
                        progress=progress, source_dir=source_dir, teacher_dir=teacher_dir)
         # each training stage that trains at least one step (one starting where the next does never does)
         starts = {stage.first_step: stage.name for stage in run.trainable.stages}

@@ -8,6 +8,11 @@ once with the source's tokenizer (cut at ``seq_len`` tokens, as the distillation
 word the source covers completely, and writes them as ``.npy`` arrays (memory-mapped when read: a corpus's states can
 be larger than memory); :class:`TeacherStates` hands a batch the rows of the words it shares with its student.
 The held-out texts the distillation evaluates on are read the same way, so a run never loads the teacher model.
+
+Only the texts a run reads are stored (:func:`select_distillation_texts`): a distillation of ``steps`` steps reads
+about ``steps × batch_size × seq_len`` of its tokens, and a corpus can be far larger than that (the states take ~200×
+the bytes of the text they describe: 1.5 GB for Swahili's 6.8 MB). The texts are chosen by their hash, not as a prefix
+(a corpus's file holds its sources one after another), and the distillation reads exactly those.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from focusflow.training.distributed import compute_device
 from focusflow.training.wordpool import covered_words, flat_word_index, pool_words, token_words, word_spans
 
 INDEX_FILE = "teacher.json"
+SELECTED_FILE = "train-selected.npy"  # which training texts (indices among the non-empty ones) the states are of
 SPLITS = ("train", "heldout")
+_SELECTION_SEED = 0
 #: an encoder's word states are stored in float16 (half the bytes; their values lie far inside its range), a decoder's
 #: in float32 (its residual stream can hold values in the thousands, where float16 loses digits or overflows)
 ENCODER_DTYPE, DECODER_DTYPE = np.float16, np.float32
@@ -42,10 +49,12 @@ def _layer_file(split: str, layer: int) -> str:
 
 
 def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], seq_len: int, layers: Sequence[int],
-                           precision: str, out_dir: Path, progress: bool = False) -> dict[str, Any]:
+                           precision: str, out_dir: Path, progress: bool = False,
+                           selected: np.ndarray | None = None) -> dict[str, Any]:
     """Pool the source's states at ``layers`` for every word of every text it covers; write them to ``out_dir``.
 
-    ``texts``: per split (``train``, ``heldout``), the texts as the distillation reads them (in its order)."""
+    ``texts``: per split (``train``, ``heldout``), the texts as the distillation reads them (in its order);
+    ``selected``: which of the corpus's training texts ``texts["train"]`` are (None: all of them), stored beside."""
     from focusflow.training.align import padding_id
 
     model, tokenizer, _ = load_source(Path(source_dir), with_head=False)
@@ -79,6 +88,9 @@ def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], se
                 np.zeros(0, np.int64))
         counts[split] = {"texts": len(split_texts), "words": int(offsets[-1]),
                          "tokens": int(sum(len(row) for row in ids))}
+    if selected is not None:
+        np.save(out_dir / SELECTED_FILE, np.asarray(selected, dtype=np.int64))
+        counts["train"]["selected"] = True
     index = {"layers": list(layers), "pool": pool, "seq_len": seq_len, "hidden": body.config.hidden_size,
              "dtype": np.dtype(dtype).name, "splits": counts}
     (out_dir / INDEX_FILE).write_text(json.dumps(index, indent=2), encoding="utf-8")
@@ -135,6 +147,58 @@ def _pool_batch(body: torch.nn.Module, ids: list[np.ndarray], words: list[np.nda
         start += count
 
 
+def select_distillation_texts(texts: Sequence[str], tokenizer: Any, seq_len: int, tokens: int) -> np.ndarray | None:
+    """The training texts a distillation that reads ``tokens`` of the student's tokens needs (each text cut at
+    ``seq_len``, as the distillation cuts it): taken in the order of their content hash (a uniform sample whatever
+    the order of the corpus's sources) until their tokens reach ``tokens``; their indices, ascending. None when the
+    corpus holds no more than that (every text is read)."""
+    import xxhash
+
+    order = np.argsort(np.fromiter((xxhash.xxh64_intdigest(text.encode("utf-8"), seed=_SELECTION_SEED)
+                                    for text in texts), dtype=np.uint64, count=len(texts)), kind="stable")
+    total = 0
+    for start in range(0, len(order), _TOKENIZE_CHUNK):
+        chunk = order[start:start + _TOKENIZE_CHUNK]
+        encoded = tokenizer([texts[i] for i in chunk], add_special_tokens=True, truncation=True, max_length=seq_len,
+                            return_attention_mask=False, return_token_type_ids=False, verbose=False)["input_ids"]
+        reached = np.flatnonzero(total + np.cumsum([len(row) for row in encoded]) >= tokens)
+        if len(reached):
+            return np.sort(order[:start + int(reached[0]) + 1]).astype(np.int64)
+        total += sum(len(row) for row in encoded)
+    return None
+
+
+def selected_texts(texts: Sequence[str], selected: np.ndarray | None) -> list[str]:
+    """The training texts the stored states are of, in their corpus order (all of them for ``None``)."""
+    if selected is None:
+        return list(texts)
+    if len(selected) and int(selected[-1]) >= len(texts):
+        raise InputError(f"the stored teacher states were selected from a larger corpus ({int(selected[-1]) + 1}+ "
+                         f"texts, this split has {len(texts)}): compute them for this split")
+    return [texts[int(i)] for i in selected]
+
+
+def store_teacher_states(source_dir: Path, model_dir: Path, train: Path, heldout: Path, out_dir: Path, *, steps: int,
+                         batch_size: int, seq_len: int, eval_sequences: int, layers: Sequence[int] | None,
+                         precision: str, progress: bool = False) -> dict[str, Any]:
+    """The teacher's states for what a distillation of ``steps`` steps of ``batch_size × seq_len`` tokens reads: the
+    training texts it needs (:func:`select_distillation_texts`, counted in ``model_dir``'s tokens) and its first
+    ``eval_sequences`` held-out texts, at ``layers`` (None: the distillation's default for the source's depth). The
+    teacher stage's, and a budget probe's."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from focusflow.training.align import layer_count
+    from focusflow.training.state_loss import default_layers
+
+    texts = distillation_texts(train, heldout, eval_sequences)
+    selected = select_distillation_texts(texts["train"], AutoTokenizer.from_pretrained(model_dir), seq_len,
+                                         steps * batch_size * seq_len)
+    texts["train"] = selected_texts(texts["train"], selected)
+    layers = list(layers or default_layers(layer_count(AutoConfig.from_pretrained(source_dir))))
+    return compute_teacher_states(source_dir, texts, seq_len, layers, precision, out_dir, progress=progress,
+                                  selected=selected)
+
+
 def distillation_texts(train: Path, heldout: Path, eval_sequences: int) -> dict[str, list[str]]:
     """The texts a distillation reads, in its order: every training text, and the first ``eval_sequences`` held-out
     texts it evaluates on (empty lines dropped); its teacher states are stored for exactly these."""
@@ -173,6 +237,10 @@ class TeacherStates:
     def texts(self, split: str) -> int:
         return int(self.index["splits"][split]["texts"])
 
+    def selected(self) -> np.ndarray | None:
+        """Which of the corpus's training texts the states are of (None: all of them, in order)."""
+        return np.load(self.folder / SELECTED_FILE) if self.index["splits"]["train"].get("selected") else None
+
     def rows(self, split: str, text_indices: Sequence[int], shared_spans: Sequence[np.ndarray]) -> np.ndarray:
         """The stored row of every shared word of these texts, text after text (a student's words are a subset of
         the words the source covers, each stored once per text in word order)."""
@@ -193,4 +261,5 @@ class TeacherStates:
         return [torch.from_numpy(np.asarray(arrays[layer][rows], dtype=np.float32)) for layer in self.layers]
 
 
-__all__ = ["INDEX_FILE", "TeacherStates", "compute_teacher_states", "distillation_texts"]
+__all__ = ["INDEX_FILE", "TeacherStates", "compute_teacher_states", "distillation_texts", "select_distillation_texts",
+           "selected_texts", "store_teacher_states"]

@@ -136,7 +136,8 @@ def test_specialize_runs_caches_and_recomputes_downstream_of_a_change(prefect_se
         assert set(states[stage]) == {"Cached"}, (stage, states)
     for stage in ("tokenizer", "fasttext", "lapt", "report"):
         assert "Cached" not in states[stage], (stage, states)
-    assert set(states["teacher"]) == {"Cached"}, "the source's word states do not read the new tokenizer"
+    # the source's word states are of the texts each distillation reads, counted in its model's tokens: new too
+    assert "Cached" not in states["teacher"], states
     # focus, random and prune+extend (which adds the new tokenizer's pieces) are new; the pruned source and the
     # pruned source prune+extend starts from read no target tokenizer: cached
     assert sorted(states["init"]) == ["Cached", "Cached", "Completed", "Completed", "Completed"], states

@@ -207,12 +207,18 @@ def test_prune_plus_extend_is_the_source_pruned_with_room_then_extended_and_may_
 
 
 def test_a_distilling_lapt_and_its_budget_get_the_source_as_teacher(tmp_path):
+    """The budget first (it times steps on states of its own texts), then the teacher's states for the texts its
+    planned steps read, then the LAPT reading them."""
     cfg = _config(tmp_path, "replace", lapt={"minutes": 5, "objective": "distill"})
     _, calls = _wiring(cfg)
     for stage in ("lapt", "lapt-budget"):
         assert [inputs.get("source") for name, _, inputs in calls if name == stage] == ["source:"], stage
-        assert [inputs.get("teacher") for name, _, inputs in calls if name == stage] == ["teacher:"], stage
-    assert [inputs for name, _, inputs in calls if name == "teacher"] == [{"source": "source:", "split": "split:"}]
+    assert [inputs.get("teacher") for name, _, inputs in calls if name == "lapt"] == ["teacher:focus"]
+    assert [inputs for name, _, inputs in calls if name == "teacher"] == [
+        {"source": "source:", "split": "split:", "model": "init:focus", "budget": "lapt-budget:focus"}]
+    stepped = _config(tmp_path, "replace", lapt={"steps": 40, "objective": "distill"})
+    _, calls = _wiring(stepped)
+    assert [params["steps"] for name, params, _ in calls if name == "teacher"] == [40], "a step budget is its count"
     plain = _config(tmp_path, "replace", lapt={"minutes": 5})
     _, calls = _wiring(plain)
     assert all("source" not in inputs for name, _, inputs in calls if name in ("lapt", "lapt-budget"))

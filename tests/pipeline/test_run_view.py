@@ -35,7 +35,7 @@ def test_a_plan_walks_the_run_without_building_and_follows_the_store(tmp_path):
     assert (first.stage, first.status) == ("corpus", TO_BUILD) and first.key
     assert {call.status for call in rest} == {AFTER_INPUTS}, "nothing past the corpus has a key yet"
     names = [call.name for call in view.calls]
-    assert "teacher" in names and "lapt-budget[prune+extend]" in names and "lapt[prune+extend]" in names
+    assert "teacher[prune+extend]" in names and "lapt-budget[prune+extend]" in names and "lapt[prune+extend]" in names
     assert view.models["may be the product"] == ["focus+distill", "prune+extend+distill", "prune", "prune+extend"]
     assert view.lapt["objective"] == "distill"
     assert "threads: another thread count plans and trains again" in view.lapt["budget"], view.lapt["budget"]

@@ -14,6 +14,7 @@ from focusflow.pipeline.lapt_stage import CHECKPOINT_STAGE, stored_checkpoints
 from focusflow.storage import ArtifactStore
 from focusflow.training import lapt_budget
 from focusflow.training.lapt_budget import steps_for_minutes
+from tests.training.test_distill import _scrambled
 from tests.training.test_lapt_run import small_spec
 
 
@@ -239,3 +240,19 @@ def test_the_flow_plans_an_align_minutes_budget_before_each_refinement(tmp_path)
     calls = []  # a step budget plans nothing
     specialize(steps_only, steps_only.store, {name: RecordingStage(name, calls) for name in (*STAGES, "align-budget")})
     assert not any(stage == "align-budget" for stage, _, _ in calls)
+
+
+def test_a_distillation_is_timed_reading_stored_states_as_it_will_train(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
+    """Its teacher's states are stored for the steps the plan fixes, so the plan cannot wait for them: the probe stores
+    those of its own texts first and times steps that read them (a step that runs the teacher too costs more)."""
+    import focusflow.training.distill as distill
+
+    def no_teacher(*args, **kwargs):
+        raise AssertionError("the timed steps ran the teacher model")
+
+    monkeypatch.setattr(distill, "load_source", no_teacher)
+    source = tiny_dirs("xlmr")
+    plan = lapt_budget.plan_lapt_budget(_scrambled(source, tmp_path / "student"), *lapt_corpus,
+                                        small_spec(steps=0, minutes=0.05, objective="distill", budget_probe_steps=2),
+                                        work_dir=tmp_path, source_dir=source)
+    assert plan.steps >= 1 and plan.seconds_per_step > 0

@@ -9,6 +9,7 @@ import pytest
 from focusflow.config import LaptSpec
 from focusflow.training import run_lapt
 from focusflow.training.teacher import TeacherStates, compute_teacher_states, distillation_texts
+from tests.tiny_models import sample_texts
 from tests.training.test_distill import _scrambled
 
 
@@ -83,3 +84,24 @@ def test_a_decoders_states_are_stored_in_float32_and_read_back(tmp_path):
     states = TeacherStates(tmp_path / "teacher")
     rows = states.rows("heldout", [0], [np.array([0, 1])])
     assert [tuple(layer.shape) for layer in states.gather("heldout", rows)] == [(2, 32), (2, 32)]
+
+
+def test_the_texts_a_distillation_needs_are_a_sample_of_the_whole_corpus_not_its_first_source(tiny_dirs):
+    """A corpus file holds its sources one after another: the chosen texts come from all of them, as many as the
+    tokens asked for (the last one reaching them), and the choice depends on the texts, not on their order."""
+    from transformers import AutoTokenizer
+
+    from focusflow.training.teacher import select_distillation_texts, selected_texts
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dirs("xlmr"))
+    first, second = sample_texts(300, seed=1), [f"{text} second" for text in sample_texts(300, seed=2)]
+    texts = first + second
+    chosen = select_distillation_texts(texts, tokenizer, 32, 2_000)
+    assert list(chosen) == sorted(chosen) and 0 < (chosen < 300).sum() and 0 < (chosen >= 300).sum()
+    lengths = [len(row) for row in tokenizer(selected_texts(texts, chosen), truncation=True, max_length=32)["input_ids"]]
+    assert sum(lengths) >= 2_000 and sum(lengths) - max(lengths) < 2_000
+    again = select_distillation_texts(second + first, tokenizer, 32, 2_000)
+    assert sorted(texts[i] for i in chosen) == sorted((second + first)[i] for i in again)
+    assert select_distillation_texts(texts, tokenizer, 32, 10**9) is None, "a small corpus is read whole"
+    with pytest.raises(ValueError, match="larger corpus"):
+        selected_texts(texts[:10], chosen)
