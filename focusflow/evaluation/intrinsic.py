@@ -40,6 +40,7 @@ from focusflow.models.loading import lm_head, load_source
 from focusflow.precision import resolve_precision
 from focusflow.stopping import check_stop
 from focusflow.tokenizer.metrics import tokenizer_metrics
+from focusflow.training.distributed import compute_device
 
 log = logging.getLogger(__name__)
 
@@ -308,12 +309,14 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     not across tokenizers) and ``ood_dev_sentences`` (``ood_dev_bits_per_byte``: the other domain's text a choice
     may look at, never the scored part)."""
     model, tokenizer, info = load_source(model_dir)
+    model.to(compute_device())  # every forward pass below runs where the model is
     if source_embeddings is not None and source_embeddings.shape[1:] != (model.config.hidden_size,):
         raise InputError(f"{model_dir} has {model.config.hidden_size}-wide states but the reference's source embeddings "
                          f"are {source_embeddings.shape[1]} wide: build the reference with this model's own source "
                          "model (one with the same tokenizer is not enough)")
     if source_embeddings is None:
         source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
+        source_model.to(compute_device())
         source_embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix,
                                                 max_length=max_length, precision=precision)
         del source_model
@@ -428,6 +431,7 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     from focusflow.storage.atomic import atomic_path, atomic_write
 
     source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
+    source_model.to(compute_device())
     target_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir is not None else source_tokenizer
     tokenizers = [target_tokenizer] if tokenizer_dir is None else [target_tokenizer, source_tokenizer]
     documents = list(read_documents(heldout))

@@ -36,6 +36,7 @@ from focusflow.precision import Precision, resolve_precision
 from focusflow.stopping import check_stop
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.source_record import read_source_record, write_source_record
+from focusflow.training.distributed import compute_device
 from focusflow.training.fit import Objective, fit
 from focusflow.training.optimization import Optimization
 
@@ -90,9 +91,10 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
                 attention[i, : len(row)] = 1
                 selected_mask[i, : len(row)] = torch.from_numpy(sel)
                 targets[i, : len(row)] = torch.from_numpy(ids)
+            device = next(encoder.parameters()).device
             with precision.autocast():
-                hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
-            features.append(hidden[selected_mask].float())
+                hidden = encoder(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+            features.append(hidden[selected_mask.to(device)].float().cpu())  # the head trains on the CPU
             labels.append(targets[selected_mask])
             bar.update(start + len(rows))
     return torch.cat(features), torch.cat(labels)
@@ -123,8 +125,11 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     if not sequences:
         raise InputError("no training text for the MLM head: pass a non-empty list of documents")
     started = time.perf_counter()
-    precision = resolve_precision(spec.precision, next(encoder.parameters()).device)
-    features, labels = _encode_masked(encoder, tokenizer, sequences, spec, precision)
+    device = compute_device()  # the frozen encoder's pass over every sequence: the stage's long part
+    precision = resolve_precision(spec.precision, device)
+    features, labels = _encode_masked(encoder.to(device), tokenizer, sequences, spec, precision)
+    encoder.cpu()
+    precision = resolve_precision(spec.precision, torch.device("cpu"))  # the head's training and everything after
     log.info("encoded %d masked positions of %d sequences in %.0fs", len(labels), len(sequences),
              time.perf_counter() - started)
 

@@ -312,3 +312,24 @@ def test_a_decoder_is_also_scored_on_a_dev_half_and_on_another_domain_and_its_sp
     for name in ("dev_sentences.json", "ood_sentences.json", "ood_dev_sentences.json"):  # every model's the same
         assert json.loads((tmp_path / "theirs" / name).read_text()) == json.loads((tmp_path / "reference" / name)
                                                                                   .read_text())
+
+
+def test_every_model_of_an_intrinsic_evaluation_runs_on_the_compute_device(tmp_path, monkeypatch):
+    """A GPU worker evaluated on its CPU: the evaluated model, the source and the reference's source now go where
+    ``training.distributed.compute_device`` says (on a GPU, ``tests/training/test_on_gpu.py`` runs them there)."""
+    import torch
+
+    import focusflow.evaluation.intrinsic as intrinsic
+    from focusflow.corpus.io import write_texts
+    from tests.tiny_models import save_tiny
+
+    placed = []
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: placed.append(a) or self)
+    monkeypatch.setattr(intrinsic, "compute_device", lambda: torch.device("cpu"))
+    source = save_tiny("xlmr", tmp_path / "source")
+    write_texts(tmp_path / "heldout.jsonl", sample_texts(40, seed=21))
+    intrinsic.build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", max_sentences=10)
+    assert placed == [(torch.device("cpu"),)], "the reference's source"
+    placed.clear()
+    intrinsic.evaluate_model(source, source, sample_texts(10, seed=3))
+    assert placed == [(torch.device("cpu"),)] * 2, "the model and its source"

@@ -14,6 +14,7 @@ from focusflow.evaluation.downstream.sources import TaskSpec
 from focusflow.training import run_lapt
 from tests.evaluation.downstream.test_cls import question_data
 from tests.tiny_models import sample_texts, save_tiny
+from tests.training.test_mlm_head import bare_encoder, repeated_word_texts  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.gpu
 
@@ -46,3 +47,24 @@ def test_fine_tuning_on_the_gpu_learns_with_its_trained_rows(family, tmp_path):
     run = evaluate_task(folder, TaskSpec("cls", "questions", ""), 1, DownstreamSettings(epochs=6, lr=3e-3, batch_size=16,
                                                                      eval_every_fraction=0.25), data=question_data())
     assert run["test"]["accuracy"] >= 0.8, run["test"]
+
+
+
+@pytest.mark.parametrize("family", ["xlmr", "gpt2"])
+def test_intrinsic_evaluation_runs_on_the_gpu(tiny_dirs, family):
+    from focusflow.evaluation.intrinsic import evaluate_model
+
+    torch.cuda.reset_peak_memory_stats()
+    metrics = evaluate_model(tiny_dirs(family), tiny_dirs(family), sample_texts(20, seed=3))
+    assert torch.cuda.max_memory_allocated() > 0 and metrics["n_sentences"] == 20
+
+
+def test_the_source_heads_encoding_runs_on_the_gpu(bare_encoder, tmp_path):
+    from focusflow.config import MlmHeadSpec
+    from focusflow.training.mlm_head import train_mlm_head
+
+    torch.cuda.reset_peak_memory_stats()
+    stats = train_mlm_head(bare_encoder, repeated_word_texts(200, 1),
+                           MlmHeadSpec(steps=20, positions_per_step=64, feature_sequences=32, seq_len=32),
+                           tmp_path / "head")
+    assert torch.cuda.max_memory_allocated() > 0 and stats["valid_loss_best"] <= stats["valid_loss_step0"]
