@@ -24,7 +24,11 @@ def repeated_word_texts(n: int, seed: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def bare_encoder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("bare")
+    return save_bare_encoder(tmp_path_factory.mktemp("bare"))
+
+
+def save_bare_encoder(folder: Path) -> Path:
+    """A BERT encoder without an MLM head (as multilingual-e5 ships), saved to ``folder``."""
     from transformers import BertConfig, BertModel
 
     tokenizer = train_tokenizer("bert", sample_texts(300) + repeated_word_texts(200, 0), 300)

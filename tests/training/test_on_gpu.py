@@ -14,7 +14,7 @@ from focusflow.evaluation.downstream.sources import TaskSpec
 from focusflow.training import run_lapt
 from tests.evaluation.downstream.test_cls import question_data
 from tests.tiny_models import sample_texts, save_tiny
-from tests.training.test_mlm_head import bare_encoder, repeated_word_texts  # noqa: F401 (a fixture)
+from tests.training.test_mlm_head import repeated_word_texts, save_bare_encoder
 
 pytestmark = pytest.mark.gpu
 
@@ -59,12 +59,12 @@ def test_intrinsic_evaluation_runs_on_the_gpu(tiny_dirs, family):
     assert torch.cuda.max_memory_allocated() > 0 and metrics["n_sentences"] == 20
 
 
-def test_the_source_heads_encoding_runs_on_the_gpu(bare_encoder, tmp_path):
+def test_the_source_heads_encoding_runs_on_the_gpu(tmp_path):
     from focusflow.config import MlmHeadSpec
     from focusflow.training.mlm_head import train_mlm_head
 
     torch.cuda.reset_peak_memory_stats()
-    stats = train_mlm_head(bare_encoder, repeated_word_texts(200, 1),
+    stats = train_mlm_head(save_bare_encoder(tmp_path / "bare"), repeated_word_texts(200, 1),
                            MlmHeadSpec(steps=20, positions_per_step=64, feature_sequences=32, seq_len=32),
                            tmp_path / "head")
     assert torch.cuda.max_memory_allocated() > 0 and stats["valid_loss_best"] <= stats["valid_loss_step0"]
