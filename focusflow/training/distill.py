@@ -37,8 +37,9 @@ from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
 from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import Prefetcher
-from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
+from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
+from focusflow.training.optimization import decay_groups
 from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
 from focusflow.training.teacher import TeacherStates, distillation_texts, selected_texts
 

@@ -36,9 +36,10 @@ from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ra
 from focusflow.training.flops import flops_per_token, mfu
 from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import MicroBatch, Prefetcher, make_micro_batch
-from focusflow.training.loop import Trainable, TrainingRun, TrainingStage, decay_groups
+from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
 from focusflow.training.objective import LossModel, head_modules
+from focusflow.training.optimization import decay_groups
 
 log = logging.getLogger(__name__)
 

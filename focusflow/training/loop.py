@@ -75,12 +75,6 @@ class Trainable:
         return [stage for stage in self.stages if stage.first_step <= step][-1]
 
 
-def decay_groups(parameters: list[nn.Parameter], weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW groups with weight decay on matrices only (never on biases, norms and other vectors)."""
-    return [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
-
-
 class TrainingObjective:
     """What a run trains, the contract between the loop (:class:`TrainingRun`) and an objective with its data
     (LAPT's ``LaptRun``, the distillation's ``DistillRun``, align's ``AlignRun``). An objective supplies

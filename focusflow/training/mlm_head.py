@@ -15,7 +15,6 @@ their smoothed unigram bias). The result is saved as ``BertForMaskedLM`` weights
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import time
@@ -39,6 +38,7 @@ from focusflow.tokenizer.source_record import read_source_record, write_source_r
 from focusflow.training.distributed import compute_device
 from focusflow.training.fit import Objective, fit
 from focusflow.training.optimization import Optimization
+from focusflow.training.schedules import WarmupSchedule
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +203,8 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
     parameters = [*transform.parameters(), candidate_bias]
     optimizer = torch.optim.AdamW([{"params": list(transform.parameters()), "weight_decay": spec.weight_decay},
                                    {"params": [candidate_bias], "weight_decay": 0.0}], lr=spec.lr)
-    warmup = max(1, int(spec.warmup_fraction * spec.steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
-        (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, spec.steps) / spec.steps))))
+    schedule = WarmupSchedule("cosine", max(1, int(spec.warmup_fraction * spec.steps)), spec.steps,
+                              ramp="under").build(optimizer)
     objective = Objective("MLM head training",
                           lambda step: loss_on(train[torch.randint(0, len(train), (spec.positions_per_step,),
                                                                    generator=generator)]),

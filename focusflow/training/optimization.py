@@ -17,8 +17,7 @@ from torch import nn
 
 from focusflow.errors import TrainingDivergedError
 from focusflow.training import checkpoint as ckpt
-
-SCHEDULES = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}
+from focusflow.training.schedules import WarmupSchedule
 
 
 def all_finite(parameters: Iterable[torch.Tensor]) -> bool:
@@ -43,6 +42,14 @@ def cadence_due(done: int, every: int, last: bool, marks: Collection[int] = ()) 
     return done % every == 0 or done in marks or last
 
 
+def decay_groups(parameters: list[nn.Parameter], weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups with weight decay on matrices only (never on biases, norms and other vectors): the one rule of
+    LAPT, the distillation and downstream fine-tuning. (The source's MLM head keeps the rule its stored heads were
+    trained with: its transform decays all its parameters, the vocabulary bias none.)"""
+    return [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
+
+
 class Optimization:
     """The optimizer state of one run: the optimizer, its schedule, the fp16 scaler and the gradient clipping
     (``grad_clip=None``: none)."""
@@ -55,14 +62,10 @@ class Optimization:
     def from_spec(cls, param_groups: list[dict[str, Any]], spec: Any, total_steps: int, device: torch.device,
                   needs_scaler: bool) -> Optimization:
         """AdamW over the groups with the spec's betas, epsilon, warmup schedule and clipping (LAPT, align)."""
-        from transformers import get_scheduler
-
         fused = device.type in ("cuda", "cpu")  # one kernel for all parameters (also on CPU since torch 2.4)
         optimizer = torch.optim.AdamW(param_groups, lr=spec.lr, betas=(spec.adam_beta1, spec.adam_beta2),
                                       eps=spec.adam_epsilon, fused=fused or None)
-        scheduler = get_scheduler(SCHEDULES[spec.schedule], optimizer,
-                                  num_warmup_steps=round(spec.warmup_fraction * total_steps),
-                                  num_training_steps=total_steps)
+        scheduler = WarmupSchedule(spec.schedule, round(spec.warmup_fraction * total_steps), total_steps).build(optimizer)
         return cls(optimizer, scheduler, torch.amp.GradScaler(device.type) if needs_scaler else None, spec.grad_clip)
 
     @property

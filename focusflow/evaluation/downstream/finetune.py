@@ -31,7 +31,8 @@ from focusflow.training.compile_probe import (
 from focusflow.training.embedding_rows import train_used_rows
 from focusflow.training.fit import Objective, fit
 from focusflow.training.flops import body_flops_per_token, mfu, peak_flops
-from focusflow.training.optimization import Optimization
+from focusflow.training.optimization import Optimization, decay_groups
+from focusflow.training.schedules import WarmupSchedule
 
 log = logging.getLogger(__name__)
 
@@ -160,12 +161,8 @@ def predict_logits(model: torch.nn.Module, features: Sequence[Feature], batch_si
 
 
 def _optimizer(model: torch.nn.Module, spec: FinetuneSpec) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if not parameter.requires_grad:
-            continue
-        (no_decay if parameter.ndim < 2 or "norm" in name.lower() else decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = decay_groups([p for p in model.parameters() if p.requires_grad], spec.weight_decay)
+    decay = groups[0]["params"]
     embeddings = model.get_input_embeddings().weight if spec.embedding_lr_scale != 1.0 else None
     if embeddings is not None and any(p is embeddings for p in decay):  # own group, scheduled like the others
         groups[0]["params"] = [p for p in decay if p is not embeddings]
@@ -194,9 +191,7 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
     # a dense gradient over the whole vocabulary each step (training.embedding_rows); the result is the same
     rows = train_used_rows(model, (f["input_ids"] for f in train_features)) if spec.weight_decay == 0.0 else None
     optimizer = _optimizer(model, spec)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: (step + 1) / (warmup_steps + 1) if step < warmup_steps
-        else max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps)))
+    scheduler = WarmupSchedule("linear", warmup_steps, total_steps, ramp="first").build(optimizer)
     result = FinetuneResult(total_steps=total_steps, best_step=0, best_dev=-math.inf)
 
     def batches() -> Iterator[list[int]]:
