@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -160,3 +161,16 @@ def length_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
     if current:
         batches.append(np.asarray(current, dtype=np.int64))
     return batches
+
+
+def layer_count(config: Any) -> int:
+    """A model configuration's number of transformer layers (``num_hidden_layers``, GPT-2's ``n_layer``)."""
+    return int(getattr(config, "num_hidden_layers", None) or config.n_layer)
+
+
+def padding_id(tokenizer: Any) -> int:
+    """The id a batch pads with: the tokenizer's pad, else its eos, else its unk, else 0."""
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id):
+        if candidate is not None:
+            return int(candidate)
+    return 0

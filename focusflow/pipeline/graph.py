@@ -3,7 +3,8 @@
     corpus → dedup → decontaminate (with evaluation tasks) → split → source → tokenizer → fasttext → ood-text
            → init × methods → align-budget (a minutes budget) → align (<method>+align) → reference (one per
              tokenizer) → intrinsic
-           → teacher (a distillation's) → lapt-budget (a minutes budget) → lapt → intrinsic → downstream
+           → lapt-budget (a minutes budget) → teacher (a distillation's, for the texts its steps read) → lapt
+             → intrinsic → downstream
            → reading (a vocabulary from the source's, on the tasks' text) → report → publish (optional)
 
 ``prepare_branches`` and ``specialize`` take ``tasks``, a mapping from stage name to a caller with

@@ -34,7 +34,7 @@ from focusflow.embeddings.api import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
 from focusflow.methods import AUTO_OBJECTIVE, Fate, family_refine_lr
-from focusflow.models.lm_stats import length_batches, pad_rows
+from focusflow.models.lm_stats import layer_count, length_batches, pad_rows, padding_id
 from focusflow.models.loading import describe_config, load_source, usable_positions
 from focusflow.training import lapt_budget
 from focusflow.training.data import SampleOrder
@@ -138,10 +138,6 @@ def collate_pairs(texts: PairedTexts, indices: np.ndarray, key: int, pad_ids: tu
 
 
 # ---------------------------------------------------------------- model
-def layer_count(config: Any) -> int:
-    return int(getattr(config, "num_hidden_layers", None) or config.n_layer)
-
-
 def _layer_list(body: nn.Module) -> tuple[nn.Module, str]:
     """The module holding the transformer layers and the attribute name of their ``ModuleList``."""
     depth = layer_count(body.config)
@@ -442,14 +438,6 @@ class AlignRun(TrainingRun):
             "resumed_from": resumed_from, "train_seconds_this_session": round(train_time, 3),
             "train_seconds": round(state["seconds"], 3), "final_dir": str(self.out_dir / "final"),
         }
-
-
-def padding_id(tokenizer: Any) -> int:
-    """The id a batch pads with: the tokenizer's pad, else its eos, else its unk, else 0."""
-    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id):
-        if candidate is not None:
-            return int(candidate)
-    return 0
 
 
 def plan_align_budget(model_dir: Path, source_dir: Path, train: Path, spec: AlignSpec, *,

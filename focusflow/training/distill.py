@@ -24,13 +24,11 @@ from torch import nn
 
 from focusflow.config import LaptSpec
 from focusflow.errors import InputError
-from focusflow.models.lm_stats import Masker, length_batches, pad_rows
+from focusflow.models.lm_stats import Masker, layer_count, length_batches, pad_rows, padding_id
 from focusflow.models.loading import describe_config, load_source
 from focusflow.training.align import (
     AlignBatch,
     collate_pairs,
-    layer_count,
-    padding_id,
     tokenize_pairs,
 )
 from focusflow.training.data import SampleOrder
@@ -73,12 +71,10 @@ class DistillRun(TrainingRun):
         read = distillation_texts(train, heldout, spec.eval_sequences)
         texts, held = read["train"], read["heldout"]
         self.stored_teacher = TeacherStates(teacher_dir) if teacher_dir is not None else None
-        if self.stored_teacher is not None:  # it read the texts the run needs: the run reads those
+        if self.stored_teacher is not None:  # it read the texts the run needs: the run reads those, and only those
             texts = selected_texts(texts, self.stored_teacher.selected())
-        if self.stored_teacher is not None and (self.stored_teacher.texts("train"), self.stored_teacher.texts(
-                "heldout")) != (len(texts), len(held)):
-            raise InputError(f"the stored teacher states ({teacher_dir}) were computed for other texts "
-                             f"({self.stored_teacher.index['splits']}); compute them for this split")
+            self.stored_teacher.check_texts("train", texts)
+            self.stored_teacher.check_texts("heldout", held)
         if not texts or not held:
             raise InputError(f"lapt.objective={spec.objective} needs training and held-out texts ({train}, {heldout})")
         self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.seq_len,

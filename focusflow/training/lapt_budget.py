@@ -27,7 +27,6 @@ from focusflow.training.loop import TrainingRun
 from focusflow.training.machine import StepClock, machine_fingerprint
 from focusflow.training.records import BudgetPlan
 
-PROBE_STAGES = 2  # a two-stage run times both: the embeddings-only stage's steps, then the full one's
 PROBE_STEPS_CEILING = 1_000_000  # the probe run's nominal length: long enough that both stages of a two-stage run exist
 
 
@@ -74,7 +73,7 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
         if distills and teacher_dir is None and source_dir is not None:  # the states of what the timed steps read
             teacher_dir = Path(folder) / "teacher"
             store_teacher_states(source_dir, model_dir, train, heldout, teacher_dir,
-                                 steps=PROBE_STAGES * (spec.budget_probe_steps + 1), batch_size=spec.batch_size,
+                                 steps=spec.budget_probe_steps + 1, batch_size=spec.batch_size,  # one stage
                                  seq_len=spec.seq_len, eval_sequences=spec.eval_sequences, layers=spec.distill_layers,
                                  precision=spec.precision)
         run = lapt_run(model_dir, train, heldout, probe, Path(folder) / "run", resume=False, on_checkpoint=None,

@@ -1,4 +1,4 @@
-"""The teacher's word states, computed once per corpus and read by every distillation that learns from them.
+"""The teacher's word states, computed once for the texts a distillation reads and read at its every epoch.
 
 A distillation (``lapt.objective: distill``) trains a student to give, for each word both tokenizations cover, the
 hidden states the source model gives it at a few layers. The source is frozen, so its states for a training text are
@@ -27,7 +27,7 @@ import torch
 
 from focusflow.errors import InputError, TrainingDivergedError
 from focusflow.logs import ProgressBar
-from focusflow.models.lm_stats import length_batches, pad_rows
+from focusflow.models.lm_stats import layer_count, length_batches, pad_rows, padding_id
 from focusflow.models.loading import describe_config, load_source
 from focusflow.precision import resolve_precision
 from focusflow.training.distributed import compute_device
@@ -55,8 +55,6 @@ def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], se
 
     ``texts``: per split (``train``, ``heldout``), the texts as the distillation reads them (in its order);
     ``selected``: which of the corpus's training texts ``texts["train"]`` are (None: all of them), stored beside."""
-    from focusflow.training.align import padding_id
-
     model, tokenizer, _ = load_source(Path(source_dir), with_head=False)
     pad_id = padding_id(tokenizer)
     device = compute_device()
@@ -88,6 +86,8 @@ def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], se
                 np.zeros(0, np.int64))
         counts[split] = {"texts": len(split_texts), "words": int(offsets[-1]),
                          "tokens": int(sum(len(row) for row in ids))}
+    for split, split_texts in texts.items():
+        counts[split]["digest"] = texts_digest(split_texts)
     if selected is not None:
         np.save(out_dir / SELECTED_FILE, np.asarray(selected, dtype=np.int64))
         counts["train"]["selected"] = True
@@ -168,6 +168,17 @@ def select_distillation_texts(texts: Sequence[str], tokenizer: Any, seq_len: int
     return None
 
 
+def texts_digest(texts: Sequence[str]) -> str:
+    """What identifies the texts stored states are of (their content and order): a run reading others is refused."""
+    import xxhash
+
+    digest = xxhash.xxh64(seed=_SELECTION_SEED)
+    for text in texts:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
 def selected_texts(texts: Sequence[str], selected: np.ndarray | None) -> list[str]:
     """The training texts the stored states are of, in their corpus order (all of them for ``None``)."""
     if selected is None:
@@ -187,7 +198,6 @@ def store_teacher_states(source_dir: Path, model_dir: Path, train: Path, heldout
     teacher stage's, and a budget probe's."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from focusflow.training.align import layer_count
     from focusflow.training.state_loss import default_layers
 
     texts = distillation_texts(train, heldout, eval_sequences)
@@ -200,8 +210,9 @@ def store_teacher_states(source_dir: Path, model_dir: Path, train: Path, heldout
 
 
 def distillation_texts(train: Path, heldout: Path, eval_sequences: int) -> dict[str, list[str]]:
-    """The texts a distillation reads, in its order: every training text, and the first ``eval_sequences`` held-out
-    texts it evaluates on (empty lines dropped); its teacher states are stored for exactly these."""
+    """The texts a distillation may read, in its order: every training text, and the first ``eval_sequences``
+    held-out texts it evaluates on (empty lines dropped). Stored teacher states are of a selection of the training
+    texts (:func:`select_distillation_texts`) and of all these held-out texts."""
     from focusflow.corpus.io import read_texts
 
     return {"train": [text for text in read_texts(train) if text.strip()],
@@ -237,6 +248,14 @@ class TeacherStates:
     def texts(self, split: str) -> int:
         return int(self.index["splits"][split]["texts"])
 
+    def check_texts(self, split: str, texts: Sequence[str]) -> None:
+        """Refuse states stored for other texts than a run reads (states of older artifacts carry no digest: their
+        count is compared)."""
+        stored = self.index["splits"][split]
+        if stored.get("digest", texts_digest(texts)) != texts_digest(texts) or stored["texts"] != len(texts):
+            raise InputError(f"the stored teacher states ({self.folder}) were computed for other {split} texts "
+                             f"({stored['texts']} texts, this run reads {len(texts)}): compute them for this split")
+
     def selected(self) -> np.ndarray | None:
         """Which of the corpus's training texts the states are of (None: all of them, in order)."""
         return np.load(self.folder / SELECTED_FILE) if self.index["splits"]["train"].get("selected") else None
@@ -262,4 +281,4 @@ class TeacherStates:
 
 
 __all__ = ["INDEX_FILE", "TeacherStates", "compute_teacher_states", "distillation_texts", "select_distillation_texts",
-           "selected_texts", "store_teacher_states"]
+           "selected_texts", "store_teacher_states", "texts_digest"]

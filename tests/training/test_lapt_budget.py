@@ -256,3 +256,12 @@ def test_a_distillation_is_timed_reading_stored_states_as_it_will_train(tiny_dir
                                         small_spec(steps=0, minutes=0.05, objective="distill", budget_probe_steps=2),
                                         work_dir=tmp_path, source_dir=source)
     assert plan.steps >= 1 and plan.seconds_per_step > 0
+
+
+def test_a_distillations_plan_is_keyed_as_timed_on_stored_states():
+    """Plans timed while the teacher ran in every step had the same inputs and settings: never found again."""
+    from focusflow.pipeline.lapt_stage import budget_key_params
+
+    assert budget_key_params({"lapt": {"objective": "distill"}})["teacher"] == "stored states"
+    assert budget_key_params({"lapt": {"objective": "mlm+distill"}})["teacher"] == "stored states"
+    assert "teacher" not in budget_key_params({"lapt": {"objective": "mlm"}}), "an MLM plan keeps its key"

@@ -3,10 +3,13 @@ step (the same losses, to the float16 the states are stored in), without loading
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from focusflow.config import LaptSpec
+from focusflow.corpus.io import write_texts
 from focusflow.training import run_lapt
 from focusflow.training.teacher import TeacherStates, compute_teacher_states, distillation_texts
 from tests.tiny_models import sample_texts
@@ -64,9 +67,15 @@ def test_states_stored_for_other_settings_are_refused(stored, lapt_corpus, tmp_p
     with pytest.raises(Exception, match="stored teacher states hold layers"):
         run_lapt(student, *lapt_corpus, _spec(distill_layers=[2]), tmp_path / "run", source_dir=source,
                  teacher_dir=folder)
-    with pytest.raises(Exception, match="computed for other texts"):
+    with pytest.raises(Exception, match="computed for other heldout texts"):
         run_lapt(student, *lapt_corpus, _spec(eval_sequences=8), tmp_path / "run2", source_dir=source,
                  teacher_dir=folder)
+    train, heldout = lapt_corpus
+    texts = [json.loads(line)["text"] for line in train.read_text().splitlines()]
+    other = tmp_path / "other.jsonl"
+    write_texts(other, [texts[1], texts[0], *texts[2:]])  # as many texts, two in another order
+    with pytest.raises(Exception, match="computed for other train texts"):
+        run_lapt(student, other, heldout, _spec(), tmp_path / "run3", source_dir=source, teacher_dir=folder)
 
 
 def test_a_decoders_states_are_stored_in_float32_and_read_back(tmp_path):
