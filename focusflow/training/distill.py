@@ -14,6 +14,7 @@ resume, budget and divergence checks are ``TrainingRun``'s: the objective differ
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,9 @@ from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
 from focusflow.training.optimization import decay_groups
 from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
-from focusflow.training.teacher import TeacherStates, distillation_texts, selected_texts
+from focusflow.training.teacher import TeacherStates, distillation_texts, selected_texts, texts_digest
+
+TEXTS_FILE = "distill_texts.json"  # in each checkpoint: the digests of the texts the run reads
 
 
 class DistillRun(TrainingRun):
@@ -75,6 +78,7 @@ class DistillRun(TrainingRun):
             texts = selected_texts(texts, self.stored_teacher.selected())
             self.stored_teacher.check_texts("train", texts)
             self.stored_teacher.check_texts("heldout", held)
+        self.text_digests = {"train": texts_digest(texts), "heldout": texts_digest(held)}
         if not texts or not held:
             raise InputError(f"lapt.objective={spec.objective} needs training and held-out texts ({train}, {heldout})")
         self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.seq_len,
@@ -203,6 +207,16 @@ class DistillRun(TrainingRun):
             words += batch.predicted
         self.hf_model.train()
         return total / max(words, 1)
+
+    def _write_checkpoint_extras(self, folder: Path) -> None:
+        """Which texts the run reads (a resumed run must read the same: its batches are a function of them)."""
+        (folder / TEXTS_FILE).write_text(json.dumps(self.text_digests), encoding="utf-8")
+
+    def _restore_checkpoint_extras(self, folder: Path) -> None:
+        if (folder / TEXTS_FILE).is_file() and json.loads((folder / TEXTS_FILE).read_text(encoding="utf-8")) != \
+                self.text_digests:
+            raise InputError(f"{self.out_dir} holds a distillation of other texts (another corpus, or teacher "
+                             "states selected for another step count); use a new out_dir or resume=False")
 
     def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         state = self.state

@@ -114,3 +114,19 @@ def test_the_texts_a_distillation_needs_are_a_sample_of_the_whole_corpus_not_its
     assert select_distillation_texts(texts, tokenizer, 32, 10**9) is None, "a small corpus is read whole"
     with pytest.raises(ValueError, match="larger corpus"):
         selected_texts(texts[:10], chosen)
+
+
+def test_a_distillation_does_not_resume_on_other_texts(tiny_dirs, lapt_corpus, tmp_path):
+    """Its batches are a function of its texts: a checkpoint of a run on other texts (another corpus, or states
+    selected for another step count) is refused, not continued on a different batch list."""
+    source = tiny_dirs("xlmr")
+    student = _scrambled(source, tmp_path / "student")
+    train, heldout = lapt_corpus
+    run_lapt(student, train, heldout, _spec(steps=3, checkpoint_every=3), tmp_path / "run", source_dir=source)
+    texts = [json.loads(line)["text"] for line in train.read_text().splitlines()]
+    other = tmp_path / "other.jsonl"
+    write_texts(other, [texts[1], texts[0], *texts[2:]])
+    with pytest.raises(Exception, match="distillation of other texts"):
+        run_lapt(student, other, heldout, _spec(steps=6, checkpoint_every=3), tmp_path / "run", source_dir=source)
+    resumed = run_lapt(student, train, heldout, _spec(steps=6, checkpoint_every=3), tmp_path / "run", source_dir=source)
+    assert resumed["steps"] == 6 and resumed["resumed_from"]
