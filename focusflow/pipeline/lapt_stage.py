@@ -216,12 +216,12 @@ def budget_key_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """A plan depends on the machine that measured it: the key names it (computed where the stage runs). A
     distillation's plan is timed on stored teacher states (it ran the teacher in every step before): said in its key,
     so that no plan of the slower steps is found again (the same inputs and settings keyed those)."""
-    from focusflow.methods import LAPT_OBJECTIVES
+    from focusflow.methods import LAPT_OBJECTIVES, learns_from_source
     from focusflow.training.lapt_budget import machine_fingerprint
 
     keyed = {**lapt_key_params(params), "machine": machine_fingerprint()}
     objective = (params.get("lapt") or {}).get("objective")
-    if objective in LAPT_OBJECTIVES and LAPT_OBJECTIVES[objective].teacher:
+    if objective in LAPT_OBJECTIVES and learns_from_source(objective):  # ``auto``: a library call's, not keyed
         keyed["teacher"] = "stored states"
     return keyed
 

@@ -8,7 +8,6 @@ from typing import Any, Self
 
 from focusflow.config import PipelineConfig, PrecisionName
 from focusflow.corpus.split import SplitOutput
-from focusflow.errors import InputError
 from focusflow.pipeline.family_defaults import with_family_defaults
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
@@ -37,14 +36,13 @@ class TeacherSettings(StageSettings):
 
 def _teacher(run: StageRun) -> Mapping[str, Any]:
     """Read the texts the distillation will read with the source once."""
-    from focusflow.pipeline.lapt_stage import read_plan
+    from focusflow.pipeline.lapt_stage import BUDGET_STAGE, planned_input
     from focusflow.training.teacher import store_teacher_states
 
     s: TeacherSettings = run.settings
-    if (s.steps is None) == ("budget" not in run.artifacts):
-        raise InputError("the teacher stage needs the distillation's step count: settings 'steps' for a step budget, "
-                         "or its minutes budget's plan as the 'budget' input (a lapt-budget artifact), not both")
-    steps = s.steps if s.steps is not None else read_plan(run).steps
+    plan = planned_input(run, s.steps is None, "lapt.minutes", BUDGET_STAGE, "model and split",
+                         "the teacher's states are stored for the steps it plans")
+    steps = plan.steps if plan is not None else s.steps
     split = run.input("split", SplitOutput)
     return store_teacher_states(run.inputs["source"], run.inputs["model"], split.train, split.heldout, run.out,
                                 steps=steps, batch_size=s.batch_size, seq_len=s.seq_len,

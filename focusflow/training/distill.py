@@ -76,9 +76,10 @@ class DistillRun(TrainingRun):
         self.stored_teacher = TeacherStates(teacher_dir) if teacher_dir is not None else None
         if self.stored_teacher is not None:  # it read the texts the run needs: the run reads those, and only those
             texts = selected_texts(texts, self.stored_teacher.selected())
-            self.stored_teacher.check_texts("train", texts)
-            self.stored_teacher.check_texts("heldout", held)
         self.text_digests = {"train": texts_digest(texts), "heldout": texts_digest(held)}
+        if self.stored_teacher is not None:
+            for split, split_texts in (("train", texts), ("heldout", held)):
+                self.stored_teacher.check_texts(split, len(split_texts), self.text_digests[split])
         if not texts or not held:
             raise InputError(f"lapt.objective={spec.objective} needs training and held-out texts ({train}, {heldout})")
         self.train_texts = tokenize_pairs(texts, source_tokenizer, self.tokenizer, spec.seq_len,

@@ -71,6 +71,7 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
     masker = Masker.for_tokenizer(tokenizer, spec.mlm_probability, random_from_any_token=True)
     features, labels = [], []
     batch_size = 16
+    device = next(encoder.parameters()).device
     with ProgressBar("source: encoding masked sequences (frozen encoder)", len(sequences), show_loss=False) as bar:
         for start in range(0, len(sequences), batch_size):
             check_stop("in the source stage, encoding for the MLM head (nothing of it is kept)")
@@ -91,7 +92,6 @@ def _encode_masked(encoder, tokenizer, sequences: list[np.ndarray], spec: MlmHea
                 attention[i, : len(row)] = 1
                 selected_mask[i, : len(row)] = torch.from_numpy(sel)
                 targets[i, : len(row)] = torch.from_numpy(ids)
-            device = next(encoder.parameters()).device
             with precision.autocast():
                 hidden = encoder(input_ids=input_ids.to(device), attention_mask=attention.to(device)).last_hidden_state
             features.append(hidden[selected_mask.to(device)].float().cpu())  # the head trains on the CPU

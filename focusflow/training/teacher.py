@@ -85,9 +85,7 @@ def compute_teacher_states(source_dir: Path, texts: dict[str, Sequence[str]], se
         np.save(out_dir / f"{split}-spans.npy", np.concatenate(covered).astype(np.int64) if covered else
                 np.zeros(0, np.int64))
         counts[split] = {"texts": len(split_texts), "words": int(offsets[-1]),
-                         "tokens": int(sum(len(row) for row in ids))}
-    for split, split_texts in texts.items():
-        counts[split]["digest"] = texts_digest(split_texts)
+                         "tokens": int(sum(len(row) for row in ids)), "digest": texts_digest(split_texts)}
     if selected is not None:
         np.save(out_dir / SELECTED_FILE, np.asarray(selected, dtype=np.int64))
         counts["train"]["selected"] = True
@@ -161,10 +159,11 @@ def select_distillation_texts(texts: Sequence[str], tokenizer: Any, seq_len: int
         chunk = order[start:start + _TOKENIZE_CHUNK]
         encoded = tokenizer([texts[i] for i in chunk], add_special_tokens=True, truncation=True, max_length=seq_len,
                             return_attention_mask=False, return_token_type_ids=False, verbose=False)["input_ids"]
-        reached = np.flatnonzero(total + np.cumsum([len(row) for row in encoded]) >= tokens)
+        running = total + np.cumsum([len(row) for row in encoded])
+        reached = np.flatnonzero(running >= tokens)
         if len(reached):
             return np.sort(order[:start + int(reached[0]) + 1]).astype(np.int64)
-        total += sum(len(row) for row in encoded)
+        total = int(running[-1])
     return None
 
 
@@ -248,13 +247,13 @@ class TeacherStates:
     def texts(self, split: str) -> int:
         return int(self.index["splits"][split]["texts"])
 
-    def check_texts(self, split: str, texts: Sequence[str]) -> None:
-        """Refuse states stored for other texts than a run reads (states of older artifacts carry no digest: their
-        count is compared)."""
+    def check_texts(self, split: str, count: int, digest: str) -> None:
+        """Refuse states stored for other texts than a run reads: ``count`` texts of ``digest`` (:func:`texts_digest`;
+        states of older artifacts carry no digest: their count is compared)."""
         stored = self.index["splits"][split]
-        if stored.get("digest", texts_digest(texts)) != texts_digest(texts) or stored["texts"] != len(texts):
+        if stored.get("digest", digest) != digest or stored["texts"] != count:
             raise InputError(f"the stored teacher states ({self.folder}) were computed for other {split} texts "
-                             f"({stored['texts']} texts, this run reads {len(texts)}): compute them for this split")
+                             f"({stored['texts']} texts, this run reads {count}): compute them for this split")
 
     def selected(self) -> np.ndarray | None:
         """Which of the corpus's training texts the states are of (None: all of them, in order)."""

@@ -63,8 +63,10 @@ def test_a_minutes_budget_stores_the_states_for_its_planned_steps(staged, tmp_pa
     by_plan = run_stage(store, "teacher", TEACHER, {**inputs, "budget": budget})
     by_steps = run_stage(store, "teacher", {**TEACHER, "steps": 2}, inputs)
     assert by_steps.metadata["splits"]["train"]["texts"] < by_plan.metadata["splits"]["train"]["texts"] < 120
-    with pytest.raises(InputError, match="step count"):
+    with pytest.raises(InputError, match="needs its step plan"):
         run_stage(store, "teacher", TEACHER, inputs)
+    with pytest.raises(InputError, match="budget input .* was given"):
+        run_stage(store, "teacher", {**TEACHER, "steps": 2}, {**inputs, "budget": budget})
 
 
 def test_a_corpus_smaller_than_the_run_reads_is_stored_whole(staged):
