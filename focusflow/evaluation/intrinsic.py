@@ -320,7 +320,7 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
         source_embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix,
                                                 max_length=max_length, precision=precision)
         del source_model
-    metrics: dict = {"objective": info.objective, "vocab_size": len(tokenizer),
+    metrics: dict = {"lm_loss": info.lm_loss, "vocab_size": len(tokenizer),
                      "n_params": int(sum(p.numel() for p in model.parameters())),
                      # what inference costs with this model's own tokenizer (a pruned or extended one is its own)
                      "tokens_per_word": tokenizer_metrics(tokenizer, sentences)["tokens_per_word"]}
@@ -330,24 +330,24 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     given_unigram = unigram
     if unigram is None:
         unigram = unigram_log_probs(unigram_counts(tokenizer, unigram_texts if unigram_texts is not None else sentences))
-    if info.objective == "mlm":
+    if info.lm_loss == "mlm":
         lm = evaluate_mlm(model, tokenizer, sentences, max_length=max_length, seed=seed, unigram=unigram,
                           precision=precision)
-    elif info.objective == "clm":
+    elif info.lm_loss == "clm":
         lm = evaluate_clm(model, tokenizer, sentences, max_length=max_length, unigram=unigram, precision=precision)
     else:
         lm = {}
-    metrics.update({("mlm_" if info.objective == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
+    metrics.update({("mlm_" if info.lm_loss == "mlm" else "clm_") + k if k in ("loss", "accuracy") else k: v
                     for k, v in lm.items()})
     metrics["unigram_source"] = "train" if unigram_texts is not None else "heldout" if given_unigram is None else "given"
     for name, texts in (("dev", dev_sentences), ("ood", ood_sentences), ("ood_dev", ood_dev_sentences)):
-        if texts and info.objective in ("mlm", "clm"):
+        if texts and info.lm_loss in ("mlm", "clm"):
             scored = (evaluate_mlm(model, tokenizer, texts, max_length=max_length, seed=seed, precision=precision)
-                      if info.objective == "mlm" else
+                      if info.lm_loss == "mlm" else
                       evaluate_clm(model, tokenizer, texts, max_length=max_length, precision=precision))
             metrics.update({f"{name}_bits_per_byte": scored.get("bits_per_byte"),
-                            f"{name}_{info.objective}_loss": scored.get("loss"), f"{name}_sentences": len(texts)})
-    if info.objective == "clm" and prompts:
+                            f"{name}_{info.lm_loss}_loss": scored.get("loss"), f"{name}_sentences": len(texts)})
+    if info.lm_loss == "clm" and prompts:
         import time
 
         from focusflow.evaluation.continuations import greedy_continuations

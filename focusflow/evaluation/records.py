@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Self
 
+from pydantic import AliasChoices, Field
+
 from focusflow.storage.records import StageRecord
 
 
@@ -34,7 +36,8 @@ class IntrinsicRecord(StageRecord):
     vocab_size: int | None = None
     n_sentences: int | None = None
     tokens_per_word: float | None = None
-    objective: str | None = None
+    # the LM loss its head scores (mlm, clm; none for a bare encoder); stored as "objective" before 29 Nov 2026
+    lm_loss: str | None = Field(None, validation_alias=AliasChoices("lm_loss", "objective"))
     continuations: list[dict[str, Any]] = []  # a decoder's greedy continuations of held-out prompts
     bits_per_byte: float | None = None
     unigram_bits_per_byte: float | None = None  # the same held-out bytes under the tokenizer's token frequencies

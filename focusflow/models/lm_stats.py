@@ -80,7 +80,7 @@ class Masker:
                       random_from_any_token: bool = False) -> Masker:
         if tokenizer.mask_token_id is None:
             raise InputError("MLM needs a tokenizer with a mask token (encoders such as XLM-R/BERT); "
-                             "decoders train with the causal objective")
+                             "decoders train with the causal LM loss")
         return cls(mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
                    special=special_token_table(tokenizer), probability=probability,
                    word_starts=word_start_table(tokenizer) if whole_word else None, seed=seed,

@@ -1,8 +1,8 @@
 """What a model folder holds and how to load it: the one place that tells encoders from decoders.
 
-A model's kind is read from its config alone (no weights): the objective its head supports
+A model's kind is read from its config alone (no weights): the language-model loss its head supports
 (``mlm`` for ``*ForMaskedLM``, ``clm`` for ``*ForCausalLM``/``*LMHeadModel`` and bare decoders,
-none for a bare encoder such as e5), which decides the class it loads with, the LAPT objective
+none for a bare encoder such as e5: ``lm_loss``), which decides the class it loads with, the loss LAPT trains
 and the intrinsic LM metrics.
 """
 
@@ -27,11 +27,11 @@ class SourceModelError(FocusflowError, ValueError):
 
 @dataclass(frozen=True)
 class SourceInfo:
-    """What a model folder holds: which objective its head supports (``mlm``, ``clm`` or none)."""
+    """What a model folder holds: which language-model loss its head supports (``mlm``, ``clm`` or none)."""
 
     architecture: str
     model_type: str
-    objective: str | None  # "mlm", "clm", or None for a bare encoder (train a head first)
+    lm_loss: str | None  # "mlm", "clm", or None for a bare encoder (train a head first)
     is_encoder: bool
     vocab_size: int
     hidden_size: int
@@ -40,9 +40,9 @@ class SourceInfo:
         return asdict(self)
 
     @property
-    def training_objective(self) -> str:
-        """The LAPT objective: a bare encoder trains a new MLM head."""
-        return self.objective or "mlm"
+    def trained_lm_loss(self) -> str:
+        """The LM loss LAPT trains it with: a bare encoder trains a new MLM head."""
+        return self.lm_loss or "mlm"
 
 
 def describe_config(config: Any, name: str = "model") -> SourceInfo:
@@ -56,19 +56,19 @@ def describe_config(config: Any, name: str = "model") -> SourceInfo:
     architecture = architectures[0] if architectures else ""
     model_type = config.model_type
     if architecture.endswith("ForMaskedLM"):
-        objective = "mlm"
+        lm_loss = "mlm"
     elif architecture.endswith(("ForCausalLM", "LMHeadModel")):
-        objective = "clm"
+        lm_loss = "clm"
     else:
-        objective = None
+        lm_loss = None
     is_encoder = not is_decoder_model(model_type, architecture, is_decoder=bool(getattr(config, "is_decoder", False)))
     family = MODEL_FOR_MASKED_LM_MAPPING_NAMES if is_encoder else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    if objective is None and model_type not in family:
+    if lm_loss is None and model_type not in family:
         raise SourceModelError(f"{name}: {model_type}/{architecture} is neither a masked nor a causal LM family")
-    if objective is None and not is_encoder:
-        objective = "clm"  # bare decoders share weights with their LM head class
+    if lm_loss is None and not is_encoder:
+        lm_loss = "clm"  # bare decoders share weights with their LM head class
     hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or 0
-    return SourceInfo(architecture or model_type, model_type, objective, is_encoder,
+    return SourceInfo(architecture or model_type, model_type, lm_loss, is_encoder,
                       int(config.vocab_size), int(hidden))
 
 
@@ -133,10 +133,10 @@ def model_class(info: SourceInfo, with_head: bool = True, add_head: bool = False
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
     quiet_transformers_progress()  # every focusflow model load passes here
-    objective = info.training_objective if add_head else info.objective
-    if not with_head or objective is None:
+    lm_loss = info.trained_lm_loss if add_head else info.lm_loss
+    if not with_head or lm_loss is None:
         return AutoModel
-    return AutoModelForMaskedLM if objective == "mlm" else AutoModelForCausalLM
+    return AutoModelForMaskedLM if lm_loss == "mlm" else AutoModelForCausalLM
 
 
 def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_head: bool = False, **options: Any):

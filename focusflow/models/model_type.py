@@ -37,7 +37,7 @@ def source_is_decoder(spec: str, *, fetch: bool = False) -> bool | None:
 
 def is_decoder_model(model_type: str, architecture: str = "", *, is_decoder: bool = False) -> bool:
     """The one rule that tells a decoder from an encoder (planning reads it from an id, loading from a config): a
-    head that names its objective decides (``*ForMaskedLM``: encoder; ``*ForCausalLM``/``*LMHeadModel``: decoder);
+    head that names its loss decides (``*ForMaskedLM``: encoder; ``*ForCausalLM``/``*LMHeadModel``: decoder);
     otherwise the type: a masked-LM family is an encoder unless its config says ``is_decoder``, any other a
     decoder where transformers has a causal LM for it."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES

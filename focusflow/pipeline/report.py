@@ -24,7 +24,7 @@ REPORT_TEXT = "report.md"  # and its text
 # method built, then the random ones, shown even at 0% ("random 0%" is news); prune's kept rows are the source's.
 BUILT_SHARES = [f"{group}_share" for group in SHARE_GROUPS if group not in (Fate.RANDOM, Fate.KEPT)]
 SHARE_COLUMNS = [*BUILT_SHARES, f"{Fate.RANDOM}_share"]
-# The language-model columns follow the objective the intrinsic records name: mlm_* for encoders, clm_* for decoders.
+# The language-model columns follow the LM loss the intrinsic records name: mlm_* for encoders, clm_* for decoders.
 COMPARISON_COLUMNS = [
     "method", "stage", "fidelity", "fidelity_chance", "fidelity_centered", "retrieval_top1", "retrieval_top1_centered",
     "mlm_loss", "mlm_accuracy", "clm_loss", "clm_accuracy", "bits_per_byte", "repetition_rate",

@@ -36,7 +36,7 @@ FOCUS_CITATION = """@inproceedings{dobler-de-melo-2023-focus,
     pages = "13440--13454",
 }"""
 
-# Intrinsic metrics in the model-index: (stored key, metric type, pretty name); LM metrics are named by objective.
+# Intrinsic metrics in the model-index: (stored key, metric type, pretty name); LM metrics are named by the LM loss.
 INTRINSIC_METRICS = (("{lm}_loss", "loss", "held-out {lm} loss (nats/token)"),
                      ("bits_per_byte", "bits_per_byte", "held-out bits per byte"),
                      ("{lm}_accuracy", "accuracy", "held-out {lm} accuracy"),
@@ -50,7 +50,7 @@ SHARE_NAMES = {"copied_share": "copied from the source vocabulary", "combined_sh
 
 
 def pipeline_tag(facts: CardFacts) -> str:
-    return "text-generation" if facts.objective == "clm" else "fill-mask"
+    return "text-generation" if facts.lm_loss == "clm" else "fill-mask"
 
 
 def eval_results(facts: CardFacts) -> list[EvalResult]:
@@ -66,7 +66,7 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
             metric_value=float(row["mean"]),
             metric_name=f"{row['metric']} (test, mean of {int(row['n_seeds'])} seeds: {row['seeds']}; "
                         f"std {float(row['std']):.4f})"))
-    lm = "mlm" if facts.objective == "mlm" else "clm"
+    lm = "mlm" if facts.lm_loss == "mlm" else "clm"
     for key, metric, name in INTRINSIC_METRICS:
         value = facts.model.intrinsic.get(key.format(lm=lm))
         if isinstance(value, (int, float)) and not math.isnan(float(value)):
@@ -106,7 +106,7 @@ def _number(value: Any, digits: int = 4) -> str:
 
 
 def _intrinsic_table(facts: CardFacts) -> list[str]:
-    lm = "mlm" if facts.objective == "mlm" else "clm"
+    lm = "mlm" if facts.lm_loss == "mlm" else "clm"
     columns = [(f"{lm}_loss", f"held-out {lm.upper()} loss ↓"), ("bits_per_byte", "bits per byte ↓"),
                ("unigram_loss", "its tokenizer's unigram loss"), (f"{lm}_accuracy", "accuracy ↑"),
                ("fidelity", "fidelity ↑"), ("fidelity_chance", "fidelity of mismatched pairs"),
@@ -213,7 +213,7 @@ def _how_made(facts: CardFacts) -> list[str]:
 
 def _usage(facts: CardFacts, repo_id: str) -> list[str]:
     example = facts.example or "..."
-    if facts.objective == "clm":
+    if facts.lm_loss == "clm":
         prompt = " ".join(example.split()[:4])
         code = ["from transformers import pipeline", "",
                 f'generate = pipeline("text-generation", model="{repo_id}")',
@@ -298,7 +298,7 @@ def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelC
              "pretraining", "align": "after embedding alignment"}.get(facts.stage, "at initialization")
     body = [
         f"# {name}", "",
-        f"A {'masked' if facts.objective == 'mlm' else 'causal'} language model for the language "
+        f"A {'masked' if facts.lm_loss == 'mlm' else 'causal'} language model for the language "
         f"**`{facts.language}`**: `{facts.source_spec}` specialized to it with a new tokenizer trained on "
         f"`{facts.language}` text and "
         f"`{facts.method}` embedding initialization ({facts.label}, {stage}), made with "

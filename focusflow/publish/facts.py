@@ -96,7 +96,7 @@ class CardFacts:
     method: str
     mode: str
     stage: str
-    objective: str  # mlm or clm
+    lm_loss: str  # mlm or clm
     architecture: str
     source_spec: str
     source: SourceModel
@@ -203,7 +203,7 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
                  if corpus_artifact else {})}
     source_artifact = ancestors.get("source")
     source_spec = _source_spec(source_artifact)
-    objective = str(measured.objective or ("clm" if any(a.endswith(("ForCausalLM", "LMHeadModel"))
+    lm_loss = str(measured.lm_loss or ("clm" if any(a.endswith(("ForCausalLM", "LMHeadModel"))
                                                           for a in config.get("architectures", [])) else "mlm"))
     lapt_facts = _lapt_facts(lapt) if lapt is not None else {}
     align_summary = ModelRecord.of(align).align if align is not None else None
@@ -217,7 +217,7 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         language=recorded_language(lineage) or language or "unknown", label=lineage.label,
         method=str(init.params.get("method", "unknown")) if init else "unknown",
         mode=str(init.params.get("mode", "unknown")) if init else "unknown",
-        stage=model.stage, objective=objective,
+        stage=model.stage, lm_loss=lm_loss,
         architecture=(config.get("architectures") or ["unknown"])[0],
         source_spec=source_spec, source=source_model_facts(str(source_artifact.params.get("source_model", "")))
         if source_artifact is not None and source_artifact.params.get("source_model") != "local"

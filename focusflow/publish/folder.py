@@ -114,7 +114,7 @@ def _generation_config(out: Path) -> None:
     if (out / "generation_config.json").exists():
         return
     config = AutoConfig.from_pretrained(out)
-    if describe_config(config, str(out)).objective == "clm":
+    if describe_config(config, str(out)).lm_loss == "clm":
         GenerationConfig.from_model_config(config).save_pretrained(out)
 
 

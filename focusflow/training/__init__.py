@@ -17,8 +17,8 @@ from focusflow.training.checkpoint import latest_checkpoint
 from focusflow.training.data import PackedSequences, pretokenize
 from focusflow.training.flops import flops_per_token, peak_flops
 from focusflow.training.lapt import run_lapt
+from focusflow.training.lm_loss import LossModel
 from focusflow.training.mlm_head import prepare_source, train_mlm_head
-from focusflow.training.objective import LossModel
 
 __all__ = ["run_lapt", "align_embeddings", "AlignSpec", "latest_checkpoint", "pretokenize", "PackedSequences",
            "Masker", "LossModel", "flops_per_token", "peak_flops", "prepare_source", "train_mlm_head"]

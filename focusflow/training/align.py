@@ -6,7 +6,7 @@ Why: the source model is a teacher every user already holds, and matching its co
 needs neither labels nor a GPU-scale LAPT. The transformer body is frozen; trained are the input-embedding rows
 that the initialization did not copy exactly (read from its ``transfer_report.parquet``; ``trainable="all"`` or a
 model without a report trains every row). Output layers keep their values: untied output embeddings and the MLM
-output bias receive no gradient from this objective. Teacher word vectors are computed once per batch of texts and
+output bias receive no gradient from this loss. Teacher word vectors are computed once per batch of texts and
 kept in memory; both models run only their first L layers. The run is a ``TrainingRun``: the same checkpoints,
 resume, precision, progress bar and held-out loss as LAPT.
 """
@@ -352,10 +352,9 @@ class AlignRun(TrainingRun):
             mask = torch.from_numpy(self.trainable_rows).to(device=device, dtype=embeddings.dtype)[:, None]
             embeddings.register_hook(lambda grad: grad * mask)
         model.to(device).eval()  # frozen body: no dropout, so the student's states are the model's own
-        if spec.keep_best and describe_config(model.config).objective is not None:
-            objective = "clm" if decoder else "mlm"
-            self.guard = LanguageModelDev(self.tokenizer, self.guard_texts, objective, spec.max_length, self.precision,
-                                          device, spec.seed)
+        if spec.keep_best and describe_config(model.config).lm_loss is not None:
+            self.guard = LanguageModelDev(self.tokenizer, self.guard_texts, "clm" if decoder else "mlm", spec.max_length,
+                                          self.precision, device, spec.seed)
             self.selection = lambda: self.guard(self.hf_model)
             self.selection_name = f"dev {'next-token' if decoder else 'MLM'} loss ({len(self.guard)} texts)"
         loss_model = AlignLoss(model.base_model, self.layers, self.loss, spec.sentence_weight, self.pool, head, softcap)
@@ -388,7 +387,7 @@ class AlignRun(TrainingRun):
             self.teacher_cache[batch.key] = [v.to(getattr(torch, self.spec.cache_dtype)) for v in vectors]
         return self.teacher_cache[batch.key]
 
-    # ---------------------------------------------------------------- objective
+    # ---------------------------------------------------------------- the loss
     def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
         def produce(step: int) -> list[AlignBatch]:
             index = int(self.order.blocks_for(np.asarray([step]))[0])
@@ -423,7 +422,7 @@ class AlignRun(TrainingRun):
     def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         state = self.state
         return {
-            "objective": "align", "layer": self.layer, "layers": list(self.layers), "pool": self.pool,
+            "layer": self.layer, "layers": list(self.layers), "pool": self.pool,
             "depth": layer_count(self.hf_model.config),
             "loss": self.loss, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
             "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),

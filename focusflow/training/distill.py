@@ -113,7 +113,7 @@ class DistillRun(TrainingRun):
     def _build_model(self) -> Trainable:
         spec, device = self.spec, self.dist.device
         source = self.checkpoint if self.checkpoint is not None else self.model_dir
-        model, objective = load_model(source, spec.attn_implementation, spec.dropout)
+        model, lm_loss = load_model(source, spec.attn_implementation, spec.dropout)
         depth = layer_count(model.config)
         self.layers = tuple(spec.distill_layers or default_layers(depth))
         self.pool = "last" if not describe_config(model.config).is_encoder else "mean"
@@ -135,8 +135,8 @@ class DistillRun(TrainingRun):
         if max(self.layers) > depth:
             raise InputError(f"lapt.distill_layers {list(self.layers)} exceed the model's {depth} layers")
         self.masker = (Masker.for_tokenizer(self.tokenizer, spec.mlm_probability, spec.whole_word_masking, spec.seed)
-                       if "mlm" in spec.objective.split("+") and objective == "mlm" else None)
-        self.lm_objective = objective
+                       if "mlm" in spec.objective.split("+") and lm_loss == "mlm" else None)
+        self.lm_loss = lm_loss
         model.to(device).train()
         parameters = list(model.parameters())
         flops = body_flops_per_token(model, spec.seq_len)  # the student's training; the teacher reads on top
@@ -144,7 +144,7 @@ class DistillRun(TrainingRun):
         return Trainable(model, self.tokenizer, model, parameters, decay_groups(parameters, spec.weight_decay),
                          (TrainingStage("full", 0, everything),), spec.objective, flops)
 
-    # ---------------------------------------------------------------- objective
+    # ---------------------------------------------------------------- the loss
     def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
         def produce(step: int) -> list[AlignBatch]:
             index = int(self.order.blocks_for(np.asarray([step]))[0])
@@ -222,7 +222,7 @@ class DistillRun(TrainingRun):
     def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         state = self.state
         speed = (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None
-        return {"objective": self.spec.objective, "lm_objective": self.lm_objective, "layers": list(self.layers),
+        return {"objective": self.spec.objective, "lm_loss": self.lm_loss, "layers": list(self.layers),
                 "pool": self.pool, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
                 "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),
                 **loss_summary(state["history"]), "tokens_per_s": speed, "device": str(self.dist.device),

@@ -1,12 +1,12 @@
 """``fit``: the training loop of the short in-memory runs (downstream fine-tuning, the source's MLM head).
 
-Each step computes the objective's loss, refuses a non-finite one in one clear line, and steps through the
+Each step computes the recipe's loss, refuses a non-finite one in one clear line, and steps through the
 shared :class:`~focusflow.training.optimization.Optimization` (scaler, clipping, schedule); every ``eval_every``
 steps and at the last one the dev evaluation runs, and the state of the best evaluation is kept in memory for
 the caller to restore. The long runs that checkpoint to the store (LAPT, align) are ``training.loop.TrainingRun``:
 both loops share every piece but the checkpoints — the optimizer step (``Optimization``), the divergence check
 (``require_finite_loss``), the evaluation cadence (``cadence_due``) and the best-state keeping
-(``training.selection.BestState``) — and differ in their objective and data.
+(``training.selection.BestState``) — and differ in their recipe and data.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ class FitResult:
 
 
 @dataclass(frozen=True)
-class Objective:
-    """What a run trains: ``loss(step)`` (the batch of that step, forward pass included), ``evaluate()`` (the dev
+class FitRecipe:
+    """What a short run trains: ``loss(step)`` (the batch of that step, forward pass included), ``evaluate()`` (the dev
     score) and ``state()`` (a snapshot of what training changes); ``name`` and ``lr`` for its error messages."""
 
     name: str
@@ -52,7 +52,7 @@ class Objective:
     higher_is_better: bool = True
 
 
-def fit(objective: Objective, optimization: Optimization, parameters: Sequence[nn.Parameter], total_steps: int,
+def fit(recipe: FitRecipe, optimization: Optimization, parameters: Sequence[nn.Parameter], total_steps: int,
         eval_every: int, *, evaluate_at_start: bool = False, patience: int | None = None,
         on_step: Callable[[int, torch.Tensor, float | None], None] | None = None) -> FitResult:
     """Train for ``total_steps`` and return the dev curve with the best evaluation's state (not restored).
@@ -60,22 +60,22 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
     ``patience``: stop once that many evaluations in a row did not improve on the best (the dev score has stopped
     rising); ``total_steps`` is then a maximum."""
     result = FitResult()
-    best: BestState[State] = BestState(objective.state, objective.higher_is_better)
+    best: BestState[State] = BestState(recipe.state, recipe.higher_is_better)
     parameters = list(parameters)
 
     def evaluate(step: int, keep: bool = False) -> None:
         started = time.perf_counter()
-        score = float(objective.evaluate())
+        score = float(recipe.evaluate())
         result.eval_seconds += time.perf_counter() - started
         best.offer(step, score, keep=keep)
 
     if evaluate_at_start:
         evaluate(0, keep=True)  # the starting state is the fallback even when its score is NaN
     for step in range(1, total_steps + 1):
-        check_stop(f"in {objective.name} at step {step}/{total_steps} (a short run: nothing of it is kept)")
+        check_stop(f"in {recipe.name} at step {step}/{total_steps} (a short run: nothing of it is kept)")
         started = time.perf_counter()
-        loss = objective.loss(step)
-        require_finite_loss(loss.item(), objective.name, f" at step {step}/{total_steps}", objective.lr)
+        loss = recipe.loss(step)
+        require_finite_loss(loss.item(), recipe.name, f" at step {step}/{total_steps}", recipe.lr)
         optimization.backward(loss)
         optimization.step(parameters)
         result.train_seconds += time.perf_counter() - started
@@ -87,8 +87,8 @@ def fit(objective: Objective, optimization: Optimization, parameters: Sequence[n
         if patience is not None and best.evaluations_since_best() >= patience:
             break
     if not all_finite(parameters):
-        raise diverged(objective.name, "", f"the weights hold non-finite values after {result.steps} steps",
-                       objective.lr)
+        raise diverged(recipe.name, "", f"the weights hold non-finite values after {result.steps} steps",
+                       recipe.lr)
     result.history, result.best_step, result.best_score, result.best_state = best.history, best.step, best.score, \
         best.state
     return result

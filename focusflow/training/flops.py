@@ -45,7 +45,7 @@ def _matrix_params(module: nn.Module, skip: set[int]) -> int:
     return total
 
 
-def flops_per_token(model: nn.Module, seq_len: int, objective: str, masked_only: bool,
+def flops_per_token(model: nn.Module, seq_len: int, lm_loss: str, masked_only: bool,
                     mlm_probability: float = 0.15) -> float | None:
     """Training FLOPs (forward + backward) per input token for a Hugging Face MLM or causal LM
     (None when the config names no layer count / width: MFU is then not reported)."""
@@ -54,12 +54,12 @@ def flops_per_token(model: nn.Module, seq_len: int, objective: str, masked_only:
     hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
     if not layers or not hidden:
         return None
-    head = lm_head(model) if objective == "mlm" else model.get_output_embeddings()
+    head = lm_head(model) if lm_loss == "mlm" else model.get_output_embeddings()
     output = model.get_output_embeddings()
     head_ids = {id(m) for m in head.modules()} if head is not None else set()
     body = _matrix_params(model.base_model, head_ids | ({id(output)} if output is not None else set()))
     head_matrices = _matrix_params(head, set()) if head is not None else 0
-    if objective == "mlm":
+    if lm_loss == "mlm":
         head_fraction = mlm_probability if masked_only else 1.0
     else:
         head_fraction = (seq_len - 1) / seq_len

@@ -26,22 +26,22 @@ _BATCH_TOKENS = 4096
 class LanguageModelDev:
     """``__call__(model) -> mean loss per predicted token`` on fixed texts (encoded and masked once)."""
 
-    def __init__(self, tokenizer: Any, texts: Sequence[str], objective: str, max_length: int,
+    def __init__(self, tokenizer: Any, texts: Sequence[str], lm_loss: str, max_length: int,
                  precision: Precision, device: torch.device, seed: int = 0) -> None:
-        self.objective, self.precision, self.device = objective, precision, device
+        self.lm_loss, self.precision, self.device = lm_loss, precision, device
         encoded = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=max_length,
                             return_attention_mask=False, return_token_type_ids=False, verbose=False)["input_ids"]
         rows = [np.asarray(ids, dtype=np.int64) for ids in encoded if len(ids) > 1]
         self.pad_id = next((int(c) for c in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id)
                             if c is not None), 0)
-        if objective == "mlm":
+        if lm_loss == "mlm":
             masker = Masker.for_tokenizer(tokenizer, seed=seed)
             masked = [masker.mask(ids, masker.special[ids], np.random.default_rng([seed, i])) for i, ids in enumerate(rows)]
             self.inputs = [m[0] for m in masked]
             self.targets = [np.where(m[1], ids, -100) for m, ids in zip(masked, rows, strict=True)]
         else:
             self.inputs, self.targets = rows, rows
-        self.predicted = int(sum(int((t != -100).sum()) if objective == "mlm" else len(t) - 1 for t in self.targets))
+        self.predicted = int(sum(int((t != -100).sum()) if lm_loss == "mlm" else len(t) - 1 for t in self.targets))
         self.batches = length_batches(np.array([len(r) for r in self.inputs]), _BATCH_TOKENS)
 
     def __len__(self) -> int:
@@ -58,7 +58,7 @@ class LanguageModelDev:
             ids, mask, targets = (torch.from_numpy(a).to(self.device) for a in (ids, mask, targets))
             with self.precision.autocast():
                 logits = model(input_ids=ids, attention_mask=mask).logits
-            if self.objective == "clm":
+            if self.lm_loss == "clm":
                 logits, targets = logits[:, :-1], torch.where(mask[:, 1:].bool(), targets[:, 1:], -100)
             total += float(F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                            ignore_index=-100, reduction="sum"))

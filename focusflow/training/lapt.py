@@ -34,11 +34,11 @@ from focusflow.models.model_type import source_is_decoder
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu
+from focusflow.training.lm_loss import LossModel, head_modules
 from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import MicroBatch, Prefetcher, make_micro_batch
 from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
-from focusflow.training.objective import LossModel, head_modules
 from focusflow.training.optimization import decay_groups
 
 log = logging.getLogger(__name__)
@@ -94,12 +94,12 @@ class LaptRun(TrainingRun):
     def _build_model(self) -> Trainable:
         spec = self.spec
         source = self.checkpoint if (self.checkpoint is not None and not spec.lora) else self.model_dir
-        model, objective = load_model(source, spec.attn_implementation, spec.dropout)
+        model, lm_loss = load_model(source, spec.attn_implementation, spec.dropout)
         limit = usable_positions(model.config)
         if limit is not None and spec.seq_len > limit:
             raise InputError(f"lapt.seq_len={spec.seq_len} exceeds the model's {limit} positions; lower it")
         require_vocabulary_fits(model, self.tokenizer, self.model_dir)
-        if objective == "mlm":
+        if lm_loss == "mlm":
             self.masker = Masker.for_tokenizer(self.tokenizer, spec.mlm_probability, spec.whole_word_masking, spec.seed)
         else:
             self.masker = None
@@ -109,11 +109,11 @@ class LaptRun(TrainingRun):
         self.stage1_steps = round(spec.embeddings_only_fraction * self.total_steps)
         model.to(self.dist.device)
         model.train()
-        loss_model = LossModel(model, objective, spec.masked_only_projection)
-        flops = flops_per_token(model, spec.seq_len, objective, loss_model.masked_only, spec.mlm_probability)
+        loss_model = LossModel(model, lm_loss, spec.masked_only_projection)
+        flops = flops_per_token(model, spec.seq_len, lm_loss, loss_model.masked_only, spec.mlm_probability)
         return Trainable(model, self.tokenizer, loss_model, parameters, decay_groups(parameters, spec.weight_decay),
                          (TrainingStage("embeddings", 0, head), TrainingStage("full", self.stage1_steps, full)),
-                         objective, flops)
+                         lm_loss, flops)
 
     # ---------------------------------------------------------------- LoRA
     def _add_lora(self, model: nn.Module, head: frozenset[int]) -> frozenset[int]:
@@ -213,7 +213,7 @@ class LaptRun(TrainingRun):
         steps_here = state["step"] - start_step
         speed = steps_here * spec.batch_size * spec.seq_len / train_time if train_time > 0 else None
         return {
-            "objective": trainable.objective, "steps": state["step"], "samples": state["samples"],
+            "objective": spec.objective, "lm_loss": trainable.loss, "steps": state["step"], "samples": state["samples"],
             "tokens": state["tokens"], "epochs": state["samples"] / len(self.train_data),
             "train_sequences": len(self.train_data), "train_corpus_tokens": self.train_meta["tokens"],
             **loss_summary(state["history"]),

@@ -22,13 +22,13 @@ LAPT_RESUMABLE_CHANGES = frozenset({"steps", "samples", "tokens", "minutes", "ch
 
 
 def load_model(folder: Path, attn_implementation: str, dropout: float | None = None) -> tuple[nn.Module, str]:
-    """The LM of an HF folder in float32 and its LAPT objective; a folder without the trained head its objective
-    needs is refused (:func:`require_head`): LAPT never starts from a random head. ``dropout`` (None: the model's
+    """The LM of an HF folder in float32 and the LM loss LAPT trains it with; a folder without the trained head that
+    loss needs is refused (:func:`require_head`): LAPT never starts from a random head. ``dropout`` (None: the model's
     own) replaces the model's hidden and attention dropout while it trains; its config keeps its own values, so the
     saved model fine-tunes as its source would."""
     require_weights(folder)
     info = describe_source(folder)
-    if info.objective is None:  # a bare encoder, from its config alone: refused before transformers loads (and warns)
+    if info.lm_loss is None:  # a bare encoder, from its config alone: refused before transformers loads (and warns)
         require_head(folder, info, ())
     auto = model_class(info, add_head=True)
     overrides = dropout_settings(folder, dropout)
@@ -48,7 +48,7 @@ def load_model(folder: Path, attn_implementation: str, dropout: float | None = N
         own = AutoConfig.from_pretrained(folder)
         for name in overrides:
             setattr(model.config, name, getattr(own, name))
-    return model, info.training_objective
+    return model, info.trained_lm_loss
 
 
 # a config's dropout probabilities of the body (not a task head's: those come with fine-tuning)
@@ -73,11 +73,11 @@ def require_head(folder: Path, info: Any, missing: Any, name: str | None = None)
     the head's): trained from random values, its first minutes undo what the initialization gave. ``name``: the
     model as the user gave it (default: the folder)."""
     absent = sorted(str(name) for name in missing)
-    if info.objective is not None and not absent:
+    if info.lm_loss is not None and not absent:
         return
-    what = (f"is a bare {info.architecture} without an {info.training_objective.upper()} head"
-            if info.objective is None
-            else f"lacks its {info.training_objective.upper()} head's weights ({', '.join(absent[:3])}"
+    what = (f"is a bare {info.architecture} without an {info.trained_lm_loss.upper()} head"
+            if info.lm_loss is None
+            else f"lacks its {info.trained_lm_loss.upper()} head's weights ({', '.join(absent[:3])}"
                  f"{f' and {len(absent) - 3} more' if len(absent) > 3 else ''})")
     raise InputError(f"model {name or folder} {what}: LAPT would start from a random head. Give its source a trained head "
                      "(focusflow source SOURCE --head-train CORPUS, as the flows' source stage does) and initialize "

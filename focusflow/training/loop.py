@@ -1,6 +1,6 @@
 """``TrainingRun``: the project's one training loop (budget, AdamW and schedule, trainable stages, precision,
 atomic checkpoints and bit-for-bit resume, held-out evaluation, progress, metrics, the final folder), the contract
-an objective fulfils to use it (:class:`TrainingObjective`) and what its model hands the loop (:class:`Trainable`).
+a recipe fulfils to use it (:class:`RunRecipe`) and what its model hands the loop (:class:`Trainable`).
 
 LAPT (``focusflow.training.lapt``, the distillation in ``training.distill``) and embedding alignment
 (``focusflow.training.align``) are its users; the short in-memory runs (``training.fit``) share its pieces. One
@@ -55,7 +55,7 @@ class TrainingStage:
 
 @dataclass
 class Trainable:
-    """What an objective's ``_build_model`` hands the loop: the whole of what it trains and how."""
+    """What a recipe's ``_build_model`` hands the loop: the whole of what it trains and how."""
 
     model: nn.Module  # the Hugging Face model being trained: saved with ``save_pretrained``
     tokenizer: Any  # saved beside it
@@ -63,7 +63,7 @@ class Trainable:
     parameters: list[nn.Parameter]  # every parameter the optimizer steps, in model order (clipped together)
     param_groups: list[dict[str, Any]]  # AdamW groups over ``parameters`` ("params", "weight_decay")
     stages: tuple[TrainingStage, ...]  # by ``first_step``; the first starts at step 0
-    objective: str  # "mlm", "clm", "align": recorded in checkpoints, the summary and the loss-curve title
+    loss: str  # what the loop minimizes ("mlm", "clm", "distill", "align"): in checkpoints and the loss-curve title
     flops_per_token: float | None = None  # training FLOPs per token, for MFU (None: not reported)
 
     def __post_init__(self) -> None:
@@ -75,9 +75,9 @@ class Trainable:
         return [stage for stage in self.stages if stage.first_step <= step][-1]
 
 
-class TrainingObjective:
-    """What a run trains, the contract between the loop (:class:`TrainingRun`) and an objective with its data
-    (LAPT's ``LaptRun``, the distillation's ``DistillRun``, align's ``AlignRun``). An objective supplies
+class RunRecipe:
+    """What a run trains, the contract between the loop (:class:`TrainingRun`) and a recipe: a loss with its data
+    (LAPT's ``LaptRun``, the distillation's ``DistillRun``, align's ``AlignRun``). A recipe supplies
 
     - ``_build_model() -> Trainable`` (called once the resume point is known: ``self.checkpoint``),
     - ``_step_batches(start_step)``: each optimizer step's micro-batches (each with ``predicted``, the loss's
@@ -94,7 +94,7 @@ class TrainingObjective:
     resumable_changes: frozenset[str] = frozenset({"steps", "checkpoint_every", "keep_last", "eval_every", "log_every"})
     time_limit_s: float | None = None  # stop once this much training time (over all sessions) is spent
     total_steps: int
-    # the measure a run keeps its best state by (lower is better; its start included), set by an objective whose own
+    # the measure a run keeps its best state by (lower is better; its start included), set by a recipe whose own
     # loss is only a proxy (align); None: the last state is the result
     selection: Callable[[], float] | None = None
     selection_name: str = ""
@@ -142,9 +142,9 @@ class TrainingObjective:
         """Read back what ``_write_checkpoint_extras`` wrote."""
 
 
-class TrainingRun(TrainingObjective):
+class TrainingRun(RunRecipe):
     """The loop: budget, AdamW and schedule, trainable stages, precision, checkpoints and resume, held-out
-    evaluation and keep-best, progress, metrics and the final folder, for the objective a subclass defines."""
+    evaluation and keep-best, progress, metrics and the final folder, for the recipe a subclass defines."""
 
     def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
                  progress: bool):
@@ -351,7 +351,7 @@ class TrainingRun(TrainingObjective):
 
     # ---------------------------------------------------------------- one step, also for callers that time steps
     def step_batches(self, start_step: int) -> Iterator[list[Any]]:
-        """Each optimizer step's micro-batches from ``start_step`` on (the objective's ``_step_batches``)."""
+        """Each optimizer step's micro-batches from ``start_step`` on (the recipe's ``_step_batches``)."""
         return self._step_batches(start_step)
 
     def step(self, step: int, micro_batches: list[Any]) -> tuple[float, float]:
@@ -389,7 +389,7 @@ class TrainingRun(TrainingObjective):
         if self.dist.main:
             with atomic_folder(self.out_dir / "final", replace=True) as staging, self.weights.full_precision():
                 self._write_hf_folder(staging)
-            write_run_record(self.out_dir, self.state["history"], summary, f"{self.name} ({self.trainable.objective})")
+            write_run_record(self.out_dir, self.state["history"], summary, f"{self.name} ({self.trainable.loss})")
         self.dist.barrier()
         return summary
 
@@ -423,7 +423,7 @@ def probe_compile(run: TrainingRun, micro_batches: list[Any], steps: int) -> Com
         with run.precision.autocast():
             return run._micro_loss(run.loss_model, batch)
 
-    signature = {"run": run.name, "objective": run.trainable.objective, "stage": run.stage,
+    signature = {"run": run.name, "loss": run.trainable.loss, "stage": run.stage,
                  "module": type(target).__name__,
                  "parameters": sum(p.numel() for p in target.parameters()),
                  "trainable": sum(p.numel() for p in run.trainable.parameters),
@@ -442,6 +442,6 @@ def trainer_state(run: TrainingRun) -> dict[str, Any]:
     state.update(run.best.to_record() if run.selection is not None else {})
     if run.dist.world_size == 1:  # a rank's own window: under DDP the first row after a resume is shorter
         state["window"] = dataclasses.asdict(run.window)
-    state.update(spec=run.spec.model_dump(mode="json"), objective=run.trainable.objective, stage=run.stage,
+    state.update(spec=run.spec.model_dump(mode="json"), loss=run.trainable.loss, stage=run.stage,
                  world_size=run.dist.world_size, weights_check=run.weights_check)
     return state

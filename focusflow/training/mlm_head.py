@@ -36,7 +36,7 @@ from focusflow.stopping import check_stop
 from focusflow.storage.atomic import atomic_folder
 from focusflow.tokenizer.source_record import read_source_record, write_source_record
 from focusflow.training.distributed import compute_device
-from focusflow.training.fit import Objective, fit
+from focusflow.training.fit import FitRecipe, fit
 from focusflow.training.optimization import Optimization
 from focusflow.training.schedules import WarmupSchedule
 
@@ -205,14 +205,14 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
                                    {"params": [candidate_bias], "weight_decay": 0.0}], lr=spec.lr)
     schedule = WarmupSchedule("cosine", max(1, int(spec.warmup_fraction * spec.steps)), spec.steps,
                               ramp="under").build(optimizer)
-    objective = Objective("MLM head training",
+    recipe = FitRecipe("MLM head training",
                           lambda step: loss_on(train[torch.randint(0, len(train), (spec.positions_per_step,),
                                                                    generator=generator)]),
                           validation_loss, snapshot, spec.lr, higher_is_better=False)
     started = time.perf_counter()
     transform.train()
     with ProgressBar("source: training the MLM head", spec.steps) as bar:
-        fitted = fit(objective, Optimization(optimizer, schedule), parameters, spec.steps, spec.eval_every,
+        fitted = fit(recipe, Optimization(optimizer, schedule), parameters, spec.steps, spec.eval_every,
                      evaluate_at_start=True, on_step=lambda step, loss, _: bar.update(step, float(loss)))
     history, best, best_step, best_state = fitted.history, fitted.best_score, fitted.best_step, fitted.best_state
     initial = history[0][1]
@@ -243,7 +243,7 @@ def prepare_source(spec: str, out_dir: str | os.PathLike[str], *, head_train: st
     folder = resolve_source(spec, cache_dir)
     info = describe_source(folder)
     out = Path(out_dir)
-    if info.objective is None and head_train is not None:
+    if info.lm_loss is None and head_train is not None:
         texts = read_documents(head_train, limit=max_head_documents)
         head_stats = train_mlm_head(folder, texts, MlmHeadSpec(**(head_spec or {})), out)
         return {**source_stats(out), "mlm_head": head_stats}

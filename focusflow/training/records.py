@@ -87,7 +87,9 @@ class LaptRecord(ModelRecord):
     """A finished LAPT run's summary (``TrainingRun``'s) and, for a minutes budget, its plan."""
 
     stages = ("lapt",)
-    objective: str | None = None
+    objective: str | None = None  # lapt.objective: mlm, distill, mlm+distill (before 29 Nov 2026 an MLM run wrote
+    #  its LM loss here: mlm or clm)
+    lm_loss: str | None = None  # the loss the model's head supports: mlm or clm
     steps: int | None = None
     tokens: int | None = None
     initial_heldout_loss: float | None = None

@@ -85,7 +85,7 @@ def test_an_encoder_gets_no_continuations(tmp_path):
     write_texts(tmp_path / "heldout.jsonl", sample_texts(80, seed=21))
     build_reference(source, tmp_path / "heldout.jsonl", tmp_path / "reference", max_sentences=30)
     metrics = evaluate_against_reference(source, tmp_path / "reference", tmp_path / "out")
-    assert metrics["objective"] == "mlm" and "continuations" not in metrics
+    assert metrics["lm_loss"] == "mlm" and "continuations" not in metrics
     assert "continuations" not in json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
 
 

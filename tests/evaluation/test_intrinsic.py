@@ -208,7 +208,7 @@ def test_a_reference_gives_the_same_metrics_as_evaluating_against_the_source(tmp
     dev = json.loads((tmp_path / "reference" / "dev_sentences.json").read_text())
     assert dev and metrics == evaluate_model(target, source, sentences, dev_sentences=dev)
     assert metrics["dev_sentences"] == len(dev) and metrics["dev_bits_per_byte"] > 0, "an encoder is scored there too"
-    assert metrics["n_sentences"] == 30 and metrics["objective"] == "mlm" and metrics["unigram_source"] == "heldout"
+    assert metrics["n_sentences"] == 30 and metrics["lm_loss"] == "mlm" and metrics["unigram_source"] == "heldout"
 
 
 def test_the_source_evaluated_against_its_own_reference_is_faithful(tmp_path):

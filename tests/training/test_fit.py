@@ -1,5 +1,5 @@
 """``fit``, the loop of the in-memory runs (fine-tuning, the MLM head): the best evaluation's state is kept, a
-non-finite loss stops the run with the objective's name, and every step goes through ``Optimization``."""
+non-finite loss stops the run with the recipe's name, and every step goes through ``Optimization``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from focusflow.errors import TrainingDivergedError
-from focusflow.training.fit import Objective, fit
+from focusflow.training.fit import FitRecipe, fit
 from focusflow.training.optimization import Optimization
 
 
@@ -20,10 +20,10 @@ def _setup(lr: float = 0.1):
 def test_a_lower_is_better_run_keeps_the_state_of_its_lowest_evaluation_step_zero_included():
     weight, optimization = _setup()
     scores = iter([5.0, 3.0, 4.0, 6.0])
-    objective = Objective("toy", lambda step: ((weight - 1.0) ** 2).sum(), lambda: next(scores),
+    recipe = FitRecipe("toy", lambda step: ((weight - 1.0) ** 2).sum(), lambda: next(scores),
                           lambda: {"w": weight.detach().clone()}, lr=0.1, higher_is_better=False)
     seen: list[tuple[int, float | None]] = []
-    result = fit(objective, optimization, [weight], total_steps=6, eval_every=2, evaluate_at_start=True,
+    result = fit(recipe, optimization, [weight], total_steps=6, eval_every=2, evaluate_at_start=True,
                  on_step=lambda step, loss, last: seen.append((step, last)))
     assert [step for step, _ in result.history] == [0, 2, 4, 6]
     assert (result.best_step, result.best_score) == (2, 3.0)
@@ -31,37 +31,37 @@ def test_a_lower_is_better_run_keeps_the_state_of_its_lowest_evaluation_step_zer
     assert seen == [(1, 5.0), (2, 3.0), (3, 3.0), (4, 4.0), (5, 4.0), (6, 6.0)]
 
 
-def test_a_non_finite_loss_stops_the_run_in_one_line_naming_the_objective():
+def test_a_non_finite_loss_stops_the_run_in_one_line_naming_the_run():
     weight, optimization = _setup()
-    objective = Objective("fine-tuning", lambda step: weight.sum() * (float("inf") if step == 3 else 1.0),
+    recipe = FitRecipe("fine-tuning", lambda step: weight.sum() * (float("inf") if step == 3 else 1.0),
                           lambda: 0.0, dict, lr=0.1)
     with pytest.raises(TrainingDivergedError, match=r"fine-tuning diverged at step 3/5: .* lower the learning rate"):
-        fit(objective, optimization, [weight], total_steps=5, eval_every=5)
+        fit(recipe, optimization, [weight], total_steps=5, eval_every=5)
 
 
 def test_weights_that_end_non_finite_are_an_error_not_a_result():
     weight, optimization = _setup(lr=float("inf"))
-    objective = Objective("MLM head training", lambda step: weight.sum(), lambda: 0.0, dict, lr=float("inf"))
+    recipe = FitRecipe("MLM head training", lambda step: weight.sum(), lambda: 0.0, dict, lr=float("inf"))
     with pytest.raises(TrainingDivergedError, match="MLM head training diverged: the weights hold non-finite values"):
-        fit(objective, optimization, [weight], total_steps=1, eval_every=1)
+        fit(recipe, optimization, [weight], total_steps=1, eval_every=1)
 
 
 def test_a_run_evaluated_at_start_keeps_its_starting_state_even_when_no_score_is_a_number():
     weight, optimization = _setup()
-    objective = Objective("toy", lambda step: weight.sum(), lambda: float("nan"), lambda: {"w": weight.detach().clone()},
+    recipe = FitRecipe("toy", lambda step: weight.sum(), lambda: float("nan"), lambda: {"w": weight.detach().clone()},
                           lr=0.1, higher_is_better=False)
-    result = fit(objective, optimization, [weight], total_steps=2, eval_every=1, evaluate_at_start=True)
+    result = fit(recipe, optimization, [weight], total_steps=2, eval_every=1, evaluate_at_start=True)
     assert result.best_step == 0 and torch.equal(result.best_state["w"], torch.zeros(3))
 
 
 def test_patience_stops_a_run_once_its_dev_score_stopped_rising():
     weight, optimization = _setup()
     scores = iter([0.3, 0.5, 0.6, 0.55, 0.6, 0.58, 0.7, 0.9])
-    objective = Objective("fine-tuning", lambda step: weight.sum(), lambda: next(scores), dict, lr=0.1)
-    result = fit(objective, optimization, [weight], total_steps=16, eval_every=2, patience=3)
+    recipe = FitRecipe("fine-tuning", lambda step: weight.sum(), lambda: next(scores), dict, lr=0.1)
+    result = fit(recipe, optimization, [weight], total_steps=16, eval_every=2, patience=3)
     assert [step for step, _ in result.history] == [2, 4, 6, 8, 10, 12]  # 0.6 at step 6, then three without a new best
     assert (result.best_step, result.best_score, result.steps) == (6, 0.6, 12)
-    unlimited = fit(Objective("fine-tuning", lambda step: weight.sum(), lambda: 1.0, dict, lr=0.1), optimization,
+    unlimited = fit(FitRecipe("fine-tuning", lambda step: weight.sum(), lambda: 1.0, dict, lr=0.1), optimization,
                     [weight], total_steps=16, eval_every=2)
     assert unlimited.steps == 16 and len(unlimited.history) == 8
 

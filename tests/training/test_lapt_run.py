@@ -41,7 +41,7 @@ def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_
     out = tmp_path / "run"
     summary = run_lapt(tiny_dirs(family), *lapt_corpus, small_spec(keep_last=1), out,
                        on_checkpoint=lambda folder, step, metrics: calls.append((folder, step, dict(metrics))))
-    assert summary["objective"] == ("mlm" if family == "xlmr" else "clm")
+    assert summary["lm_loss"] == ("mlm" if family == "xlmr" else "clm") and summary["objective"] == "mlm"
     assert summary["steps"] == 16 and summary["tokens"] == 16 * 16 * 64
     assert not summary["compile"]["compiled"] and "too short" in summary["compile"]["reason"], "compile: auto"
     assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] - 0.3, summary
@@ -149,7 +149,7 @@ def test_auto_takes_the_objective_of_the_models_family(tiny_dirs, lapt_corpus, t
     """A library call's ``objective: auto``: a decoder trains its causal LM; an encoder distills, so without its
     source it is refused, saying what to give."""
     summary = run_lapt(tiny_dirs("gpt2"), *lapt_corpus, small_spec(steps=2, objective="auto"), tmp_path / "decoder")
-    assert summary["objective"] == "clm" and summary["steps"] == 2
+    assert summary["lm_loss"] == "clm" and summary["objective"] == "mlm" and summary["steps"] == 2
     with pytest.raises(ValueError, match=r"objective=distill \(auto: an encoder distills\).*--source.*objective=mlm"):
         run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=2, objective="auto"), tmp_path / "encoder")
 

@@ -13,7 +13,7 @@ from focusflow.corpus.io import read_texts
 from focusflow.models.lm_stats import IGNORE_INDEX, Masker, word_start_table
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu, peak_flops
-from focusflow.training.objective import LossModel
+from focusflow.training.lm_loss import LossModel
 
 
 def test_pretokenize_concatenates_documents_with_separators_and_reuses_the_file(tiny_dirs, lapt_corpus, tmp_path):

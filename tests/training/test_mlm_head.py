@@ -47,7 +47,7 @@ def save_bare_encoder(folder: Path) -> Path:
 def test_head_loads_ties_and_beats_unigram(bare_encoder, tmp_path):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
-    assert describe_source(bare_encoder).objective is None
+    assert describe_source(bare_encoder).lm_loss is None
     train, heldout = repeated_word_texts(600, 1), repeated_word_texts(80, 2)
     spec = MlmHeadSpec(steps=300, positions_per_step=128, feature_sequences=256, seq_len=32, lr=1e-2)
     stats = train_mlm_head(bare_encoder, train, spec, tmp_path / "head")
@@ -55,7 +55,7 @@ def test_head_loads_ties_and_beats_unigram(bare_encoder, tmp_path):
 
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "head")
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "head")
-    assert describe_source(tmp_path / "head").objective == "mlm"
+    assert describe_source(tmp_path / "head").lm_loss == "mlm"
     source = AutoModel.from_pretrained(bare_encoder)
     source_state = source.state_dict()
     for name, value in model.bert.state_dict().items():
@@ -86,9 +86,9 @@ def test_prepare_source_trains_a_head_only_for_bare_encoders(bare_encoder, tmp_p
     stats = prepare_source(str(bare_encoder), tmp_path / "with-head", head_train=corpus,
                            head_spec={"steps": 5, "feature_sequences": 16, "seq_len": 32, "positions_per_step": 32})
     assert stats["architecture"] == "BertForMaskedLM" and stats["mlm_head"]["steps"] == 5
-    assert describe_source(tmp_path / "with-head").objective == "mlm"
+    assert describe_source(tmp_path / "with-head").lm_loss == "mlm"
     copied = prepare_source(str(bare_encoder), tmp_path / "bare-copy")
-    assert copied["objective"] is None and (tmp_path / "bare-copy" / "model.safetensors").is_file()
+    assert copied["lm_loss"] is None and (tmp_path / "bare-copy" / "model.safetensors").is_file()
 
 
 def test_bf16_head_training_keeps_float32_weights_and_still_learns(bare_encoder, tmp_path):

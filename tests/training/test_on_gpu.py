@@ -29,7 +29,7 @@ def _spec(**changes) -> LaptSpec:
 def test_lapt_trains_on_the_gpu_in_bf16_and_keeps_float32_weights(tiny_dirs, lapt_corpus, tmp_path, family, objective,
                                                                    trained):
     summary = run_lapt(tiny_dirs(family), *lapt_corpus, _spec(objective=objective), tmp_path / "run")
-    assert summary["objective"] == trained and summary["precision"] == "bfloat16"
+    assert summary["lm_loss"] == trained and summary["precision"] == "bfloat16"
     assert summary["peak_gpu_memory_bytes"] > 0 and summary["final_heldout_loss"] < summary["initial_heldout_loss"]
     assert all(t.dtype == torch.float32 for t in load_file(tmp_path / "run" / "final" / "model.safetensors").values())
 

@@ -29,7 +29,7 @@ from focusflow.training.compile_probe import (
     uncompile,
 )
 from focusflow.training.embedding_rows import train_used_rows
-from focusflow.training.fit import Objective, fit
+from focusflow.training.fit import FitRecipe, fit
 from focusflow.training.flops import body_flops_per_token, mfu, peak_flops
 from focusflow.training.optimization import Optimization, decay_groups
 from focusflow.training.schedules import WarmupSchedule
@@ -230,13 +230,13 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
             on_progress(step, total_steps, last_dev)
 
     result.compile = _compile(model, spec, train_features, pad_id, precision, total_steps)
-    objective = Objective("fine-tuning", loss, evaluate, lambda: {k: v.detach().clone()
+    recipe = FitRecipe("fine-tuning", loss, evaluate, lambda: {k: v.detach().clone()
                                                                    for k, v in model.state_dict().items()}, spec.lr)
     optimization = Optimization(optimizer, scheduler, torch.amp.GradScaler(device.type)
                                 if precision.needs_scaler else None, spec.max_grad_norm)
     model.train()
     try:
-        fitted = fit(objective, optimization, list(model.parameters()), total_steps, eval_every,
+        fitted = fit(recipe, optimization, list(model.parameters()), total_steps, eval_every,
                      patience=spec.patience, on_step=logged)
     finally:  # the caller's model runs eager again (its test predictions, a later fine-tuning), failed or not
         if result.compile.compiled:

@@ -1,4 +1,4 @@
-"""Training objectives as one module: MLM with the vocabulary projection computed only at masked
+"""The language-model losses LAPT trains, as one module: MLM with the vocabulary projection computed only at masked
 positions, or causal LM. Returns the summed loss and the number of predicted tokens, so that
 gradient accumulation and DDP can normalize by the whole effective batch.
 
@@ -39,21 +39,21 @@ class LossModel(nn.Module):
     are the inputs shifted by one). Sequences are packed, so there is no padding and no attention mask.
     """
 
-    def __init__(self, model: nn.Module, objective: str, masked_only: bool = True):
+    def __init__(self, model: nn.Module, lm_loss: str, masked_only: bool = True):
         super().__init__()
         self.model = model
-        self.objective = objective
+        self.lm_loss = lm_loss
         self.body = model.base_model
-        self.head = lm_head(model) if objective == "mlm" else model.get_output_embeddings()
+        self.head = lm_head(model) if lm_loss == "mlm" else model.get_output_embeddings()
         self.masked_only = masked_only and self.head is not None
-        if objective == "mlm" and masked_only and self.head is None:
+        if lm_loss == "mlm" and masked_only and self.head is None:
             log.warning("no row-wise MLM head found on %s: projecting every position", type(model).__name__)
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``positions`` (optional): flat indices of the labelled tokens, computed by the loader so the
         accelerator never waits on a data-dependent ``nonzero``."""
-        if self.objective == "clm":
+        if self.lm_loss == "clm":
             hidden = self.body(input_ids=input_ids).last_hidden_state[:, :-1]
             logits = self.head(hidden)
             targets = input_ids[:, 1:]
