@@ -14,6 +14,7 @@ from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.family_defaults import with_family_defaults
 from focusflow.pipeline.lapt_stage import budget_key_params, planned_input, write_plan
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
+from focusflow.training.records import BudgetRecord, ModelRecord
 
 
 class AlignSettings(StageSettings):
@@ -60,7 +61,8 @@ def _align(run: StageRun) -> Mapping[str, Any]:
 # version 2: the best state by the language model's dev loss is kept, the start included (align.keep_best)
 ALIGN = register(Stage("align", 2, ("model", "source", "split"), _align,
                       "align the new embedding rows to the source model's word-pooled hidden states", uses_model=True,
-                      optional=("budget",), work=("align.tokens", "tokens"), work_folder=True, settings=AlignSettings))
+                      optional=("budget",), work=("align.tokens", "tokens"), work_folder=True, settings=AlignSettings,
+                      record=ModelRecord))
 
 
 def _align_budget(run: StageRun) -> Mapping[str, Any]:
@@ -79,4 +81,4 @@ ALIGN_BUDGET_STAGE = "align-budget"
 ALIGN_BUDGET = register(Stage(ALIGN_BUDGET_STAGE, 1, ("model", "source", "split"), _align_budget,
                              "an align minutes budget fixed as a step count, timed on the machine that trains",
                              key_params=budget_key_params, uses_model=True, settings=AlignSettings,
-                             hints=RunHints(timeout_s=3600, gpu=True)))
+                             hints=RunHints(timeout_s=3600, gpu=True), record=BudgetRecord))

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from focusflow.config import CleaningSpec, CorpusSpec, PipelineConfig
+from focusflow.corpus.record import CorpusRecord
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
 
 
@@ -30,4 +31,4 @@ def _corpus(run: StageRun) -> Mapping[str, Any]:
 # so its timeout reports one (Prefect cannot interrupt a blocking call in a worker thread)
 CORPUS = register(Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus",
                          work=("bytes", "bytes"), settings=CorpusSettings,
-                         hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=6 * 3600)))
+                         hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=6 * 3600), record=CorpusRecord))

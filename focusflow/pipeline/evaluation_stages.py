@@ -19,7 +19,7 @@ from focusflow.config import EvalSpec, PipelineConfig
 from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import RESULTS_FILE, RUNS_FILE, score_text
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
-from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReadingRecord, ReportInput
+from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReadingRecord, ReportInput, ReportRecord
 from focusflow.methods import lapt_objective, model_label, model_stage, read_model_label
 from focusflow.pipeline.product import (
     SOURCE,
@@ -364,6 +364,7 @@ class ReportSettings(StageSettings):
 DOWNSTREAM = register(Stage(DOWNSTREAM_STAGE, DOWNSTREAM_VERSION, ("model",), _downstream,
                             "fine-tune and test on NER/NLI/QA/classification tasks over seeds",
                             key_params=_downstream_key, uses_model=True, settings=DownstreamStageSettings,
-                            hints=RunHints(timeout_s=48 * 3600, gpu=True)))
+                            hints=RunHints(timeout_s=48 * 3600, gpu=True), record=DownstreamRecord))
 REPORT = register(Stage(REPORT_STAGE, REPORT_VERSION, None, _report,
-                        "the run report: method comparison, chart, downstream table", settings=ReportSettings))
+                        "the run report: method comparison, chart, downstream table", settings=ReportSettings,
+                        record=ReportRecord))

@@ -8,6 +8,7 @@ from typing import Any
 
 from focusflow.config import FastTextSpec
 from focusflow.corpus.split import SplitOutput
+from focusflow.embeddings.record import FastTextRecord
 from focusflow.pipeline.registry import SectionSettings, Stage, StageRun, register
 
 
@@ -23,4 +24,4 @@ def _fasttext(run: StageRun) -> Mapping[str, Any]:
 
 
 FASTTEXT = register(Stage("fasttext", 3, ("tokenizer", "split"), _fasttext, "token-level auxiliary embeddings",
-                           work=("tokens", "tokens"), settings=FastTextSettings))
+                           work=("tokens", "tokens"), settings=FastTextSettings, record=FastTextRecord))

@@ -14,6 +14,7 @@ from focusflow.embeddings.modes import EXTEND_RULE
 from focusflow.embeddings.reading import READING_RULE
 from focusflow.pipeline.family_defaults import is_decoder_source
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
+from focusflow.training.records import ModelRecord
 
 
 class InitSettings(StageSettings):
@@ -73,4 +74,4 @@ def _init(run: StageRun) -> Mapping[str, Any]:
 
 INIT = register(Stage("init", 1, ("source",), _init, "embedding initialization",
                       optional=("tokenizer", "fasttext", "split", "wechsel"), uses_model=True,
-                      work=("target_vocab_size", "rows"), settings=InitSettings))
+                      work=("target_vocab_size", "rows"), settings=InitSettings, record=ModelRecord))

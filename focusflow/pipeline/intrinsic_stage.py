@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from focusflow.evaluation.records import IntrinsicRecord
 from focusflow.pipeline.reference_stage import HeldoutSettings
 from focusflow.pipeline.registry import Stage, StageRun, register
 
@@ -26,4 +27,4 @@ def _intrinsic(run: StageRun) -> Mapping[str, Any]:
 INTRINSIC = register(Stage("intrinsic", 6, ("model", "reference"), _intrinsic,
                            "held-out LM loss and fidelity against a reference; a decoder's continuations",
                            uses_model=True,
-                           work=("n_sentences", "sentences"), settings=HeldoutSettings))
+                           work=("n_sentences", "sentences"), settings=HeldoutSettings, record=IntrinsicRecord))

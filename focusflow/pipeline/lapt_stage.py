@@ -28,7 +28,7 @@ from focusflow.storage import Artifact, ArtifactStore, CorruptArtifactError
 from focusflow.storage.atomic import atomic_folder, atomic_write
 from focusflow.storage.work_folders import default_work_root
 from focusflow.training.lapt_budget import planned_spec
-from focusflow.training.records import BudgetPlan, CheckpointRecord
+from focusflow.training.records import BudgetPlan, BudgetRecord, CheckpointRecord, LaptRecord
 from focusflow.training.work import store_finished_run
 
 log = logging.getLogger(__name__)
@@ -246,10 +246,10 @@ def _lapt_budget(run: StageRun) -> dict[str, Any]:
 LAPT_BUDGET = register(Stage(BUDGET_STAGE, 2, ("model", "split"), _lapt_budget,
                              "a LAPT minutes budget fixed as a step count, timed on the machine that trains",
                              optional=("source",), key_params=budget_key_params, uses_model=True,
-                             settings=LaptBudgetSettings, hints=RunHints(timeout_s=3600, gpu=True)))
+                             settings=LaptBudgetSettings, hints=RunHints(timeout_s=3600, gpu=True), record=BudgetRecord))
 
 
 LAPT = register(Stage(LAPT_STAGE, LAPT_VERSION, ("model", "split"), _lapt, optional=("budget", "source", "teacher"),
                       description="language-adaptive pretraining, resumable, every checkpoint stored", uses_model=True,
                       work=("tokens", "tokens"), work_folder=True, settings=LaptSettings, key_params=lapt_key_params,
-                      hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True)))
+                      hints=RunHints(timeout_s=72 * 3600, gpu=True, checkpoints=True), record=LaptRecord))

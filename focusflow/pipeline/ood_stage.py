@@ -77,4 +77,5 @@ class OodRecord(StageRecord):
 
 # version 2: the record says where the text came from (a user's file or the tasks' test sentences)
 OOD = register(Stage(OOD_STAGE, 2, (), _ood, "text of the language from another domain (the evaluation tasks' test "
-                     "sentences, or evaluation.ood_text): every model is scored on it too", settings=OodSettings))
+                     "sentences, or evaluation.ood_text): every model is scored on it too", settings=OodSettings,
+                     record=OodRecord))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.pipeline.run_plan import RunPlan
+from focusflow.publish.record import PublishRecord
 from focusflow.storage import Artifact, ArtifactStore
 
 if TYPE_CHECKING:
@@ -118,4 +119,4 @@ def _publish(run: StageRun) -> dict[str, Any]:
 
 PUBLISH = register(Stage(PUBLISH_STAGE, PUBLISH_VERSION, ("model",), _publish,
                          "the Hub repository of a model (card from stored results), pushed when asked",
-                         optional=RESULT_INPUTS, settings=PublishSettings))
+                         optional=RESULT_INPUTS, settings=PublishSettings, record=PublishRecord))

@@ -11,6 +11,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from focusflow.config import PipelineConfig
+from focusflow.evaluation.records import ReadingRecord
 from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 from focusflow.storage.atomic import atomic_write
 
@@ -53,4 +54,4 @@ def _reading(run: StageRun) -> Mapping[str, Any]:
 
 READING = register(Stage(READING_STAGE, 1, ("source", "model"), _reading,
                          "how much of the evaluation tasks' text a pruned or extended vocabulary cuts as the source "
-                         "does (tokenizers only)", settings=ReadingSettings))
+                         "does (tokenizers only)", settings=ReadingSettings, record=ReadingRecord))

@@ -24,6 +24,7 @@ from focusflow.errors import FocusflowError, InputError
 from focusflow.logs import STAGE_LOGGER
 from focusflow.stopping import check_stop, stoppable
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
+from focusflow.storage.records import StageRecord
 from focusflow.storage.work_folders import Holder, claim, default_work_root
 
 if TYPE_CHECKING:
@@ -158,7 +159,9 @@ class Stage:
 
     ``inputs`` are required input names, ``optional`` may be given; ``inputs=None`` accepts any names
     (the report reads whatever it is given). ``settings`` parses the parameters into the typed value
-    the build reads (``run.settings``); ``hints`` say how a runner should run it.
+    the build reads (``run.settings``); ``record`` is its output's type, what its build records (the manifest's
+    metadata, read back with ``record.of(artifact)``), checked before the artifact is committed; ``hints`` say how a
+    runner should run it.
     """
 
     name: str
@@ -172,6 +175,7 @@ class Stage:
     work: tuple[str, str] | None = None  # (metadata key, unit) of the work done: the report's throughput column
     work_folder: bool = False  # keeps resumable work in ``<work root>/<stage>/<key>`` (``StageRun.work``)
     settings: type[StageSettings] | None = None
+    record: type[StageRecord] = StageRecord
     hints: RunHints = RunHints()
 
     def parse(self, params: Mapping[str, Any]) -> Any:
@@ -184,6 +188,24 @@ class Stage:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'parameters'}: {e['msg']}"
                                  for e in exc.errors())
             raise StageSettingsError(f"stage {self.name}: invalid parameters ({problems})") from None
+
+
+    def recorded(self, metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The build's metadata once it reads as the stage's record: a build that records a field of another type
+        fails here, before its artifact is committed, not in the reader that trips over it later."""
+        if metadata is None:
+            return None
+        try:
+            self.record.model_validate(dict(metadata))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3])
+            raise StageOutputError(f"stage {self.name}: its build recorded metadata that is not a "
+                                   f"{self.record.__name__} ({problems}); nothing was stored") from None
+        return metadata
+
+
+class StageOutputError(FocusflowError, RuntimeError):
+    """A build's output is not its stage's record: a defect of the build (printed in one line; no retry mends it)."""
 
 
 class StageInputError(FocusflowError, ValueError):
@@ -298,7 +320,7 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
                        key=key, store=store, language=language, on_checkpoint=on_checkpoint, progress=progress,
                        after_commit=after_commit, settings=settings, work=work if spec.work_folder else None)
         with stoppable(name):  # past the grace period, a stop interrupts the build where it is
-            return spec.build(run)
+            return spec.recorded(spec.build(run))
 
     def build_or_get() -> Artifact:
         found = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,

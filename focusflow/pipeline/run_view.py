@@ -15,7 +15,7 @@ from typing import Any
 
 from focusflow.config import PipelineConfig
 from focusflow.models.model_type import source_is_decoder
-from focusflow.pipeline.registry import STAGES, stage_key
+from focusflow.pipeline.registry import STAGES, get_stage, stage_key
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
 
 STORED, TO_BUILD, AFTER_INPUTS = "stored", "to build", "after its inputs"
@@ -30,6 +30,7 @@ class PlannedCall:
     inputs: dict[str, str]  # input name → the call that produces it (``stage[label]``)
     status: str
     key: str | None = None
+    output: str = ""  # what it makes: its stage's record (``Stage.record``), which its readers read
 
     @property
     def name(self) -> str:
@@ -91,12 +92,12 @@ class RunView:
         counts = self.counts()
         lines = [f"# focusflow plan: {self.language}", "", "| | |", "| --- | --- |", *rows, "",
                  f"**{len(self.calls)} stage calls**: {counts[STORED]} stored, {counts[TO_BUILD]} to build now, "
-                 f"{counts[AFTER_INPUTS]} after their inputs.", "", "| stage call | status | inputs | key |",
-                 "| --- | --- | --- | --- |"]
+                 f"{counts[AFTER_INPUTS]} after their inputs.", "", "| stage call | status | inputs | output | key |",
+                 "| --- | --- | --- | --- | --- |"]
         for call in self.calls:
             key = f"`{call.stage}/{shorten_key(call.key)}`" if call.key else ""
             inputs = ", ".join(f"{name} ← {source}" for name, source in call.inputs.items())
-            lines.append(f"| {call.name} | {call.status} | {inputs.replace('|', '&#124;')} | {key} |")
+            lines.append(f"| {call.name} | {call.status} | {inputs.replace('|', '&#124;')} | {call.output} | {key} |")
         return "\n".join(lines) + "\n"
 
 
@@ -111,11 +112,12 @@ class _Planner:
         given = {name: value.result() if hasattr(value, "result") else value for name, value in (inputs or {}).items()}
         sources = {name: value.name if isinstance(value, _Pending) else f"{value.stage}/{shorten_key(value.key)}"
                    for name, value in given.items()}
-        call = PlannedCall(self.stage, label or "", sources, AFTER_INPUTS)
+        output = get_stage(self.stage).record.__name__
+        call = PlannedCall(self.stage, label or "", sources, AFTER_INPUTS, output=output)
         if not any(isinstance(value, _Pending) for value in given.values()):
             key = stage_key(self.store, self.stage, params, given)
             found = self.store.find(self.stage, key)
-            call = PlannedCall(self.stage, label or "", sources, STORED if found is not None else TO_BUILD, key)
+            call = PlannedCall(self.stage, label or "", sources, STORED if found is not None else TO_BUILD, key, output)
             self.calls.append(call)
             if found is not None:
                 return found

@@ -12,6 +12,7 @@ from pydantic import Field
 from focusflow.config import PipelineConfig
 from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
+from focusflow.training.records import SourceRecord
 
 
 class SourceSettings(StageSettings):
@@ -52,4 +53,4 @@ def _source(run: StageRun) -> Mapping[str, Any]:
 SOURCE = register(Stage("source", 1, (), _source,
                         "source model folder; an MLM head is trained on the train split when it has none",
                         optional=("split",), uses_model=True, settings=SourceSettings,
-                        hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=3 * 3600)))
+                        hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=3 * 3600), record=SourceRecord))

@@ -8,6 +8,7 @@ from typing import Any
 from focusflow.config import TokenizerSpec
 from focusflow.corpus.split import SplitOutput
 from focusflow.pipeline.registry import SectionSettings, Stage, StageRun, register
+from focusflow.tokenizer.record import TokenizerRecord
 
 
 class TokenizerSettings(SectionSettings):
@@ -26,4 +27,5 @@ def _tokenizer(run: StageRun) -> Mapping[str, Any]:
 
 
 TOKENIZER = register(Stage("tokenizer", 2, ("split",), _tokenizer, "language tokenizer from the train split",
-                           optional=("source",), work=("training_chars", "chars"), settings=TokenizerSettings))
+                           optional=("source",), work=("training_chars", "chars"), settings=TokenizerSettings,
+                           record=TokenizerRecord))

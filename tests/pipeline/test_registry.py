@@ -258,3 +258,47 @@ def test_every_registered_stage_has_its_task_and_its_in_process_caller():
     assert set(STAGE_TASKS) == set(local_tasks()) == set(STAGES)
     for name, spec in STAGES.items():
         assert STAGE_TASKS[name].retries == spec.hints.retries and f"stage:{name}" in STAGE_TASKS[name].tags
+
+
+def test_every_stage_names_the_record_its_readers_read():
+    """A stage's row names its output type, and it is the record its readers validate: every record class that
+    names a registered stage is that stage's record or one it extends (``LaptRecord`` extends ``ModelRecord``)."""
+    from focusflow.storage.records import StageRecord
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    for name, spec in STAGES.items():
+        assert spec.record is StageRecord or name in spec.record.stages, f"{name}: {spec.record.__name__}"
+    for record in subclasses(StageRecord):
+        for name in set(record.stages) & set(STAGES):
+            assert issubclass(STAGES[name].record, record), f"{name} records {STAGES[name].record.__name__}, " \
+                                                            f"its readers read {record.__name__}"
+
+
+def test_a_build_whose_metadata_is_not_its_record_stores_nothing(tmp_path):
+    """The output port is checked at the build's end: a field of another type is one error naming the stage and
+    the field, and nothing is committed (the stage runs again once mended)."""
+    from focusflow.pipeline import Stage
+    from focusflow.pipeline.registry import StageOutputError, StageSettings
+    from focusflow.storage.records import StageRecord
+
+    class Counted(StageRecord):
+        stages = ("counted",)
+        documents: int | None = None
+
+    recorded = {"documents": "many"}
+
+    def build(run):
+        (run.out / "data.txt").write_text("x", encoding="utf-8")
+        return dict(recorded)
+
+    stage = Stage("counted", 1, (), build, settings=StageSettings, record=Counted)
+    store = ArtifactStore(tmp_path / "store")
+    with pytest.raises(StageOutputError, match=r"stage counted: .* not a Counted \(documents: "):
+        run_stage(store, stage, {})
+    assert store.find("counted", stage_key(store, stage, {})) is None
+    recorded["documents"] = 3
+    assert Counted.of(run_stage(store, stage, {})).documents == 3

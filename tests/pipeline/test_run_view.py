@@ -38,6 +38,8 @@ def test_a_plan_walks_the_run_without_building_and_follows_the_store(tmp_path):
     assert "teacher[prune+extend]" in names and "lapt-budget[prune+extend]" in names and "lapt[prune+extend]" in names
     assert view.models["may be the product"] == ["focus+distill", "prune+extend+distill", "prune", "prune+extend"]
     assert view.lapt["objective"] == "distill"
+    outputs = {call.stage: call.output for call in view.calls}
+    assert (outputs["corpus"], outputs["lapt"], outputs["split"]) == ("CorpusRecord", "LaptRecord", "StageRecord")
     assert "threads: another thread count plans and trains again" in view.lapt["budget"], view.lapt["budget"]
     assert not list((tmp_path / "store").glob("*/*")), "planning built nothing"
     corpus = run_stage(store, "corpus", params_for("corpus", cfg), language="sw")
@@ -74,7 +76,7 @@ def test_the_plan_as_markdown_names_every_call_with_its_inputs_for_the_prefect_u
     assert markdown.startswith("# focusflow plan: sw")
     assert "| may be the product | focus+distill, prune+extend+distill, prune, prune+extend |" in markdown
     assert "| lapt[prune+extend] | after its inputs |" in markdown
-    assert f"| corpus | to build |  | `corpus/{view.calls[0].key[:12]}" in markdown
+    assert f"| corpus | to build |  | CorpusRecord | `corpus/{view.calls[0].key[:12]}" in markdown
     assert "dataset ← split" in markdown or "split ← split" in markdown, "an input and the call that makes it"
     tables = 2 + len(view.models) + 2 + 2  # the models table (header, models, LAPT, tasks), the calls header
     assert markdown.count("\n| ") == tables + len(view.calls), "one row per call"
