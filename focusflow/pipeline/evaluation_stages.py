@@ -59,7 +59,8 @@ REPORT_STAGE, REPORT_VERSION = "report", 6
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")
 _NOT_IN_KEY = ("data_root", "heldout_sentences", "threads", "ood_text", "compile")
-_DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".parquet"}
+# "": WikiANN's original files are named train, dev and test
+_DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".iob2", ".bio", ".parquet", ""}
 
 # Floats read back exactly as written: pandas 3 does it by default (and deprecates asking), pandas 2 when asked.
 _EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
@@ -101,7 +102,18 @@ def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
     settings = {k: v for k, v in evaluation.items()
                 if k not in _NOT_IN_KEY and not (k in _KEY_WHEN_SET and v is None)}
     return {"evaluation": settings, "data": data_fingerprint(evaluation.get("tasks") or [], evaluation.get("data_root")),
-            "name": params.get("name", "model"), **_preset_values(evaluation)}
+            "name": params.get("name", "model"), **_preset_values(evaluation), **_kind_versions(evaluation)}
+
+
+def _kind_versions(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """A task kind's own run version (``runner.KIND_RUN_VERSIONS``), in the key of results that hold such a task:
+    a mended reader re-scores that kind, and every other result keeps its key."""
+    from focusflow.evaluation.downstream.runner import KIND_RUN_VERSIONS
+    from focusflow.evaluation.downstream.sources import parse_task
+
+    kinds = {parse_task(task).kind for task in evaluation.get("tasks") or []}
+    versions = {kind: KIND_RUN_VERSIONS[kind] for kind in sorted(kinds & set(KIND_RUN_VERSIONS))}
+    return {"kind_versions": versions} if versions else {}
 
 
 def _preset_values(evaluation: Mapping[str, Any]) -> dict[str, Any]:

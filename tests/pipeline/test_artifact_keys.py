@@ -39,3 +39,18 @@ def test_the_data_fingerprint_follows_the_files_read_not_where_they_lie(tmp_path
     assert data_fingerprint(tasks, here) == data_fingerprint(tasks, there)
     assert data_fingerprint(tasks[:1], here) != data_fingerprint(tasks, here)
     assert data_fingerprint(tasks, None) is None
+
+
+def test_a_mended_reader_of_one_task_kind_rescores_that_kind_only(monkeypatch):
+    """``KIND_RUN_VERSIONS``: results holding a QA task are keyed by the QA reader's version (questions sharing an id
+    were scored as one before version 2); results of the other kinds keep their keys."""
+    from focusflow.evaluation.downstream import runner
+    from focusflow.pipeline.evaluation_stages import _downstream_key
+
+    def key(*tasks: str) -> dict:
+        return _downstream_key({"evaluation": {"tasks": list(tasks)}, "name": "focus"})
+
+    qa, cls = key("qa:tydiqa:sw", "cls:sib200:sw"), key("cls:sib200:sw")
+    assert qa["kind_versions"] == {"qa": 2} and "kind_versions" not in cls
+    monkeypatch.setitem(runner.KIND_RUN_VERSIONS, "qa", 3)
+    assert key("qa:tydiqa:sw", "cls:sib200:sw") != qa and key("cls:sib200:sw") == cls

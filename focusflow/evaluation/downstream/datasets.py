@@ -115,6 +115,8 @@ def _read_text(path: Path) -> str:
 
 
 _COLUMNS = re.compile(r"[ \t]+")  # CoNLL columns; other Unicode spaces (NBSP, U+2028) belong to the word
+#: The language prefix of every word in WikiANN's original files (Rahimi et al.'s ``sw:Khalid<TAB>B-PER``).
+_LANGUAGE_PREFIX = re.compile(r"^([a-z]{2,3}(?:-[a-z]+)?):.")
 
 
 def _is_bio_tag(tag: str) -> bool:
@@ -129,7 +131,9 @@ def _lines(text: str) -> list[str]:
 
 def read_conll(path: Path) -> list[NerExample]:
     """CoNLL NER: ``word TAG`` per line (space/tab separated; the word is the first column, the tag the last),
-    blank lines between sentences, ``-DOCSTART-`` lines skipped.
+    blank lines between sentences, ``-DOCSTART-`` lines skipped, a byte-order mark inside the file (files joined
+    with ``cat``) dropped. WikiANN's original files (every word ``sw:``-prefixed, a few test lines without a tag)
+    read as its own loader reads them: the prefix stripped, a missing tag ``O``.
 
     GermEval 2014's published TSV (``index<TAB>word<TAB>outer<TAB>inner``, ``#`` source lines before each
     sentence) is recognized by its index column (1, 2, 3, ... in every sentence); its outer layer is the tag,
@@ -140,6 +144,7 @@ def read_conll(path: Path) -> list[NerExample]:
     rows: list[tuple[int, list[str], str]] = []
     empty_words: list[int] = []
     for number, raw in enumerate(_lines(_read_text(path)), start=1):
+        raw = raw.replace("\ufeff", "")
         line = raw.strip(" \t")
         if not line:
             if rows:
@@ -152,11 +157,12 @@ def read_conll(path: Path) -> list[NerExample]:
         if len(columns) == 1 and raw[:1] in (" ", "\t") and _is_bio_tag(columns[0]):
             columns = ["", columns[0]]  # ' TAG': an empty word, which the datasets' own loaders read as ""
             empty_words.append(number)
-        if len(columns) < 2:
+        if len(columns) < 2 and not _LANGUAGE_PREFIX.match(columns[0]):
             raise DataFormatError(f"{path}:{number}: expected 'word TAG', got {raw!r}")
         rows.append((number, columns, raw))
     if rows:
         sentences.append(rows)
+    _strip_language_prefix(path, sentences)
     if empty_words:
         log.warning("%s: %d line(s) with an empty word accepted as the official loader reads them (first at line %d)",
                     path, len(empty_words), empty_words[0])
@@ -176,6 +182,43 @@ def read_conll(path: Path) -> list[NerExample]:
     return examples
 
 
+def _xnli_columns(path: Path, rows: list[list[str]]) -> list[list[str]]:
+    """XNLI 1.0's published ``xnli.dev.tsv``/``xnli.test.tsv`` (19 named columns, every language's rows): premise,
+    hypothesis and label by name; a file of several languages is refused, naming them (keep one language's rows)."""
+    header = [cell.strip() for cell in rows[0]]
+    wanted = [header.index(name) for name in ("sentence1", "sentence2", "gold_label")]
+    body = [row for row in rows[1:] if row and any(cell.strip() for cell in row)]
+    if "language" in header:
+        column = header.index("language")
+        languages = sorted({row[column].strip() for row in body if len(row) > column})
+        if len(languages) > 1:
+            raise DataFormatError(f"{path} holds XNLI rows of {len(languages)} languages ({', '.join(languages[:15])}): "
+                                  "keep the rows of the task's language (its 'language' column) in the task's file")
+    short = next((number for number, row in enumerate(body, start=2) if len(row) <= max(wanted)), None)
+    if short is not None:
+        raise DataFormatError(f"{path}:{short}: fewer columns than its header names ({len(header)})")
+    return [["premise", "hypothesis", "label"]] + [[row[i] for i in wanted] for row in body]
+
+
+def _strip_language_prefix(path: Path, sentences: list[list[tuple[int, list[str], str]]]) -> None:
+    """WikiANN's original layout in place: when every word carries one language prefix (``sw:``), the words lose
+    it and a line without a tag gets ``O``; a tagless line in any other file is an error."""
+    words = [columns[0] for rows in sentences for _, columns, _ in rows]
+    found = _LANGUAGE_PREFIX.match(words[0]) if words else None
+    prefix = found.group(1) + ":" if found else None
+    if prefix is None or not all(word.startswith(prefix) for word in words):
+        tagless = next((row for rows in sentences for row in rows if len(row[1]) < 2), None)
+        if tagless is not None:
+            raise DataFormatError(f"{path}:{tagless[0]}: expected 'word TAG', got {tagless[2]!r}")
+        return
+    for rows in sentences:
+        for _, columns, _ in rows:
+            columns[0] = columns[0][len(prefix):]
+            if len(columns) < 2:
+                columns.append("O")
+    log.info("%s: WikiANN's original layout: the language prefix %r stripped from every word", path, prefix)
+
+
 def read_nli_tsv(path: Path) -> list[NliExample]:
     """XNLI-style TSV: ``premise<TAB>hypothesis<TAB>label``; a header line naming the columns is
     skipped; labels are entailment / neutral / contradiction (case-insensitive; XNLI-MT's
@@ -183,8 +226,10 @@ def read_nli_tsv(path: Path) -> list[NliExample]:
     path = Path(path)
     examples: list[NliExample] = []
     allowed = set(NLI_LABELS)
-    reader = csv.reader(_lines(_read_text(path)), delimiter="\t", quoting=csv.QUOTE_NONE)
-    for number, row in enumerate(reader, start=1):
+    rows = list(csv.reader(_lines(_read_text(path)), delimiter="\t", quoting=csv.QUOTE_NONE))
+    if rows and {"gold_label", "sentence1", "sentence2"} <= {cell.strip() for cell in rows[0]}:
+        rows = _xnli_columns(path, rows)
+    for number, row in enumerate(rows, start=1):
         if not row or all(not cell.strip() for cell in row):
             continue
         if len(row) != 3:
@@ -211,6 +256,7 @@ class QaReadStats:
     unanswered: int = 0  # questions without any non-empty gold answer (dropped)
     relocated: int = 0  # answer_start did not match; the nearest occurrence of the text was used
     unlocatable: int = 0  # answer text not found in the context (kept for scoring, not for training)
+    renamed: int = 0  # questions whose id repeats an earlier one's (or is missing): given a unique one
 
 
 def _locate(context: str, text: str, start: int) -> int | None:
@@ -230,6 +276,7 @@ def qa_examples_from_records(records: Sequence[dict[str, Any]], where: str,
     Hub layout) or ``answers: [{text, answer_start}, ...]`` (the SQuAD JSON layout)."""
     stats = stats if stats is not None else QaReadStats()
     examples = []
+    taken: set[str] = set()
     for record in records:
         stats.questions += 1
         context = record["context"]
@@ -252,9 +299,24 @@ def qa_examples_from_records(records: Sequence[dict[str, Any]], where: str,
         if not answers:
             stats.unanswered += 1
             continue
-        examples.append(QaExample(str(record.get("id", f"{where}#{stats.questions}")), record["question"].strip(),
+        examples.append(QaExample(_unique_id(record.get("id"), where, stats, taken), record["question"].strip(),
                                   context, tuple(answers)))
     return examples
+
+
+def _unique_id(given: Any, where: str, stats: QaReadStats, taken: set[str]) -> str:
+    """A question's id, unique within its file: predictions and gold answers are matched by id, so two questions
+    under one id (a converted copy numbering them per article, ids left out) would be scored as one."""
+    question_id = str(given) if given is not None and str(given).strip() else f"{where}#{stats.questions}"
+    if question_id in taken:
+        stats.renamed += 1
+        base, copy = question_id, 1
+        while question_id in taken:
+            question_id, copy = f"{base}#{copy}", copy + 1
+    elif given is None or not str(given).strip():
+        stats.renamed += 1
+    taken.add(question_id)
+    return question_id
 
 
 def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:

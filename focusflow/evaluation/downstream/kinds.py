@@ -116,6 +116,9 @@ def _read_qa(path: Path) -> tuple[list[Any] | None, str | None]:
     if stats.unanswered:
         log.warning("%s: %d of %d questions have no gold answer and are skipped", path, stats.unanswered,
                     stats.questions)
+    if stats.renamed:
+        log.warning("%s: %d of %d questions repeat an earlier question's id or have none; each is scored under an "
+                    "id of its own", path, stats.renamed, stats.questions)
     return examples, None
 
 
@@ -156,9 +159,11 @@ KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     TaskKind("ner", "named entities: words → BIO tags, entity F1", NerExample,
              model_class="AutoModelForTokenClassification", make_adapter=_ner_adapter,
              defaults={"lr": 5e-5, "epochs": 10.0, "max_length": 256}, main_metric="f1",
-             file_extensions=(".txt", ".conll", ".iob2", ".bio", ".tsv"), read_split=lambda path: (read_conll(path), None),
+             file_extensions=(".txt", ".conll", ".iob2", ".bio", ".tsv", ""),  # "": WikiANN's original train, dev, test
+             read_split=lambda path: (read_conll(path), None),
              label_set=lambda splits, folder: ner_label_set(*splits.values()), texts=_ner_texts,
-             dataset_defaults={"wikiann": {"lr": 5e-5}, "masakhaner2": {"lr": 2e-5}, "germeval14": {"lr": 5e-5}}),
+             dataset_defaults={"wikiann": {"lr": 5e-5}, "masakhaner2": {"lr": 2e-5}, "masakhaner": {"lr": 2e-5},
+                               "germeval14": {"lr": 5e-5}}),
     TaskKind("nli", "premise + hypothesis → entailment / neutral / contradiction, accuracy", NliExample,
              model_class="AutoModelForSequenceClassification", make_adapter=_nli_adapter,
              defaults={"lr": 2e-5, "epochs": 2.0, "max_length": 256}, main_metric="accuracy",

@@ -26,6 +26,7 @@ _CPU_NER = {"epochs": 3.0, "max_train_samples": 480, "max_eval_samples": 100, "m
 CPU: dict[tuple[str, str | None], dict[str, Any]] = {
     ("ner", None): _CPU_NER,
     ("ner", "masakhaner2"): {**_CPU_NER, "max_train_samples": 960, "epochs": 5.0, "lr": 2e-4},
+    ("ner", "masakhaner"): {**_CPU_NER, "max_train_samples": 960, "epochs": 5.0, "lr": 2e-4},  # 1.0: the same text kind
     ("cls", None): {"epochs": 12.0, "batch_size": 16, "max_length": 64, "lr": 1e-4, "eval_every_fraction": 1 / 24,
                     "embedding_lr_scale": 10.0, "patience": 6},
 }

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
 RUN_VERSION = 2  # 2: a local model identified by content, not by file times
+#: A kind's own run version, in its runs' fingerprints beside RUN_VERSION (the other kinds' saved runs stay valid):
+#: qa 2: questions that shared an id were scored as one (a converted copy numbering questions per article)
+KIND_RUN_VERSIONS = {"qa": 2}
 OVERRIDES = ("lr", "epochs", "max_length")  # settings that replace a task kind's default when given
 
 
@@ -148,7 +151,9 @@ def _fingerprint(signature: str, spec: TaskSpec, seed: int, finetune_spec: Finet
     resolved = resolve_precision(finetune_spec.precision, compute_device()).name
     payload = json.dumps({"files": signature, "task": spec.id, "seed": seed,
                           "finetune": _finetune_fields(finetune_spec) | {"precision": resolved}, "settings": settings,
-                          "sizes": data.sizes(), "version": RUN_VERSION}, sort_keys=True)
+                          "sizes": data.sizes(), "version": RUN_VERSION,
+                          **({"kind_version": KIND_RUN_VERSIONS[spec.kind]} if spec.kind in KIND_RUN_VERSIONS else {})},
+                         sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -99,6 +99,21 @@ def test_read_squad_drops_unanswered_and_relocates_answers(tmp_path):
         read_squad_json(write(tmp_path / "bad.json", '{"data": [}'))
 
 
+def test_questions_that_share_an_id_are_each_scored(tmp_path):
+    """A converted TyDiQA copy numbers its questions per article ("0", "1", … again and again): matched by id, two
+    questions under one id would be scored as one, so each gets an id of its own (and a missing id one too)."""
+    from focusflow.evaluation.downstream.datasets import qa_examples_from_records
+
+    context = "Mji mkuu wa Tanzania ni Dodoma, si Dar es Salaam."
+    path = write(tmp_path / "test.json", squad([(context, [("0", "Dodoma", 24), ("1", "Dar es Salaam", 35)]),
+                                                (context, [("0", "Tanzania", 12), ("0#1", "Dodoma", 24)])]))
+    examples, stats = read_squad_json(path)
+    assert [e.id for e in examples] == ["0", "1", "0#1", "0#1#1"] and stats.renamed == 2  # a taken id is never reused
+    records = [{"id": None, "question": "Mji mkuu?", "context": context, "answers": {"text": ["Dodoma"],
+                                                                                       "answer_start": [24]}}] * 2
+    assert len({e.id for e in qa_examples_from_records(records, "hub:sw")}) == 2
+
+
 def test_unlabelled_qa_split_is_ignored_with_a_note(tmp_path):
     context = "Mji mkuu wa Tanzania ni Dodoma."
     write(tmp_path / "qa" / "train.json", squad([(context, [(f"t{i}", "Dodoma", 24) for i in range(20)])]))
@@ -124,8 +139,9 @@ def test_complete_splits_rules_are_deterministic_and_disjoint():
 
 
 def test_parse_task_forms_and_errors(tmp_path):
-    spec = parse_task("ner:MasakhaNER:swa")
+    spec = parse_task("ner:MasakhaNER2:swa")
     assert (spec.kind, spec.dataset, spec.language, spec.path) == ("ner", "masakhaner2", "swa", None)
+    assert parse_task("ner:MasakhaNER:swa").dataset == parse_task("ner:masakhaner-1:swa").dataset == "masakhaner"
     assert parse_task("qa:tydiqa-goldp:sw").dataset == "tydiqa"
     folder = tmp_path / "my_ner"
     folder.mkdir()
@@ -257,6 +273,8 @@ def test_hub_loaders_convert_the_hub_layouts(monkeypatch):
     assert ner.train[0].tags == ("B-PER", "O", "B-LOC") and ner.labels[0] == "O"
     resolve_task("ner:masakhaner2:sw")
     assert calls[-1] == ("masakhane/masakhaner2", None, "test", "refs/convert/parquet", "swa")
+    resolve_task("ner:masakhaner:sw")  # 1.0: its own data set (other sentences), never 2.0 under its name
+    assert calls[-1] == ("masakhane/masakhaner", None, "test", "refs/convert/parquet", "swa")
     nli = resolve_task("nli:xnli:sw")
     assert calls[-1][:3] == ("facebook/xnli", "sw", "test") and nli.test[2].label == "contradiction"
     qa = resolve_task("qa:tydiqa:swa")
@@ -367,3 +385,52 @@ def test_an_unreachable_hub_with_a_local_cache_of_the_dataset_reads_the_cache(tm
         sources.check_hub_serves(parse_task("cls:masakhanews:swa"))
     (tmp_path / "hub" / "datasets--masakhane--masakhanews").mkdir(parents=True)
     sources.check_hub_serves(parse_task("cls:masakhanews:swa"))
+
+
+def test_a_local_copy_of_one_masakhaner_is_never_read_as_the_other(tmp_path):
+    """1.0 and 2.0 are different data sets (swa: 2,109 against 6,593 training sentences): a data root holding one
+    answers for that one only, and a result says which it measured."""
+    sentence = "Juma B-PER\nyuko O\nDodoma B-LOC\n\n"
+    for split in ("train", "dev", "test"):
+        write(tmp_path / "ner" / "masakhaner" / "swa" / f"{split}.txt", sentence * 4)
+    assert resolve_task("ner:masakhaner:swa", data_root=tmp_path).name == "masakhaner"
+    with pytest.raises(InputError, match="no local copy of ner:masakhaner2:swa"):
+        resolve_task("ner:masakhaner2:swa", data_root=tmp_path)
+
+
+def test_wikiann_original_files_read_as_its_own_loader_reads_them(tmp_path):
+    """Rahimi et al.'s files behind the old ``wikiann`` loader: named train/dev/test without an extension, every word
+    prefixed with its language (``sw:Khalid``), a test line now and then without a tag (read as O)."""
+    folder = tmp_path / "ner" / "wikiann" / "swa"
+    write(folder / "train", "sw:Khalid\tB-PER\nsw:yuko\tO\nsw:Dodoma\tB-LOC\n\n" * 6)
+    write(folder / "dev", "sw:Juma\tB-PER\nsw:yuko\tO\n\n" * 3)
+    write(folder / "test", "sw:Juma\tB-PER\nsw:yuko\n\n" * 3)
+    data = resolve_task("ner:wikiann:swa", data_root=tmp_path)
+    assert data.train[0].words == ("Khalid", "yuko", "Dodoma") and data.test[0].tags == ("B-PER", "O")
+    with pytest.raises(DataFormatError, match=r"plain:2: expected 'word TAG'"):
+        read_conll(write(tmp_path / "plain", "Juma B-PER\nyuko\n"))  # a tagless line anywhere else is an error
+
+
+def test_a_byte_order_mark_inside_a_file_is_not_part_of_a_word(tmp_path):
+    """Files joined with ``cat`` carry the second file's BOM into a line of the first (MasakhaNER's transfer corpora)."""
+    examples = read_conll(write(tmp_path / "joined.txt", "\ufeffJuma B-PER\nyuko O\n\n\ufeffJii B-LOC\n"))
+    assert [e.words for e in examples] == [("Juma", "yuko"), ("Jii",)]
+
+
+def test_xnli_published_dev_and_test_files_read_by_their_header(tmp_path):
+    """XNLI 1.0's ``xnli.dev.tsv``: 19 named columns; one language's rows read by name, several languages refused."""
+    header = ("language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+              "sentence2_parse\tsentence1\tsentence2\tpromptID\tpairID\tgenre\tlabel1\tlabel2\tlabel3\tlabel4\t"
+              "label5\tsentence1_tokenized\tsentence2_tokenized\tmatch")
+
+    def row(language: str, label: str) -> str:
+        cells = [language, label, "", "", "", "", "Mvua inanyesha.", "Kuna mvua.", "1", "2", "facetoface",
+                 label, label, label, label, label, "Mvua inanyesha .", "Kuna mvua .", "True"]
+        return "\t".join(cells)
+
+    one = write(tmp_path / "sw" / "dev.tsv", "\n".join([header, row("sw", "entailment"), row("sw", "neutral")]) + "\n")
+    assert [(e.premise, e.hypothesis, e.label) for e in read_nli_tsv(one)] == [
+        ("Mvua inanyesha.", "Kuna mvua.", "entailment"), ("Mvua inanyesha.", "Kuna mvua.", "neutral")]
+    every = write(tmp_path / "all" / "dev.tsv", "\n".join([header, row("ar", "neutral"), row("sw", "neutral")]) + "\n")
+    with pytest.raises(DataFormatError, match="2 languages \\(ar, sw\\).*keep the rows of the task's language"):
+        read_nli_tsv(every)
