@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
 RUN_VERSION = 2  # 2: a local model identified by content, not by file times
 #: A kind's own run version, in its runs' fingerprints beside RUN_VERSION (the other kinds' saved runs stay valid):
-#: qa 2: questions that shared an id were scored as one (a converted copy numbering questions per article)
+#: qa 2: questions that shared an id were scored as one (a converted copy numbering questions per article), and a
+#: local TyDiQA file of every language trained on all of them
 KIND_RUN_VERSIONS = {"qa": 2}
 OVERRIDES = ("lr", "epochs", "max_length")  # settings that replace a task kind's default when given
 

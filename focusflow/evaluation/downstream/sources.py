@@ -93,6 +93,8 @@ class HubDataset:
     local_dirs: tuple[str, ...] = ()  # folder names of a local copy under <data_root>/<kind>/
     # the dataset's own language code ({code}), if it has one: (language, data_root, folders) -> code, as flores_code
     code: Callable[[str, Path | None, Iterable[str] | None], str] | None = None
+    # a local file's examples of the task's language, where the published file holds several: (examples, spec) -> kept
+    local_rows: Callable[[list[Any], TaskSpec], list[Any]] | None = None
 
 
 # --------------------------------------------------------------------------- the Hub's layouts
@@ -124,10 +126,27 @@ def _qa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
     return qa_examples_from_records(dataset, f"{spec.dataset}:{spec.language}")
 
 
+def _tydiqa_prefix(spec: TaskSpec) -> str:
+    """The id prefix of a TyDiQA question of the task's language (``swahili-``)."""
+    return TYDIQA_NAMES.get(ISO1.get(spec.language, spec.language), spec.language) + "-"
+
+
+def _tydiqa_local(examples: list[QaExample], spec: TaskSpec) -> list[QaExample]:
+    """The task language's questions of a local TyDiQA file that holds several (the published
+    ``tydiqa-goldp-v1.1-train.json`` holds all nine); a file without language-named ids is kept whole."""
+    prefixes = tuple(f"{name}-" for name in TYDIQA_NAMES.values())
+    if not any(example.id.startswith(prefixes) for example in examples):
+        return examples
+    kept = [example for example in examples if example.id.startswith(_tydiqa_prefix(spec))]
+    if not kept:
+        raise InputError(f"the local TyDiQA file holds no {spec.language!r} questions (ids {_tydiqa_prefix(spec)}…)")
+    return kept
+
+
 def _tydiqa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
     """TyDiQA GoldP mixes its languages in one config: keep the questions whose id names the language."""
     language = spec.language
-    prefix = TYDIQA_NAMES.get(ISO1.get(language, language), language) + "-"
+    prefix = _tydiqa_prefix(spec)
     dataset = dataset.filter(lambda row, prefix=prefix: row["id"].startswith(prefix))
     if len(dataset) == 0:
         raise InputError(f"TyDiQA GoldP has no {language!r} questions; languages: {sorted(TYDIQA_NAMES)}")
@@ -220,7 +239,7 @@ KNOWN: dict[str, HubDataset] = {
     # TyDiQA GoldP = the "secondary_task" config; its validation split is the benchmark's test set.
     "tydiqa": HubDataset("google-research-datasets/tydiqa", "qa", _tydiqa_from_hub, config="secondary_task",
                          splits=(("train", "train"), ("test", "validation")),
-                         local_dirs=("tydiqa-goldp", "tydiqa", "tydiqa_goldp")),
+                         local_dirs=("tydiqa-goldp", "tydiqa", "tydiqa_goldp"), local_rows=_tydiqa_local),
     # GermanQuAD: train + test, script-based: Parquet conversion.
     "germanquad": HubDataset("deepset/germanquad", "qa", _qa_from_hub, revision=PARQUET_BRANCH,
                              splits=(("train", "train"), ("test", "test")), local_dirs=("germanquad",)),
@@ -282,9 +301,11 @@ def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
     return None
 
 
-def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: int = 0) -> TaskData:
+def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: int = 0,
+                keep: Callable[[list[Any]], list[Any]] | None = None) -> TaskData:
     """Read ``train``/``dev``/``test`` files of one task from a folder (or one labelled file to split) and
-    complete the splits; the kind's table entry says how to read a file and where the labels come from."""
+    complete the splits; the kind's table entry says how to read a file and where the labels come from. ``keep``:
+    the examples of the task's language, for a published file that holds several."""
     info = task_kind(kind)
     if folder.is_file():
         files: dict[str, Path | None] = {"train": folder, "dev": None, "test": None}
@@ -298,6 +319,8 @@ def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: i
     notes: dict[str, str] = {}
     for split, path in files.items():
         splits[split], note = info.read_split(path) if path is not None else (None, None)
+        if keep is not None and splits[split]:
+            splits[split] = keep(splits[split])
         if note:
             notes[split] = note
     if not any(splits.values()):
@@ -375,7 +398,9 @@ def resolve_task(spec: TaskSpec | str, data_root: Path | None = None, split_seed
         return load_hub(spec, split_seed)
     folder = local_copy(spec, Path(data_root))
     if folder is not None:
-        return load_folder(spec.kind, folder, spec.dataset, spec.language, split_seed)
+        rows = KNOWN[spec.dataset].local_rows
+        return load_folder(spec.kind, folder, spec.dataset, spec.language, split_seed,
+                           keep=None if rows is None else lambda examples: rows(examples, spec))
     missing = missing_local_copy(spec, Path(data_root))  # probes the Hub: an error when it cannot serve the task
     log.warning("%s; reading it from the Hugging Face Hub", missing)
     try:

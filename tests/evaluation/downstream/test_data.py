@@ -434,3 +434,14 @@ def test_xnli_published_dev_and_test_files_read_by_their_header(tmp_path):
     every = write(tmp_path / "all" / "dev.tsv", "\n".join([header, row("ar", "neutral"), row("sw", "neutral")]) + "\n")
     with pytest.raises(DataFormatError, match="2 languages \\(ar, sw\\).*keep the rows of the task's language"):
         read_nli_tsv(every)
+
+
+def test_a_local_tydiqa_file_of_every_language_gives_the_tasks_questions(tmp_path):
+    """The published ``tydiqa-goldp-v1.1-train.json`` holds all nine languages; copied in as a language's train file
+    it trains on that language's questions only (ids name the language), as the Hub path does."""
+    context = "Mji mkuu wa Tanzania ni Dodoma."
+    questions = [(f"{language}-{i}", "Dodoma", 24) for language in ("swahili", "finnish") for i in range(10)]
+    write(tmp_path / "qa" / "tydiqa" / "sw" / "train.json", squad([(context, questions)]))
+    data = resolve_task("qa:tydiqa:sw", data_root=tmp_path)
+    assert {e.id.split("-")[0] for e in data.train + data.dev + data.test} == {"swahili"}
+    assert len(data.train + data.dev + data.test) == 10
