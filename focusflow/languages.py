@@ -11,7 +11,7 @@ import langcodes
 from focusflow.errors import FocusflowError
 
 # Individual languages filed under their macrolanguage's code by the corpora.
-_MACROLANGUAGE = {"swh": "sw", "swc": "sw", "arb": "ar", "cmn": "zh", "pes": "fa", "zsm": "ms", "nob": "no",
+_MACROLANGUAGE = {"swh": "sw", "swc": "sw", "arb": "ar", "cmn": "zh", "pes": "fa", "zsm": "ms", "nob": "no", "nb": "no",
                   "ekk": "et", "lvs": "lv", "khk": "mn", "plt": "mg", "azj": "az", "uzn": "uz", "npi": "ne"}
 
 

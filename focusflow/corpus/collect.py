@@ -40,7 +40,8 @@ def collect_corpus(spec: CorpusSpec, cleaning: CleaningSpec, language: str, out_
     code = normalize_language(language)
     started = time.perf_counter()
     checks: list[TextCheck] = []
-    documents = iter_source(spec, code, checks)  # fails now on a bad language, path or unreachable dataset
+    # the code as given: a corpus's own variant (zh-Hant, hi-Latn, my_zaw) names its files, not the base language
+    documents = iter_source(spec, language, checks)  # fails now on a bad language, path or unreachable dataset
     cleaner = Cleaner(cleaning, language=code)
     budget = {"kept_bytes": 0, "kept_chars": 0, "stopped_by": None}
 

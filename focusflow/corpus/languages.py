@@ -38,8 +38,13 @@ zh-Latn zu
 """.split())
 
 CORPUS_LANGUAGES = {"cc100": CC100_LANGUAGES, "oscar": OSCAR_LANGUAGES, "mc4": MC4_LANGUAGES}
-# Corpus-specific spellings of a standard code.
-_CORPUS_ALIASES = {"mc4": {"he": "iw"}, "cc100": {"zh": "zh-Hans"}}
+# Corpus-specific spellings of a standard code (langcodes writes Tagalog as ``fil``; CC100 names Northern Sotho ``ns``).
+_CORPUS_ALIASES = {"mc4": {"he": "iw"}, "cc100": {"zh": "zh-Hans", "fil": "tl", "nso": "ns"}, "oscar": {"fil": "tl"}}
+
+
+def _spelling(code: str) -> str:
+    """A code as the configuration keeps it (lower case, ``-``): ``zh-Hant`` and ``my_zaw`` as ``zh-hant``, ``my-zaw``."""
+    return code.strip().lower().replace("_", "-")
 def iso639_3(code: str) -> str:
     """Three-letter code (``'ny'`` → ``'nya'``), e.g. for MasakhaNER folders."""
     return langcodes.Language.get(normalize_language(code)).to_alpha3()
@@ -48,8 +53,11 @@ def iso639_3(code: str) -> str:
 def corpus_language(corpus: str, code: str) -> str:
     """The code ``corpus`` names ``code``'s files with; a clear error if it has no such language."""
     available = CORPUS_LANGUAGES[corpus]
-    if code in available:  # corpus-specific codes such as 'bn_rom' or 'zh-Latn' pass through
-        return code
+    # the corpus's own codes pass through however they are spelled ('zh-Hant', 'my_zaw', 'hi-Latn', OSCAR's 'sh'):
+    # normalized first, a script or variant would fall away and another file be read (Simplified for Traditional)
+    verbatim = {_spelling(name): name for name in available}
+    if _spelling(code) in verbatim:
+        return verbatim[_spelling(code)]
     standard = normalize_language(code)
     mapped = _CORPUS_ALIASES.get(corpus, {}).get(standard, standard)
     if mapped in available:

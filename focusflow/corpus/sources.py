@@ -106,6 +106,8 @@ def _open_hub_stream(corpus: str, layout: HubLayout, data_files: str, spec: Corp
             stream = stream.shuffle(seed=spec.seed, buffer_size=spec.shuffle_buffer)
         iterator = iter(stream)
         first = next(iterator, None)  # touch the data now, so an unreachable source fails here, not later
+    except UnicodeDecodeError as exc:
+        raise CorpusSourceError(_not_utf8(corpus, data_files, exc)) from exc
     except Exception as exc:  # datasets raises many types (FileNotFoundError, HTTP, offline mode, auth)
         raise CorpusSourceError(_unreachable_message(corpus, layout, data_files, exc)) from exc
     if first is None:
@@ -113,7 +115,10 @@ def _open_hub_stream(corpus: str, layout: HubLayout, data_files: str, spec: Corp
 
     def chained():
         yield first
-        yield from iterator
+        try:
+            yield from iterator
+        except UnicodeDecodeError as exc:  # datasets decodes a streamed compressed file strictly
+            raise CorpusSourceError(_not_utf8(corpus, data_files, exc)) from exc
 
     return chained()
 
@@ -147,6 +152,14 @@ def hub_unreachable() -> str | None:
     return None
 
 
+def _not_utf8(corpus: str, data_files: str, exc: UnicodeDecodeError) -> str:
+    """A web crawl's file with bytes that are not UTF-8: said as such (not as an unreachable network), with the
+    reader that tolerates a few of them."""
+    return (f"{corpus}: {data_files} holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start} of a chunk); "
+            "the Hub reader decodes streamed files strictly: download the file and read it with corpus.source=local "
+            "(corpus.txt_documents=paragraph for CC100), which replaces up to 1% of such bytes and counts them")
+
+
 def _unreachable_message(corpus: str, layout: HubLayout, data_files: str, exc: Exception) -> str:
     hints = [f"check the network, or point corpus.dataset_root at a local copy with the same layout ({layout.pattern})"]
     if layout.gated:
@@ -157,19 +170,25 @@ def _unreachable_message(corpus: str, layout: HubLayout, data_files: str, exc: E
     return f"cannot read {corpus} from {data_files}: {type(exc).__name__}: {exc}. " + "; ".join(hints)
 
 
+def flagged_boilerplate(record: object) -> bool:
+    """Whether a record's own metadata flags it as boilerplate (OSCAR's ``quality_warnings``: header, footer,
+    noisy), read from the Hub or from a local copy of its files alike."""
+    if not isinstance(record, dict) or not isinstance(record.get("metadata"), dict):
+        return False
+    return bool(OSCAR_DROP_WARNINGS.intersection(record["metadata"].get("quality_warnings") or []))
+
+
 def _hub_documents(corpus: str, layout: HubLayout, stream) -> Iterator[str]:
     dropped = 0
     for record in stream:
-        if corpus == "oscar":
-            warnings = (record.get("metadata") or {}).get("quality_warnings") or []
-            if OSCAR_DROP_WARNINGS.intersection(warnings):
-                dropped += 1
-                continue
+        if flagged_boilerplate(record):
+            dropped += 1
+            continue
         text = record.get(layout.text_field)
         if text:
             yield text
     if dropped:
-        log.info("oscar: skipped %d documents flagged header/footer/noisy", dropped)
+        log.info("%s: skipped %d documents flagged header/footer/noisy", corpus, dropped)
 
 
 # --------------------------------------------------------------------------- local files
@@ -198,7 +217,11 @@ def resolve_paths(entries: list[str]) -> list[str]:
         found_any = False
         for path in expanded:
             if fs.isdir(path):
-                inside = sorted(p for p in fs.find(path) if _format_of(p)[0])
+                found = sorted(p for p in fs.find(path) if _format_of(p)[0])
+                inside = [p for p in found if not _MC4_VALIDATION.search(p.rsplit("/", 1)[-1])]
+                if len(inside) < len(found):
+                    log.info("%s: %d of mC4's validation shards left out (its training shards are the corpus)",
+                             entry, len(found) - len(inside))
                 if not inside:
                     raise CorpusSourceError(f"folder {entry} has no corpus files ({', '.join(sorted(FORMATS))}, "
                                       f"optionally {', '.join(sorted(COMPRESSIONS))})")
@@ -256,9 +279,17 @@ def _open_text(file: str, compression: str | None, check: TextCheck) -> Iterator
 def _txt_texts(file: str, compression: str | None, txt_documents: str, check: TextCheck) -> Iterator[str]:
     with _open_text(file, compression, check) as handle:
         if txt_documents == "line":
+            lines = blank = 0
             for line in handle:
+                lines += 1
                 if line.strip():
                     yield line.rstrip("\r\n")
+                else:
+                    blank += 1
+                if lines == _PARAGRAPH_PROBE_LINES:
+                    _warn_if_paragraphs(file, lines, blank)
+            if lines < _PARAGRAPH_PROBE_LINES:
+                _warn_if_paragraphs(file, lines, blank)
             return
         paragraph: list[str] = []
         for line in handle:
@@ -271,6 +302,21 @@ def _txt_texts(file: str, compression: str | None, txt_documents: str, check: Te
             yield "\n".join(paragraph)
 
 
+#: Lines of a text file read before telling whether it looks like blank-line separated documents.
+_PARAGRAPH_PROBE_LINES = 2_000
+#: mC4's validation shards (``c4-sw-validation.tfrecord-00000-of-00008.json.gz``) beside its training shards.
+_MC4_VALIDATION = re.compile(r"^c4-[A-Za-z-]+-validation\.tfrecord-")
+
+
+def _warn_if_paragraphs(file: str, lines: int, blank: int) -> None:
+    """CC100's and OSCAR 21.09's text files separate documents by a blank line, each line a paragraph: read one
+    document per line they become paragraphs (and short ones fall to min_words). Said once, early, with the fix."""
+    if blank >= 5 and blank >= 0.05 * lines:
+        log.warning("%s: %d of its first %d lines are blank, as in files whose documents are separated by a blank "
+                    "line (CC100, OSCAR 21.09); each line is read as a document now: set "
+                    "corpus.txt_documents=paragraph if its paragraphs belong together", file, blank, lines)
+
+
 def _json_texts(file: str, text_field: str, compression: str | None, check: TextCheck) -> Iterator[str]:
     with _open_text(file, compression, check) as handle:
         first = ""
@@ -278,6 +324,7 @@ def _json_texts(file: str, text_field: str, compression: str | None, check: Text
             first = handle.readline()
             if not first:
                 return
+        first = first.lstrip("\ufeff")  # a byte-order mark before the first record
         stripped = first.lstrip()
         if stripped.startswith("["):  # a JSON array file
             records = _whole_json(first + handle.read(), file)
@@ -290,10 +337,16 @@ def _json_texts(file: str, text_field: str, compression: str | None, check: Text
                 records = whole if isinstance(whole, list) else [whole]
             if whole is None:
                 records = _chain_json_lines(records[0], handle, file)
+        dropped = 0
         for number, record in enumerate(records, 1):
+            if flagged_boilerplate(record):
+                dropped += 1
+                continue
             text = _field(record, text_field, file, number)
             if text:
                 yield text
+        if dropped:
+            log.info("%s: skipped %d documents its metadata flags header/footer/noisy", file, dropped)
 
 
 def _whole_json(text: str, file: str) -> object:

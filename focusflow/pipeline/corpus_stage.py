@@ -7,7 +7,13 @@ from typing import Any, Self
 
 from focusflow.config import CleaningSpec, CorpusSpec, PipelineConfig
 from focusflow.corpus.record import CorpusRecord
-from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, register
+from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings, default_key_params, register
+
+#: How a corpus is read, in the key of the corpora whose reading changed (2, 29 Nov 2026: a corpus's own variant
+#: code names its files, where zh-Hant read zh-Hans and hi-Latn read hi before; local copies leave out what the
+#: corpus's own loaders leave out: OSCAR's flagged records, mC4's validation shards). The demo corpus and a hub
+#: corpus's base languages read as before and keep their keys.
+READER_VERSION = 2
 
 
 class CorpusSettings(StageSettings):
@@ -18,6 +24,26 @@ class CorpusSettings(StageSettings):
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
         return cls(language=cfg.language, corpus=cfg.corpus, cleaning=cfg.cleaning)
+
+
+def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
+    key = default_key_params(params)
+    source = (params.get("corpus") or {}).get("source")
+    if source == "local" or _variant_code(str(source), str(params.get("language", ""))):
+        key["reader"] = READER_VERSION
+    return key
+
+
+def _variant_code(corpus: str, language: str) -> bool:
+    """Whether ``language`` is a hub corpus's own variant code (a file its base language does not name)."""
+    from focusflow.corpus.languages import CORPUS_LANGUAGES, LanguageError, corpus_language, normalize_language
+
+    if corpus not in CORPUS_LANGUAGES:
+        return False
+    try:
+        return corpus_language(corpus, language) != corpus_language(corpus, normalize_language(language))
+    except LanguageError:
+        return False
 
 
 def _corpus(run: StageRun) -> Mapping[str, Any]:
@@ -31,4 +57,5 @@ def _corpus(run: StageRun) -> Mapping[str, Any]:
 # so its timeout reports one (Prefect cannot interrupt a blocking call in a worker thread)
 CORPUS = register(Stage("corpus", 1, (), _corpus, "stream, clean and budget the raw corpus",
                          work=("bytes", "bytes"), settings=CorpusSettings,
-                         hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=6 * 3600), record=CorpusRecord))
+                         hints=RunHints(retries=2, retry_delays_s=(10, 60), timeout_s=6 * 3600), record=CorpusRecord,
+                         key_params=_corpus_key))

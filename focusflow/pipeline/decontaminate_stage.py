@@ -17,6 +17,7 @@ from focusflow.pipeline.registry import Stage, StageRun, StageSettings, register
 class DecontaminationSettings(StageSettings):
     tasks: list[str]
     data: str | None = None  # the fingerprint of the evaluation files read (the key's view of data_root)
+    versions: dict[str, int] | None = None  # what the tasks' data means, where that changed (sources.TASK_VERSIONS)
     split_seed: int = 0
     window: int
     data_root: str | None = Field(None, alias="_data_root")
@@ -24,11 +25,12 @@ class DecontaminationSettings(StageSettings):
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
         """Evaluation data counts by the content of the files it reads; the folder is only where to read them."""
-        from focusflow.pipeline.evaluation_stages import data_fingerprint
+        from focusflow.pipeline.evaluation_stages import data_fingerprint, data_versions
 
         root = cfg.evaluation.data_root
         return cls(tasks=sorted(cfg.evaluation.tasks), data=data_fingerprint(cfg.evaluation.tasks, root),
-                   split_seed=cfg.evaluation.split_seed, window=cfg.dedup.decontamination_window, data_root=root)
+                   split_seed=cfg.evaluation.split_seed, window=cfg.dedup.decontamination_window, data_root=root,
+                   **data_versions(cfg.evaluation.tasks))
 
 
 def _decontaminate(run: StageRun) -> Mapping[str, Any]:

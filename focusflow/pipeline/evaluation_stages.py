@@ -18,6 +18,7 @@ import pandas as pd
 from focusflow.config import EvalSpec, PipelineConfig
 from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import RESULTS_FILE, RUNS_FILE, score_text
+from focusflow.evaluation.downstream.sources import SPLIT_FILE_STEMS, task_versions
 from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
 from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReadingRecord, ReportInput, ReportRecord
 from focusflow.methods import lapt_objective, model_label, model_stage, read_model_label
@@ -59,8 +60,7 @@ REPORT_STAGE, REPORT_VERSION = "report", 6
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")
 _NOT_IN_KEY = ("data_root", "heldout_sentences", "threads", "ood_text", "compile")
-# "": WikiANN's original files are named train, dev and test
-_DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".iob2", ".bio", ".parquet", ""}
+_DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".iob2", ".bio", ".parquet"}
 
 # Floats read back exactly as written: pandas 3 does it by default (and deprecates asking), pandas 2 when asked.
 _EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
@@ -78,7 +78,14 @@ def data_fingerprint(tasks: Iterable[str], data_root: str | Path | None) -> str 
         raise FileNotFoundError(f"evaluation data folder {root} does not exist")
     specs = [parse_task(task) for task in tasks]
     read = [folder for spec in specs if spec.path is None and (folder := local_copy(spec, root)) is not None]
-    return folder_fingerprint(root, read, _DATA_SUFFIXES)
+    return folder_fingerprint(root, read, _DATA_SUFFIXES, bare_names=SPLIT_FILE_STEMS)
+
+
+def data_versions(tasks: Iterable[str]) -> dict[str, Any]:
+    """A stage setting's ``versions`` where these tasks' data means something else now (``sources.TASK_VERSIONS``),
+    else nothing, so that the keys of every other run stay as they were."""
+    versions = task_versions(tasks)
+    return {"versions": versions} if versions else {}
 
 
 class DownstreamStageSettings(StageSettings):
@@ -102,18 +109,8 @@ def _downstream_key(params: Mapping[str, Any]) -> dict[str, Any]:
     settings = {k: v for k, v in evaluation.items()
                 if k not in _NOT_IN_KEY and not (k in _KEY_WHEN_SET and v is None)}
     return {"evaluation": settings, "data": data_fingerprint(evaluation.get("tasks") or [], evaluation.get("data_root")),
-            "name": params.get("name", "model"), **_preset_values(evaluation), **_kind_versions(evaluation)}
-
-
-def _kind_versions(evaluation: Mapping[str, Any]) -> dict[str, Any]:
-    """A task kind's own run version (``runner.KIND_RUN_VERSIONS``), in the key of results that hold such a task:
-    a mended reader re-scores that kind, and every other result keeps its key."""
-    from focusflow.evaluation.downstream.runner import KIND_RUN_VERSIONS
-    from focusflow.evaluation.downstream.sources import parse_task
-
-    kinds = {parse_task(task).kind for task in evaluation.get("tasks") or []}
-    versions = {kind: KIND_RUN_VERSIONS[kind] for kind in sorted(kinds & set(KIND_RUN_VERSIONS))}
-    return {"kind_versions": versions} if versions else {}
+            "name": params.get("name", "model"), **_preset_values(evaluation),
+            **data_versions(evaluation.get("tasks") or [])}
 
 
 def _preset_values(evaluation: Mapping[str, Any]) -> dict[str, Any]:

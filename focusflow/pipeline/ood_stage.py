@@ -24,13 +24,14 @@ class OodSettings(StageSettings):
     tasks: list[str] = []
     data: str | None = None
     file: str | None = None  # the sha256 of the user's text file
+    versions: dict[str, int] | None = None  # what the tasks' data means, where that changed (sources.TASK_VERSIONS)
     split_seed: int = 0
     data_root: str | None = Field(None, alias="_data_root")
     path: str | None = Field(None, alias="_path")
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
-        from focusflow.pipeline.evaluation_stages import data_fingerprint
+        from focusflow.pipeline.evaluation_stages import data_fingerprint, data_versions
         from focusflow.storage.atomic import sha256_file
 
         evaluation = cfg.evaluation
@@ -39,7 +40,7 @@ class OodSettings(StageSettings):
             return cls(file=sha256_file(path), path=str(path))
         root = evaluation.data_root
         return cls(tasks=sorted(evaluation.tasks), data=data_fingerprint(evaluation.tasks, root),
-                   split_seed=evaluation.split_seed, data_root=root)
+                   split_seed=evaluation.split_seed, data_root=root, **data_versions(evaluation.tasks))
 
 
 def wanted(cfg: PipelineConfig) -> bool:

@@ -23,16 +23,17 @@ class ReadingSettings(StageSettings):
 
     tasks: list[str]
     data: str | None = None
+    versions: dict[str, int] | None = None  # what the tasks' data means, where that changed (sources.TASK_VERSIONS)
     split_seed: int = 0
     data_root: str | None = Field(None, alias="_data_root")
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, **variant: Any) -> Self:
-        from focusflow.pipeline.evaluation_stages import data_fingerprint
+        from focusflow.pipeline.evaluation_stages import data_fingerprint, data_versions
 
         evaluation = cfg.evaluation
         return cls(tasks=sorted(evaluation.tasks), data=data_fingerprint(evaluation.tasks, evaluation.data_root),
-                   split_seed=evaluation.split_seed, data_root=evaluation.data_root)
+                   split_seed=evaluation.split_seed, data_root=evaluation.data_root, **data_versions(evaluation.tasks))
 
 
 def _reading(run: StageRun) -> Mapping[str, Any]:

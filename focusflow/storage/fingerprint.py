@@ -14,17 +14,19 @@ from focusflow.storage.errors import CorruptArtifactError
 
 
 def folder_fingerprint(root: Path, parts: Iterable[Path] | None = None,
-                       suffixes: Collection[str] | None = None) -> str:
+                       suffixes: Collection[str] | None = None, bare_names: Collection[str] = ()) -> str:
     """sha256 over the names (relative to ``root``) and hashes of the files under ``root``.
 
     ``parts`` (folders inside ``root``) narrow it to the files a run reads, so that a folder appearing
-    beside them changes nothing; ``suffixes`` keep only files with those endings (data, not READMEs). Dot names
+    beside them changes nothing; ``suffixes`` keep only files with those endings (data, not READMEs), and files
+    without an ending only where ``bare_names`` names them (WikiANN's ``train``, not a LICENSE). Dot names
     (``.git/``, ``.gitattributes``, an export's marker) are a tool's bookkeeping, not content: left out.
     """
     root = Path(root)
     folders = [root] if parts is None else [Path(part) for part in parts]
     files = {path for folder in folders for path in Path(folder).rglob("*")
-             if path.is_file() and (suffixes is None or path.suffix in suffixes)
+             if path.is_file() and (suffixes is None or path.suffix in suffixes
+                                    or (not path.suffix and path.name in bare_names))
              and not is_hidden(path.relative_to(root))}
     digest = hashlib.sha256()
     for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):

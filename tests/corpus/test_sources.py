@@ -34,6 +34,14 @@ def test_language_codes_normalize_and_map_per_corpus():
     assert corpus_language("mc4", "he") == "iw"  # mC4's legacy Hebrew code
     assert corpus_language("mc4", "nya") == "ny"
     assert corpus_language("cc100", "bn_rom") == "bn_rom"
+    # a corpus's own variant, however the configuration spells it, names its own file, not its base language's
+    assert corpus_language("cc100", "zh-hant") == "zh-Hant" and corpus_language("cc100", "zh") == "zh-Hans"
+    assert corpus_language("cc100", "my-zaw") == "my_zaw" and corpus_language("mc4", "hi-latn") == "hi-Latn"
+    assert corpus_language("oscar", "sh") == "sh" and corpus_language("oscar", "sr") == "sr"
+    # codes the corpora ship under another spelling than langcodes': Tagalog, Norwegian Bokmål, Northern Sotho
+    assert corpus_language("cc100", "tl") == corpus_language("oscar", "fil") == "tl"
+    assert corpus_language("mc4", "tl") == "fil" and corpus_language("cc100", "nso") == "ns"
+    assert corpus_language("cc100", "nb") == corpus_language("mc4", "nob") == "no"
     with pytest.raises(LanguageError, match="it is in mc4"):
         corpus_language("oscar", "ny")
     with pytest.raises(LanguageError, match="not a known ISO 639"):
@@ -73,6 +81,41 @@ def test_txt_paragraph_documents(tmp_path: Path):
     file = tmp_path / "p.txt"
     file.write_text("line one\nline two\n\n\nline three\n", encoding="utf-8")
     assert list(iter_files([str(file)], txt_documents="paragraph")) == ["line one\nline two", "line three"]
+
+
+def test_local_copies_leave_out_what_the_corpus_leaves_out(tmp_path: Path, caplog):
+    """A local copy of OSCAR drops the records its metadata flags header/footer/noisy (as the Hub path does), a
+    folder of mC4 shards leaves its validation shards out, a JSON Lines file may start with a byte-order mark."""
+    oscar = tmp_path / "sw_meta_part_1.jsonl"
+    oscar.write_text("\ufeff" + "".join(json.dumps(record) + "\n" for record in [
+        {"content": DOCS[0], "metadata": {"quality_warnings": None}},
+        {"content": "Menu Home Contact", "metadata": {"quality_warnings": ["header"]}},
+        {"content": DOCS[1], "metadata": {"quality_warnings": ["short_sentences"]}}]), encoding="utf-8")
+    assert list(iter_files([str(oscar)], text_field="content")) == [DOCS[0], DOCS[1]]
+    shards = tmp_path / "mc4"
+    shards.mkdir()
+    for name, text in (("c4-sw.tfrecord-00000-of-00002.json.gz", DOCS[0]),
+                       ("c4-sw-validation.tfrecord-00000-of-00001.json.gz", "validation, not train")):
+        with gzip.open(shards / name, "wt", encoding="utf-8") as handle:
+            handle.write(json.dumps({"text": text, "url": "u"}) + "\n")
+    assert list(iter_files(resolve_paths([str(shards)]))) == [DOCS[0]]
+    assert len(resolve_paths([str(shards / "*.json.gz")])) == 2, "a file named explicitly is read"
+
+
+def test_text_in_blank_line_separated_documents_read_by_line_is_said_once(tmp_path: Path, caplog):
+    """CC100's raw files separate documents by a blank line: read a document per line, each paragraph becomes one,
+    so the reader says so, with the setting that reads them whole."""
+    cc100 = tmp_path / "sw.txt"
+    cc100.write_text("".join(f"{DOCS[0]}\n{DOCS[1]}\n\n" for _ in range(20)), encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert len(list(iter_files([str(cc100)]))) == 40
+    assert "corpus.txt_documents=paragraph" in caplog.text
+    caplog.clear()
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"{DOCS[i % 3]}\n" for i in range(60)) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        list(iter_files([str(lines)]))
+    assert "txt_documents" not in caplog.text
 
 
 def test_missing_inputs_fail_at_once_with_advice(tmp_path: Path):
@@ -177,6 +220,14 @@ def test_hub_sources_stream_through_datasets_from_a_local_mirror(tmp_path: Path)
 
     assert docs("oscar") == ["Habari njema kutoka Nairobi leo asubuhi.", "Bei ya mafuta imepanda tena wiki hii."]
     assert docs("cc100") == ["Aya ya kwanza.\nMstari wa pili.", "Hati ya pili hapa."]
+    # a variant's own file (Traditional Chinese, not Simplified); a byte that is not UTF-8 said as such, with the fix
+    (tmp_path / "cc100" / "zh-Hans.txt.xz").write_bytes(lzma.compress("简体中文。\n\n".encode()))
+    (tmp_path / "cc100" / "zh-Hant.txt.xz").write_bytes(lzma.compress("繁體中文。\n\n".encode()))
+    variant = CorpusSpec(source="cc100", dataset_root=str(tmp_path / "cc100"), shuffle_buffer=0)
+    assert list(iter_source(variant, "zh-hant")) == ["繁體中文。"]
+    (tmp_path / "cc100" / "zh-Hant.txt.xz").write_bytes(lzma.compress("繁體中文。\n\n".encode() + b"bad \xff byte\n\n"))
+    with pytest.raises(CorpusSourceError, match="not UTF-8.*corpus.source=local"):
+        list(iter_source(variant, "zh-hant"))
     assert sorted(docs("mc4")) == ["Hati ya mC4 nambari 0.", "Hati ya mC4 nambari 1."]
     shuffled = CorpusSpec(source="mc4", dataset_root=str(tmp_path / "mc4"), shuffle_buffer=10, seed=3)
     assert sorted(iter_source(shuffled, "sw")) == sorted(docs("mc4"))

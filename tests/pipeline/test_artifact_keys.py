@@ -41,16 +41,52 @@ def test_the_data_fingerprint_follows_the_files_read_not_where_they_lie(tmp_path
     assert data_fingerprint(tasks, None) is None
 
 
-def test_a_mended_reader_of_one_task_kind_rescores_that_kind_only(monkeypatch):
-    """``KIND_RUN_VERSIONS``: results holding a QA task are keyed by the QA reader's version (questions sharing an id
-    were scored as one before version 2); results of the other kinds keep their keys."""
-    from focusflow.evaluation.downstream import runner
+def test_a_task_whose_data_means_something_else_now_is_keyed_anew_and_no_other(monkeypatch, tmp_path: Path):
+    """``TASK_VERSIONS``: results and texts of a QA task (questions sharing an id were scored as one) or of
+    ``ner:masakhaner`` (now MasakhaNER 1.0, before an alias of 2.0) are keyed by that version, in every stage that
+    reads the tasks; other tasks keep their keys. A path task needs no folder to be keyed."""
+    from focusflow.config import load_config
+    from focusflow.evaluation.downstream import sources
+    from focusflow.pipeline import params_for
     from focusflow.pipeline.evaluation_stages import _downstream_key
 
     def key(*tasks: str) -> dict:
         return _downstream_key({"evaluation": {"tasks": list(tasks)}, "name": "focus"})
 
     qa, cls = key("qa:tydiqa:sw", "cls:sib200:sw"), key("cls:sib200:sw")
-    assert qa["kind_versions"] == {"qa": 2} and "kind_versions" not in cls
-    monkeypatch.setitem(runner.KIND_RUN_VERSIONS, "qa", 3)
+    assert qa["versions"] == {"qa": 2} and "versions" not in cls and "versions" not in key("ner:masakhaner2:swa")
+    assert key("ner:MasakhaNER:swa")["versions"] == {"ner:masakhaner": 2}
+    assert key("qa:/no/such/folder")["versions"] == {"qa": 2}
+    for stage in ("decontaminate", "reading", "ood-text"):
+        cfg = load_config(language="sw", evaluation={"tasks": ["qa:tydiqa:sw", "cls:sib200:sw"]})
+        assert params_for(stage, cfg)["versions"] == {"qa": 2}, stage
+        plain = load_config(language="sw", evaluation={"tasks": ["cls:sib200:sw"]})
+        assert "versions" not in params_for(stage, plain), stage
+    monkeypatch.setitem(sources.TASK_VERSIONS, "qa", 3)
     assert key("qa:tydiqa:sw", "cls:sib200:sw") != qa and key("cls:sib200:sw") == cls
+
+
+def test_extensionless_files_count_in_the_fingerprint_only_when_a_reader_reads_them(tmp_path: Path):
+    """WikiANN's original ``train``/``dev``/``test`` are read, so they count; a LICENSE beside them is not."""
+    from focusflow.pipeline.evaluation_stages import data_fingerprint
+
+    folder = tmp_path / "ner" / "wikiann" / "swa"
+    folder.mkdir(parents=True)
+    (folder / "train").write_text("sw:Juma\tB-PER\n", encoding="utf-8")
+    before = data_fingerprint(["ner:wikiann:swa"], tmp_path)
+    (folder / "LICENSE").write_text("CC BY\n", encoding="utf-8")
+    assert data_fingerprint(["ner:wikiann:swa"], tmp_path) == before
+    (folder / "train").write_text("sw:Juma\tB-PER\nsw:yuko\tO\n", encoding="utf-8")
+    assert data_fingerprint(["ner:wikiann:swa"], tmp_path) != before
+
+
+def test_corpora_whose_reading_changed_are_keyed_anew_and_no_other():
+    """The corpus reader's version is in the key of local corpora and of a hub corpus's own variant codes (zh-Hant
+    read zh-Hans before), never of the demo corpus or a hub corpus's base language: their stores stay valid."""
+    from focusflow.pipeline import get_stage
+
+    def key(source: str, language: str) -> dict:
+        return get_stage("corpus").key_params({"language": language, "corpus": {"source": source}, "cleaning": {}})
+
+    assert "reader" not in key("demo", "ny") and "reader" not in key("cc100", "sw") and "reader" not in key("mc4", "he")
+    assert key("cc100", "zh-hant")["reader"] == key("mc4", "hi-latn")["reader"] == key("local", "sw")["reader"] == 2

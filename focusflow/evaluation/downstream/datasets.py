@@ -116,7 +116,7 @@ def _read_text(path: Path) -> str:
 
 _COLUMNS = re.compile(r"[ \t]+")  # CoNLL columns; other Unicode spaces (NBSP, U+2028) belong to the word
 #: The language prefix of every word in WikiANN's original files (Rahimi et al.'s ``sw:Khalid<TAB>B-PER``).
-_LANGUAGE_PREFIX = re.compile(r"^([a-z]{2,3}(?:-[a-z]+)?):.")
+_LANGUAGE_PREFIX = re.compile(r"^([a-z]{2,3}(?:-[a-z]+)*|simple):.")  # sw:, zh-min-nan:, be-x-old:, simple:
 
 
 def _is_bio_tag(tag: str) -> bool:
@@ -144,7 +144,7 @@ def read_conll(path: Path) -> list[NerExample]:
     rows: list[tuple[int, list[str], str]] = []
     empty_words: list[int] = []
     for number, raw in enumerate(_lines(_read_text(path)), start=1):
-        raw = raw.replace("\ufeff", "")
+        raw = raw.lstrip("\ufeff")
         line = raw.strip(" \t")
         if not line:
             if rows:
@@ -187,23 +187,23 @@ def _xnli_columns(path: Path, rows: list[list[str]]) -> list[list[str]]:
     hypothesis and label by name; a file of several languages is refused, naming them (keep one language's rows)."""
     header = [cell.strip() for cell in rows[0]]
     wanted = [header.index(name) for name in ("sentence1", "sentence2", "gold_label")]
-    body = [row for row in rows[1:] if row and any(cell.strip() for cell in row)]
+    body = [(number, row) for number, row in enumerate(rows[1:], start=2) if row and any(cell.strip() for cell in row)]
     if "language" in header:
         column = header.index("language")
-        languages = sorted({row[column].strip() for row in body if len(row) > column})
+        languages = sorted({row[column].strip() for _, row in body if len(row) > column})
         if len(languages) > 1:
             raise DataFormatError(f"{path} holds XNLI rows of {len(languages)} languages ({', '.join(languages[:15])}): "
                                   "keep the rows of the task's language (its 'language' column) in the task's file")
-    short = next((number for number, row in enumerate(body, start=2) if len(row) <= max(wanted)), None)
+    short = next((number for number, row in body if len(row) <= max(wanted)), None)
     if short is not None:
         raise DataFormatError(f"{path}:{short}: fewer columns than its header names ({len(header)})")
-    return [["premise", "hypothesis", "label"]] + [[row[i] for i in wanted] for row in body]
+    return [["premise", "hypothesis", "label"]] + [[row[i] for i in wanted] for _, row in body]
 
 
 def _strip_language_prefix(path: Path, sentences: list[list[tuple[int, list[str], str]]]) -> None:
     """WikiANN's original layout in place: when every word carries one language prefix (``sw:``), the words lose
     it and a line without a tag gets ``O``; a tagless line in any other file is an error."""
-    words = [columns[0] for rows in sentences for _, columns, _ in rows]
+    words = [columns[0] for rows in sentences for _, columns, _ in rows if columns[0]]
     found = _LANGUAGE_PREFIX.match(words[0]) if words else None
     prefix = found.group(1) + ":" if found else None
     if prefix is None or not all(word.startswith(prefix) for word in words):
@@ -213,7 +213,7 @@ def _strip_language_prefix(path: Path, sentences: list[list[tuple[int, list[str]
         return
     for rows in sentences:
         for _, columns, _ in rows:
-            columns[0] = columns[0][len(prefix):]
+            columns[0] = columns[0].removeprefix(prefix)
             if len(columns) < 2:
                 columns.append("O")
     log.info("%s: WikiANN's original layout: the language prefix %r stripped from every word", path, prefix)

@@ -26,7 +26,7 @@ from focusflow.evaluation.downstream.kinds import require_task_head, task_kind
 from focusflow.evaluation.downstream.presets import with_protocol
 from focusflow.evaluation.downstream.progress import RunProgress, warn_if_never_learned
 from focusflow.evaluation.downstream.report import RUNS_FOLDER, never_learned, results_folder, write_reports
-from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task
+from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task, task_versions
 from focusflow.logs import quiet_transformers_progress
 from focusflow.models.loading import require_vocabulary_fits, require_weights, usable_positions
 from focusflow.precision import resolve_precision
@@ -38,10 +38,6 @@ log = logging.getLogger(__name__)
 
 HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
 RUN_VERSION = 2  # 2: a local model identified by content, not by file times
-#: A kind's own run version, in its runs' fingerprints beside RUN_VERSION (the other kinds' saved runs stay valid):
-#: qa 2: questions that shared an id were scored as one (a converted copy numbering questions per article), and a
-#: local TyDiQA file of every language trained on all of them
-KIND_RUN_VERSIONS = {"qa": 2}
 OVERRIDES = ("lr", "epochs", "max_length")  # settings that replace a task kind's default when given
 
 
@@ -153,7 +149,8 @@ def _fingerprint(signature: str, spec: TaskSpec, seed: int, finetune_spec: Finet
     payload = json.dumps({"files": signature, "task": spec.id, "seed": seed,
                           "finetune": _finetune_fields(finetune_spec) | {"precision": resolved}, "settings": settings,
                           "sizes": data.sizes(), "version": RUN_VERSION,
-                          **({"kind_version": KIND_RUN_VERSIONS[spec.kind]} if spec.kind in KIND_RUN_VERSIONS else {})},
+                          # a task whose data means something else now (sources.TASK_VERSIONS); other runs stay valid
+                          **({"task_versions": versions} if (versions := task_versions([spec.id])) else {})},
                          sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

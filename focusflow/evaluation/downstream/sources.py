@@ -31,6 +31,7 @@ from focusflow.evaluation.downstream.datasets import (
     NerExample,
     NliExample,
     QaExample,
+    QaReadStats,
     TaskData,
     complete_splits,
     qa_examples_from_records,
@@ -123,7 +124,12 @@ def _nli_from_hub(dataset: Any, spec: TaskSpec) -> list[NliExample]:
 
 
 def _qa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
-    return qa_examples_from_records(dataset, f"{spec.dataset}:{spec.language}")
+    stats = QaReadStats()
+    examples = qa_examples_from_records(dataset, f"{spec.dataset}:{spec.language}", stats)
+    if stats.renamed:
+        log.warning("%s: %d of %d questions repeat an earlier question's id or have none; each is scored under an id "
+                    "of its own", spec.id, stats.renamed, stats.questions)
+    return examples
 
 
 def _tydiqa_prefix(spec: TaskSpec) -> str:
@@ -257,6 +263,26 @@ ALIASES = {"sib-200": "sib200", "sib": "sib200", "masakhane-news": "masakhanews"
            "germeval": "germeval14", "germeval_14": "germeval14", "germeval2014": "germeval14",
            "tydiqa-goldp": "tydiqa", "tydiqa_goldp": "tydiqa", "tydi": "tydiqa"}
 SPLIT_NAMES = {"train": ("train",), "dev": ("dev", "validation", "valid", "val"), "test": ("test",)}
+SPLIT_FILE_STEMS = frozenset(stem for stems in SPLIT_NAMES.values() for stem in stems)  # a file's name without ending
+
+#: What a task's data means, where that changed, by task kind or by ``kind:dataset``: in the keys of the stages that
+#: read such a task (downstream results, decontamination, the reading and other-domain texts), so those are made
+#: again, and no other key moves. qa 2: questions that shared an id were scored as one, and a local TyDiQA file of
+#: every language trained on all of them; ner:masakhaner 2: the name means MasakhaNER 1.0, no longer 2.0.
+TASK_VERSIONS = {"qa": 2, "ner:masakhaner": 2}
+
+
+def task_versions(tasks: Iterable[str]) -> dict[str, int]:
+    """The entries of ``TASK_VERSIONS`` these tasks name (read from the text alone: a path need not exist)."""
+    found: dict[str, int] = {}
+    for task in tasks:
+        kind, _, rest = task.strip().partition(":")
+        dataset = rest.partition(":")[0].lower()
+        named = f"{kind.lower()}:{ALIASES.get(dataset, dataset)}"
+        for entry in (kind.lower(), named):
+            if entry in TASK_VERSIONS:
+                found[entry] = TASK_VERSIONS[entry]
+    return dict(sorted(found.items()))
 
 
 def parse_task(text: str) -> TaskSpec:

@@ -409,6 +409,8 @@ def test_wikiann_original_files_read_as_its_own_loader_reads_them(tmp_path):
     assert data.train[0].words == ("Khalid", "yuko", "Dodoma") and data.test[0].tags == ("B-PER", "O")
     with pytest.raises(DataFormatError, match=r"plain:2: expected 'word TAG'"):
         read_conll(write(tmp_path / "plain", "Juma B-PER\nyuko\n"))  # a tagless line anywhere else is an error
+    other = read_conll(write(tmp_path / "be", "be-x-old:Мінск\tB-LOC\n\tO\nbe-x-old:горад\n"))  # an empty word too
+    assert other[0].words == ("Мінск", "", "горад") and other[0].tags == ("B-LOC", "O", "O")
 
 
 def test_a_byte_order_mark_inside_a_file_is_not_part_of_a_word(tmp_path):
