@@ -7,10 +7,14 @@ Four kinds of task, each with one example type (the kinds themselves: ``kinds.py
 - ``nli``: :class:`NliExample` (premise, hypothesis, label), XNLI-style TSV
   ``premise<TAB>hypothesis<TAB>label``; labels entailment / neutral / contradiction.
 - ``qa``: :class:`QaExample` (question, context, gold answers), SQuAD 1.1 JSON.
-- ``cls``: :class:`ClsExample` (text, label), ``label<TAB>text`` lines or a headed TSV/CSV/JSONL
-  whose columns name the label (``label``, ``category``, ...) and the text (``text``, ``sentence``, ...;
-  a ``headline``/``title`` column goes before it, as MasakhaNEWS's headline + text); a ``labels.txt``
-  beside the files (SIB-200) fixes the label set and its order.
+- ``cls``: :class:`ClsExample` (text, label), ``label<TAB>text`` lines or a headed TSV/CSV/JSON(L)/Parquet
+  whose columns name the label (``label``, ``category``, ...) and the text (``text``, ``sentence``, ``article``,
+  ...; a ``headline``/``title`` column goes before it, as MasakhaNEWS's headline + text); a ``labels.txt``
+  beside the files (SIB-200) fixes the label set and its order (and names a Hub export's label indices); a split
+  without a label column (a shared task's unlabelled test set) or with a header alone is completed from the others.
+
+A split's file is ``train``/``dev``/``test`` with the kind's extension (any case), else the one file whose name
+holds the split as a word (``hau_train.tsv``, ``train_clean.tsv``, ``daily-news-dikgang-dev.tsv``).
 
 Splits are completed deterministically (``split_seed``, independent of the fine-tuning seed,
 so every model and seed sees the same train/dev/test):
@@ -350,9 +354,11 @@ def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:
     return qa_examples_from_records(records, str(path), stats), stats
 
 
-CLS_LABEL_COLUMNS = ("label", "category", "labels", "class", "topic", "sentiment", "gold_label")
-CLS_TEXT_COLUMNS = ("text", "sentence", "content", "body", "tweet", "document")
-CLS_TITLE_COLUMNS = ("headline", "title")  # joined before the text (MasakhaNEWS: headline + text)
+CLS_LABEL_COLUMNS = ("label", "category", "labels", "class", "class_label", "topic", "sentiment", "polarity",
+                     "intent", "emotion", "gold_label")
+CLS_TEXT_COLUMNS = ("text", "sentence", "content", "article", "body", "tweet", "tweets", "document", "review",
+                    "comment", "utterance")
+CLS_TITLE_COLUMNS = ("headline", "title", "news_title")  # joined before the text (MasakhaNEWS: headline + text)
 
 
 def _pick(columns: Sequence[str], candidates: Sequence[str]) -> str | None:
@@ -360,9 +366,24 @@ def _pick(columns: Sequence[str], candidates: Sequence[str]) -> str | None:
     return next((lowered[name] for name in candidates if name in lowered), None)
 
 
-def _cls_records(path: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
+def _cls_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
     """(line, record) pairs and the header's columns; ``None`` columns for headerless ``label<TAB>text``."""
-    if path.suffix.lower() == ".jsonl":
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":  # a Hugging Face dataset's export
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        return [(number, record) for number, record in enumerate(frame.to_dict("records"), start=1)], list(frame)
+    text = _read_text(path)
+    if suffix == ".json" and text.lstrip().startswith("["):  # a JSON array of objects
+        try:
+            array = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        if not all(isinstance(record, dict) for record in array):
+            raise DataFormatError(f"{path}: expected a JSON array of objects")
+        return list(enumerate(array, start=1)), sorted({key for record in array for key in record})
+    if suffix in (".jsonl", ".json"):  # JSON Lines (what Dataset.to_json writes, under either name)
         records = []
         for number, line in enumerate(_lines(text), start=1):
             if not line.strip():
@@ -384,6 +405,7 @@ def _cls_records(path: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]
     header = [cell.strip() for cell in rows[0][1]]
     if _pick(header, CLS_LABEL_COLUMNS) is None and _pick(header, CLS_TEXT_COLUMNS) is None and \
             all(len(row) == 2 for _, row in rows):
+        _refuse_unnamed_header(path, rows)
         return [(number, {"label": row[0], "text": row[1]}) for number, row in rows], None
     records = []
     for number, row in rows[1:]:
@@ -394,11 +416,36 @@ def _cls_records(path: Path, text: str) -> tuple[list[tuple[int, dict[str, Any]]
     return records, header
 
 
+def _refuse_unnamed_header(path: Path, rows: list[tuple[int, list[str]]]) -> None:
+    """A two-column file read as ``label<TAB>text`` lines whose first row is a header of names we do not know
+    (``Tweets<TAB>Polarity``): its "label" occurs once where every other label repeats. Said, not read as an example."""
+    labels = [row[0].strip() for _, row in rows]
+    counts = {label: labels.count(label) for label in set(labels)}
+    if len(rows) >= 10 and counts[labels[0]] == 1 and all(count > 1 for label, count in counts.items()
+                                                            if label != labels[0]):
+        raise DataFormatError(f"{path}: its first row ({', '.join(rows[0][1])}) looks like a header of column names "
+                              f"this reader does not know; name the label column one of {', '.join(CLS_LABEL_COLUMNS)} "
+                              f"and the text column one of {', '.join(CLS_TEXT_COLUMNS)}, or remove the row")
+
+
+def read_cls_split(path: Path) -> tuple[list[ClsExample] | None, str | None]:
+    """A split's examples, or None with a note for a file that holds no labels (a header alone, or a published
+    split without its label column, such as a shared task's unlabelled test set): the split is then completed from
+    the others, as an unlabelled QA file is."""
+    records, columns = _cls_records(Path(path))
+    if not records:
+        return None, f"{Path(path).name} ignored: no examples (a header alone?)"
+    if columns is not None and _pick(columns, CLS_LABEL_COLUMNS) is None and _pick(columns, CLS_TEXT_COLUMNS):
+        log.warning("%s: no label column among %s; ignoring it as unlabelled", path, ", ".join(map(str, columns)))
+        return None, f"{Path(path).name} ignored: no label column ({', '.join(map(str, columns))})"
+    return read_cls_file(path), None
+
+
 def read_cls_file(path: Path) -> list[ClsExample]:
-    """Sentence classification examples from ``label<TAB>text`` lines or a headed TSV/CSV/JSONL file
+    """Sentence classification examples from ``label<TAB>text`` lines or a headed TSV/CSV/JSON(L)/Parquet file
     (column names in the module docstring; the error lists the columns found)."""
     path = Path(path)
-    records, columns = _cls_records(path, _read_text(path))
+    records, columns = _cls_records(path)
     label_column: str | None = "label"
     text_column: str | None = "text"
     title_column = None

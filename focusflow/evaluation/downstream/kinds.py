@@ -30,7 +30,7 @@ from focusflow.evaluation.downstream.datasets import (
     TaskData,
     check_labels,
     ner_label_set,
-    read_cls_file,
+    read_cls_split,
     read_conll,
     read_labels_file,
     read_nli_tsv,
@@ -122,11 +122,23 @@ def _read_qa(path: Path) -> tuple[list[Any] | None, str | None]:
     return examples, None
 
 
+def _name_label_indices(splits: Splits, labels: list[str], labels_file: Path) -> None:
+    """A Hugging Face export writes a ClassLabel as its index (0, 1, …): with ``labels.txt`` naming them in order,
+    each index becomes its name (in place), where no label of the data is a name already."""
+    seen = {example.label for examples in splits.values() for example in examples}
+    if not seen or seen & set(labels) or not all(label.isdigit() and int(label) < len(labels) for label in seen):
+        return
+    for examples in splits.values():
+        examples[:] = [ClsExample(example.text, labels[int(example.label)]) for example in examples]
+    log.info("%s: the labels are indices; named by %s", ", ".join(sorted(seen, key=int)), labels_file)
+
+
 def _cls_labels(splits: Splits, folder: Path | None) -> list[str]:
     """``labels.txt`` beside the files when there is one (every label must be in it); else the labels seen."""
     labels_file = folder / LABELS_FILE if folder is not None and folder.is_dir() else None
     if labels_file is not None and labels_file.is_file():
         labels = read_labels_file(labels_file)
+        _name_label_indices(splits, labels, labels_file)
         check_labels(splits, labels, str(labels_file))
         return labels
     labels = sorted({example.label for examples in splits.values() for example in examples})
@@ -177,7 +189,7 @@ KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     TaskKind("cls", "sentence classification: text → label, accuracy and macro-F1", ClsExample,
              model_class="AutoModelForSequenceClassification", make_adapter=_cls_adapter,
              defaults={"lr": 3e-5, "epochs": 10.0, "max_length": 128}, main_metric="accuracy",
-             file_extensions=(".tsv", ".csv", ".jsonl", ".txt"), read_split=lambda path: (read_cls_file(path), None),
+             file_extensions=(".tsv", ".csv", ".jsonl", ".json", ".parquet", ".txt"), read_split=read_cls_split,
              label_set=_cls_labels, texts=_cls_texts, dataset_main_metric={"masakhanews": "macro_f1"}),
 )}
 KIND_NAMES: tuple[str, ...] = tuple(KINDS)

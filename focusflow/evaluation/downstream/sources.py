@@ -263,6 +263,7 @@ ALIASES = {"sib-200": "sib200", "sib": "sib200", "masakhane-news": "masakhanews"
            "germeval": "germeval14", "germeval_14": "germeval14", "germeval2014": "germeval14",
            "tydiqa-goldp": "tydiqa", "tydiqa_goldp": "tydiqa", "tydi": "tydiqa"}
 SPLIT_NAMES = {"train": ("train",), "dev": ("dev", "validation", "valid", "val"), "test": ("test",)}
+_NAME_WORDS = re.compile(r"[-_. ]+")  # the words of a file's name: hau_train, daily-news-dikgang-dev, test_v0.2
 SPLIT_FILE_STEMS = frozenset(stem for stems in SPLIT_NAMES.values() for stem in stems)  # a file's name without ending
 
 #: What a task's data means, where that changed, by task kind or by ``kind:dataset``: in the keys of the stages that
@@ -319,12 +320,30 @@ def parse_task(text: str) -> TaskSpec:
 
 
 def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
+    """``train.tsv`` (any case), else the one file whose name holds the split as a word, as published files are
+    named: ``train_clean.tsv``, ``hau_train.tsv``, ``daily-news-dikgang-dev.tsv``, ``test_v0.2.csv``."""
+    extensions = KINDS[kind].file_extensions
+    files = [path for path in sorted(folder.iterdir()) if path.is_file() and not path.name.startswith(".")]
+
+    def stem_of(path: Path) -> str | None:
+        name = path.name.lower()
+        for extension in sorted(extensions, key=len, reverse=True):
+            if name.endswith(extension) and (extension or "." not in name):
+                return name[:len(name) - len(extension)] if extension else name
+        return None
+
+    stems = {path: stem for path in files if (stem := stem_of(path)) is not None}
     for stem in SPLIT_NAMES[split]:
-        for extension in KINDS[kind].file_extensions:
-            path = folder / f"{stem}{extension}"
-            if path.is_file():
-                return path
-    return None
+        for extension in extensions:  # the table's order: train.txt before train.tsv
+            exact = [path for path, found in stems.items() if found == stem and path.name.lower().endswith(extension)]
+            if exact:
+                return exact[0]
+    words = {path: set(_NAME_WORDS.split(stem)) for path, stem in stems.items()}
+    named = [path for path, parts in words.items() if parts & set(SPLIT_NAMES[split])]
+    if len(named) > 1:
+        raise InputError(f"{folder}: {len(named)} files could be the {split} split ({', '.join(p.name for p in named)}); "
+                         f"name one {SPLIT_NAMES[split][0]}{extensions[0]}")
+    return named[0] if named else None
 
 
 def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: int = 0,
@@ -351,6 +370,8 @@ def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: i
             notes[split] = note
     if not any(splits.values()):
         raise DataFormatError(f"{folder}: no labelled {kind} data ({'; '.join(notes.values())})")
+    if not splits["train"] and "train" in notes and any(splits[name] for name in ("dev", "test")):
+        raise DataFormatError(f"{folder}: no training split ({notes['train']})")
     train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed)
     provenance = {split: f"{origin} [{folder}]" for split, origin in provenance.items()} | {
         f"note_{split}": note for split, note in notes.items()}

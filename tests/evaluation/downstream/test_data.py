@@ -447,3 +447,50 @@ def test_a_local_tydiqa_file_of_every_language_gives_the_tasks_questions(tmp_pat
     data = resolve_task("qa:tydiqa:sw", data_root=tmp_path)
     assert {e.id.split("-")[0] for e in data.train + data.dev + data.test} == {"swahili"}
     assert len(data.train + data.dev + data.test) == 10
+
+
+def test_classification_files_as_their_datasets_publish_them(tmp_path):
+    """Column names, split file names and label encodings of published classification sets: AmharicNews's
+    article (after its headline, not the headline alone), AfriSenti's unlabelled or header-only splits (completed
+    from the others, with a note), uds-lsv's ``train_clean``/Zindi's ``Train.csv``, a Hub export's label indices
+    named by ``labels.txt``, Parquet and JSON exports."""
+    from focusflow.evaluation.downstream.datasets import read_cls_file
+
+    amharic = write(tmp_path / "am.csv", "headline,category,date,views,article,link\n"
+                                         "ርዕስ,ስፖርት,2020,3,ሙሉ ዜና እዚህ,http://x\n")
+    assert read_cls_file(amharic)[0].text == "ርዕስ\nሙሉ ዜና እዚህ"
+    folder = tmp_path / "afrisenti"
+    rows = "".join(f"id{i}\ttweet number {i}\t{('positive', 'negative')[i % 2]}\n" for i in range(30))
+    write(folder / "hau_train.tsv", "ID\ttweet\tlabel\n" + rows)
+    write(folder / "hau_dev.tsv", "ID\ttweet\n" + "".join(f"d{i}\tdev tweet {i}\n" for i in range(5)))
+    write(folder / "hau_test.tsv", "ID\ttweet\tlabel\n")
+    data = load_folder("cls", folder, "afrisenti", "ha")
+    assert sum(data.sizes().values()) == 30 and "no label column" in data.provenance["note_dev"]
+    assert "no examples" in data.provenance["note_test"]
+    indexed = tmp_path / "indexed"
+    write(indexed / "Train.csv", "text,label\n" + "".join(f"maandishi {i},{i % 3}\n" for i in range(30)))
+    write(indexed / "labels.txt", "siasa\nmichezo\nafya\n")
+    data = load_folder("cls", indexed, "news", "sw")
+    assert data.labels == ["siasa", "michezo", "afya"] and {e.label for e in data.train} == set(data.labels)
+    write(indexed / "train_clean.csv", "text,label\nx,0\n")  # an exact name wins over a name holding the word
+    assert load_folder("cls", indexed, "news", "sw").sizes() == data.sizes()
+    (indexed / "Train.csv").rename(indexed / "train_raw.csv")
+    with pytest.raises(InputError, match="2 files could be the train split"):
+        load_folder("cls", indexed, "news", "sw")
+    import pandas as pd
+
+    exported = tmp_path / "export"
+    exported.mkdir()
+    pd.DataFrame({"text": [f"sentensi {i}" for i in range(20)], "label": ["a", "b"] * 10}).to_parquet(
+        exported / "train.parquet")
+    write(exported / "test.json", "".join(json.dumps({"text": f"t {i}", "label": "ab"[i % 2]}) + "\n" for i in range(6)))
+    assert load_folder("cls", exported, "export", "sw").sizes() == {"train": 18, "dev": 2, "test": 6}
+
+
+def test_a_header_of_unknown_names_is_not_read_as_an_example(tmp_path):
+    from focusflow.evaluation.downstream.datasets import read_cls_file
+
+    rows = "".join(f"{('chanya', 'hasi')[i % 2]}\tmaandishi {i}\n" for i in range(12))
+    with pytest.raises(DataFormatError, match="looks like a header"):
+        read_cls_file(write(tmp_path / "named.tsv", "Hisia\tMaandishi\n" + rows))
+    assert len(read_cls_file(write(tmp_path / "plain.tsv", rows))) == 12  # label<TAB>text lines still read
