@@ -443,7 +443,7 @@ def test_a_local_tydiqa_file_of_every_language_gives_the_tasks_questions(tmp_pat
     it trains on that language's questions only (ids name the language), as the Hub path does."""
     context = "Mji mkuu wa Tanzania ni Dodoma."
     questions = [(f"{language}-{i}", "Dodoma", 24) for language in ("swahili", "finnish") for i in range(10)]
-    write(tmp_path / "qa" / "tydiqa" / "sw" / "train.json", squad([(context, questions)]))
+    write(tmp_path / "qa" / "tydiqa" / "sw" / "tydiqa-goldp-v1.1-train.json", squad([(context, questions)]))  # as named
     data = resolve_task("qa:tydiqa:sw", data_root=tmp_path)
     assert {e.id.split("-")[0] for e in data.train + data.dev + data.test} == {"swahili"}
     assert len(data.train + data.dev + data.test) == 10
