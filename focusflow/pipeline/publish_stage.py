@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 # version 2: cards name a source licence's terms (NOTICE for Gemma), one seed shows no spread, LAPT minutes
 # version 3: the weight check of a model without a stored one compares with the source model its lineage names, and
 # the card says what it compared with; a SIB-200 row names the dataset's config offline (or none)
-PUBLISH_STAGE, PUBLISH_VERSION = "publish", 3
+# version 4: `datasets` names the training corpus only; the language as an ISO 639 code; a local task by its folder's
+# name (no path); the tokenizer's class one transformers 4 knows; the weights' quantized copy and Gemma's use
+# restrictions said in the card; a private push makes an existing repository private first
+PUBLISH_STAGE, PUBLISH_VERSION = "publish", 4
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
 

@@ -78,6 +78,17 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
     return results
 
 
+def card_language(language: str) -> str | None:
+    """The card's ``language``: an ISO 639 code as the Hub lists them (``sw`` for ``swa``/``sw-ke``, ``zh`` for
+    ``zh-hant``), not the run's spelling; None where the language is not known."""
+    from focusflow.languages import LanguageError, normalize_language
+
+    try:
+        return normalize_language(language) if language != "unknown" else None
+    except LanguageError:
+        return None
+
+
 def card_data(facts: CardFacts, repo_id: str) -> ModelCardData:
     source = facts.source
     extra: dict[str, Any] = {}
@@ -86,7 +97,7 @@ def card_data(facts: CardFacts, repo_id: str) -> ModelCardData:
         extra = {"base_model": source.hub_id, "base_model_relation": "finetune"}
     results = eval_results(facts)
     return ModelCardData(
-        language=facts.language if facts.language != "unknown" else None,
+        language=card_language(facts.language),
         license=source.license, license_name=source.license_name, license_link=source.license_link,
         library_name="transformers", pipeline_tag=pipeline_tag(facts),
         tags=list(dict.fromkeys(["focusflow", "focus", "vocabulary-adaptation", facts.method,
@@ -187,7 +198,8 @@ def _efficiency_table(facts: CardFacts) -> list[str]:
 
 
 def _how_made(facts: CardFacts) -> list[str]:
-    lines = [f"- **Source model**: `{facts.source_spec}` ({facts.architecture})",
+    copy = f"; its weights were read from {facts.source.copy}, the start to compare with" if facts.source.copy else ""
+    lines = [f"- **Source model**: `{facts.source_spec}` ({facts.architecture}{copy})",
              f"- **Method**: `{facts.method}` embedding initialization, mode `{facts.mode}`, "
              f"new vocabulary of {_number(facts.model.vocab_size)} tokens trained on the corpus below"]
     if facts.fates:
@@ -278,6 +290,8 @@ def _licence(facts: CardFacts) -> list[str]:
              f"[{terms.name}]({terms.link})."]
     if terms.notice:
         lines += ["", f"`{NOTICE_FILE}` carries the required notice: \"{terms.notice}\"."]
+    if terms.restrictions:
+        lines += ["", terms.restrictions]
     return [*lines, ""]
 
 

@@ -37,6 +37,7 @@ class LicenceTerms:
     name: str
     link: str
     notice: str | None = None
+    restrictions: str | None = None  # the use restrictions the terms pass on to every user of a derived model
 
 
 # Source licences whose terms a derived model's card must name (Hub licence id -> terms); the others (mit,
@@ -44,7 +45,11 @@ class LicenceTerms:
 SOURCE_LICENCES: dict[str, LicenceTerms] = {
     "gemma": LicenceTerms("Gemma Terms of Use", "https://ai.google.dev/gemma/terms",
                           notice="Gemma is provided under and subject to the Gemma Terms of Use found at "
-                                 "ai.google.dev/gemma/terms"),
+                                 "ai.google.dev/gemma/terms",
+                          restrictions="The use restrictions of section 3.2 of the Gemma Terms of Use and the Gemma "
+                                       "Prohibited Use Policy (https://ai.google.dev/gemma/prohibited_use_policy) "
+                                       "apply to this model and to every model derived from it; pass them on, with "
+                                       "a copy of the Terms, to anyone you give it to."),
 }
 
 
@@ -56,6 +61,7 @@ class SourceModel:
     license: str
     license_name: str | None = None
     license_link: str | None = None
+    copy: str | None = None  # the copy its weights were read from, where not the Hub model itself
 
     @property
     def terms(self) -> LicenceTerms | None:
@@ -72,7 +78,7 @@ def source_model_facts(spec: str) -> SourceModel:
     a spec nobody listed has licence ``unknown``."""
     known = source_licence(spec)
     terms = SOURCE_LICENCES.get(known.licence)
-    return SourceModel(known.hub_id, known.licence, license_link=terms.link if terms else None)
+    return SourceModel(known.hub_id, known.licence, license_link=terms.link if terms else None, copy=known.copy)
 
 
 @dataclass
@@ -168,15 +174,10 @@ def _source_spec(source: Artifact | None) -> str:
     return spec
 
 
-def _datasets(corpus: dict[str, Any], downstream: list[dict[str, Any]]) -> list[str]:
-    from focusflow.publish.tasks import task_dataset
-
-    ids = [CORPUS_DATASETS[corpus["source"]]] if corpus.get("source") in CORPUS_DATASETS else []
-    for row in downstream:
-        hub = task_dataset(str(row.get("task", ""))).hub_id
-        if hub:
-            ids.append(hub)
-    return list(dict.fromkeys(ids))
+def _datasets(corpus: dict[str, Any]) -> list[str]:
+    """The card's ``datasets``: what the weights were trained on (the Hub shows them as "Datasets used to train"),
+    the corpus where it is a Hub dataset; the evaluation tasks' datasets are named in the model-index only."""
+    return [CORPUS_DATASETS[corpus["source"]]] if corpus.get("source") in CORPUS_DATASETS else []
 
 
 def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = None) -> CardFacts:
@@ -233,7 +234,7 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         fate_counts={k: int(v) for k, v in totals.items()
                      if not k.endswith("_share") and isinstance(v, int) and not isinstance(v, bool)},
         lapt=lapt_facts, align=align_facts, corpus=corpus, evaluation=evaluation,
-        datasets=_datasets(corpus, results), example=_example_sentence(store, lineage),
+        datasets=_datasets(corpus), example=_example_sentence(store, lineage),
         heldout_sentences=measured.n_sentences,
         product=report.product if report else None, product_reason=report.product_reason if report else None,
         candidates=list(report.candidates) if report else [],

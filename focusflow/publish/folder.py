@@ -105,6 +105,24 @@ def _copy_model_files(store: ArtifactStore, lineage: Lineage, out: Path) -> list
     return names
 
 
+#: The tokenizer's settings file, as transformers names it.
+TOKENIZER_CONFIG = "tokenizer_config.json"
+#: What transformers 5 writes of the machine that saved a tokenizer: no reader's business.
+_LOCAL_TOKENIZER_KEYS = ("is_local", "local_files_only")
+
+
+def _portable_tokenizer_config(path: Path) -> None:
+    """A tokenizer every reader of the Hub loads: transformers 5 names its generic fast tokenizer
+    ``TokenizersBackend``, a class transformers 4 (and tools built on it: llama.cpp's converter, mlx-lm) does not
+    know; ``PreTrainedTokenizerFast`` names the same class in both. The machine's own keys are left out."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    for key in _LOCAL_TOKENIZER_KEYS:
+        config.pop(key, None)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def _generation_config(out: Path) -> None:
     """Decoders get ``generation_config.json`` (from their config) when the stored model has none."""
     from transformers import AutoConfig, GenerationConfig
@@ -131,6 +149,8 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
     copied = _copy_model_files(store, lineage, out)
     if "config.json" in copied:
         _generation_config(out)
+    if TOKENIZER_CONFIG in copied:
+        _portable_tokenizer_config(out / TOKENIZER_CONFIG)
     facts = gather_facts(store, lineage, language)
     facts.weight_check = weights
     config = run_configuration(lineage, language)

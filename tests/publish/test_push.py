@@ -57,6 +57,17 @@ def test_an_existing_repository_is_pushed_to(light_run, hub):
     result = push(light_run, "someone/existing")
     assert result.exit_code == 0, result.output
     assert hub.recorded.created == [] and [c["repo"] for c in hub.recorded.commits] == ["someone/existing"]
+    assert hub.recorded.settings == [], "a public push leaves a repository's visibility as it is"
+
+
+def test_a_private_push_makes_an_existing_public_repository_private_before_the_upload(light_run, hub):
+    """create_repo ignores ``private`` for a repository that exists: the push sets it, before any file travels."""
+    hub.existing.add("someone/public")
+    result = push(light_run, "someone/public", "--private")
+    assert result.exit_code == 0, result.output
+    assert hub.recorded.settings == [("someone/public", {"visibility": "private"})]
+    settings_at = next(i for i, path in enumerate(hub.recorded.requests) if path.endswith("/settings"))
+    assert settings_at < next(i for i, path in enumerate(hub.recorded.requests) if "/commit/" in path)
 
 
 @pytest.mark.parametrize(("endpoint", "failure", "reason"), [

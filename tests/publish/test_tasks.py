@@ -45,5 +45,5 @@ def test_the_other_known_datasets_keep_their_iso_configs_and_a_folder_task_has_n
     assert task_dataset("ner:masakhaner2:sw").dataset_config == "swa"
     assert task_dataset("nli:xnli:swa").dataset_config == "sw"
     assert task_dataset("qa:tydiqa:sw").dataset_config == "secondary_task"
-    folder = task_dataset("ner:/data/my-ner", language="sw")
-    assert folder.hub_id is None and folder.dataset_name == "/data/my-ner (local files)"
+    folder = task_dataset("ner:/home/alice/data/my-ner", language="sw")  # a public card holds no local path
+    assert folder.hub_id is None and folder.dataset_name == "my-ner (local files)" and folder.dataset_type == "ner:my-ner"
