@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 # the card says what it compared with; a SIB-200 row names the dataset's config offline (or none)
 # version 4: `datasets` names the training corpus only; the language as an ISO 639 code; a local task by its folder's
 # name (no path); the tokenizer's class one transformers 4 knows; the weights' quantized copy and Gemma's use
-# restrictions said in the card; a private push makes an existing repository private first
+# restrictions said in the card; a private push makes an existing repository private first; the configuration and
+# the lineage name no local path (a corpus file, a data root, a store: <local>/<name>)
 PUBLISH_STAGE, PUBLISH_VERSION = "publish", 4
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 

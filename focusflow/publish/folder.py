@@ -7,8 +7,9 @@ artifact has the same content hash however often it is rebuilt.
 from __future__ import annotations
 
 import json
+import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -105,6 +106,30 @@ def _copy_model_files(store: ArtifactStore, lineage: Lineage, out: Path) -> list
     return names
 
 
+#: Where a published value holds a path of the machine that made the model: its last part is kept.
+LOCAL_PLACEHOLDER = "<local>"
+_TASK_PATH = re.compile(r"^([a-z]+):((?:/|~/|file://)\S*)$")
+
+
+def without_local_paths(value: Any) -> Any:
+    """``value`` with every absolute local path (a corpus file, a data root, a folder task, a local store's URI)
+    reduced to ``<local>/<its name>``: a public repository names no one's home folder. Keys, hashes and Hub ids
+    stay; the files are named by content elsewhere (the lineage's content hashes)."""
+    if isinstance(value, dict):
+        return {key: without_local_paths(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(item) for item in value]
+    if not isinstance(value, str):
+        return value
+    if value.startswith(("/", "~/", "file://")):
+        name = PurePath(value.removeprefix("file://").rstrip("/")).name
+        return f"{LOCAL_PLACEHOLDER}/{name}" if name else LOCAL_PLACEHOLDER
+    task = _TASK_PATH.match(value)
+    if task is not None:
+        return f"{task.group(1)}:{without_local_paths(task.group(2))}"
+    return value
+
+
 #: The tokenizer's settings file, as transformers names it.
 TOKENIZER_CONFIG = "tokenizer_config.json"
 #: What transformers 5 writes of the machine that saved a tokenizer: no reader's business.
@@ -153,9 +178,9 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
         _portable_tokenizer_config(out / TOKENIZER_CONFIG)
     facts = gather_facts(store, lineage, language)
     facts.weight_check = weights
-    config = run_configuration(lineage, language)
+    config = without_local_paths(run_configuration(lineage, language))
     (out / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=True, allow_unicode=True), encoding="utf-8")
-    (out / LINEAGE_FILE).write_text(json.dumps(lineage_record(lineage), indent=1, sort_keys=True,
+    (out / LINEAGE_FILE).write_text(json.dumps(without_local_paths(lineage_record(lineage)), indent=1, sort_keys=True,
                                                ensure_ascii=False) + "\n", encoding="utf-8")
     card = build_card(facts, repo_id, focusflow_version)
     card.save(out / CARD_FILE)

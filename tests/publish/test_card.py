@@ -50,7 +50,7 @@ def test_the_folder_holds_weights_tokenizer_transfer_report_configuration_and_li
     assert "generation_config.json" not in names  # an encoder
     config = load_config(exported / "focusflow_config.yaml")  # a valid run configuration …
     assert config.language == "ny" and config.init.methods == ["focus"] and config.tokenizer.vocab_size == 300
-    assert config.corpus.paths == light_run["config"]["corpus"]["paths"]
+    assert config.corpus.paths == [f"<local>/{Path(path).name}" for path in light_run["config"]["corpus"]["paths"]]
     lineage = json.loads((exported / "lineage.json").read_text())
     store = light_run["store"]
     for role, entry in lineage["artifacts"].items():  # … and every key of the lineage is a stored artifact
@@ -332,3 +332,16 @@ def test_the_published_tokenizer_loads_in_transformers_4_and_5(exported):
     config = json.loads((exported / "tokenizer_config.json").read_text(encoding="utf-8"))
     assert config["tokenizer_class"] == "PreTrainedTokenizerFast" and "is_local" not in config
     assert AutoTokenizer.from_pretrained(exported)("Moni").input_ids
+
+
+def test_a_public_folder_names_no_local_path(exported):
+    """The run configuration and the lineage name the machine's files by their last part only (a corpus file, a data
+    root, a folder task, a local store): a public repository names no one's home folder."""
+    from focusflow.publish.folder import without_local_paths
+
+    published = (exported / "focusflow_config.yaml").read_text() + (exported / "lineage.json").read_text()
+    assert "/tmp/" not in published and str(Path.home()) not in published
+    assert without_local_paths({"paths": ["/home/alice/corpus.jsonl"], "tasks": ["ner:/home/alice/ner", "cls:sib200:sw"],
+                                "store": "file:///home/alice/store/", "model": "google/gemma-3-270m"}) == {
+        "paths": ["<local>/corpus.jsonl"], "tasks": ["ner:<local>/ner", "cls:sib200:sw"], "store": "<local>/store",
+        "model": "google/gemma-3-270m"}
