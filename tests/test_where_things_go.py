@@ -13,7 +13,7 @@ from focusflow.evaluation.downstream.kinds import KINDS, require_task_head, task
 from focusflow.evaluation.downstream.sources import parse_task
 from focusflow.models.model_type import source_model_type
 from focusflow.tokenizer.gguf_wheels import GGUF_SOURCES, is_gguf_source
-from focusflow.tokenizer.source_ids import SourceLicence, source_licence
+from focusflow.tokenizer.source_ids import source_licence
 
 ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
 
@@ -35,7 +35,8 @@ def test_an_offline_gguf_source_is_one_row_that_resolving_and_the_plan_read(spec
     assert is_gguf_source(spec)  # resolve_source and load_tokenizer take it as a GGUF source
     assert source_model_type(spec) == row.model_type  # the plan check knows its family without converting it
     assert row.install and row.file_name.endswith(".gguf")
-    assert source_licence(spec) == SourceLicence(row.hub_id, row.licence_id)  # the card's licence, from the row
+    licence = source_licence(spec)  # the card's licence and the copy its weights come from, from the row
+    assert (licence.hub_id, licence.licence) == (row.hub_id, row.licence_id) and row.file_name in licence.copy
 
 
 def test_the_architecture_document_names_the_tables_it_promises():
