@@ -339,7 +339,9 @@ def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
             if exact:
                 return exact[0]
     words = {path: set(_NAME_WORDS.split(stem)) for path, stem in stems.items()}
-    named = [path for path, parts in words.items() if parts & set(SPLIT_NAMES[split])]
+    # a name holding the words of two splits (train_dev.tsv) is no one split's: never read as two
+    named = [path for path, parts in words.items() if parts & set(SPLIT_NAMES[split])
+             and not any(parts & set(names) for other, names in SPLIT_NAMES.items() if other != split)]
     if len(named) > 1:
         raise InputError(f"{folder}: {len(named)} files could be the {split} split ({', '.join(p.name for p in named)}); "
                          f"name one {SPLIT_NAMES[split][0]}{extensions[0]}")

@@ -477,6 +477,8 @@ def test_classification_files_as_their_datasets_publish_them(tmp_path):
     (indexed / "Train.csv").rename(indexed / "train_raw.csv")
     with pytest.raises(InputError, match="2 files could be the train split"):
         load_folder("cls", indexed, "news", "sw")
+    (indexed / "train_clean.csv").rename(indexed / "train_dev.csv")  # two splits' words: neither split's file
+    assert load_folder("cls", indexed, "news", "sw").provenance["dev"].startswith("10% of train")
     import pandas as pd
 
     exported = tmp_path / "export"
