@@ -432,20 +432,26 @@ def read_cls_split(path: Path) -> tuple[list[ClsExample] | None, str | None]:
     """A split's examples, or None with a note for a file that holds no labels (a header alone, or a published
     split without its label column, such as a shared task's unlabelled test set): the split is then completed from
     the others, as an unlabelled QA file is."""
-    records, columns = _cls_records(Path(path))
+    path = Path(path)
+    records, columns = _cls_records(path)
     if not records:
-        return None, f"{Path(path).name} ignored: no examples (a header alone?)"
+        return None, f"{path.name} ignored: no examples (a header alone?)"
     if columns is not None and _pick(columns, CLS_LABEL_COLUMNS) is None and _pick(columns, CLS_TEXT_COLUMNS):
         log.warning("%s: no label column among %s; ignoring it as unlabelled", path, ", ".join(map(str, columns)))
-        return None, f"{Path(path).name} ignored: no label column ({', '.join(map(str, columns))})"
-    return read_cls_file(path), None
+        return None, f"{path.name} ignored: no label column ({', '.join(map(str, columns))})"
+    return _cls_examples(path, records, columns), None
 
 
 def read_cls_file(path: Path) -> list[ClsExample]:
     """Sentence classification examples from ``label<TAB>text`` lines or a headed TSV/CSV/JSON(L)/Parquet file
     (column names in the module docstring; the error lists the columns found)."""
     path = Path(path)
-    records, columns = _cls_records(path)
+    return _cls_examples(path, *_cls_records(path))
+
+
+def _cls_examples(path: Path, records: list[tuple[int, dict[str, Any]]], columns: list[str] | None
+                  ) -> list[ClsExample]:
+    """The examples of a classification file's parsed records (read once)."""
     label_column: str | None = "label"
     text_column: str | None = "text"
     title_column = None
