@@ -93,14 +93,29 @@ def mlm_head(bare: Path, work: Path) -> str:
     return folder_digest(work / "head")
 
 
-def lapt(model_dir: Path, train: Path, heldout: Path, work: Path) -> str:
+def lapt(model_dir: Path, train: Path, heldout: Path, work: Path, **settings: object) -> str:
     from focusflow.config import LaptSpec
     from focusflow.training import run_lapt
 
-    spec = LaptSpec(objective="mlm", steps=6, batch_size=4, micro_batch_size=2, seq_len=32, eval_every=3,
-                    checkpoint_every=3, eval_sequences=8, precision="fp32")
-    run_lapt(model_dir, train, heldout, spec, work / "lapt", resume=False, progress=False)
-    return folder_digest(work / "lapt" / "final")
+    spec = LaptSpec(**{"objective": "mlm", "steps": 6, "batch_size": 4, "micro_batch_size": 2, "seq_len": 32,
+                       "eval_every": 3, "checkpoint_every": 3, "eval_sequences": 8, "precision": "fp32", **settings})
+    out = work / f"lapt-{len(list(work.glob('lapt-*')))}"
+    run_lapt(model_dir, train, heldout, spec, out, resume=False, progress=False)
+    return folder_digest(out / "final")
+
+
+def distill(source_dir: Path, train: Path, heldout: Path, work: Path) -> str:
+    """LAPT by distillation: a scrambled copy of the source learns the source's word states."""
+    from focusflow.config import LaptSpec
+    from focusflow.training import run_lapt
+    from tests.training.test_align import scrambled_copy
+
+    scrambled_copy(source_dir, work / "student")
+    spec = LaptSpec(objective="distill", steps=6, batch_size=4, seq_len=32, eval_every=3, checkpoint_every=3,
+                    eval_sequences=8, precision="fp32")
+    run_lapt(work / "student", train, heldout, spec, work / "distill", resume=False, progress=False,
+             source_dir=source_dir)
+    return folder_digest(work / "distill" / "final")
 
 
 def align(source_dir: Path, train: Path, work: Path, keep_best: bool) -> str:
@@ -140,6 +155,8 @@ def main() -> None:
         print("fine-tuning", fine_tuning(bert))
         print("mlm-head", mlm_head(bare, work))
         print("lapt", lapt(bert, train, heldout, work))
+        print("lapt-two-stage", lapt(bert, train, heldout, work, embeddings_only_fraction=0.5))
+        print("distill", distill(bert, train, heldout, work))
         print("align", align(bert, train, work, keep_best=False))  # the trained rows
         print("align-keep-best", align(bert, train, work, keep_best=True))  # the state its selection keeps
 
