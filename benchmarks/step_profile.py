@@ -1,9 +1,9 @@
 """Where one training step's time goes on this machine: LAPT (MLM on an e5-small-shaped encoder, CLM on a Gemma 3
 270M-shaped decoder) and downstream fine-tuning (a SIB-200-sized classification batch), under ``torch.profiler``.
 
-Each row runs focusflow's own code path: ``LaptRun``'s optimizer step (micro-batches from its loader, autocast,
-backward, clipping, fused AdamW) and ``finetune``'s step (``training.fit``). One warm-up step, then ``--steps``
-profiled steps. Operator self-times are grouped: matmuls (mm, addmm, bmm, linear), attention (SDPA and its
+Each row runs focusflow's own code path: ``TrainingRun``'s optimizer step of a ``LaptRecipe`` (micro-batches from
+its loader, autocast, backward, clipping, fused AdamW) and ``finetune``'s step (``training.fit``). One warm-up step,
+then ``--steps`` profiled steps. Operator self-times are grouped: matmuls (mm, addmm, bmm, linear), attention (SDPA and its
 kernels, softmax), the embedding and its backward, the LM/classifier head's projection is a matmul too, element-wise
 (norms, activations, dropout, adds, masks), casts and copies, the optimizer (AdamW, clipping, zeroing), and
 "Python and the rest": the wall time no operator accounts for (the loop, the loader's wait, collation, autograd's
@@ -77,14 +77,16 @@ def profile(step, steps: int) -> tuple[dict[str, float], float]:
 
 def lapt_row(kind: str, folder: Path, args) -> dict:
     from focusflow.config import LaptSpec
-    from focusflow.training.lapt import LaptRun
+    from focusflow.training.lapt import LaptRecipe
+    from focusflow.training.loop import TrainingRun
 
     model = build_lapt_model(kind, folder)
     spec = LaptSpec(objective="mlm", steps=10 ** 6, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
                     seq_len=args.seq_len, precision=args.precision, compile=args.compile, log_every=10 ** 6,
                     eval_every=10 ** 6, checkpoint_every=10 ** 6, eval_sequences=args.micro_batch_size)
-    run = LaptRun(model, folder / "train.jsonl", folder / "heldout.jsonl", spec, folder / f"run-{kind}", resume=False,
-                  on_checkpoint=None, progress=False)
+    recipe = LaptRecipe(model, folder / "train.jsonl", folder / "heldout.jsonl", spec, folder / f"run-{kind}",
+                        progress=False)
+    run = TrainingRun(recipe, resume=False)
     batches = run.step_batches(0)
     seconds, wall = profile(lambda: run.step(0, next(batches)), args.steps)
     batches.close()

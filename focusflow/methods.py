@@ -150,24 +150,26 @@ CandidateName = Literal["prune", "prune+extend"]
 @dataclass(frozen=True)
 class LaptObjectiveSpec:
     """One ``lapt.objective``: what a model trained by it is named (its suffix), whether it learns from the source
-    (a teacher: the graph passes the source and its stored word states), and the run that trains it (a
-    ``module:Class`` of ``focusflow.training``, resolved there: this table stays below torch)."""
+    (a teacher: the graph passes the source and its stored word states), and the recipe of the run that trains it (the
+    dotted path of a class of ``focusflow.training``, resolved there by ``named_function``: this table stays below
+    torch)."""
 
     name: str
     description: str
     suffix: str
     teacher: bool
-    run: str
+    recipe: str
 
 
 #: The LAPT objectives, each a row: ``training.lapt.lapt_run`` builds the row's run, the graph, ``focusflow lapt``
 #: and the benchmarks read ``teacher``, and every model name reads ``suffix``.
 LAPT_OBJECTIVES: dict[str, LaptObjectiveSpec] = {spec.name: spec for spec in (
     LaptObjectiveSpec("mlm", "the model's own LM loss (masked LM for an encoder, causal for a decoder)", "+lapt",
-                      teacher=False, run="focusflow.training.lapt:LaptRun"),
+                      teacher=False, recipe="focusflow.training.lapt.LaptRecipe"),
     LaptObjectiveSpec("distill", "the source's word-pooled hidden states at a few layers and its sentence vectors",
-                      "+distill", teacher=True, run="focusflow.training.distill:DistillRun"),
-    LaptObjectiveSpec("mlm+distill", "both", "+mlm+distill", teacher=True, run="focusflow.training.distill:DistillRun"),
+                      "+distill", teacher=True, recipe="focusflow.training.distill.DistillRecipe"),
+    LaptObjectiveSpec("mlm+distill", "both", "+mlm+distill", teacher=True,
+                      recipe="focusflow.training.distill.DistillRecipe"),
 )}
 #: What a model's name ends with after language-adaptive pretraining, by its objective: the masked/causal LM's
 #: ``focus+lapt``, a distillation's ``focus+distill``, both at once ``focus+mlm+distill``.

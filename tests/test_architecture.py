@@ -225,11 +225,29 @@ def test_one_public_name_means_one_thing():
 
 
 def test_every_backward_pass_is_in_the_training_package():
-    """One training loop family: LAPT and align (``training.loop``), fine-tuning and the MLM head (``training.fit``)
-    step through ``training.optimization``; no other layer runs its own backward pass."""
+    """One training loop: LAPT, the distillation, align, fine-tuning and the MLM head all step through
+    ``training.loop.TrainingRun`` and ``training.optimization``; no other layer runs its own backward pass."""
     outside = [f"{name}:{number}" for name, path in all_modules().items() if not name.startswith("focusflow.training")
                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ".backward(" in line]
     assert outside == []
+
+
+def test_there_is_one_training_loop_handed_recipes_never_subclassed():
+    """Issue 46: the loop was a base class whose subclasses filled six hooks, and short runs had a loop of their own.
+    Now the optimizer steps in one place (the loop's step, through the weights' ``step``), and what a run trains is a
+    ``RunRecipe`` handed to the loop: no class derives from ``TrainingRun``."""
+    steppers, subclasses = [], []
+    for name, path in all_modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(getattr(base, "id", getattr(base, "attr", None)) == "TrainingRun"
+                                                      for base in node.bases):
+                subclasses.append(f"{name}.{node.name}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step" and \
+                    isinstance(node.func.value, ast.Attribute) and node.func.value.attr in ("weights", "optimization"):
+                steppers.append(name)
+    assert subclasses == []
+    assert steppers == ["focusflow.training.loop"]
 
 
 def _metadata_reads(path: Path) -> Iterator[int]:
@@ -324,7 +342,7 @@ INTERNAL_CHECKS = {
     "focusflow.stopping:call_stoppable": "a child process dying without a result: a crash, not an input",
     "focusflow.storage.keys:_normalize": "key parameters come from a validated config (allow_inf_nan=False)",
     "focusflow.tokenizer.pipeline:proto_field": "reads SentencePiece models written by the installed library",
-    "focusflow.training.loop:__post_init__": "training stages are laid out by the LAPT, align and fit builders",
+    "focusflow.training.recipe:__post_init__": "training stages are laid out by the LAPT, align and fit recipes",
 }
 _BUILTIN_ERRORS = {"ValueError", "RuntimeError", "TypeError", "KeyError"}
 _VALIDATORS = {"field_validator", "model_validator", "validator", "root_validator"}

@@ -187,7 +187,6 @@ def test_a_rows_method_and_stage_are_read_from_its_name_candidates_included():
 def test_every_lapt_objective_is_a_row_whose_run_resolves_and_the_config_accepts_exactly_the_rows():
     """Issue 46: the objectives were an if/else in training.lapt and a rule ("a non-MLM objective takes the source")
     decided again in the graph, the CLI and the benchmark."""
-    import importlib
     import typing
 
     from focusflow.config import LaptSpec
@@ -199,12 +198,12 @@ def test_every_lapt_objective_is_a_row_whose_run_resolves_and_the_config_accepts
         CandidateName,
         learns_from_source,
     )
-    from focusflow.training.loop import TrainingRun
+    from focusflow.tokenizer.source_ids import named_function
+    from focusflow.training.recipe import RunRecipe
 
     assert set(typing.get_args(LaptSpec.model_fields["objective"].annotation)) == {*LAPT_OBJECTIVES, AUTO_OBJECTIVE}
     assert set(FAMILY_OBJECTIVES.values()) <= set(LAPT_OBJECTIVES), "auto resolves to a row"
     assert set(typing.get_args(CandidateName)) == set(CANDIDATES)
     for row in LAPT_OBJECTIVES.values():
-        module, _, name = row.run.partition(":")
-        assert issubclass(getattr(importlib.import_module(module), name), TrainingRun), row.name
+        assert issubclass(named_function(row.recipe), RunRecipe), row.name
     assert [name for name in LAPT_OBJECTIVES if learns_from_source(name)] == ["distill", "mlm+distill"]

@@ -117,7 +117,8 @@ def source_kind(spec: str) -> SourceKind:
 
 
 def named_function(path: str) -> Callable[..., Any]:
-    """The function a row names by dotted path (``package.module.function``), its module imported on first use."""
+    """The function (or class) a table's row names by dotted path (``package.module.function``), its module imported
+    on first use: the one resolver of every row that names code below the table's layer."""
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name)
 

@@ -7,8 +7,9 @@ several nodes add ``--nnodes/--node_rank/--rdzv_endpoint`` and give every node t
 Every rank runs the same code; rank 0 tokenizes, writes checkpoints and the final model.
 
 ``align_embeddings`` refines an initialized model's new embedding rows against the source model (word-pooled
-hidden states at one layer, body frozen) in the same training loop (``training.loop.TrainingRun``: LAPT's run is
-``training.lapt.LaptRun``, align's ``training.align.AlignRun``).
+hidden states at one layer, body frozen) in the same training loop (``training.loop.TrainingRun``, handed LAPT's
+recipe ``training.lapt.LaptRecipe``, the distillation's ``training.distill.DistillRecipe`` or align's
+``training.align.AlignRecipe``).
 """
 
 from focusflow.models.lm_stats import Masker

@@ -41,9 +41,10 @@ from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
 from focusflow.training.guard import LanguageModelDev
 from focusflow.training.loader import Prefetcher
-from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
+from focusflow.training.loop import TrainingRun
 from focusflow.training.machine import StepClock
 from focusflow.training.monitor import loss_summary
+from focusflow.training.recipe import RunRecipe, RunTotals, Trainable, TrainingStage
 from focusflow.training.records import BudgetPlan
 from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
 from focusflow.training.wordpool import flat_word_index, pool_words, segment_mean, shared_words
@@ -252,8 +253,8 @@ def exact_rows_from_report(model_dir: Path) -> np.ndarray | None:
 
 
 # ---------------------------------------------------------------- run
-class AlignRun(TrainingRun):
-    """One alignment run (one process; the loop, checkpoints and resume are ``TrainingRun``'s): one stage, in which
+class AlignRecipe(RunRecipe):
+    """One alignment run's recipe (one process; the loop, checkpoints and resume are ``TrainingRun``'s): one stage, in which
     the input-embedding matrix trains (its exactly copied rows masked out of the gradient)."""
 
     name = "align"
@@ -261,16 +262,14 @@ class AlignRun(TrainingRun):
                                    "log_every"})
 
     def __init__(self, model_dir: Path, source_dir: Path, train_file: Path, out_dir: Path, spec: AlignSpec,
-                 heldout_file: Path | None, exact_rows: np.ndarray | None, resume: bool,
-                 on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
+                 heldout_file: Path | None, exact_rows: np.ndarray | None, progress: bool):
         from transformers import AutoConfig, AutoTokenizer
 
         if spec.lr == AUTO_OBJECTIVE:  # a library call: the rate of the model's family (the pipeline resolved it)
             decoder = not describe_config(AutoConfig.from_pretrained(model_dir)).is_encoder
             spec = spec.model_copy(update={"lr": family_refine_lr(spec.lr, decoder)})
-        super().__init__(spec, out_dir, on_checkpoint, progress)
-        if self.dist.world_size > 1:
-            raise InputError("align runs in one process; launch it without torchrun")
+        super().__init__(spec, out_dir, progress)
+        self.require_one_process("align")
         self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
         if spec.needs_plan:
             raise InputError("an align minutes budget is fixed as steps before the run: call align_embeddings, or "
@@ -278,9 +277,7 @@ class AlignRun(TrainingRun):
         self.total_steps, self.time_limit_s = spec.total_steps, spec.seconds
         if self.total_steps <= 0:
             raise InputError("the align budget is zero: set steps or tokens")
-        for folder in (self.model_dir, self.source_dir):
-            if not (folder / "config.json").is_file():
-                raise InputError(f"{folder} is not a Hugging Face model folder (no config.json)")
+        self.require_model_folders(self.model_dir, self.source_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
         self.pad_ids = tuple(padding_id(t) for t in (source_tokenizer, self.tokenizer))
@@ -305,7 +302,6 @@ class AlignRun(TrainingRun):
         self.given_exact_rows = exact_rows
         self.teacher_cache: dict[int, torch.Tensor] = {}
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._start(resume)
 
     def _batches(self, texts: PairedTexts) -> list[np.ndarray]:
         with_words = np.flatnonzero(texts.n_words > 0)
@@ -313,7 +309,7 @@ class AlignRun(TrainingRun):
         return [with_words[b] for b in length_batches(lengths, self.spec.batch_tokens)]
 
     # ---------------------------------------------------------------- model
-    def _build_model(self) -> Trainable:
+    def build(self) -> Trainable:
         spec, device = self.spec, self.dist.device
         model, _, _ = load_source(self.checkpoint if self.checkpoint is not None else self.model_dir)
         teacher, _, _ = load_source(self.source_dir)
@@ -388,18 +384,18 @@ class AlignRun(TrainingRun):
         return self.teacher_cache[batch.key]
 
     # ---------------------------------------------------------------- the loss
-    def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
+    def step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
         def produce(step: int) -> list[AlignBatch]:
             index = int(self.order.blocks_for(np.asarray([step]))[0])
             return [collate_pairs(self.train_texts, self.batches[index], index, self.pad_ids)]
 
         return Prefetcher(iter(range(start_step, self.total_steps)), produce)
 
-    def _micro_loss(self, module: nn.Module, batch: AlignBatch) -> torch.Tensor:
+    def micro_loss(self, module: nn.Module, batch: AlignBatch) -> torch.Tensor:
         device = self.dist.device
         return module(batch.target.to(device), batch.word_sentence.to(device), batch.n_texts, self._teacher(batch))
 
-    def _step_size(self, micro_batches: list[AlignBatch]) -> tuple[int, int]:
+    def step_size(self, micro_batches: list[AlignBatch]) -> tuple[int, int]:
         return sum(b.n_texts for b in micro_batches), sum(b.tokens for b in micro_batches)
 
     @torch.no_grad()
@@ -408,19 +404,19 @@ class AlignRun(TrainingRun):
         total, words = 0.0, 0
         for batch in self.heldout_batches:
             with self.precision.autocast():
-                total += float(self._micro_loss(self.loss_model, batch))
+                total += float(self.micro_loss(self.loss_model, batch))
             words += batch.predicted
         return total / max(words, 1)
 
     # ---------------------------------------------------------------- output
-    def _write_hf_folder(self, folder: Path) -> None:
-        super()._write_hf_folder(folder)
+    def write_model(self, folder: Path) -> None:
+        super().write_model(folder)
         for name in (REPORT_FILE, TOTALS_FILE):  # the initialization's record stays with the model
             if (self.model_dir / name).is_file():
                 shutil.copy2(self.model_dir / name, folder / name)
 
-    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
-        state = self.state
+    def summary(self, totals: RunTotals) -> dict[str, Any]:
+        state = totals.state
         return {
             "layer": self.layer, "layers": list(self.layers), "pool": self.pool,
             "depth": layer_count(self.hf_model.config),
@@ -431,10 +427,10 @@ class AlignRun(TrainingRun):
             "trainable_from": self.trainable_from,
             **loss_summary(state["history"]),
             "teacher_cached_words": sum(len(v[0]) for v in self.teacher_cache.values()),
-            "tokens_per_s": (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None,
+            "tokens_per_s": totals.tokens_per_s,
             "device": str(self.dist.device),
             "precision": self.precision.name,
-            "resumed_from": resumed_from, "train_seconds_this_session": round(train_time, 3),
+            "resumed_from": totals.resumed_from, "train_seconds_this_session": round(totals.train_time, 3),
             "train_seconds": round(state["seconds"], 3), "final_dir": str(self.out_dir / "final"),
         }
 
@@ -447,8 +443,8 @@ def plan_align_budget(model_dir: Path, source_dir: Path, train: Path, spec: Alig
         raise InputError("plan_align_budget needs a minutes budget (init.refine.minutes)")
     probe = spec.model_copy(update={"minutes": None, "steps": lapt_budget.PROBE_STEPS_CEILING, "keep_best": False})
     with tempfile.TemporaryDirectory(prefix="focusflow-align-budget-", dir=work_dir) as folder:
-        run = AlignRun(Path(model_dir), Path(source_dir), Path(train), Path(folder), probe, None, None, False, None,
-                       progress)
+        run = TrainingRun(AlignRecipe(Path(model_dir), Path(source_dir), Path(train), Path(folder), probe, None,
+                                      None, progress), resume=False)
         clock = StepClock(run.dist.device)
         count = spec.budget_probe_steps
         with ProgressBar("align budget: timing the first steps", count + 1) if progress else contextlib.nullcontext() as bar:
@@ -486,8 +482,8 @@ def align_embeddings(model_dir: Path, source_dir: Path, train_file: Path, out_di
         plan = plan_align_budget(model_dir, source_dir, train_file, spec, work_dir=Path(out_dir).parent,
                                  progress=progress)
         spec = planned_align_spec(spec, BudgetPlan(minutes=plan.minutes, steps=plan.steps, clock=plan.clock))
-    run = AlignRun(Path(model_dir), Path(source_dir), Path(train_file), Path(out_dir), spec,
-                   Path(heldout_file) if heldout_file is not None else None, exact_rows, resume, on_checkpoint,
-                   progress)
+    recipe = AlignRecipe(Path(model_dir), Path(source_dir), Path(train_file), Path(out_dir), spec,
+                         Path(heldout_file) if heldout_file is not None else None, exact_rows, progress)
+    run = TrainingRun(recipe, resume, on_checkpoint)
     summary = run.train()
     return {**summary, "budget": plan.to_dict()} if plan is not None else summary

@@ -15,7 +15,7 @@ resume, budget and divergence checks are ``TrainingRun``'s: the objective differ
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,38 +36,34 @@ from focusflow.training.data import SampleOrder
 from focusflow.training.flops import body_flops_per_token
 from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import Prefetcher
-from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
 from focusflow.training.monitor import loss_summary
 from focusflow.training.optimization import decay_groups
+from focusflow.training.recipe import RunRecipe, RunTotals, Trainable, TrainingStage
 from focusflow.training.state_loss import default_layers, distillation_loss, layer_states
 from focusflow.training.teacher import TeacherStates, distillation_texts, selected_texts, texts_digest
 
 TEXTS_FILE = "distill_texts.json"  # in each checkpoint: the digests of the texts the run reads
 
 
-class DistillRun(TrainingRun):
+class DistillRecipe(RunRecipe):
     """LAPT with ``lapt.objective`` ``distill`` or ``mlm+distill`` (one process; the loop is ``TrainingRun``'s)."""
 
     name = "LAPT"
     resumable_changes = LAPT_RESUMABLE_CHANGES
 
     def __init__(self, model_dir: Path, source_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path,
-                 resume: bool, on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool,
-                 teacher_dir: Path | None = None):
+                 progress: bool, teacher_dir: Path | None = None):
         from transformers import AutoTokenizer
 
-        super().__init__(spec, out_dir, on_checkpoint, progress)
-        if self.dist.world_size > 1:
-            raise InputError("lapt.objective=distill runs in one process; launch it without torchrun")
+        super().__init__(spec, out_dir, progress)
+        self.require_one_process("lapt.objective=distill")
         if spec.minutes:
             raise InputError("a minutes budget is fixed as steps first (the lapt-budget stage)")
         self.total_steps = spec.total_steps
         if self.total_steps <= 0:
             raise InputError("the LAPT budget is zero: set lapt.steps, lapt.samples, lapt.tokens or lapt.minutes")
         self.model_dir, self.source_dir = Path(model_dir), Path(source_dir)
-        for folder in (self.model_dir, self.source_dir):
-            if not (folder / "config.json").is_file():
-                raise InputError(f"{folder} is not a Hugging Face model folder (no config.json)")
+        self.require_model_folders(self.model_dir, self.source_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         source_tokenizer = AutoTokenizer.from_pretrained(self.source_dir)
         self.pad_ids = (padding_id(source_tokenizer), padding_id(self.tokenizer))
@@ -94,7 +90,6 @@ class DistillRun(TrainingRun):
                                 for i, indices in enumerate(self._batches(heldout_texts, budget))]
         self.order = SampleOrder(len(self.batches), spec.seed)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._start(resume)
 
     def _with_teacher(self, batch: AlignBatch, split: str, texts: Any, indices: np.ndarray) -> AlignBatch:
         """The batch with its teacher states read from the stored ones (none stored: the teacher computes them)."""
@@ -110,7 +105,7 @@ class DistillRun(TrainingRun):
         return [with_words[b] for b in length_batches(lengths, budget)]
 
     # ---------------------------------------------------------------- model
-    def _build_model(self) -> Trainable:
+    def build(self) -> Trainable:
         spec, device = self.spec, self.dist.device
         source = self.checkpoint if self.checkpoint is not None else self.model_dir
         model, lm_loss = load_model(source, spec.attn_implementation, spec.dropout)
@@ -145,7 +140,7 @@ class DistillRun(TrainingRun):
                          (TrainingStage("full", 0, everything),), spec.objective, flops)
 
     # ---------------------------------------------------------------- the loss
-    def _step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
+    def step_batches(self, start_step: int) -> Iterator[list[AlignBatch]]:
         def produce(step: int) -> list[AlignBatch]:
             index = int(self.order.blocks_for(np.asarray([step]))[0])
             indices = self.batches[index]
@@ -187,14 +182,14 @@ class DistillRun(TrainingRun):
         return nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
                                            torch.from_numpy(targets).to(device).reshape(-1), ignore_index=-100)
 
-    def _micro_loss(self, module: nn.Module, batch: AlignBatch) -> torch.Tensor:
+    def micro_loss(self, module: nn.Module, batch: AlignBatch) -> torch.Tensor:
         """The batch's mean loss × its words (the loop divides a step's sum by its words)."""
         loss = self._distill(module, batch) / max(batch.predicted, 1)
         if self.masker is not None:
             loss = loss + self.spec.distill_mlm_weight * self._mlm(module, batch)
         return loss * batch.predicted
 
-    def _step_size(self, micro_batches: list[AlignBatch]) -> tuple[int, int]:
+    def step_size(self, micro_batches: list[AlignBatch]) -> tuple[int, int]:
         return sum(b.n_texts for b in micro_batches), sum(b.tokens for b in micro_batches)
 
     @torch.no_grad()
@@ -204,32 +199,31 @@ class DistillRun(TrainingRun):
         total, words = 0.0, 0
         for batch in self.heldout_batches:
             with self.precision.autocast():
-                total += float(self._micro_loss(self.hf_model, batch))
+                total += float(self.micro_loss(self.hf_model, batch))
             words += batch.predicted
         self.hf_model.train()
         return total / max(words, 1)
 
-    def _write_checkpoint_extras(self, folder: Path) -> None:
+    def write_extras(self, folder: Path) -> None:
         """Which texts the run reads (a resumed run must read the same: its batches are a function of them)."""
         (folder / TEXTS_FILE).write_text(json.dumps(self.text_digests), encoding="utf-8")
 
-    def _restore_checkpoint_extras(self, folder: Path) -> None:
+    def restore_extras(self, folder: Path) -> None:
         if (folder / TEXTS_FILE).is_file() and json.loads((folder / TEXTS_FILE).read_text(encoding="utf-8")) != \
                 self.text_digests:
             raise InputError(f"{self.out_dir} holds a distillation of other texts (another corpus, or teacher "
                              "states selected for another step count); use a new out_dir or resume=False")
 
-    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
-        state = self.state
-        speed = (state["tokens"] - self.start_tokens) / train_time if train_time > 0 else None
+    def summary(self, totals: RunTotals) -> dict[str, Any]:
+        state, speed = totals.state, totals.tokens_per_s
         return {"objective": self.spec.objective, "lm_loss": self.lm_loss, "layers": list(self.layers),
                 "pool": self.pool, "steps": state["step"], "samples": state["samples"], "tokens": state["tokens"],
                 "epochs": state["step"] / len(self.batches), "train_texts": len(self.train_texts),
                 **loss_summary(state["history"]), "tokens_per_s": speed, "device": str(self.dist.device),
                 "world_size": 1, "precision": self.precision.name,
-                "parameters": sum(p.numel() for p in self.hf_model.parameters()), "resumed_from": resumed_from,
+                "parameters": sum(p.numel() for p in self.hf_model.parameters()), "resumed_from": totals.resumed_from,
                 "teacher": "stored states" if self.stored_teacher is not None else "computed every step",
-                "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final")}
+                "train_seconds_this_session": round(totals.train_time, 3), "final_dir": str(self.out_dir / "final")}
 
 
-__all__ = ["DistillRun", "default_layers", "distillation_loss", "layer_states"]
+__all__ = ["DistillRecipe", "default_layers", "distillation_loss", "layer_states"]

@@ -1,39 +1,36 @@
-"""``fit``: the training loop of the short in-memory runs (downstream fine-tuning, the source's MLM head).
+"""``fit``: the short in-memory runs (downstream fine-tuning, the source's MLM head) through the one training loop.
 
-Each step computes the recipe's loss, refuses a non-finite one in one clear line, and steps through the
-shared :class:`~focusflow.training.optimization.Optimization` (scaler, clipping, schedule); every ``eval_every``
-steps and at the last one the dev evaluation runs, and the state of the best evaluation is kept in memory for
-the caller to restore. The long runs that checkpoint to the store (LAPT, align) are ``training.loop.TrainingRun``:
-both loops share every piece but the checkpoints — the optimizer step (``Optimization``), the divergence check
-(``require_finite_loss``), the evaluation cadence (``cadence_due``) and the best-state keeping
-(``training.selection.BestState``) — and differ in their recipe and data.
+A short run hands the loop (``training.loop.TrainingRun``) a :class:`FitRecipe`: the step's loss (the batch of that
+step, forward pass included), the dev evaluation it selects on, higher or lower being better. The loop's settings
+for it have no checkpoints (a stop keeps nothing, nothing is written), a dev evaluation every ``eval_every`` steps
+and at the last, optional patience, and the caller's own optimizer (``Optimization``); on return the parameters hold
+the best evaluation's state. Every step, divergence check, evaluation cadence and keep-best is the loop's, the same as
+LAPT's and align's.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
-from focusflow.stopping import check_stop
-from focusflow.training.optimization import Optimization, all_finite, cadence_due, diverged, require_finite_loss
-from focusflow.training.selection import BestState
-
-State = dict[str, torch.Tensor]
+from focusflow.training.distributed import Distributed
+from focusflow.training.loop import TrainingRun
+from focusflow.training.optimization import Optimization
+from focusflow.training.recipe import LoopSettings, RunRecipe, RunTotals, Trainable, TrainingStage
 
 
 @dataclass
 class FitResult:
-    """The dev curve ``(step, score)``, the best evaluation's step, score and state, the measured seconds."""
+    """The dev curve ``(step, score)``, the best evaluation's step and score, the measured seconds."""
 
     history: list[tuple[int, float]] = field(default_factory=list)
     best_step: int = 0
     best_score: float = math.nan
-    best_state: State | None = None
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
     steps: int = 0  # the steps trained: ``total_steps``, or fewer when patience ran out
@@ -41,54 +38,85 @@ class FitResult:
 
 @dataclass(frozen=True)
 class FitRecipe:
-    """What a short run trains: ``loss(step)`` (the batch of that step, forward pass included), ``evaluate()`` (the dev
-    score) and ``state()`` (a snapshot of what training changes); ``name`` and ``lr`` for its error messages."""
+    """What a short run trains: ``loss(step)`` (the batch of that step, forward pass included) and ``evaluate()``
+    (the dev score it keeps its best state by); ``name`` and ``lr`` for its error messages."""
 
     name: str
     loss: Callable[[int], torch.Tensor]
     evaluate: Callable[[], float]
-    state: Callable[[], State]
     lr: float
     higher_is_better: bool = True
 
 
+@dataclass(frozen=True)
+class _Step:
+    """A short run's one micro-batch: its step number (the recipe's ``loss`` fetches the batch); one "predicted"
+    unit, so the loop's normalization leaves the recipe's mean loss as it is."""
+
+    step: int
+    predicted: int = 1
+
+
+class ShortRun(RunRecipe):
+    """A :class:`FitRecipe` as the loop's recipe: no checkpoints, the caller's optimizer, selection on the dev
+    score."""
+
+    def __init__(self, fit_recipe: FitRecipe, optimization: Optimization, parameters: Sequence[nn.Parameter],
+                 total_steps: int, eval_every: int, evaluate_at_start: bool, patience: int | None,
+                 on_step: Callable[[int, float, float | None], None] | None):
+        self.spec, self.out_dir, self.progress = None, None, False
+        self.fit_recipe, self.given, self.on_step = fit_recipe, optimization, on_step
+        self.parameters = list(parameters)
+        self.name, self.total_steps = fit_recipe.name, total_steps
+        self.dist = Distributed(device=self.parameters[0].device)
+        self.selection, self.selection_name = fit_recipe.evaluate, "dev score"
+        self._settings = LoopSettings(lr=fit_recipe.lr, eval_every=eval_every, log_every=eval_every,
+                                      evaluate_at_start=evaluate_at_start, patience=patience,
+                                      higher_is_better=fit_recipe.higher_is_better)
+
+    @property
+    def settings(self) -> LoopSettings:
+        return self._settings
+
+    def build(self) -> Trainable:
+        holder = nn.ParameterList(self.parameters)  # the same tensors, for the loop's view of "the model"
+        trained = frozenset(id(p) for p in self.parameters if p.requires_grad)
+        return Trainable(holder, None, holder, self.parameters, [], (TrainingStage("full", 0, trained),),
+                         self.fit_recipe.name)
+
+    def optimization(self, param_groups: list[dict[str, Any]], device: torch.device,
+                     needs_scaler: bool) -> Optimization:
+        return self.given
+
+    def step_batches(self, start_step: int) -> Iterator[list[_Step]]:
+        return ([_Step(step)] for step in range(start_step + 1, self.total_steps + 1))
+
+    def micro_loss(self, module: nn.Module, batch: _Step) -> torch.Tensor:
+        return self.fit_recipe.loss(batch.step)
+
+    def step_size(self, micro_batches: list[_Step]) -> tuple[int, int]:
+        return len(micro_batches), 0
+
+    def evaluate(self) -> None:
+        return None  # the dev score is the selection's
+
+    def after_step(self, done: int, loss: float, last_score: float | None) -> None:
+        if self.on_step is not None:
+            self.on_step(done, loss, last_score)
+
+    def summary(self, totals: RunTotals) -> dict[str, Any]:
+        return {"steps": totals.state["step"], "train_seconds": totals.train_time}
+
+
 def fit(recipe: FitRecipe, optimization: Optimization, parameters: Sequence[nn.Parameter], total_steps: int,
         eval_every: int, *, evaluate_at_start: bool = False, patience: int | None = None,
-        on_step: Callable[[int, torch.Tensor, float | None], None] | None = None) -> FitResult:
-    """Train for ``total_steps`` and return the dev curve with the best evaluation's state (not restored).
-
-    ``patience``: stop once that many evaluations in a row did not improve on the best (the dev score has stopped
-    rising); ``total_steps`` is then a maximum."""
-    result = FitResult()
-    best: BestState[State] = BestState(recipe.state, recipe.higher_is_better)
-    parameters = list(parameters)
-
-    def evaluate(step: int, keep: bool = False) -> None:
-        started = time.perf_counter()
-        score = float(recipe.evaluate())
-        result.eval_seconds += time.perf_counter() - started
-        best.offer(step, score, keep=keep)
-
-    if evaluate_at_start:
-        evaluate(0, keep=True)  # the starting state is the fallback even when its score is NaN
-    for step in range(1, total_steps + 1):
-        check_stop(f"in {recipe.name} at step {step}/{total_steps} (a short run: nothing of it is kept)")
-        started = time.perf_counter()
-        loss = recipe.loss(step)
-        require_finite_loss(loss.item(), recipe.name, f" at step {step}/{total_steps}", recipe.lr)
-        optimization.backward(loss)
-        optimization.step(parameters)
-        result.train_seconds += time.perf_counter() - started
-        result.steps = step
-        if cadence_due(step, eval_every, step == total_steps):
-            evaluate(step)
-        if on_step is not None:
-            on_step(step, loss.detach(), best.history[-1][1] if best.history else None)
-        if patience is not None and best.evaluations_since_best() >= patience:
-            break
-    if not all_finite(parameters):
-        raise diverged(recipe.name, "", f"the weights hold non-finite values after {result.steps} steps",
-                       recipe.lr)
-    result.history, result.best_step, result.best_score, result.best_state = best.history, best.step, best.score, \
-        best.state
-    return result
+        on_step: Callable[[int, float, float | None], None] | None = None) -> FitResult:
+    """Train for ``total_steps`` (fewer once ``patience`` evaluations in a row did not improve on the best) and return
+    the dev curve; ``parameters`` then hold the best evaluation's state. ``on_step(step, loss, last_score)`` after
+    every step."""
+    run = TrainingRun(ShortRun(recipe, optimization, parameters, total_steps, eval_every, evaluate_at_start,
+                               patience, on_step), resume=False)
+    summary = run.train()
+    best = run.best
+    return FitResult(history=best.history, best_step=best.step, best_score=best.score,
+                     train_seconds=summary["train_seconds"], eval_seconds=run.evaluations.seconds, steps=summary["steps"])

@@ -31,32 +31,33 @@ from focusflow.models.loading import (
     usable_positions,
 )
 from focusflow.models.model_type import source_is_decoder
+from focusflow.tokenizer.source_ids import named_function
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu
 from focusflow.training.lm_loss import LossModel, head_modules
 from focusflow.training.lm_model import LAPT_RESUMABLE_CHANGES, load_model
 from focusflow.training.loader import MicroBatch, Prefetcher, make_micro_batch
-from focusflow.training.loop import Trainable, TrainingRun, TrainingStage
+from focusflow.training.loop import TrainingRun
 from focusflow.training.monitor import loss_summary
 from focusflow.training.optimization import decay_groups
+from focusflow.training.recipe import RunRecipe, RunTotals, Trainable, TrainingStage
 
 log = logging.getLogger(__name__)
 
 LORA_STATE = "trainable.safetensors"  # under a checkpoint's trainer/: adapters and trained weights of a LoRA run
 
 
-class LaptRun(TrainingRun):
-    """One LAPT run: packed pre-tokenized sequences, MLM or CLM, two-stage and LoRA."""
+class LaptRecipe(RunRecipe):
+    """One LAPT run's recipe: packed pre-tokenized sequences, MLM or CLM, two-stage and LoRA."""
 
     name = "LAPT"
     resumable_changes = LAPT_RESUMABLE_CHANGES
 
-    def __init__(self, model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
-                 on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool):
+    def __init__(self, model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, progress: bool):
         from transformers import AutoTokenizer
 
-        super().__init__(spec, out_dir, on_checkpoint, progress)
+        super().__init__(spec, out_dir, progress)
         self.model_dir = Path(model_dir)
         self.total_steps = spec.total_steps
         if spec.needs_plan:
@@ -69,9 +70,7 @@ class LaptRun(TrainingRun):
             raise InputError(f"lapt.batch_size={spec.batch_size} must be a multiple of world_size × micro_batch_size "
                              f"= {self.dist.world_size} × {spec.micro_batch_size}; adjust micro_batch_size")
         self.accumulation = spec.batch_size // per_step
-        if not (self.model_dir / "config.json").is_file():
-            raise InputError(f"{self.model_dir} is not a Hugging Face model folder (no config.json); "
-                             "pass the output of save_pretrained")
+        self.require_model_folders(self.model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -89,9 +88,8 @@ class LaptRun(TrainingRun):
             raise InputError(f"held-out corpus {heldout} has fewer than seq_len={spec.seq_len} tokens; give more "
                              "held-out text or lower lapt.seq_len")
         self.order = SampleOrder(len(self.train_data), spec.seed)
-        self._start(resume)
 
-    def _build_model(self) -> Trainable:
+    def build(self) -> Trainable:
         spec = self.spec
         source = self.checkpoint if (self.checkpoint is not None and not spec.lora) else self.model_dir
         model, lm_loss = load_model(source, spec.attn_implementation, spec.dropout)
@@ -128,15 +126,15 @@ class LaptRun(TrainingRun):
         adapters = frozenset(id(p) for n, p in model.named_parameters() if "lora_" in n)
         return adapters | head if spec.lora_train_embeddings else adapters
 
-    def _write_hf_folder(self, folder: Path) -> None:
+    def write_model(self, folder: Path) -> None:
         if not self.spec.lora:
-            return super()._write_hf_folder(folder)
+            return super().write_model(folder)
         merged = copy.deepcopy(self.peft_model).merge_and_unload()  # a plain model: readers need no peft
         merged.save_pretrained(folder)
         del merged
         self.tokenizer.save_pretrained(folder)
 
-    def _write_checkpoint_extras(self, folder: Path) -> None:
+    def write_extras(self, folder: Path) -> None:
         """A LoRA checkpoint's HF folder holds merged weights: keep the adapters and trained weights apart."""
         if not self.spec.lora:
             return
@@ -147,7 +145,7 @@ class LaptRun(TrainingRun):
         tensors = {n: p.detach().cpu().contiguous() for n, p in self.hf_model.named_parameters() if id(p) in trained}
         save_file(tensors, folder / ckpt.TRAINER_DIR / LORA_STATE)
 
-    def _restore_checkpoint_extras(self, folder: Path) -> None:
+    def restore_extras(self, folder: Path) -> None:
         if not self.spec.lora:
             return
         from safetensors.torch import load_file
@@ -159,7 +157,7 @@ class LaptRun(TrainingRun):
         self.hf_model.load_state_dict(trained, strict=False)
 
     # ---------------------------------------------------------------- data
-    def _step_batches(self, start_step: int) -> Iterator[list[MicroBatch]]:
+    def step_batches(self, start_step: int) -> Iterator[list[MicroBatch]]:
         spec, pin = self.spec, self.dist.device.type == "cuda"
         ranges = iter_sample_ranges(start_step * spec.batch_size, self.total_steps - start_step, spec.batch_size,
                                     self.dist.world_size, self.dist.rank, spec.micro_batch_size)
@@ -197,7 +195,7 @@ class LaptRun(TrainingRun):
         loss_sum, n = self.dist.sum([float(total), float(predicted)])
         return loss_sum / max(n, 1.0)
 
-    def _micro_loss(self, module: nn.Module, mb: MicroBatch) -> torch.Tensor:
+    def micro_loss(self, module: nn.Module, mb: MicroBatch) -> torch.Tensor:
         device = self.dist.device
         input_ids = mb.input_ids.to(device, non_blocking=True)
         labels = mb.labels.to(device, non_blocking=True) if mb.labels is not None else None
@@ -205,26 +203,25 @@ class LaptRun(TrainingRun):
         loss_sum, _ = module(input_ids, labels, positions)
         return loss_sum
 
-    def _step_size(self, micro_batches: list[MicroBatch]) -> tuple[int, int]:
+    def step_size(self, micro_batches: list[MicroBatch]) -> tuple[int, int]:
         return self.spec.batch_size, self.spec.batch_size * self.spec.seq_len
 
-    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
-        spec, state, trainable = self.spec, self.state, self.trainable
-        steps_here = state["step"] - start_step
-        speed = steps_here * spec.batch_size * spec.seq_len / train_time if train_time > 0 else None
+    def summary(self, totals: RunTotals) -> dict[str, Any]:
+        spec, state, trainable = self.spec, totals.state, self.trainable
+        speed = totals.tokens_per_s
         return {
             "objective": spec.objective, "lm_loss": trainable.loss, "steps": state["step"], "samples": state["samples"],
             "tokens": state["tokens"], "epochs": state["samples"] / len(self.train_data),
             "train_sequences": len(self.train_data), "train_corpus_tokens": self.train_meta["tokens"],
             **loss_summary(state["history"]),
             "tokens_per_s": speed, "flops_per_token": trainable.flops_per_token,
-            "mfu": mfu(speed, trainable.flops_per_token, self.peak_flops) if speed else None,
+            "mfu": mfu(speed, trainable.flops_per_token, totals.peak_flops) if speed else None,
             "device": str(self.dist.device),
             "world_size": self.dist.world_size, "precision": self.precision.name,
             "parameters": sum(p.numel() for p in self.hf_model.parameters()),
             "trainable_parameters": sum(p.numel() for p in trainable.parameters), "lora": spec.lora,
-            "two_stage_embedding_steps": self.stage1_steps, "resumed_from": resumed_from,
-            "train_seconds_this_session": round(train_time, 3), "final_dir": str(self.out_dir / "final"),
+            "two_stage_embedding_steps": self.stage1_steps, "resumed_from": totals.resumed_from,
+            "train_seconds_this_session": round(totals.train_time, 3), "final_dir": str(self.out_dir / "final"),
             "peak_gpu_memory_bytes": (torch.cuda.max_memory_allocated(self.dist.device)
                                       if self.dist.device.type == "cuda" else None),
         }
@@ -242,24 +239,22 @@ def with_objective_resolved(spec: LaptSpec, model_dir: Path) -> LaptSpec:
 def lapt_run(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool,
              on_checkpoint: Callable[[Path, int, dict], None] | None, progress: bool,
              source_dir: Path | None = None, teacher_dir: Path | None = None) -> TrainingRun:
-    """The run of ``spec.objective``, its row of ``methods.LAPT_OBJECTIVES``: ``LaptRun`` (the model's own LM loss)
-    or ``training.distill.DistillRun`` (``teacher_dir``: the teacher's stored word states, ``training.teacher``;
-    without, it computes them)."""
-    import importlib
-
+    """The run of ``spec.objective``: the loop handed its row's recipe (``methods.LAPT_OBJECTIVES``): ``LaptRecipe``
+    (the model's own LM loss) or ``training.distill.DistillRecipe`` (``teacher_dir``: the teacher's stored word
+    states, ``training.teacher``; without, it computes them)."""
     auto = spec.objective == AUTO_OBJECTIVE
     spec = with_objective_resolved(spec, model_dir)
     row = LAPT_OBJECTIVES[spec.objective]
-    module, _, name = row.run.partition(":")
-    run_class = getattr(importlib.import_module(module), name)
+    recipe_class = named_function(row.recipe)
     if not row.teacher:
-        return run_class(model_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress)
-    if source_dir is None:
+        recipe = recipe_class(model_dir, train, heldout, spec, out_dir, progress)
+    elif source_dir is None:
         chosen = " (auto: an encoder distills)" if auto else ""
         raise InputError(f"lapt.objective={spec.objective}{chosen} needs the source model as teacher (the flows pass "
                          "it; focusflow lapt --source SOURCE), or set lapt.objective=mlm for the model's own loss")
-    return run_class(model_dir, source_dir, train, heldout, spec, out_dir, resume, on_checkpoint, progress,
-                     teacher_dir)
+    else:
+        recipe = recipe_class(model_dir, source_dir, train, heldout, spec, out_dir, progress, teacher_dir)
+    return TrainingRun(recipe, resume, on_checkpoint)
 
 
 def run_lapt(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, out_dir: Path, resume: bool = True,

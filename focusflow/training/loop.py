@@ -1,12 +1,13 @@
 """``TrainingRun``: the project's one training loop (budget, AdamW and schedule, trainable stages, precision,
-atomic checkpoints and bit-for-bit resume, held-out evaluation, progress, metrics, the final folder), the contract
-a recipe fulfils to use it (:class:`RunRecipe`) and what its model hands the loop (:class:`Trainable`).
+atomic checkpoints and bit-for-bit resume, evaluation and keep-best, patience, progress, metrics, the final folder),
+handed a recipe (``training.recipe.RunRecipe``: a loss with its data and its settings).
 
-LAPT (``focusflow.training.lapt``, the distillation in ``training.distill``) and embedding alignment
-(``focusflow.training.align``) are its users; the short in-memory runs (``training.fit``) share its pieces. One
-loop serves one CPU, one GPU or ``torchrun`` (DDP, rank 0 writes). Checkpoints are atomic, carry a manifest of
-their files' hashes and are verified before a run resumes from them (see ``focusflow.training.checkpoint``); the
-optimizer, schedule and scaler move together as one ``focusflow.training.optimization.Optimization``.
+Its users: LAPT (``training.lapt.LaptRecipe``), the distillation (``training.distill.DistillRecipe``), embedding
+alignment (``training.align.AlignRecipe``) and, with no checkpoints, the short in-memory runs (``training.fit``:
+downstream fine-tuning, the source's MLM head). One loop serves one CPU, one GPU or ``torchrun`` (DDP, rank 0
+writes). Checkpoints are atomic, carry a manifest of their files' hashes and are verified before a run resumes from
+them (see ``focusflow.training.checkpoint``); the optimizer, schedule and scaler move together as one
+``focusflow.training.optimization.Optimization``.
 """
 
 from __future__ import annotations
@@ -18,167 +19,103 @@ import math
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from focusflow.errors import TrainingDivergedError
 from focusflow.logs import ProgressBar
 from focusflow.models.weights import check_weights, tensor_rms
 from focusflow.precision import resolve_precision
-from focusflow.stopping import StopRequested, note_kept, requested_signal, stop_message, stop_requested, unstoppable
+from focusflow.stopping import (
+    StopRequested,
+    check_stop,
+    note_kept,
+    requested_signal,
+    stop_message,
+    stop_requested,
+    unstoppable,
+)
 from focusflow.storage.atomic import atomic_folder
 from focusflow.training import checkpoint as ckpt
 from focusflow.training.compile_probe import CompileDecision, compile_in_place, decide_compile, loss_tolerance
-from focusflow.training.distributed import data_parallel, setup_distributed
+from focusflow.training.distributed import data_parallel
 from focusflow.training.flops import mfu, peak, with_efficiency
 from focusflow.training.master import trained_weights
 from focusflow.training.monitor import METRICS_FILE, LossWindow, write_metrics_csv, write_run_record
-from focusflow.training.optimization import Optimization, cadence_due, diverged, require_finite_loss
-from focusflow.training.selection import BestState, kept_reason
+from focusflow.training.optimization import all_finite, cadence_due, diverged, require_finite_loss
+from focusflow.training.recipe import RunRecipe, RunTotals, Trainable
+from focusflow.training.selection import BestState, Evaluations
 
 log = logging.getLogger(__name__)
 
 _NOTHING_COMMITTED = ". Nothing of this run was committed after its last good checkpoint"
 
 
-@dataclass(frozen=True)
-class TrainingStage:
-    """From optimizer step ``first_step`` on, exactly ``parameters`` (their ``id``s) receive gradients."""
-
-    name: str
-    first_step: int
-    parameters: frozenset[int]
 
 
-@dataclass
-class Trainable:
-    """What a recipe's ``_build_model`` hands the loop: the whole of what it trains and how."""
+class TrainingRun:
+    """The one training loop: budget, AdamW and schedule, trainable stages, precision, checkpoints and resume (where
+    the recipe's settings ask for them), evaluation and keep-best, patience, progress, metrics and the final folder,
+    for the recipe it is handed: the long runs (LAPT, the distillation, align) and, without checkpoints, the short
+    in-memory ones (``training.fit``: downstream fine-tuning, the source's MLM head)."""
 
-    model: nn.Module  # the Hugging Face model being trained: saved with ``save_pretrained``
-    tokenizer: Any  # saved beside it
-    loss_model: nn.Module  # forward(micro-batch …) -> summed loss; the module DDP wraps
-    parameters: list[nn.Parameter]  # every parameter the optimizer steps, in model order (clipped together)
-    param_groups: list[dict[str, Any]]  # AdamW groups over ``parameters`` ("params", "weight_decay")
-    stages: tuple[TrainingStage, ...]  # by ``first_step``; the first starts at step 0
-    loss: str  # what the loop minimizes ("mlm", "clm", "distill", "align"): in checkpoints and the loss-curve title
-    flops_per_token: float | None = None  # training FLOPs per token, for MFU (None: not reported)
+    def __init__(self, recipe: RunRecipe, resume: bool,
+                 on_checkpoint: Callable[[Path, int, dict], None] | None = None):
+        self.recipe, self.on_checkpoint, self.settings = recipe, on_checkpoint, recipe.settings
+        self.spec, self.out_dir, self.dist, self.name = recipe.spec, recipe.out_dir, recipe.dist, recipe.name
+        self.total_steps, self.progress = recipe.total_steps, recipe.progress
+        self._start(resume)
 
-    def __post_init__(self) -> None:
-        starts = [stage.first_step for stage in self.stages]
-        if not starts or starts[0] != 0 or starts != sorted(starts):
-            raise ValueError(f"training stages must start at step 0 and be in step order, not {starts}")
-
-    def stage_at(self, step: int) -> TrainingStage:
-        return [stage for stage in self.stages if stage.first_step <= step][-1]
-
-
-class RunRecipe:
-    """What a run trains, the contract between the loop (:class:`TrainingRun`) and a recipe: a loss with its data
-    (LAPT's ``LaptRun``, the distillation's ``DistillRun``, align's ``AlignRun``). A recipe supplies
-
-    - ``_build_model() -> Trainable`` (called once the resume point is known: ``self.checkpoint``),
-    - ``_step_batches(start_step)``: each optimizer step's micro-batches (each with ``predicted``, the loss's
-      normalizer), ``_micro_loss(module, batch)``: a micro-batch's summed loss, ``_step_size(batches)``:
-      (samples, tokens) of a step, ``evaluate()``: the held-out loss, ``_summary(...)``: the run's summary;
-
-    sets ``total_steps`` in its ``__init__`` (after preparing its data) and then calls ``_start``. It may extend
-    ``_write_hf_folder`` (what goes beside the model), ``_write_checkpoint_extras``/``_restore_checkpoint_extras``
-    (state the HF folder does not hold).
-    """
-
-    name = "training"
-    # Spec fields that may change between a run and its resumption without changing the trajectory.
-    resumable_changes: frozenset[str] = frozenset({"steps", "checkpoint_every", "keep_last", "eval_every", "log_every"})
-    time_limit_s: float | None = None  # stop once this much training time (over all sessions) is spent
-    total_steps: int
-    # the measure a run keeps its best state by (lower is better; its start included), set by a recipe whose own
-    # loss is only a proxy (align); None: the last state is the result
-    selection: Callable[[], float] | None = None
-    selection_name: str = ""
-    trainable: Trainable
+    @property
+    def trainable(self) -> Trainable:
+        return self.recipe.trainable
 
     @property
     def hf_model(self) -> nn.Module:
-        return self.trainable.model
+        return self.recipe.hf_model
 
     @property
     def loss_model(self) -> nn.Module:
-        return self.trainable.loss_model
+        return self.recipe.loss_model
 
-    def _build_model(self) -> Trainable:
-        raise NotImplementedError
-
-    def _step_batches(self, start_step: int) -> Iterator[list[Any]]:
-        """Each optimizer step's micro-batches from ``start_step`` on (a function of the step: resume needs no state)."""
-        raise NotImplementedError
-
-    def _micro_loss(self, module: nn.Module, batch: Any) -> torch.Tensor:
-        """The summed loss of one micro-batch (normalized by the step's total ``predicted``)."""
-        raise NotImplementedError
-
-    def _step_size(self, micro_batches: list[Any]) -> tuple[int, int]:
-        """(samples, tokens) one step consumed, for the budget counters."""
-        raise NotImplementedError
-
-    def evaluate(self) -> float:
-        """The held-out loss."""
-        raise NotImplementedError
-
-    def _summary(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _write_hf_folder(self, folder: Path) -> None:
-        """The model folder of a checkpoint and of ``final/``."""
-        self.trainable.model.save_pretrained(folder)
-        self.trainable.tokenizer.save_pretrained(folder)
-
-    def _write_checkpoint_extras(self, folder: Path) -> None:
-        """Trained state a checkpoint needs that its HF folder does not hold (none by default)."""
-
-    def _restore_checkpoint_extras(self, folder: Path) -> None:
-        """Read back what ``_write_checkpoint_extras`` wrote."""
-
-
-class TrainingRun(RunRecipe):
-    """The loop: budget, AdamW and schedule, trainable stages, precision, checkpoints and resume, held-out
-    evaluation and keep-best, progress, metrics and the final folder, for the recipe a subclass defines."""
-
-    def __init__(self, spec: Any, out_dir: Path, on_checkpoint: Callable[[Path, int, dict], None] | None,
-                 progress: bool):
-        self.spec, self.out_dir, self.on_checkpoint, self.progress = spec, Path(out_dir), on_checkpoint, progress
-        # steps that are checkpointed (and evaluated) besides every ``checkpoint_every``: a curve's points
-        self.milestones = frozenset(getattr(spec, "checkpoint_steps", None) or ())
-        self.dist = setup_distributed()
+    @property
+    def best(self) -> BestState[list[torch.Tensor]]:
+        """The best evaluation so far: its step, score and the trained parameters' snapshot."""
+        return self.evaluations.best
 
     def _start(self, resume: bool) -> None:
         """Find the resume point, then build model and optimizer and restore their state."""
-        spec = self.spec
-        self.checkpoint = ckpt.resume_point(self.out_dir, resume, self.dist.main, self.dist.barrier)
+        spec, recipe, settings = self.spec, self.recipe, self.settings
+        self.checkpoint = ckpt.resume_point(self.out_dir, resume, self.dist.main, self.dist.barrier) \
+            if settings.checkpointed else None
         self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "history": []}
         if self.checkpoint is not None:
             self.state = {"seconds": 0.0, **ckpt.load_trainer_state(self.checkpoint)}
-            ckpt.resumable_changes_only(spec, self.state.get("spec", {}), self.resumable_changes, self.out_dir)
+            ckpt.resumable_changes_only(spec, self.state.get("spec", {}), recipe.resumable_changes, self.out_dir)
             log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
 
-        torch.manual_seed(spec.seed)
-        self.precision = resolve_precision(spec.precision, self.dist.device)
-        self.peak = peak(self.dist.device, self.precision.dtype)  # a CPU's ceiling is measured once per machine
-        self.peak_flops = self.peak.flops if self.peak is not None else None  # what MFU is measured against
+        if settings.seed is not None:
+            torch.manual_seed(settings.seed)
+        self.precision = resolve_precision(settings.precision, self.dist.device)
         self.stage: str | None = None
         self.ddp: nn.Module | None = None
-        self.trainable = self._build_model()
-        if self.checkpoint is not None:  # trained state the HF folder does not hold, before any copy of the weights
-            self._restore_checkpoint_extras(self.checkpoint)
+        recipe.begin(self.checkpoint, self.precision)
+        # what MFU is measured against, where the recipe counts its FLOPs (a CPU's ceiling is measured once per machine)
+        self.peak = peak(self.dist.device, self.precision.dtype) if self.trainable.flops_per_token else None
+        self.peak_flops = self.peak.flops if self.peak is not None else None
+        if self.checkpoint is not None:  # trained state the model folder does not hold, before any copy of the weights
+            recipe.restore_extras(self.checkpoint)
         self.weights = trained_weights(self.hf_model, self.trainable.parameters, spec, self.precision,
                                        self.dist.world_size)
         self.compile_decision: CompileDecision | None = configured_compile(self)
-        self.optimization = Optimization.from_spec(self.weights.groups(self.trainable.param_groups), spec,
-                                                   self.total_steps, self.dist.device, self.precision.needs_scaler)
-        self.best: BestState[list[torch.Tensor]] = BestState(
-            lambda: [p.detach().clone() for p in self.weights.optimized])
+        self.optimization = recipe.optimization(self.weights.groups(self.trainable.param_groups), self.dist.device,
+                                                self.precision.needs_scaler)
+        self.evaluations = Evaluations(self.name, recipe.evaluate, recipe.selection, recipe.selection_name,
+                                       lambda: [p.detach().clone() for p in self.weights.optimized],
+                                       settings.higher_is_better, settings.patience)
         if self.checkpoint is not None:
             self.optimization.restore(self.checkpoint)
             kept = ckpt.load_tensors(self.checkpoint, "best")
@@ -186,7 +123,8 @@ class TrainingRun(RunRecipe):
             ckpt.restore_rng(self.checkpoint, self.dist.rank)
         # what every checkpoint and the final model are checked against (a checkpoint of an older run lacks it:
         # then its own weights, which passed the finite check when written, are the start)
-        self.state.setdefault("start_rms", tensor_rms(self.hf_model.named_parameters()))
+        if settings.checkpointed:
+            self.state.setdefault("start_rms", tensor_rms(self.hf_model.named_parameters()))
         self.weights_check: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- setup
@@ -202,61 +140,15 @@ class TrainingRun(RunRecipe):
         log.info("%s stage %r from step %d: %d trainable tensors", self.name, stage.name, step,
                  sum(p.requires_grad for p in self.hf_model.parameters()))
 
-    # ---------------------------------------------------------------- divergence
-    def _require_finite(self, step: int, loss_sum: float) -> None:
-        """Stop at ``step`` when the loss is not finite on any rank: a diverged run is never committed."""
-        if self.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0:
-            require_finite_loss(loss_sum, self.name, f" at step {step}", self.spec.lr, _NOTHING_COMMITTED)
-            raise diverged(self.name, f" at step {step}", "another rank's training loss became non-finite",
-                           self.spec.lr, _NOTHING_COMMITTED)
-
-    def _require_sound(self, step: int) -> None:
-        """Stop at ``step`` unless every weight is finite and no tensor grew past ten times its starting RMS
-        (``models.weights``): a run whose weights blew up to finite nonsense is never checkpointed or committed
-        either. The result is recorded with the checkpoint and the final model (``weights_check``)."""
-        check = check_weights(tensor_rms(self.hf_model.named_parameters()), self.state["start_rms"])
-        if not check.passed:
-            raise diverged(self.name, f" at step {step}", f"the weights failed their check ({check.problem})",
-                           self.spec.lr, _NOTHING_COMMITTED)
-        self.weights_check = {**check.to_dict(), "step": step}
-
-    # ---------------------------------------------------------------- saving
-    @unstoppable()  # a checkpoint begun is finished: a stop's grace period does not cut it off
-    def _save_checkpoint(self, step: int, metrics: dict[str, Any]) -> Path | None:
-        self._require_sound(step)
-        rng = ckpt.rng_states(self.dist.world_size)  # collective: every rank takes part
-        folder = None
-        if self.dist.main:
-            tensors = {**self.optimization.state_tensors(), **rng}
-            if self.best.state is not None:
-                tensors["best"] = {"params": [t.detach().cpu() for t in self.best.state]}
-
-            def write_model(target: Path) -> None:
-                with self.weights.full_precision():
-                    self._write_hf_folder(target)
-                    self._write_checkpoint_extras(target)
-
-            folder = ckpt.save_checkpoint(self.out_dir, step, write_model, trainer_state(self), tensors,
-                                          self.spec.keep_last)
-            write_metrics_csv(self.state["history"], self.out_dir / METRICS_FILE)
-            if self.on_checkpoint is not None:
-                self.on_checkpoint(folder, step, metrics)
-        self.dist.barrier()
-        return folder
-
     # ---------------------------------------------------------------- training
     def train(self) -> dict[str, Any]:
-        spec, state = self.spec, self.state
+        settings, state = self.settings, self.state
         start_step = state["step"]
         resumed_from = str(self.checkpoint) if self.checkpoint is not None else None
-        history = state["history"]
-        if start_step == 0 and not history:
-            initial = self.evaluate()
-            history.append({"step": 0, "samples": 0, "tokens": 0, "heldout_loss": initial})
-            log.info("held-out loss before %s: %.4f", self.name, initial)
-            self._select(0)
+        if start_step == 0 and not state["history"] and settings.evaluate_at_start:
+            self._evaluate_start()
         self._set_stage(start_step)
-        batches = self._step_batches(start_step)
+        batches = self.recipe.step_batches(start_step)
         spent_before, self.start_tokens = state["seconds"], state["tokens"]
         # a run stopped between logged rows resumes with the open window, so its rows equal an uninterrupted run's
         train_time, window = 0.0, LossWindow(**state.get("window", {}))
@@ -272,9 +164,9 @@ class TrainingRun(RunRecipe):
                 began = time.perf_counter()
                 step_batches, pending = pending or next(batches), None  # the first step's, fetched for the probe
                 loss_sum, predicted = self.step(step, step_batches)
-                self._require_finite(step + 1, loss_sum)
+                require_finite_step(self, step + 1, loss_sum)
                 elapsed = time.perf_counter() - began
-                samples, tokens = self._step_size(step_batches)
+                samples, tokens = self.recipe.step_size(step_batches)
                 train_time += elapsed
                 window.add(elapsed, loss_sum, predicted, tokens)
                 state["step"], state["samples"], state["tokens"] = step + 1, state["samples"] + samples, \
@@ -282,16 +174,18 @@ class TrainingRun(RunRecipe):
                 state["seconds"] = spent_before + train_time
                 done = step + 1
                 last = done == self.total_steps or self._out_of_time()
-                checkpoint = cadence_due(done, spec.checkpoint_every, last, self.milestones)
-                evaluate = cadence_due(done, spec.eval_every, last, self.milestones)
-                if done % spec.log_every == 0 or evaluate or checkpoint:
+                checkpoint = settings.checkpointed and cadence_due(done, settings.checkpoint_every, last,
+                                                                   settings.milestones)
+                evaluate = cadence_due(done, settings.eval_every, last, settings.milestones)
+                if done % settings.log_every == 0 or evaluate or checkpoint:
                     last_metrics = self._log_row(done, window, train_time, evaluate=evaluate)
+                self.recipe.after_step(done, loss_sum, self.evaluations.last_score())
                 if bar is not None:
                     used = last_metrics.get("mfu")
                     bar.update(done, last_metrics.get("train_loss", float("nan")), f"MFU {used:.1%}" if used else "")
                 if checkpoint:
-                    self._save_checkpoint(done, last_metrics)
-                if last:
+                    write_checkpoint(self, done, last_metrics)
+                if last or self.evaluations.out_of_patience():
                     break
                 if self._stop_asked():
                     self._stop_at(done, last_metrics, saved=checkpoint)
@@ -301,6 +195,14 @@ class TrainingRun(RunRecipe):
                 bar.stop()
         return self._finish(train_time, start_step, resumed_from)
 
+    def _evaluate_start(self) -> None:
+        """The held-out loss and the selection's measure of the start (the state kept when no step improves on it)."""
+        initial = self.evaluations.heldout()
+        if initial is not None:
+            self.state["history"].append({"step": 0, "samples": 0, "tokens": 0, "heldout_loss": initial})
+            log.info("held-out loss before %s: %.4f", self.name, initial)
+        self.evaluations.select(0)
+
     def _log_row(self, done: int, window: LossWindow, train_time: float, evaluate: bool) -> dict[str, Any]:
         """Close the loss window into a metric-history row (with the held-out loss when ``evaluate``)."""
         train_loss, speed = window.close(self.dist.sum)
@@ -309,28 +211,14 @@ class TrainingRun(RunRecipe):
                                "mfu": mfu(speed, self.trainable.flops_per_token, self.peak_flops),
                                "elapsed_s": round(train_time, 3)}
         if evaluate:
-            row["heldout_loss"] = self.evaluate()
-            self._select(done)
+            heldout = self.evaluations.heldout()
+            if heldout is not None:
+                row["heldout_loss"] = heldout
+            self.evaluations.select(done)
         self.state["history"].append(row)
         log.info("step %d/%d %s", done, self.total_steps,
                  " ".join(f"{k}={v:.4g}" for k, v in row.items() if isinstance(v, float)))
         return row
-
-    def _select(self, step: int) -> None:
-        """Measure the model by ``selection`` and keep its trained parameters when it is the best so far."""
-        if self.selection is None:
-            return
-        self.best.offer(step, float(self.selection()), keep=True)
-        log.info("%s at step %d: %s %.4f (best %.4f at step %d)", self.name, step, self.selection_name,
-                 self.best.history[-1][1], self.best.score, self.best.step)
-
-    def _keep_best(self) -> dict[str, Any]:
-        """Put the best state's parameters back (the start's, when no step improved on it); the record of why."""
-        if self.selection is None or not self.best.history or self.best.state is None:
-            return {}
-        if self.best.step != self.state["step"]:
-            self.weights.restore(self.best.state)
-        return kept_reason(self.best, self.selection_name, self.state["step"])
 
     def _stop_asked(self) -> bool:
         """Whether a stop was asked for (SIGTERM, SIGINT: ``focusflow.stopping``), decided together on all ranks."""
@@ -338,21 +226,24 @@ class TrainingRun(RunRecipe):
 
     def _stop_at(self, done: int, last_metrics: dict[str, Any], saved: bool) -> None:
         """Checkpoint the step reached (unless it just was) and stop: the same command resumes from that step, with
-        the same metric history an uninterrupted run writes (no row is added; the open loss window is kept)."""
+        the same metric history an uninterrupted run writes (no row is added; the open loss window is kept). A run
+        without checkpoints keeps nothing."""
+        if not self.settings.checkpointed:
+            check_stop(f"in {self.name} at step {done}/{self.total_steps} (a short run: nothing of it is kept)")
         if not saved:
-            self._save_checkpoint(done, {**last_metrics, "step": done, "stopped": True})
+            write_checkpoint(self, done, {**last_metrics, "step": done, "stopped": True})
         note_kept(f"{self.name}'s checkpoint at step {done} of {self.total_steps} (the same command resumes from it)")
         raise StopRequested(stop_message(), requested_signal() or signal.SIGTERM)
 
     def _out_of_time(self) -> bool:
         """Whether the time budget is spent (decided together on all ranks)."""
-        limit = self.time_limit_s  # the same on every rank: all of them take part in the sum, or none
+        limit = self.recipe.time_limit_s  # the same on every rank: all of them take part in the sum, or none
         return limit is not None and self.dist.sum([float(self.state["seconds"] >= limit)])[0] > 0
 
     # ---------------------------------------------------------------- one step, also for callers that time steps
     def step_batches(self, start_step: int) -> Iterator[list[Any]]:
-        """Each optimizer step's micro-batches from ``start_step`` on (the recipe's ``_step_batches``)."""
-        return self._step_batches(start_step)
+        """Each optimizer step's micro-batches from ``start_step`` on (the recipe's)."""
+        return self.recipe.step_batches(start_step)
 
     def step(self, step: int, micro_batches: list[Any]) -> tuple[float, float]:
         """Optimizer step number ``step`` on ``micro_batches`` in the training stage of that step; returns the
@@ -370,7 +261,7 @@ class TrainingRun(RunRecipe):
             sync = index == len(micro_batches) - 1 or self.ddp is None
             with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
                 with self.precision.autocast():
-                    loss_sum = self._micro_loss(module, mb)
+                    loss_sum = self.recipe.micro_loss(module, mb)
                 # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
                 scaled = loss_sum * (world / max(total, 1.0))
                 self.optimization.backward(scaled)
@@ -379,16 +270,18 @@ class TrainingRun(RunRecipe):
         return float(loss_total), local
 
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
-        selection = self._keep_best()
-        self._require_sound(self.state["step"])
-        summary = {**self._summary(train_time, start_step, resumed_from), "weights_check": self.weights_check,
+        """Keep the best state, check the weights and, for a checkpointed run, write ``final/`` and the run record."""
+        selection = self.evaluations.keep_best(self.weights.restore, self.state["step"])
+        require_sound(self, self.state["step"])
+        totals = RunTotals(self.state, train_time, start_step, self.start_tokens, resumed_from, self.peak_flops)
+        summary = {**self.recipe.summary(totals), "weights_check": self.weights_check,
                    "compile": self.compile_decision.to_dict() if self.compile_decision is not None else None}
         if selection:
             summary["selection"] = selection
         summary = with_efficiency(summary, self.trainable.flops_per_token, self.peak)
-        if self.dist.main:
+        if self.dist.main and self.settings.checkpointed:
             with atomic_folder(self.out_dir / "final", replace=True) as staging, self.weights.full_precision():
-                self._write_hf_folder(staging)
+                self.recipe.write_model(staging)
             write_run_record(self.out_dir, self.state["history"], summary, f"{self.name} ({self.trainable.loss})")
         self.dist.barrier()
         return summary
@@ -421,13 +314,13 @@ def probe_compile(run: TrainingRun, micro_batches: list[Any], steps: int) -> Com
 
     def loss() -> torch.Tensor:
         with run.precision.autocast():
-            return run._micro_loss(run.loss_model, batch)
+            return run.recipe.micro_loss(run.loss_model, batch)
 
     signature = {"run": run.name, "loss": run.trainable.loss, "stage": run.stage,
                  "module": type(target).__name__,
                  "parameters": sum(p.numel() for p in target.parameters()),
                  "trainable": sum(p.numel() for p in run.trainable.parameters),
-                 "batch": list(run._step_size([batch])), "precision": run.precision.name,
+                 "batch": list(run.recipe.step_size([batch])), "precision": run.precision.name,
                  "weights": type(run.weights).__name__}
     decision = decide_compile("auto", target, loss, steps * len(micro_batches), run.name, signature,
                               loss_tolerance(run.precision.dtype), owner=run.loss_model)
@@ -435,11 +328,66 @@ def probe_compile(run: TrainingRun, micro_batches: list[Any], steps: int) -> Com
     return decision
 
 
+def _diverged(run: TrainingRun, where: str, what: str) -> TrainingDivergedError:
+    then = _NOTHING_COMMITTED if run.settings.checkpointed else ""
+    return diverged(run.name, where, what, run.settings.lr, then)
+
+
+def require_finite_step(run: TrainingRun, step: int, loss_sum: float) -> None:
+    """Stop at ``step`` when the loss is not finite on any rank: a diverged run is never committed."""
+    if run.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0:
+        where = f" at step {step}/{run.total_steps}"
+        require_finite_loss(loss_sum, run.name, where, run.settings.lr,
+                            _NOTHING_COMMITTED if run.settings.checkpointed else "")
+        raise _diverged(run, where, "another rank's training loss became non-finite")
+
+
+def require_sound(run: TrainingRun, step: int) -> None:
+    """Stop at ``step`` unless every weight is finite and, for a checkpointed run, no tensor grew past ten times its
+    starting RMS (``models.weights``; a short run's fresh head may): a run whose weights blew up to finite nonsense
+    is never checkpointed or committed either. The result is recorded with the checkpoint and the final model
+    (``weights_check``)."""
+    if not run.settings.checkpointed:
+        if not all_finite(run.weights.optimized):
+            raise _diverged(run, "", f"the weights hold non-finite values after {step} steps")
+        return
+    check = check_weights(tensor_rms(run.hf_model.named_parameters()), run.state["start_rms"])
+    if not check.passed:
+        raise _diverged(run, f" at step {step}", f"the weights failed their check ({check.problem})")
+    run.weights_check = {**check.to_dict(), "step": step}
+
+
+@unstoppable()  # a checkpoint begun is finished: a stop's grace period does not cut it off
+def write_checkpoint(run: TrainingRun, step: int, metrics: dict[str, Any]) -> Path | None:
+    """Check the weights and write the checkpoint of ``step`` (rank 0; every rank takes part in the collectives):
+    the model folder and the recipe's extras, the optimizer state, RNG states, the best state and the metrics."""
+    require_sound(run, step)
+    rng = ckpt.rng_states(run.dist.world_size)  # collective: every rank takes part
+    folder = None
+    if run.dist.main:
+        tensors = {**run.optimization.state_tensors(), **rng}
+        if run.best.state is not None:
+            tensors["best"] = {"params": [t.detach().cpu() for t in run.best.state]}
+
+        def write_model(target: Path) -> None:
+            with run.weights.full_precision():
+                run.recipe.write_model(target)
+                run.recipe.write_extras(target)
+
+        folder = ckpt.save_checkpoint(run.out_dir, step, write_model, trainer_state(run), tensors,
+                                      run.settings.keep_last)
+        write_metrics_csv(run.state["history"], run.out_dir / METRICS_FILE)
+        if run.on_checkpoint is not None:
+            run.on_checkpoint(folder, step, metrics)
+    run.dist.barrier()
+    return folder
+
+
 def trainer_state(run: TrainingRun) -> dict[str, Any]:
     """What a checkpoint holds of the loop besides tensors: counters, history, the best state's record, the open loss
     window, the settings it ran with, its stage and its weights check."""
     state = {k: run.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
-    state.update(run.best.to_record() if run.selection is not None else {})
+    state.update(run.best.to_record() if run.recipe.selection is not None else {})
     if run.dist.world_size == 1:  # a rank's own window: under DDP the first row after a resume is shorter
         state["window"] = dataclasses.asdict(run.window)
     state.update(spec=run.spec.model_dump(mode="json"), loss=run.trainable.loss, stage=run.stage,

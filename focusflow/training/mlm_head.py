@@ -196,10 +196,6 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
         transform.train()
         return total / len(valid)
 
-    def snapshot() -> dict[str, torch.Tensor]:
-        return {**{k: v.detach().clone() for k, v in transform.state_dict().items()},
-                "__bias__": candidate_bias.detach().clone()}
-
     parameters = [*transform.parameters(), candidate_bias]
     optimizer = torch.optim.AdamW([{"params": list(transform.parameters()), "weight_decay": spec.weight_decay},
                                    {"params": [candidate_bias], "weight_decay": 0.0}], lr=spec.lr)
@@ -208,18 +204,16 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
     recipe = FitRecipe("MLM head training",
                           lambda step: loss_on(train[torch.randint(0, len(train), (spec.positions_per_step,),
                                                                    generator=generator)]),
-                          validation_loss, snapshot, spec.lr, higher_is_better=False)
+                          validation_loss, spec.lr, higher_is_better=False)
     started = time.perf_counter()
     transform.train()
     with ProgressBar("source: training the MLM head", spec.steps) as bar:
         fitted = fit(recipe, Optimization(optimizer, schedule), parameters, spec.steps, spec.eval_every,
                      evaluate_at_start=True, on_step=lambda step, loss, _: bar.update(step, float(loss)))
-    history, best, best_step, best_state = fitted.history, fitted.best_score, fitted.best_step, fitted.best_state
+    history, best, best_step = fitted.history, fitted.best_score, fitted.best_step
     initial = history[0][1]
-    transform.eval()
+    transform.eval()  # it and the candidates' bias hold the best evaluation's state
     with torch.no_grad():
-        candidate_bias.copy_(best_state.pop("__bias__"))
-        transform.load_state_dict(best_state)
         full = bias.detach().clone()
         full[candidates] = candidate_bias.detach()
         bias.copy_(full)

@@ -1,14 +1,18 @@
 """Keeping the best state of a run: one rule for the short in-memory runs (``training.fit``: fine-tuning, the
-MLM head) and the checkpointed ones (``training.loop.TrainingRun``: align's keep-best), so that they differ only
-in what they measure and what a state is."""
+MLM head) and the checkpointed ones (align's keep-best), all in ``training.loop.TrainingRun``, so that they differ
+only in what they measure and what a state is."""
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 State = TypeVar("State")
+
+log = logging.getLogger(__name__)
 
 
 class BestState(Generic[State]):
@@ -71,3 +75,52 @@ def kept_reason(best: BestState[Any], measure: str, last_step: int) -> dict[str,
         why = f"step {best.step} was the best ({best.score:.4f}; {last[1]:.4f} at step {last[0]})"
     return {"measure": measure, "history": [list(point) for point in history], "kept_step": best.step,
             "kept": best.score, "at_start": start, "at_end": last[1], "why": why}
+
+
+class Evaluations:
+    """What a run measures as it trains, the one rule of every loop: its held-out loss (``evaluate``; None where the
+    run has none, as a short run selecting on a dev score), the measure it keeps its best state by (``selection``,
+    None: the last state is the result), the seconds both took, and patience (stop once that many evaluations in a
+    row did not improve on the best)."""
+
+    def __init__(self, name: str, evaluate: Callable[[], float | None], selection: Callable[[], float] | None,
+                 selection_name: str, snapshot: Callable[[], Any], higher_is_better: bool,
+                 patience: int | None) -> None:
+        self.name, self.evaluate, self.selection, self.selection_name = name, evaluate, selection, selection_name
+        self.patience = patience
+        self.best: BestState[Any] = BestState(snapshot, higher_is_better)
+        self.seconds = 0.0
+
+    def heldout(self) -> float | None:
+        """The held-out loss now."""
+        began = time.perf_counter()
+        try:
+            return self.evaluate()
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    def select(self, step: int) -> None:
+        """Measure the model by ``selection`` and keep a snapshot when it is the best so far (the start, when
+        measured, is kept whatever its score: the fallback)."""
+        if self.selection is None:
+            return
+        began = time.perf_counter()
+        self.best.offer(step, float(self.selection()), keep=step == 0)
+        self.seconds += time.perf_counter() - began
+        log.info("%s at step %d: %s %.4f (best %.4f at step %d)", self.name, step, self.selection_name,
+                 self.best.history[-1][1], self.best.score, self.best.step)
+
+    def last_score(self) -> float | None:
+        return self.best.history[-1][1] if self.best.history else None
+
+    def out_of_patience(self) -> bool:
+        return self.patience is not None and self.best.evaluations_since_best() >= self.patience
+
+    def keep_best(self, restore: Callable[[Any], None], last_step: int) -> dict[str, Any]:
+        """Put the best snapshot back with ``restore`` (the start's, when no step improved on it) unless the last
+        step was the best; the record of why (empty without a selection)."""
+        if self.selection is None or not self.best.history or self.best.state is None:
+            return {}
+        if self.best.step != last_step:
+            restore(self.best.state)
+        return kept_reason(self.best, self.selection_name, last_step)

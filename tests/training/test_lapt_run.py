@@ -19,7 +19,8 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 from focusflow.config import LaptSpec
 from focusflow.training import latest_checkpoint, run_lapt
 from focusflow.training.checkpoint import load_tensors
-from focusflow.training.lapt import LaptRun
+from focusflow.training.lapt import LaptRecipe
+from focusflow.training.loop import TrainingRun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +66,7 @@ def test_tiny_model_heldout_loss_drops_and_outputs_are_complete(tiny_dirs, lapt_
 
 def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_corpus, tmp_path):
     spec = small_spec(steps=4, embeddings_only_fraction=0.5)
-    run = LaptRun(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", True, None, False)
+    run = TrainingRun(LaptRecipe(tiny_dirs("xlmr"), *lapt_corpus, spec, tmp_path / "run", False), resume=True)
     batch = next(run.step_batches(0))
 
     def grads_after_backward(step: int) -> set[str]:
@@ -81,7 +82,7 @@ def test_two_stage_trains_exactly_the_embeddings_and_head_first(tiny_dirs, lapt_
                          "lm_head.layer_norm.bias", "lm_head.decoder.weight"}  # decoder is tied to the word embeddings
     assert run.hf_model.get_input_embeddings().weight.grad is not None
     assert run.hf_model.roberta.embeddings.position_embeddings.weight.grad is None
-    assert run.stage1_steps == 2
+    assert run.recipe.stage1_steps == 2
     everything = {name for name, _ in run.hf_model.named_parameters()}
     assert grads_after_backward(2) == everything
 

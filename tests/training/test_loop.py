@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from focusflow.training.loop import Trainable, TrainingStage
 from focusflow.training.monitor import LossWindow, loss_summary
 from focusflow.training.optimization import decay_groups
+from focusflow.training.recipe import Trainable, TrainingStage
 
 
 def _trainable(stages: tuple[TrainingStage, ...]) -> Trainable:

@@ -223,29 +223,24 @@ def finetune(model: torch.nn.Module, train_features: Sequence[Feature], evaluate
 
     eval_every = max(1, round(total_steps * spec.eval_every_fraction))
 
-    def logged(step: int, step_loss: torch.Tensor, last_dev: float | None) -> None:
-        if step % eval_every == 0 or step == total_steps:
-            log.info("step %d/%d loss %.4f dev %.4f", step, total_steps, step_loss.item(), last_dev)
+    def progressed(step: int, step_loss: float, last_dev: float | None) -> None:
         if on_progress is not None:
             on_progress(step, total_steps, last_dev)
 
     result.compile = _compile(model, spec, train_features, pad_id, precision, total_steps)
-    recipe = FitRecipe("fine-tuning", loss, evaluate, lambda: {k: v.detach().clone()
-                                                                   for k, v in model.state_dict().items()}, spec.lr)
+    recipe = FitRecipe("fine-tuning", loss, evaluate, spec.lr)
     optimization = Optimization(optimizer, scheduler, torch.amp.GradScaler(device.type)
                                 if precision.needs_scaler else None, spec.max_grad_norm)
     model.train()
     try:
         fitted = fit(recipe, optimization, list(model.parameters()), total_steps, eval_every,
-                     patience=spec.patience, on_step=logged)
+                     patience=spec.patience, on_step=progressed)
     finally:  # the caller's model runs eager again (its test predictions, a later fine-tuning), failed or not
         if result.compile.compiled:
             uncompile(model.base_model)
     result.history, result.best_step, result.best_dev = fitted.history, fitted.best_step, fitted.best_score
     result.steps = fitted.steps
     result.train_seconds, result.eval_seconds = fitted.train_seconds, fitted.eval_seconds
-    if fitted.best_state is not None:
-        model.load_state_dict(fitted.best_state)
     if rows is not None:  # a plain embedding again, the trained rows written in
         plain = torch.nn.Embedding(rows.num_embeddings, rows.embedding_dim, padding_idx=rows.padding_idx,
                                    device=rows.weight.device, dtype=rows.weight.dtype)
