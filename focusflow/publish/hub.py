@@ -1,9 +1,9 @@
 """Push a repository folder to the Hugging Face Hub: the one place focusflow talks to it.
 
 ``huggingface_hub`` does the work (``create_repo(exist_ok=True)``, ``create_branch`` for a revision,
-``upload_folder``); the token is ``HF_TOKEN`` or the user's login, the endpoint ``HF_ENDPOINT``
-(read when the push runs). Every failure becomes one :class:`PushError` line naming the
-repository and the reason.
+``list_repo_files`` and ``upload_folder``, whose one commit also removes an earlier push's stale files); the token is
+``HF_TOKEN`` or the user's login, the endpoint ``HF_ENDPOINT`` (read when the push runs). Every failure becomes one
+:class:`PushError` line naming the repository and the reason.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ class PushResult:
     commit: str | None
     commit_url: str | None
     revision: str | None
+    removed: tuple[str, ...] = ()  # the earlier push's files the commit removed (stale_files)
 
     def to_dict(self) -> dict[str, Any]:
         return {"repo_id": self.repo_id, "url": self.url, "commit": self.commit, "commit_url": self.commit_url,
-                "revision": self.revision}
+                "revision": self.revision, "removed": list(self.removed)}
 
 
 def default_api() -> Any:
@@ -67,9 +68,33 @@ def _reason(exc: BaseException) -> str:
     return f"{kind}: {text[:300]}"
 
 
+#: The files of a model artifact a published folder holds (top level only: checkpoints keep optimizer state in
+#: subfolders).
+MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
+#: The top-level files of a repository a push owns: the kinds a published folder holds (its model files, card,
+#: configuration and notice; a test holds every file ``folder.write_repository`` writes to this) and those a model
+#: loader reads (weights of any format and their shard index, tokenizer, configuration and adapter files).
+OWNED_SUFFIXES = (*MODEL_SUFFIXES, ".yaml", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".h5", ".msgpack", ".ckpt")
+OWNED_NAMES = frozenset({"README.md", "NOTICE"})
+
+
+def owned(name: str) -> bool:
+    """Whether a push owns the repository's file ``name`` (:data:`OWNED_SUFFIXES`, :data:`OWNED_NAMES`)."""
+    return "/" not in name and (name in OWNED_NAMES or name.endswith(OWNED_SUFFIXES))
+
+
+def stale_files(remote: list[str], folder: Path) -> list[str]:
+    """The repository's owned files that ``folder`` no longer has: what a push removes in its commit, so that a
+    re-push of another model leaves no earlier shard, index, tokenizer or adapter beside its own for a loader to read
+    instead. Files in subfolders, ``.gitattributes`` and a repository's other files (a user's notes) stay."""
+    new = {item.name for item in folder.iterdir() if item.is_file()}
+    return sorted(name for name in remote if owned(name) and name not in new)
+
+
 def push_folder(folder: Path, repo_id: str, *, private: bool = False, revision: str | None = None,
                 commit_message: str | None = None, api: Any = None) -> PushResult:
-    """Create the repository if needed and upload ``folder`` as one commit (on ``revision`` when given)."""
+    """Create the repository if needed and upload ``folder`` as one commit (on ``revision`` when given), removing in
+    the same commit the owned files it no longer has (:func:`stale_files`)."""
     api = api if api is not None else default_api()
     endpoint = str(getattr(api, "endpoint", "") or "").rstrip("/")
     try:
@@ -78,12 +103,14 @@ def push_folder(folder: Path, repo_id: str, *, private: bool = False, revision: 
             api.update_repo_settings(repo_id, private=True, repo_type="model")
         if revision:
             api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
+        stale = stale_files(api.list_repo_files(repo_id, revision=revision, repo_type="model"), Path(folder))
         with warnings.catch_warnings():  # transfer_report.parquet is meant for a model repository
             warnings.filterwarnings("ignore", message=".*about to commit a data file.*")
             info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model", revision=revision,
-                                     commit_message=commit_message or f"Upload {repo_id} with focusflow")
+                                     commit_message=commit_message or f"Upload {repo_id} with focusflow",
+                                     delete_patterns=stale or None)
     except Exception as exc:  # noqa: BLE001 — every failure becomes one line naming the repository
         where = f" at {endpoint}" if endpoint else ""
         raise PushError(f"could not push {repo_id}{where}: {_reason(exc)}") from exc
     return PushResult(repo_id=repo_id, url=str(url), commit=getattr(info, "oid", None),
-                      commit_url=getattr(info, "commit_url", None), revision=revision)
+                      commit_url=getattr(info, "commit_url", None), revision=revision, removed=tuple(stale))

@@ -3,7 +3,9 @@
 ``huggingface_hub`` (without ``hf_xet``) pushes a folder with ``POST /api/repos/create``,
 ``POST /api/models/<repo>/branch/<name>``, ``POST /api/validate-yaml``, ``POST .../preupload/<rev>``
 (answered "regular" for every file, so the content travels in the commit) and ``POST .../commit/<rev>``
-(NDJSON: a header, then one base64 ``file`` entry per file), and ``PUT .../settings`` for a private push.
+(NDJSON: a header, then one base64 ``file`` entry per file and a ``deletedFile`` entry per file it removes),
+``GET .../tree/<rev>`` (the files a revision holds: a repository starts with ``.gitattributes``, a branch with its
+main's files) and ``PUT .../settings`` for a private push. ``files[(repo, revision)]`` is each revision's content.
 ``fail`` makes an endpoint refuse the
 token (401), report an existing repository (409), or drop the connection without answering.
 """
@@ -17,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 
 @dataclass
@@ -24,7 +27,7 @@ class Recorded:
     created: list[dict[str, Any]] = field(default_factory=list)  # create-repo payloads
     branches: list[tuple[str, str]] = field(default_factory=list)
     settings: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # repo, PUT .../settings payload
-    commits: list[dict[str, Any]] = field(default_factory=list)  # repo, revision, summary, files {path: bytes}
+    commits: list[dict[str, Any]] = field(default_factory=list)  # repo, revision, summary, files {path: bytes}, deleted
     requests: list[str] = field(default_factory=list)
     tokens: list[str | None] = field(default_factory=list)
 
@@ -36,6 +39,7 @@ class HubStandIn:
         self.recorded = Recorded()
         self.fail: dict[str, int | str] = {}  # endpoint name → HTTP status, or "drop"
         self.existing: set[str] = set()
+        self.files: dict[tuple[str, str], dict[str, bytes]] = {}
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,6 +51,18 @@ class HubStandIn:
                 stand_in.recorded.requests.append(self.path)
                 stand_in.recorded.tokens.append(self.headers.get("Authorization"))
                 stand_in.handle(self, self.path.split("?")[0], body)
+
+            def do_GET(self) -> None:  # noqa: N802 — a revision's tree
+                stand_in.recorded.requests.append(self.path)
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "tree":
+                    repo, revision = f"{parts[2]}/{parts[3]}", unquote(parts[5])
+                    files = stand_in.revision(repo, revision)
+                    stand_in._send(self, 200, [{"type": "file", "path": name, "size": len(data),
+                                                "oid": hashlib.sha1(data).hexdigest()}
+                                               for name, data in sorted(files.items())])
+                else:
+                    stand_in._send(self, 404, {"error": f"the stand-in does not serve GET {self.path}"})
 
             def do_PUT(self) -> None:  # noqa: N802 — a repository's settings (its visibility)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -70,8 +86,14 @@ class HubStandIn:
         self.server.shutdown()
         self.server.server_close()
 
+    def revision(self, repo: str, revision: str) -> dict[str, bytes]:
+        """The files of ``repo`` at ``revision``: a new repository's ``.gitattributes``, a new branch's main's."""
+        if (repo, "main") not in self.files:
+            self.files[(repo, "main")] = {".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"}
+        return self.files.setdefault((repo, revision), dict(self.files[(repo, "main")]))
+
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
@@ -111,6 +133,7 @@ class HubStandIn:
             if self._failed(handler, "branch"):
                 return
             self.recorded.branches.append((f"{parts[2]}/{parts[3]}", "/".join(parts[5:])))
+            self.revision(f"{parts[2]}/{parts[3]}", unquote("/".join(parts[5:])))
             self._send(handler, 200, {})
         elif parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "preupload":
             if self._failed(handler, "preupload"):
@@ -125,10 +148,15 @@ class HubStandIn:
             header = next(item["value"] for item in lines if item["key"] == "header")
             files = {item["value"]["path"]: base64.b64decode(item["value"]["content"])
                      for item in lines if item["key"] == "file"}
+            deleted = [item["value"]["path"] for item in lines if item["key"] == "deletedFile"]
             repo, revision = f"{parts[2]}/{parts[3]}", "/".join(parts[5:])
             oid = hashlib.sha1(body).hexdigest()
             self.recorded.commits.append({"repo": repo, "revision": revision, "summary": header["summary"],
-                                          "files": files})
+                                          "files": files, "deleted": deleted})
+            content = self.revision(repo, unquote(revision))
+            for name in deleted:
+                content.pop(name, None)
+            content.update(files)
             self._send(handler, 200, {"commitUrl": f"{self.url}/{repo}/commit/{oid}", "commitOid": oid,
                                       "pullRequestUrl": None})
         else:

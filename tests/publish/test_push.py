@@ -43,6 +43,7 @@ def test_a_push_creates_the_repository_and_uploads_the_stored_folder(light_run, 
     assert set(hub.recorded.tokens) == {"Bearer hf_stand_in_token"}
     [commit] = hub.recorded.commits
     assert commit["repo"] == "someone/pushed" and commit["revision"] == "dev" and commit["summary"] == "first model"
+    assert commit["deleted"] == [], "a new repository holds nothing of an earlier push"
     artifact = light_run["store"].list("publish")[-1]
     assert artifact.params["repo_id"] == "someone/pushed"
     folder = light_run["store"].fetch(artifact)
@@ -50,6 +51,30 @@ def test_a_push_creates_the_repository_and_uploads_the_stored_folder(light_run, 
     assert all(commit["files"][name] == (folder / name).read_bytes() for name in artifact.files)
     assert artifact.metadata["push"]["url"] == f"{hub.url}/someone/pushed"
     assert artifact.metadata["push"]["commit"] and f"published: {hub.url}/someone/pushed" in result.output
+
+
+def test_a_push_removes_what_an_earlier_push_left_that_its_folder_no_longer_has(light_run, hub):
+    """A re-push of another model to the same repository: an earlier sharded checkpoint, a .bin or an adapter left
+    beside the new weights would be loaded instead of them. The push's one commit removes the owned files its folder
+    lacks; a user's own files (other kinds, subfolders) and .gitattributes stay."""
+    from focusflow.publish.hub import owned
+
+    hub.existing.add("someone/repushed")
+    earlier = {"model-00001-of-00002.safetensors": b"old", "model.safetensors.index.json": b"{}",
+               "pytorch_model.bin": b"old", "adapter_config.json": b"{}", "README.md": b"old card",
+               "USAGE.md": b"the user's", "eval/results.json": b"the user's"}
+    hub.files[("someone/repushed", "main")] = {".gitattributes": b"*.bin filter=lfs\n", **earlier}
+    result = push(light_run, "someone/repushed")
+    assert result.exit_code == 0, result.output
+    [commit] = hub.recorded.commits
+    assert commit["deleted"] == ["adapter_config.json", "model-00001-of-00002.safetensors",
+                                 "model.safetensors.index.json", "pytorch_model.bin"]
+    now = hub.files[("someone/repushed", "main")]
+    assert {".gitattributes", "USAGE.md", "eval/results.json"} <= set(now)
+    assert now["README.md"] != b"old card" and set(commit["files"]) <= set(now)
+    artifact = light_run["store"].list("publish")[-1]
+    assert artifact.metadata["push"]["removed"] == commit["deleted"]
+    assert all(owned(name) for name in artifact.files), "a later push replaces every file a push writes"
 
 
 def test_an_existing_repository_is_pushed_to(light_run, hub):
