@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # restrictions said in the card; a private push makes an existing repository private first; the configuration and
 # the lineage name no local path (a corpus file, a data root, a store: <local>/<name>)
 # version 5: the source licence's text ships as LICENSE (MIT with its copyright line, Apache 2.0) and the card names
-# it; a push removes what an earlier push left that the new folder lacks
+# it; a push removes what an earlier push left that the new folder lacks; an e5-derived card shows sentence vectors
 PUBLISH_STAGE, PUBLISH_VERSION = "publish", 5
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 

@@ -240,7 +240,30 @@ def _usage(facts: CardFacts, repo_id: str) -> list[str]:
                 f"text = {left!r} + f\" {{fill.tokenizer.mask_token}} \" + {right!r}",
                 "for guess in fill(text, top_k=3):",
                 "    print(guess[\"token_str\"], round(guess[\"score\"], 3))"]
-    return ["```python", *code, "```", ""]
+    return ["```python", *code, "```", "", *_embedding_usage(facts, repo_id, example)]
+
+
+def _embedding_usage(facts: CardFacts, repo_id: str, example: str) -> list[str]:
+    """A sentence encoder's use (e5's: prefixed texts, mean-pooled and normalized states), for a model derived from
+    one."""
+    prefixes = facts.source.embedding_prefixes
+    if prefixes is None or facts.lm_loss == "clm":
+        return []
+    query, passage = prefixes
+    words = example.split()
+    code = ["import torch", "from transformers import AutoModel, AutoTokenizer", "",
+            f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
+            f'model = AutoModel.from_pretrained("{repo_id}")',
+            f"texts = [{query + ' '.join(words[:3])!r}, {passage + example!r}]",
+            'batch = tokenizer(texts, padding=True, truncation=True, max_length=512, return_tensors="pt")',
+            "with torch.no_grad():",
+            "    states = model(**batch).last_hidden_state",
+            'mask = batch["attention_mask"].unsqueeze(-1).float()',
+            "vectors = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)",
+            "print(round(float(vectors[0] @ vectors[1]), 3))"]
+    return [f"As its source `{facts.source.hub_id}`, it encodes sentences: prefix a text with `{query.strip()}` or "
+            f"`{passage.strip()}` and average its last hidden states:", "",
+            "```python", *code, "```", ""]
 
 
 def _limitations(facts: CardFacts) -> list[str]:

@@ -53,6 +53,12 @@ MIT_HOLDERS: tuple[tuple[str, str], ...] = (
     ("xlm-roberta", "Facebook, Inc. and its affiliates"),
 )
 
+# Sources trained as sentence encoders, by lower-cased Hub id prefix: the prefixes their texts take (query, passage).
+# A model derived from one keeps its use: the card shows mean-pooled, normalized sentence vectors beside fill-mask.
+EMBEDDING_PREFIXES: tuple[tuple[str, tuple[str, str]], ...] = (
+    ("intfloat/multilingual-e5", ("query: ", "passage: ")),
+)
+
 # Source licences whose terms a derived model's card names and whose texts or notices it ships (Hub licence id ->
 # terms); any other licence is named by the card's ``license`` metadata alone.
 SOURCE_LICENCES: dict[str, LicenceTerms] = {
@@ -90,6 +96,12 @@ class SourceModel:
         """The holder an MIT licence's copyright line names (:data:`MIT_HOLDERS`; None: not known here)."""
         lowered = (self.hub_id or "").lower()
         return next((holder for prefix, holder in MIT_HOLDERS if lowered.startswith(prefix)), None)
+
+    @property
+    def embedding_prefixes(self) -> tuple[str, str] | None:
+        """The (query, passage) prefixes of a sentence-encoder source (:data:`EMBEDDING_PREFIXES`); None otherwise."""
+        lowered = (self.hub_id or "").lower()
+        return next((prefixes for prefix, prefixes in EMBEDDING_PREFIXES if lowered.startswith(prefix)), None)
 
     def licence_text(self, source_spec: str) -> str | None:
         """The ``LICENSE`` file a derived model ships (None where its terms have no text here); an MIT source whose

@@ -260,6 +260,18 @@ def test_an_mit_source_ships_its_licence_text_with_the_sources_copyright_line_an
     assert not (published_by_source["gemma"] / "LICENSE").exists()  # Gemma's: its terms named, its NOTICE shipped
 
 
+def test_a_model_derived_from_e5_shows_its_sentence_vectors_and_the_snippet_runs(published_by_source):
+    folder = published_by_source["e5"]
+    text = (folder / "README.md").read_text()
+    snippets = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(snippets) == 2 and "texts = ['query: " in snippets[1] and "'passage: " in snippets[1]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(snippets[1].replace("someone/tiny-ny-e5", str(folder)), {})  # noqa: S102 — the card's own code
+    assert -1.0 <= float(printed.getvalue()) <= 1.0
+    assert len(re.findall(r"```python\n", (published_by_source["gemma"] / "README.md").read_text())) == 1
+
+
 def test_an_apache_source_ships_the_licence_text_and_an_unknown_mit_holder_is_said_not_guessed():
     from focusflow.publish.facts import SourceModel, source_model_facts
 
