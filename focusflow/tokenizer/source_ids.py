@@ -42,6 +42,8 @@ HUB_LICENCES: tuple[tuple[str, str], ...] = (
     ("microsoft/mdeberta", "mit"),
     ("google-bert/bert-base-multilingual", "apache-2.0"),
     ("bert-base-multilingual", "apache-2.0"),
+    ("distilbert/distilbert-base-multilingual", "apache-2.0"),
+    ("distilbert-base-multilingual", "apache-2.0"),
     ("google/gemma", "gemma"),
     ("huggingfacetb/smollm2", "apache-2.0"),
 )
@@ -70,15 +72,28 @@ def _gguf_licence(spec: str) -> SourceLicence:
                               "to float32", terms_file=terms_copy(spec))
 
 
+# Ids without an owner that the Hub moved under one (it still redirects them): a card's ``base_model`` names the
+# model's id today.
+LEGACY_HUB_IDS: dict[str, str] = {
+    "xlm-roberta-base": "FacebookAI/xlm-roberta-base",
+    "xlm-roberta-large": "FacebookAI/xlm-roberta-large",
+    "bert-base-multilingual-cased": "google-bert/bert-base-multilingual-cased",
+    "bert-base-multilingual-uncased": "google-bert/bert-base-multilingual-uncased",
+    "distilbert-base-multilingual-cased": "distilbert/distilbert-base-multilingual-cased",
+}
+
+
 def _hub_licence(spec: str) -> SourceLicence:
     """A folder's or Hub id's licence by the Hub id's prefix: the same for a folder named like a Hub id and the id,
-    so the card does not depend on which folders exist where it is written."""
+    so the card does not depend on which folders exist where it is written. A legacy id without an owner is named
+    by the id the Hub moved it to."""
+    canonical = LEGACY_HUB_IDS.get(spec.lower())
     lowered = spec.lower()
     for prefix, licence in HUB_LICENCES:
         if lowered.startswith(prefix):
-            return SourceLicence(spec if "/" in spec and "://" not in spec else None, licence)
+            return SourceLicence(canonical or (spec if "/" in spec and "://" not in spec else None), licence)
     looks_like_hub_id = spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and ":" not in spec
-    return SourceLicence(spec if looks_like_hub_id else None, UNKNOWN_LICENSE)
+    return SourceLicence(canonical or (spec if looks_like_hub_id else None), UNKNOWN_LICENSE)
 
 
 @dataclass(frozen=True)

@@ -56,4 +56,8 @@ def test_the_licence_comes_from_the_same_row():
     assert (gemma.hub_id, gemma.license, gemma.terms.name) == ("google/gemma-3-270m", "gemma", "Gemma Terms of Use")
     assert (smollm.hub_id, smollm.license) == ("HuggingFaceTB/SmolLM2-135M-Instruct", "apache-2.0")
     assert source_model_facts("FacebookAI/xlm-roberta-base").hub_id == "FacebookAI/xlm-roberta-base"
+    # a legacy id without an owner names the model's id today (the card's base_model), with its licence
+    legacy = source_model_facts("xlm-roberta-base")
+    assert (legacy.hub_id, legacy.license) == ("FacebookAI/xlm-roberta-base", "mit")
+    assert source_model_facts("bert-base-multilingual-cased").hub_id == "google-bert/bert-base-multilingual-cased"
     assert source_model_facts("someone/their-model").license == "unknown"
