@@ -539,7 +539,8 @@ class PublishSpec(_Section):
                               description="which models: product (the one the run's report picks: the fewest tokens "
                               "per word at parity with the source on dev; without downstream tasks the first LAPT "
                               "model), or focus, focus+align, focus+lapt, prune … (the report's names)")
-    private: bool = False
+    private: bool | None = Field(default=None, description="true: private, false: public; unset: the Hub's default "
+                                 "(public, unless the organization makes new repositories private)")
     revision: str | None = Field(default=None, description="branch to push to (created if missing); None: main")
     commit_message: str | None = None
     push: bool = Field(default=True, description="false: store the repository folder without pushing")

@@ -25,7 +25,9 @@ def publish_command(
                                           "exported copy of one."),
     repo_id: str = typer.Option(..., "--repo-id", help="Hub repository, e.g. user/e5-small-sw-focus."),
     out: Path = typer.Option(None, "--out", "-o", help="Write the repository folder here instead of pushing."),
-    private: bool = typer.Option(False, "--private/--public", help="Create the repository private."),
+    private: bool = typer.Option(None, "--private/--public", help="Create the repository private (or public); without "
+                                                                   "either, as the Hub's default makes it (an "
+                                                                   "organization's may be private)."),
     revision: str = typer.Option(None, "--revision", "--branch", help="Branch to push to (created if missing)."),
     commit_message: str = typer.Option(None, "--commit-message", "-m", help="Commit message of the upload."),
     language: str = typer.Option(None, "--language", "-l",

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 # restrictions said in the card; a private push makes an existing repository private first; the configuration and
 # the lineage name no local path (a corpus file, a data root, a store: <local>/<name>)
 # version 5: the source licence's text ships as LICENSE (MIT with its copyright line, Apache 2.0) and the card names
-# it; a push removes what an earlier push left that the new folder lacks; an e5-derived card shows sentence vectors
+# it; a push removes what an earlier push left that the new folder lacks; an e5-derived card shows sentence vectors;
+# without --private or --public a repository is created as the Hub's default makes it (an organization's private)
 PUBLISH_STAGE, PUBLISH_VERSION = "publish", 5
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
@@ -60,7 +61,7 @@ class PublishSettings(StageSettings):
     """focusflow's version is part of them because the card names it."""
 
     repo_id: str
-    private: bool = False
+    private: bool | None = None  # None: the Hub's default (public, unless the organization makes repositories private)
     revision: str | None = None
     commit_message: str | None = None
     push: bool = True
@@ -69,7 +70,7 @@ class PublishSettings(StageSettings):
     force: bool | None = None  # only when asked: publish a model that failed its weight check (the card says so)
 
     @classmethod
-    def for_repo(cls, repo_id: str, *, private: bool = False, revision: str | None = None,
+    def for_repo(cls, repo_id: str, *, private: bool | None = None, revision: str | None = None,
                  commit_message: str | None = None, push: bool = True, language: str | None = None,
                  force: bool = False) -> Self:
         """``language`` is given only for a model whose lineage records none (``publish --language``), ``force`` only
@@ -77,7 +78,7 @@ class PublishSettings(StageSettings):
         from focusflow import __version__
         from focusflow.publish.names import check_repo_id
 
-        return cls(repo_id=check_repo_id(repo_id), private=bool(private), revision=revision or None,
+        return cls(repo_id=check_repo_id(repo_id), private=private, revision=revision or None,
                    commit_message=commit_message or None, push=bool(push), focusflow=__version__,
                    **({"language": language} if language else {}), **({"force": True} if force else {}))
 

@@ -91,10 +91,11 @@ def stale_files(remote: list[str], folder: Path) -> list[str]:
     return sorted(name for name in remote if owned(name) and name not in new)
 
 
-def push_folder(folder: Path, repo_id: str, *, private: bool = False, revision: str | None = None,
+def push_folder(folder: Path, repo_id: str, *, private: bool | None = None, revision: str | None = None,
                 commit_message: str | None = None, api: Any = None) -> PushResult:
     """Create the repository if needed and upload ``folder`` as one commit (on ``revision`` when given), removing in
-    the same commit the owned files it no longer has (:func:`stale_files`)."""
+    the same commit the owned files it no longer has (:func:`stale_files`). ``private`` None: a new repository is as
+    the Hub's default makes it (public, unless its organization makes new repositories private)."""
     api = api if api is not None else default_api()
     endpoint = str(getattr(api, "endpoint", "") or "").rstrip("/")
     try:

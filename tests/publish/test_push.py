@@ -77,6 +77,14 @@ def test_a_push_removes_what_an_earlier_push_left_that_its_folder_no_longer_has(
     assert all(owned(name) for name in artifact.files), "a later push replaces every file a push writes"
 
 
+def test_visibility_is_the_hubs_default_unless_asked(light_run, hub):
+    """Without --private or --public a new repository is as the Hub makes it (an organization may default to
+    private): the request names no visibility; --public names it."""
+    assert push(light_run, "someorg/default").exit_code == 0
+    assert push(light_run, "someorg/open", "--public").exit_code == 0
+    assert [(c["name"], c.get("visibility")) for c in hub.recorded.created] == [("default", None), ("open", "public")]
+
+
 def test_an_existing_repository_is_pushed_to(light_run, hub):
     hub.existing.add("someone/existing")  # create answers 409, which exist_ok accepts
     result = push(light_run, "someone/existing")
