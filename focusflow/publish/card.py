@@ -44,7 +44,7 @@ INTRINSIC_METRICS = (("{lm}_loss", "loss", "held-out {lm} loss (nats/token)"),
                      ("retrieval_top1", "retrieval_top1", "top-1 sentence retrieval against the source model"))
 NOTICE_FILE = "NOTICE"  # the source licence's required notice (LicenceTerms.notice), beside the card
 LICENCE_FILE = "LICENSE"  # the source licence's text (LicenceTerms.text), beside the card
-HELDOUT_DATASET = "focusflow-heldout"  # the run's own held-out split: no Hub dataset id, and none is claimed
+HELDOUT_DATASET = "focusflow-heldout"  # a local corpus's held-out split: no Hub dataset id, and none is claimed
 SHARE_NAMES = {"copied_share": "copied from the source vocabulary", "combined_share": "FOCUS combination",
                "combined_subword_share": "FOCUS combination (subword vector)", "fvt_share": "FVT mean of pieces",
                "mean_share": "mean embedding", "random_share": "random", "kept_share": "kept"}
@@ -73,7 +73,8 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
         if isinstance(value, (int, float)) and not math.isnan(float(value)):
             results.append(EvalResult(
                 task_type=pipeline_tag(facts), task_name="Intrinsic evaluation on held-out text",
-                dataset_type=HELDOUT_DATASET, dataset_name=f"held-out {facts.language} text "
+                dataset_type=facts.datasets[0] if facts.datasets else HELDOUT_DATASET,  # the corpus it was held out of
+                dataset_name=f"held-out {facts.language} text "
                 f"({facts.heldout_sentences or '?'} sentences, never trained on)", dataset_split="heldout",
                 metric_type=metric, metric_value=float(value), metric_name=name.format(lm=lm.upper())))
     return results

@@ -325,9 +325,12 @@ def test_a_model_evaluated_on_sib200_gets_a_card_naming_the_dataset(light_run):
             for task, language in (("cls:sib200:sw", "sw"), ("cls:sib200:swh_Latn", "swh_Latn"),
                                    ("cls:sib200:ha", "ha"))]
     model = replace(facts.model, downstream=rows, runs=None, data_folders={"cls:sib200:sw": ["swh_Latn"]})
-    card = build_card(replace(facts, model=model, datasets=["Davlan/sib200"]), REPO, "9.9.9")
+    card = build_card(replace(facts, model=model, datasets=["statmt/cc100"]), REPO, "9.9.9")
     sib200 = [r for r in card.data.eval_results if r.dataset_type == "Davlan/sib200"]
-    assert len(sib200) == 3 and card.data.datasets == ["Davlan/sib200"]
+    assert len(sib200) == 3 and card.data.datasets == ["statmt/cc100"]
+    # the held-out text of a Hub corpus is named by the corpus it was held out of
+    heldout = [r for r in card.data.eval_results if r.dataset_split == "heldout"]
+    assert heldout and {r.dataset_type for r in heldout} == {"statmt/cc100"}
     by_task = {r.task_name: r.dataset_config for r in sib200}  # the Hub lists results of one config under one name
     assert by_task["Text classification (cls:sib200:sw)"] == "swh_Latn"
     assert by_task["Text classification (cls:sib200:ha)"] is None  # read from the Hub: its script is not recorded
