@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 # restrictions said in the card; a private push makes an existing repository private first; the configuration and
 # the lineage name no local path (a corpus file, a data root, a store: <local>/<name>)
 # version 5: the source licence's text ships as LICENSE (MIT with its copyright line, Apache 2.0) and the card names
-# it; a push removes what an earlier push left that the new folder lacks; an e5-derived card shows sentence vectors;
-# without --private or --public a repository is created as the Hub's default makes it (an organization's private)
+# it; lineage.json lists the folder's files, and a push removes those an earlier push wrote that the new folder
+# lacks; an e5-derived card shows sentence vectors; held-out results name a Hub corpus; without --private or
+# --public a repository is created as the Hub's default makes it (an organization's private)
 PUBLISH_STAGE, PUBLISH_VERSION = "publish", 5
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
@@ -106,7 +107,7 @@ class PublishSettings(StageSettings):
 def _publish(run: StageRun) -> dict[str, Any]:
     from focusflow.publish.folder import write_repository
     from focusflow.publish.hub import push_folder
-    from focusflow.publish.lineage import trace
+    from focusflow.publish.lineage import LINEAGE_FILE, trace
     from focusflow.publish.weights import require_sound_weights, weight_check
 
     p: PublishSettings = run.settings
@@ -119,7 +120,7 @@ def _publish(run: StageRun) -> dict[str, Any]:
     metadata = write_repository(run.store, lineage, p.repo_id, run.out, p.focusflow, p.language, weights=check)
     if p.push:
         pushed = push_folder(run.out, p.repo_id, private=p.private, revision=p.revision,
-                             commit_message=p.commit_message)
+                             commit_message=p.commit_message, record=LINEAGE_FILE)
         metadata["push"] = pushed.to_dict()
     return metadata
 

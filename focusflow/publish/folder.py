@@ -179,8 +179,6 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
     facts.weight_check = weights
     config = without_local_paths(run_configuration(lineage, language))
     (out / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=True, allow_unicode=True), encoding="utf-8")
-    (out / LINEAGE_FILE).write_text(json.dumps(without_local_paths(lineage_record(lineage)), indent=1, sort_keys=True,
-                                               ensure_ascii=False) + "\n", encoding="utf-8")
     card = build_card(facts, repo_id, focusflow_version)
     card.save(out / CARD_FILE)
     terms = facts.source.terms
@@ -191,6 +189,10 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
         (out / LICENCE_FILE).write_text(text, encoding="utf-8")
     if facts.source.terms_file is not None:  # the terms as installed (Gemma's: a copy goes to every recipient)
         shutil.copyfile(facts.source.terms_file, out / facts.source.terms_file.name)
+    # last: the record of the lineage and of the files this folder holds (what a later push may replace)
+    files = sorted({item.name for item in out.iterdir() if item.is_file()} | {LINEAGE_FILE})
+    (out / LINEAGE_FILE).write_text(json.dumps({**without_local_paths(lineage_record(lineage)), "files": files},
+                                               indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     checked = {"weights_check": weights.to_dict()} if weights is not None else {}
     return {**checked, "repo_id": repo_id, "label": lineage.label, "language": facts.language,
             "license": facts.source.license, "base_model": facts.source.hub_id,

@@ -1,13 +1,15 @@
 """Push a repository folder to the Hugging Face Hub: the one place focusflow talks to it.
 
 ``huggingface_hub`` does the work (``create_repo(exist_ok=True)``, ``create_branch`` for a revision,
-``list_repo_files`` and ``upload_folder``, whose one commit also removes an earlier push's stale files); the token is
+``hf_hub_download`` of an earlier push's record and ``upload_folder``, whose one commit also removes the files that
+push wrote and this one lacks); the token is
 ``HF_TOKEN`` or the user's login, the endpoint ``HF_ENDPOINT`` (read when the push runs). Every failure becomes one
 :class:`PushError` line naming the repository and the reason.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -71,30 +73,42 @@ def _reason(exc: BaseException) -> str:
 #: The files of a model artifact a published folder holds (top level only: checkpoints keep optimizer state in
 #: subfolders).
 MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
-#: The top-level files of a repository a push owns: the kinds a published folder holds (its model files, card,
-#: configuration and notice; a test holds every file ``folder.write_repository`` writes to this) and those a model
-#: loader reads (weights of any format and their shard index, tokenizer, configuration and adapter files).
-OWNED_SUFFIXES = (*MODEL_SUFFIXES, ".yaml", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".h5", ".msgpack", ".ckpt")
-OWNED_NAMES = frozenset({"README.md", "NOTICE", "LICENSE", "GEMMA_TERMS.html"})
 
 
-def owned(name: str) -> bool:
-    """Whether a push owns the repository's file ``name`` (:data:`OWNED_SUFFIXES`, :data:`OWNED_NAMES`)."""
-    return "/" not in name and (name in OWNED_NAMES or name.endswith(OWNED_SUFFIXES))
-
-
-def stale_files(remote: list[str], folder: Path) -> list[str]:
-    """The repository's owned files that ``folder`` no longer has: what a push removes in its commit, so that a
-    re-push of another model leaves no earlier shard, index, tokenizer or adapter beside its own for a loader to read
-    instead. Files in subfolders, ``.gitattributes`` and a repository's other files (a user's notes) stay."""
+def stale_files(written_before: list[str], folder: Path) -> list[str]:
+    """The files an earlier focusflow push wrote (its record's list) that ``folder`` no longer has: what a push
+    removes in its commit, so that a re-push of another model leaves no earlier shard, report or notice beside its
+    own. A file focusflow did not write is never removed, nor ``.gitattributes`` or anything in a subfolder."""
     new = {item.name for item in folder.iterdir() if item.is_file()}
-    return sorted(name for name in remote if owned(name) and name not in new)
+    return sorted(name for name in set(written_before)
+                  if name not in new and "/" not in name and name != ".gitattributes"
+                  and not any(c in name for c in "*?[]"))  # matched as patterns: an exact name only
+
+
+def written_before(api: Any, repo_id: str, revision: str | None, record: str) -> list[str]:
+    """The files the repository's last focusflow push wrote, from its ``record`` (``lineage.json``'s ``files``);
+    none where the repository holds no such record (new, or never pushed to by focusflow)."""
+    import tempfile
+
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    with tempfile.TemporaryDirectory(prefix="focusflow-push-") as tmp:
+        try:
+            path = api.hf_hub_download(repo_id, record, revision=revision, repo_type="model", local_dir=tmp)
+        except RemoteEntryNotFoundError:  # the Hub's 404 for the file; a failed connection is the push's error
+            return []
+        try:
+            files = json.loads(Path(path).read_text(encoding="utf-8")).get("files")
+        except (ValueError, AttributeError):  # not a record of focusflow's: nothing is known to be focusflow's
+            return []
+    return [name for name in files if isinstance(name, str)] if isinstance(files, list) else []
 
 
 def push_folder(folder: Path, repo_id: str, *, private: bool | None = None, revision: str | None = None,
-                commit_message: str | None = None, api: Any = None) -> PushResult:
+                commit_message: str | None = None, api: Any = None, record: str | None = None) -> PushResult:
     """Create the repository if needed and upload ``folder`` as one commit (on ``revision`` when given), removing in
-    the same commit the owned files it no longer has (:func:`stale_files`). ``private`` None: a new repository is as
+    the same commit the files an earlier focusflow push wrote that it no longer has (``record``: the file of
+    ``folder`` that lists them, read back from the repository; :func:`stale_files`). ``private`` None: a new repository is as
     the Hub's default makes it (public, unless its organization makes new repositories private)."""
     api = api if api is not None else default_api()
     endpoint = str(getattr(api, "endpoint", "") or "").rstrip("/")
@@ -104,7 +118,7 @@ def push_folder(folder: Path, repo_id: str, *, private: bool | None = None, revi
             api.update_repo_settings(repo_id, private=True, repo_type="model")
         if revision:
             api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
-        stale = stale_files(api.list_repo_files(repo_id, revision=revision, repo_type="model"), Path(folder))
+        stale = stale_files(written_before(api, repo_id, revision, record), Path(folder)) if record else []
         with warnings.catch_warnings():  # transfer_report.parquet is meant for a model repository
             warnings.filterwarnings("ignore", message=".*about to commit a data file.*")
             info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model", revision=revision,

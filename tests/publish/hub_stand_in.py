@@ -5,7 +5,8 @@
 (answered "regular" for every file, so the content travels in the commit) and ``POST .../commit/<rev>``
 (NDJSON: a header, then one base64 ``file`` entry per file and a ``deletedFile`` entry per file it removes),
 ``GET .../tree/<rev>`` (the files a revision holds: a repository starts with ``.gitattributes``, a branch with its
-main's files) and ``PUT .../settings`` for a private push. ``files[(repo, revision)]`` is each revision's content.
+main's files), ``HEAD``/``GET /<repo>/resolve/<rev>/<file>`` (a file, or the Hub's ``EntryNotFound`` 404) and
+``PUT .../settings`` for a private push. ``files[(repo, revision)]`` is each revision's content.
 ``fail`` makes an endpoint refuse the
 token (401), report an existing repository (409), or drop the connection without answering.
 """
@@ -52,10 +53,15 @@ class HubStandIn:
                 stand_in.recorded.tokens.append(self.headers.get("Authorization"))
                 stand_in.handle(self, self.path.split("?")[0], body)
 
-            def do_GET(self) -> None:  # noqa: N802 — a revision's tree
+            def do_HEAD(self) -> None:  # noqa: N802 — a file's metadata, before its download
+                stand_in.resolve(self, body=False)
+
+            def do_GET(self) -> None:  # noqa: N802 — a revision's tree, a file's content
                 stand_in.recorded.requests.append(self.path)
                 parts = self.path.split("?")[0].strip("/").split("/")
-                if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "tree":
+                if len(parts) >= 5 and parts[2] == "resolve":
+                    stand_in.resolve(self, body=True)
+                elif parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "tree":
                     repo, revision = f"{parts[2]}/{parts[3]}", unquote(parts[5])
                     files = stand_in.revision(repo, revision)
                     stand_in._send(self, 200, [{"type": "file", "path": name, "size": len(data),
@@ -85,6 +91,30 @@ class HubStandIn:
     def __exit__(self, *exc: Any) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def resolve(self, handler: BaseHTTPRequestHandler, body: bool) -> None:
+        """``/<repo>/resolve/<revision>/<file>``: a file's content (GET) or metadata (HEAD), or the Hub's 404 naming
+        ``EntryNotFound``."""
+        parts = unquote(handler.path.split("?")[0]).strip("/").split("/")
+        repo, revision, name = f"{parts[0]}/{parts[1]}", parts[3], "/".join(parts[4:])
+        data = self.revision(repo, revision).get(name)
+        if data is None:
+            payload = json.dumps({"error": "Entry not found"}).encode()
+            handler.send_response(404)
+            handler.send_header("X-Error-Code", "EntryNotFound")
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            if body:
+                handler.wfile.write(payload)
+            return
+        handler.send_response(200)
+        handler.send_header("X-Repo-Commit", hashlib.sha1(repo.encode() + revision.encode()).hexdigest())
+        handler.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if body:
+            handler.wfile.write(data)
 
     def revision(self, repo: str, revision: str) -> dict[str, bytes]:
         """The files of ``repo`` at ``revision``: a new repository's ``.gitattributes``, a new branch's main's."""

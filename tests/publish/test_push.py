@@ -53,28 +53,36 @@ def test_a_push_creates_the_repository_and_uploads_the_stored_folder(light_run, 
     assert artifact.metadata["push"]["commit"] and f"published: {hub.url}/someone/pushed" in result.output
 
 
-def test_a_push_removes_what_an_earlier_push_left_that_its_folder_no_longer_has(light_run, hub):
-    """A re-push of another model to the same repository: an earlier sharded checkpoint, a .bin or an adapter left
-    beside the new weights would be loaded instead of them. The push's one commit removes the owned files its folder
-    lacks; a user's own files (other kinds, subfolders) and .gitattributes stay."""
-    from focusflow.publish.hub import owned
+def test_a_push_removes_what_an_earlier_focusflow_push_wrote_that_its_folder_no_longer_has(light_run, hub):
+    """A re-push of another model to the same repository: files the earlier push wrote that the new folder lacks (a
+    transfer report, a notice, a shard) go in the same commit; what focusflow did not write stays, as for --out."""
+    import json
 
     hub.existing.add("someone/repushed")
-    earlier = {"model-00001-of-00002.safetensors": b"old", "model.safetensors.index.json": b"{}",
-               "pytorch_model.bin": b"old", "adapter_config.json": b"{}", "README.md": b"old card",
-               "USAGE.md": b"the user's", "eval/results.json": b"the user's"}
+    earlier = {"model-00001-of-00002.safetensors": b"old", "transfer_report.parquet": b"old", "README.md": b"old",
+               "lineage.json": json.dumps({"files": ["README.md", "lineage.json", "model-00001-of-00002.safetensors",
+                                                     "transfer_report.parquet", "*.bin"]}).encode(),
+               "pytorch_model.bin": b"the user's", "USAGE.md": b"the user's", "eval/results.json": b"the user's"}
     hub.files[("someone/repushed", "main")] = {".gitattributes": b"*.bin filter=lfs\n", **earlier}
     result = push(light_run, "someone/repushed")
     assert result.exit_code == 0, result.output
     [commit] = hub.recorded.commits
-    assert commit["deleted"] == ["adapter_config.json", "model-00001-of-00002.safetensors",
-                                 "model.safetensors.index.json", "pytorch_model.bin"]
+    published = light_run["store"].list("publish")[-1]
+    gone = {"model-00001-of-00002.safetensors", "transfer_report.parquet"} - set(published.files)
+    assert "model-00001-of-00002.safetensors" in gone and commit["deleted"] == sorted(gone)
     now = hub.files[("someone/repushed", "main")]
-    assert {".gitattributes", "USAGE.md", "eval/results.json"} <= set(now)
-    assert now["README.md"] != b"old card" and set(commit["files"]) <= set(now)
-    artifact = light_run["store"].list("publish")[-1]
-    assert artifact.metadata["push"]["removed"] == commit["deleted"]
-    assert all(owned(name) for name in artifact.files), "a later push replaces every file a push writes"
+    assert {".gitattributes", "pytorch_model.bin", "USAGE.md", "eval/results.json"} <= set(now)  # not focusflow's
+    assert now["README.md"] != b"old" and set(commit["files"]) <= set(now)
+    assert published.metadata["push"]["removed"] == commit["deleted"]
+    record = json.loads(now["lineage.json"])  # what the next push may replace: every file of this one
+    assert record["files"] == sorted(published.files)
+
+
+def test_a_first_push_removes_nothing(light_run, hub):
+    hub.existing.add("someone/elsewhere")  # a repository another tool filled: focusflow wrote none of its files
+    hub.files[("someone/elsewhere", "main")] = {".gitattributes": b"", "pytorch_model.bin": b"theirs"}
+    assert push(light_run, "someone/elsewhere").exit_code == 0
+    assert hub.recorded.commits[-1]["deleted"] == [] and "pytorch_model.bin" in hub.files[("someone/elsewhere", "main")]
 
 
 def test_visibility_is_the_hubs_default_unless_asked(light_run, hub):
