@@ -7,8 +7,8 @@ needs neither labels nor a GPU-scale LAPT. The transformer body is frozen; train
 that the initialization did not copy exactly (read from its ``transfer_report.parquet``; ``trainable="all"`` or a
 model without a report trains every row). Output layers keep their values: untied output embeddings and the MLM
 output bias receive no gradient from this loss. Teacher word vectors are computed once per batch of texts and
-kept in memory; both models run only their first L layers. The run is a ``TrainingRun``: the same checkpoints,
-resume, precision, progress bar and held-out loss as LAPT.
+kept in memory; both models run only their first L layers. The run is ``AlignRecipe`` handed to ``TrainingRun``:
+the same checkpoints, resume, precision, progress bar and held-out loss as LAPT.
 """
 
 from __future__ import annotations

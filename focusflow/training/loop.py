@@ -160,6 +160,9 @@ class TrainingRun:
             if self.compile_decision is None and pending is not None:  # compile: auto, decided on the run's batch
                 self.compile_decision = probe_compile(self, pending, self.total_steps - start_step)
             for step in range(start_step, self.total_steps):
+                if not settings.checkpointed:  # a short run keeps nothing: a stop asked before a step ends it there
+                    check_stop(f"in {self.name} at step {step + 1}/{self.total_steps} (a short run: nothing of it "
+                               "is kept)")
                 self._set_stage(step)  # before the clock: a stage switch (DDP's rewrap) is no training time
                 began = time.perf_counter()
                 step_batches, pending = pending or next(batches), None  # the first step's, fetched for the probe
@@ -249,9 +252,9 @@ class TrainingRun:
         """Optimizer step number ``step`` on ``micro_batches`` in the training stage of that step; returns the
         summed loss and the predicted tokens (``lapt_budget`` times these; ``train`` adds the bookkeeping)."""
         self._set_stage(step)
-        return self._optimizer_step(micro_batches)
+        return self._optimizer_step(micro_batches, step + 1)
 
-    def _optimizer_step(self, micro_batches: list[Any]) -> tuple[float, float]:
+    def _optimizer_step(self, micro_batches: list[Any], number: int) -> tuple[float, float]:
         world = self.dist.world_size
         local = float(sum(mb.predicted for mb in micro_batches))
         total = self.dist.sum([local])[0]
@@ -262,6 +265,8 @@ class TrainingRun:
             with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
                 with self.precision.autocast():
                     loss_sum = self.recipe.micro_loss(module, mb)
+                if not self.settings.checkpointed:  # the caller's model: a non-finite loss never reaches its weights
+                    require_finite_step(self, number, float(loss_sum.detach()))
                 # DDP averages gradients over ranks; scale so the result is the mean over the global batch.
                 scaled = loss_sum * (world / max(total, 1.0))
                 self.optimization.backward(scaled)
@@ -271,6 +276,8 @@ class TrainingRun:
 
     def _finish(self, train_time: float, start_step: int, resumed_from: str | None) -> dict[str, Any]:
         """Keep the best state, check the weights and, for a checkpointed run, write ``final/`` and the run record."""
+        if not self.settings.checkpointed:  # the weights trained, not only the best state put back, are checked
+            require_sound(self, self.state["step"])
         selection = self.evaluations.keep_best(self.weights.restore, self.state["step"])
         require_sound(self, self.state["step"])
         totals = RunTotals(self.state, train_time, start_step, self.start_tokens, resumed_from, self.peak_flops)

@@ -121,8 +121,9 @@ class RunRecipe:
     resumable_changes: frozenset[str] = frozenset({"steps", "checkpoint_every", "keep_last", "eval_every", "log_every"})
     time_limit_s: float | None = None  # stop once this much training time (over all sessions) is spent
     total_steps: int
-    # the measure a run keeps its best state by (lower is better; its start included), set by a recipe whose own
-    # loss is only a proxy (align); None: the last state is the result
+    # the measure a run keeps its best state by (which way is better: ``LoopSettings.higher_is_better``; its start
+    # included where ``evaluate_at_start``), set by a recipe whose own loss is only a proxy (align) or that selects on
+    # a dev score (``training.fit``); None: the last state is the result
     selection: Callable[[], float] | None = None
     selection_name: str = ""
     checkpoint: Path | None  # the checkpoint the run resumes from (``begin``)

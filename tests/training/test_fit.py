@@ -58,6 +58,45 @@ def test_weights_that_end_non_finite_are_an_error_not_a_result():
         fit(recipe, optimization, [weight], total_steps=1, eval_every=1)
 
 
+def test_a_non_finite_loss_never_reaches_the_callers_weights():
+    weight, optimization = _setup()
+    recipe = FitRecipe("fine-tuning", lambda step: weight.sum() * (float("nan") if step == 2 else 1.0), lambda: 0.0,
+                       lr=0.1)
+    with pytest.raises(TrainingDivergedError, match="at step 2/3"):
+        fit(recipe, optimization, [weight], total_steps=3, eval_every=3)
+    assert torch.isfinite(weight).all() and torch.allclose(weight.detach(), torch.full((3,), -0.1))  # step 1's
+
+
+def test_weights_that_blew_up_are_an_error_even_when_an_earlier_evaluation_was_better():
+    """Keeping the best state must not hide a run whose last update made its weights non-finite."""
+    weight = torch.nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    optimization = Optimization(optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0))
+    blow = {"up": False}  # the fourth step's gradient is infinite; its loss is finite
+    weight.register_hook(lambda grad: grad * float("inf") if blow["up"] else grad)
+
+    def loss(step: int) -> torch.Tensor:
+        blow["up"] = step == 4
+        return weight.sum()
+
+    scores = iter([0.5, 0.1])
+    recipe = FitRecipe("fine-tuning", loss, lambda: next(scores), lr=0.1)
+    with pytest.raises(TrainingDivergedError, match="the weights hold non-finite values after 4 steps"):
+        fit(recipe, optimization, [weight], total_steps=4, eval_every=2)
+
+
+def test_a_stop_asked_before_a_short_run_starts_ends_it_before_its_first_step():
+    weight, optimization = _setup()
+    request_stop(signal.SIGTERM)
+    try:
+        with pytest.raises(StopRequested, match=r"at step 1/1 \(a short run"):
+            fit(FitRecipe("MLM head training", lambda step: weight.sum(), lambda: 1.0, lr=0.1), optimization,
+                [weight], total_steps=1, eval_every=1)
+        assert torch.equal(weight.detach(), torch.zeros(3))
+    finally:
+        stopping.reset()
+
+
 def test_a_run_evaluated_at_start_keeps_its_starting_state_even_when_no_score_is_a_number():
     weight, optimization = _setup()
     recipe = FitRecipe("toy", lambda step: weight.sum(), lambda: float("nan"), lr=0.1, higher_is_better=False)
