@@ -27,7 +27,9 @@ def publish_command(
     out: Path = typer.Option(None, "--out", "-o", help="Write the repository folder here instead of pushing."),
     private: bool = typer.Option(None, "--private/--public", help="Create the repository private (or public); without "
                                                                    "either, as the Hub's default makes it (an "
-                                                                   "organization's may be private)."),
+                                                                   "organization's may be private). --private also "
+                                                                   "makes an existing repository private; --public "
+                                                                   "leaves an existing one as it is."),
     revision: str = typer.Option(None, "--revision", "--branch", help="Branch to push to (created if missing)."),
     commit_message: str = typer.Option(None, "--commit-message", "-m", help="Commit message of the upload."),
     language: str = typer.Option(None, "--language", "-l",

@@ -74,6 +74,7 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
             results.append(EvalResult(
                 task_type=pipeline_tag(facts), task_name="Intrinsic evaluation on held-out text",
                 dataset_type=facts.datasets[0] if facts.datasets else HELDOUT_DATASET,  # the corpus it was held out of
+                dataset_config=card_language(facts.language) if facts.datasets else None,
                 dataset_name=f"held-out {facts.language} text "
                 f"({facts.heldout_sentences or '?'} sentences, never trained on)", dataset_split="heldout",
                 metric_type=metric, metric_value=float(value), metric_name=name.format(lm=lm.upper())))

@@ -42,6 +42,7 @@ class LicenceTerms:
     notice: str | None = None
     restrictions: str | None = None  # the use restrictions the terms pass on to every user of a derived model
     text: str | None = None
+    link_in_metadata: bool = True  # the card's ``license_link`` (the Hub reads it for licences it has no page of)
 
 
 # The copyright line an MIT-licensed source's licence carries (its project's own LICENSE), by lower-cased Hub id
@@ -50,21 +51,22 @@ MIT_HOLDERS: tuple[tuple[str, str], ...] = (
     ("intfloat/multilingual-e5", "Microsoft Corporation"),
     ("microsoft/", "Microsoft Corporation"),
     ("facebookai/xlm-roberta", "Facebook, Inc. and its affiliates"),
-    ("xlm-roberta", "Facebook, Inc. and its affiliates"),
 )
 
 # Sources trained as sentence encoders, by lower-cased Hub id prefix: the prefixes their texts take (query, passage).
 # A model derived from one keeps its use: the card shows mean-pooled, normalized sentence vectors beside fill-mask.
 EMBEDDING_PREFIXES: tuple[tuple[str, tuple[str, str]], ...] = (
-    ("intfloat/multilingual-e5", ("query: ", "passage: ")),
+    ("intfloat/multilingual-e5-small", ("query: ", "passage: ")),
+    ("intfloat/multilingual-e5-base", ("query: ", "passage: ")),
+    ("intfloat/multilingual-e5-large", ("query: ", "passage: ")),  # not -large-instruct: its queries take a task
 )
 
 # Source licences whose terms a derived model's card names and whose texts or notices it ships (Hub licence id ->
 # terms); any other licence is named by the card's ``license`` metadata alone.
 SOURCE_LICENCES: dict[str, LicenceTerms] = {
-    "mit": LicenceTerms("MIT License", "https://opensource.org/license/mit", text="mit.txt"),
+    "mit": LicenceTerms("MIT License", "https://opensource.org/license/mit", text="mit.txt", link_in_metadata=False),
     "apache-2.0": LicenceTerms("Apache License 2.0", "https://www.apache.org/licenses/LICENSE-2.0",
-                               text="apache-2.0.txt"),
+                               text="apache-2.0.txt", link_in_metadata=False),
     "gemma": LicenceTerms("Gemma Terms of Use", "https://ai.google.dev/gemma/terms",
                           notice="Gemma is provided under and subject to the Gemma Terms of Use found at "
                                  "ai.google.dev/gemma/terms",
@@ -101,6 +103,8 @@ class SourceModel:
     def embedding_prefixes(self) -> tuple[str, str] | None:
         """The (query, passage) prefixes of a sentence-encoder source (:data:`EMBEDDING_PREFIXES`); None otherwise."""
         lowered = (self.hub_id or "").lower()
+        if lowered.endswith("-instruct"):
+            return None
         return next((prefixes for prefix, prefixes in EMBEDDING_PREFIXES if lowered.startswith(prefix)), None)
 
     def licence_text(self, source_spec: str) -> str | None:
@@ -123,7 +127,8 @@ def source_model_facts(spec: str) -> SourceModel:
     a spec nobody listed has licence ``unknown``."""
     known = source_licence(spec)
     terms = SOURCE_LICENCES.get(known.licence)
-    return SourceModel(known.hub_id, known.licence, license_link=terms.link if terms else None, copy=known.copy,
+    link = terms.link if terms is not None and terms.link_in_metadata else None
+    return SourceModel(known.hub_id, known.licence, license_link=link, copy=known.copy,
                        terms_file=known.terms_file)
 
 

@@ -1,14 +1,15 @@
 """Push a repository folder to the Hugging Face Hub: the one place focusflow talks to it.
 
 ``huggingface_hub`` does the work (``create_repo(exist_ok=True)``, ``create_branch`` for a revision,
-``hf_hub_download`` of an earlier push's record and ``upload_folder``, whose one commit also removes the files that
-push wrote and this one lacks); the token is
+``hf_hub_download`` of an earlier push's record, ``list_repo_files`` and ``upload_folder``, which also removes the
+files that push wrote and this one lacks); the token is
 ``HF_TOKEN`` or the user's login, the endpoint ``HF_ENDPOINT`` (read when the push runs). Every failure becomes one
 :class:`PushError` line naming the repository and the reason.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import warnings
@@ -75,14 +76,14 @@ def _reason(exc: BaseException) -> str:
 MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
 
 
-def stale_files(written_before: list[str], folder: Path) -> list[str]:
-    """The files an earlier focusflow push wrote (its record's list) that ``folder`` no longer has: what a push
-    removes in its commit, so that a re-push of another model leaves no earlier shard, report or notice beside its
-    own. A file focusflow did not write is never removed, nor ``.gitattributes`` or anything in a subfolder."""
+def stale_files(written_before: list[str], remote: list[str], folder: Path) -> list[str]:
+    """The files an earlier focusflow push wrote (its record's list) that the repository still holds (``remote``)
+    and ``folder`` no longer has: what a push removes, so that a re-push of another model leaves no earlier shard,
+    report or notice beside its own. A file focusflow did not write is never removed, nor ``.gitattributes`` or
+    anything in a subfolder."""
     new = {item.name for item in folder.iterdir() if item.is_file()}
-    return sorted(name for name in set(written_before)
-                  if name not in new and "/" not in name and name != ".gitattributes"
-                  and not any(c in name for c in "*?[]"))  # matched as patterns: an exact name only
+    return sorted(name for name in set(written_before) & set(remote)
+                  if name not in new and "/" not in name and name != ".gitattributes")
 
 
 def written_before(api: Any, repo_id: str, revision: str | None, record: str) -> list[str]:
@@ -106,10 +107,10 @@ def written_before(api: Any, repo_id: str, revision: str | None, record: str) ->
 
 def push_folder(folder: Path, repo_id: str, *, private: bool | None = None, revision: str | None = None,
                 commit_message: str | None = None, api: Any = None, record: str | None = None) -> PushResult:
-    """Create the repository if needed and upload ``folder`` as one commit (on ``revision`` when given), removing in
-    the same commit the files an earlier focusflow push wrote that it no longer has (``record``: the file of
-    ``folder`` that lists them, read back from the repository; :func:`stale_files`). ``private`` None: a new repository is as
-    the Hub's default makes it (public, unless its organization makes new repositories private)."""
+    """Create the repository if needed and upload ``folder`` (on ``revision`` when given), removing with the upload
+    the files an earlier focusflow push wrote that it no longer has (``record``: the file of ``folder`` that lists
+    them, read back from the repository; :func:`stale_files`). ``private`` None: a new repository is as the Hub's
+    default makes it (public, unless its organization makes new repositories private)."""
     api = api if api is not None else default_api()
     endpoint = str(getattr(api, "endpoint", "") or "").rstrip("/")
     try:
@@ -118,12 +119,14 @@ def push_folder(folder: Path, repo_id: str, *, private: bool | None = None, revi
             api.update_repo_settings(repo_id, private=True, repo_type="model")
         if revision:
             api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
-        stale = stale_files(written_before(api, repo_id, revision, record), Path(folder)) if record else []
+        earlier = written_before(api, repo_id, revision, record) if record else []
+        stale = stale_files(earlier, api.list_repo_files(repo_id, revision=revision, repo_type="model"),
+                            Path(folder)) if earlier else []
         with warnings.catch_warnings():  # transfer_report.parquet is meant for a model repository
             warnings.filterwarnings("ignore", message=".*about to commit a data file.*")
             info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model", revision=revision,
                                      commit_message=commit_message or f"Upload {repo_id} with focusflow",
-                                     delete_patterns=stale or None)
+                                     delete_patterns=[glob.escape(name) for name in stale] or None)  # exact names
     except Exception as exc:  # noqa: BLE001 — every failure becomes one line naming the repository
         where = f" at {endpoint}" if endpoint else ""
         raise PushError(f"could not push {repo_id}{where}: {_reason(exc)}") from exc

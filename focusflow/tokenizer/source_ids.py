@@ -72,22 +72,27 @@ def _gguf_licence(spec: str) -> SourceLicence:
                               "to float32", terms_file=terms_copy(spec))
 
 
-# Ids without an owner that the Hub moved under one (it still redirects them): a card's ``base_model`` names the
-# model's id today.
-LEGACY_HUB_IDS: dict[str, str] = {
-    "xlm-roberta-base": "FacebookAI/xlm-roberta-base",
-    "xlm-roberta-large": "FacebookAI/xlm-roberta-large",
-    "bert-base-multilingual-cased": "google-bert/bert-base-multilingual-cased",
-    "bert-base-multilingual-uncased": "google-bert/bert-base-multilingual-uncased",
-    "distilbert-base-multilingual-cased": "distilbert/distilbert-base-multilingual-cased",
-}
+# Ids without an owner that the Hub moved under one (it still redirects them), by prefix: a card's ``base_model``
+# names the model's id today (``xlm-roberta-large-finetuned-conll03-english`` → ``FacebookAI/…``).
+LEGACY_OWNERS: tuple[tuple[str, str], ...] = (
+    ("xlm-roberta", "FacebookAI"),
+    ("bert-base-multilingual", "google-bert"),
+    ("distilbert-base-multilingual", "distilbert"),
+)
+
+
+def canonical_hub_id(spec: str) -> str | None:
+    """The id the Hub moved an ownerless legacy id to (None for any other spec)."""
+    if "/" in spec or ":" in spec:
+        return None
+    return next((f"{owner}/{spec}" for prefix, owner in LEGACY_OWNERS if spec.lower().startswith(prefix)), None)
 
 
 def _hub_licence(spec: str) -> SourceLicence:
     """A folder's or Hub id's licence by the Hub id's prefix: the same for a folder named like a Hub id and the id,
     so the card does not depend on which folders exist where it is written. A legacy id without an owner is named
     by the id the Hub moved it to."""
-    canonical = LEGACY_HUB_IDS.get(spec.lower())
+    canonical = canonical_hub_id(spec)
     lowered = spec.lower()
     for prefix, licence in HUB_LICENCES:
         if lowered.startswith(prefix):

@@ -257,6 +257,7 @@ def test_an_mit_source_ships_its_licence_text_with_the_sources_copyright_line_an
     assert licence.startswith("MIT License\n\nCopyright (c) Microsoft Corporation\n")
     assert "The above copyright notice and this permission notice shall be included in all" in licence
     assert "[MIT License](https://opensource.org/license/mit)" in card.text and "`LICENSE` carries its text" in card.text
+    assert card.data.license_link is None  # the Hub has a page of its own for "mit"
     assert not (published_by_source["gemma"] / "LICENSE").exists()  # Gemma's: its terms named, its NOTICE shipped
 
 
@@ -330,7 +331,7 @@ def test_a_model_evaluated_on_sib200_gets_a_card_naming_the_dataset(light_run):
     assert len(sib200) == 3 and card.data.datasets == ["statmt/cc100"]
     # the held-out text of a Hub corpus is named by the corpus it was held out of
     heldout = [r for r in card.data.eval_results if r.dataset_split == "heldout"]
-    assert heldout and {r.dataset_type for r in heldout} == {"statmt/cc100"}
+    assert heldout and {(r.dataset_type, r.dataset_config) for r in heldout} == {("statmt/cc100", "ny")}
     by_task = {r.task_name: r.dataset_config for r in sib200}  # the Hub lists results of one config under one name
     assert by_task["Text classification (cls:sib200:sw)"] == "swh_Latn"
     assert by_task["Text classification (cls:sib200:ha)"] is None  # read from the Hub: its script is not recorded

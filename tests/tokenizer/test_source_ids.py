@@ -60,4 +60,9 @@ def test_the_licence_comes_from_the_same_row():
     legacy = source_model_facts("xlm-roberta-base")
     assert (legacy.hub_id, legacy.license) == ("FacebookAI/xlm-roberta-base", "mit")
     assert source_model_facts("bert-base-multilingual-cased").hub_id == "google-bert/bert-base-multilingual-cased"
+    conll = source_model_facts("xlm-roberta-large-finetuned-conll03-english")  # any ownerless id of the family
+    assert (conll.hub_id, conll.copyright_holder) == ("FacebookAI/xlm-roberta-large-finetuned-conll03-english",
+                                                      "Facebook, Inc. and its affiliates")
+    assert source_model_facts("intfloat/multilingual-e5-large-instruct").embedding_prefixes is None  # takes a task
+    assert source_model_facts("intfloat/multilingual-e5-base").embedding_prefixes == ("query: ", "passage: ")
     assert source_model_facts("someone/their-model").license == "unknown"
