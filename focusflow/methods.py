@@ -80,8 +80,9 @@ class InitMethodSpec:
     """One row of the table: a method name, a one-line description, the function that builds its plan, the inputs
     it needs and the overlap it copies.
 
-    ``builder`` names a function of ``focusflow.embeddings.builders`` (by name: this table sits below the
-    embeddings and must not import them); ``build_plan`` calls it and nothing else, so a row is its method.
+    ``builder`` is the dotted path of a function of ``focusflow.embeddings.builders`` (this table sits below the
+    embeddings and must not import them), resolved by ``tokenizer.source_ids.named_function`` as every table's rows
+    are; ``build_plan`` calls it and nothing else, so a row is its method.
     """
 
     name: str
@@ -102,22 +103,25 @@ class InitMethodSpec:
     def spells_with_source_pieces(self) -> bool:
         """Whether its plan falls back to the source's pieces (FVT) for rows it has nothing else for: the rows no
         piece spells are left over (``unspelled``). FOCUS's only where ``rare_tokens`` is not ``random``."""
-        return self.builder in ("fvt_plan", "focus_plan")
+        return self.builder in (BUILDERS + "fvt_plan", BUILDERS + "focus_plan")
 
+
+BUILDERS = "focusflow.embeddings.builders."  # where the methods' builders are
 
 INIT_METHODS: dict[str, InitMethodSpec] = {spec.name: spec for spec in (
     InitMethodSpec("focus", "new tokens as sparsemax-weighted sums of overlapping source embeddings, similar "
-                            "in auxiliary fastText vectors (FOCUS)", "focus_plan", (AUX_VECTORS,)),
+                            "in auxiliary fastText vectors (FOCUS)", BUILDERS + "focus_plan", (AUX_VECTORS,)),
     InitMethodSpec("random", "every non-special row a random row of the source matrix (Zoph et al. 2016)",
-                   "random_plan"),
-    InitMethodSpec("mean", "overlap copied, other rows the source mean", "mean_plan"),
-    InitMethodSpec("fvt", "overlap copied, other rows the mean of the token's source pieces (FVT)", "fvt_plan"),
-    InitMethodSpec("focus-symbolic", "FOCUS with the symbolic-only overlap (the paper's ablation)", "focus_plan",
-                   (AUX_VECTORS,), overlap="symbolic"),
+                   BUILDERS + "random_plan"),
+    InitMethodSpec("mean", "overlap copied, other rows the source mean", BUILDERS + "mean_plan"),
+    InitMethodSpec("fvt", "overlap copied, other rows the mean of the token's source pieces (FVT)",
+                   BUILDERS + "fvt_plan"),
+    InitMethodSpec("focus-symbolic", "FOCUS with the symbolic-only overlap (the paper's ablation)",
+                   BUILDERS + "focus_plan", (AUX_VECTORS,), overlap="symbolic"),
     InitMethodSpec("wechsel", "rows from the most similar source tokens in an aligned bilingual word-vector "
-                              "space (WECHSEL)", "wechsel_plan", (ALIGNED_WORD_VECTORS,)),
+                              "space (WECHSEL)", BUILDERS + "wechsel_plan", (ALIGNED_WORD_VECTORS,)),
     InitMethodSpec("avg-eg", "overlap copied, other rows the mean of source sub- and super-words (AVG-EG)",
-                   "avg_eg_plan"),
+                   BUILDERS + "avg_eg_plan"),
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(INIT_METHODS)
 

@@ -207,3 +207,20 @@ def test_every_lapt_objective_is_a_row_whose_run_resolves_and_the_config_accepts
     for row in LAPT_OBJECTIVES.values():
         assert issubclass(named_function(row.recipe), RunRecipe), row.name
     assert [name for name in LAPT_OBJECTIVES if learns_from_source(name)] == ["distill", "mlm+distill"]
+
+
+def test_every_row_that_names_code_names_it_by_dotted_path_and_one_resolver_finds_it():
+    """Issue 46: rows were resolved three ways (getattr by a bare name, callables, dotted paths). Methods, LAPT
+    objectives and source kinds now all name their code by dotted path, and ``named_function`` resolves every one."""
+    import inspect
+
+    from focusflow.methods import LAPT_OBJECTIVES
+    from focusflow.tokenizer.source_ids import SOURCE_KINDS, named_function
+
+    paths = [spec.builder for spec in INIT_METHODS.values()]
+    paths += [row.recipe for row in LAPT_OBJECTIVES.values()]
+    paths += [getattr(kind, column) for kind in SOURCE_KINDS for column in ("resolver", "model_type", "tokenizer")]
+    for path in paths:
+        assert path.startswith("focusflow.") and path.count(".") >= 2, path
+        found = named_function(path)
+        assert inspect.isfunction(found) or inspect.isclass(found), path

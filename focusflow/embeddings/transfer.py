@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from focusflow.embeddings import builders
 from focusflow.embeddings.auxiliary import AuxVectors
 from focusflow.embeddings.builders import PlanInputs, PlanMethod
 from focusflow.embeddings.overlap import Overlap, compute_overlap
@@ -19,6 +18,7 @@ from focusflow.embeddings.plan import PlanBuilder, TransferPlan
 from focusflow.errors import InputError
 from focusflow.methods import METHOD_NAMES, SHARE_GROUPS, Fate, init_method
 from focusflow.tokenizer.canonical import CanonicalToken, canonical_vocab
+from focusflow.tokenizer.source_ids import named_function
 
 log = logging.getLogger(__name__)
 METHODS = METHOD_NAMES  # the rows of focusflow.methods.INIT_METHODS
@@ -42,7 +42,10 @@ def plan_method(method: str) -> PlanMethod:
     """The builder the method's row names; an error naming the row when there is no such builder, so a row
     never falls through to another method."""
     spec = init_method(method)  # a ValueError naming the choices for an unknown method
-    found = getattr(builders, spec.builder, None)
+    try:
+        found = named_function(spec.builder)
+    except (AttributeError, ImportError):
+        found = None
     if not inspect.isfunction(found):
         raise InputError(f"method {method!r} names the builder {spec.builder!r}, which focusflow.embeddings.builders "
                          "does not define: add it beside the row")

@@ -25,9 +25,9 @@ def test_every_row_names_a_builder_and_every_builder_has_its_row():
     """The builders are exactly the functions the rows name: no row without its builder, no builder left over."""
     public = {name for name, value in vars(builders).items() if inspect.isfunction(value)
               and value.__module__ == builders.__name__ and not name.startswith("_")}
-    assert {spec.builder for spec in INIT_METHODS.values()} == public
+    assert {spec.builder for spec in INIT_METHODS.values()} == {f"{builders.__name__}.{name}" for name in public}
     for name, spec in INIT_METHODS.items():
-        assert plan_method(name) is getattr(builders, spec.builder)
+        assert plan_method(name) is getattr(builders, spec.builder.rpartition(".")[2])
 
 
 @pytest.mark.parametrize("method", list(INIT_METHODS))
@@ -37,7 +37,7 @@ def test_each_row_dispatches_to_its_own_builder(monkeypatch, tokenizers, method)
         def spy(plan, inputs, name=spec.builder):
             calls.append((name, inputs.overlap.kinds.dtype.kind))
             return {"built_by": name}
-        monkeypatch.setattr(builders, spec.builder, spy)
+        monkeypatch.setattr(builders, spec.builder.rpartition(".")[2], spy)
     plan, details = build_plan(*tokenizers, method)
     assert [name for name, _ in calls] == [INIT_METHODS[method].builder] and details["built_by"] == calls[0][0]
     assert np.all(plan.fate == "random")  # the spy built nothing: every row is left to the plan's default
@@ -57,11 +57,14 @@ def test_the_row_chooses_the_overlap_its_builder_copies(monkeypatch, tokenizers)
 def test_a_row_without_its_builder_fails_instead_of_running_another(monkeypatch, tokenizers):
     with pytest.raises(TypeError):
         InitMethodSpec("lexicon", "from a lexicon")  # a row must name its builder
-    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", "lexicon_plan"))
-    with pytest.raises(InputError, match="'lexicon' names the builder 'lexicon_plan'"):
+    missing = InitMethodSpec("lexicon", "from a lexicon", "focusflow.embeddings.builders.lexicon_plan")
+    monkeypatch.setitem(INIT_METHODS, "lexicon", missing)
+    with pytest.raises(InputError, match="'lexicon' names the builder 'focusflow.embeddings.builders.lexicon_plan'"):
         build_plan(*tokenizers, "lexicon")
-    monkeypatch.setitem(INIT_METHODS, "lexicon", InitMethodSpec("lexicon", "from a lexicon", "PlanInputs"))
-    with pytest.raises(InputError, match="names the builder 'PlanInputs'"):  # a name there, but not a builder
+    not_a_builder = InitMethodSpec("lexicon", "from a lexicon", "focusflow.embeddings.builders.PlanInputs")
+    monkeypatch.setitem(INIT_METHODS, "lexicon", not_a_builder)
+    # a name there, but not a builder
+    with pytest.raises(InputError, match="names the builder 'focusflow.embeddings.builders.PlanInputs'"):
         build_plan(*tokenizers, "lexicon")
 
 
