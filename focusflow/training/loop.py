@@ -209,6 +209,7 @@ class TrainingRun:
     def _log_row(self, done: int, window: LossWindow, train_time: float, evaluate: bool) -> dict[str, Any]:
         """Close the loss window into a metric-history row (with the held-out loss when ``evaluate``)."""
         train_loss, speed = window.close(self.dist.sum)
+        speed = speed if self.state["tokens"] else None  # a short run counts no tokens: no speed to show
         row: dict[str, Any] = {"step": done, "samples": self.state["samples"], "tokens": self.state["tokens"],
                                "train_loss": train_loss, "lr": self.optimization.lr, "tokens_per_s": speed,
                                "mfu": mfu(speed, self.trainable.flops_per_token, self.peak_flops),
