@@ -336,17 +336,20 @@ def probe_compile(run: TrainingRun, micro_batches: list[Any], steps: int) -> Com
     return decision
 
 
+def _then(run: TrainingRun) -> str:
+    """What a diverged run's message says was kept: a checkpointed run's last good checkpoint, a short run nothing."""
+    return _NOTHING_COMMITTED if run.settings.checkpointed else ""
+
+
 def _diverged(run: TrainingRun, where: str, what: str) -> TrainingDivergedError:
-    then = _NOTHING_COMMITTED if run.settings.checkpointed else ""
-    return diverged(run.name, where, what, run.settings.lr, then)
+    return diverged(run.name, where, what, run.settings.lr, _then(run))
 
 
 def require_finite_step(run: TrainingRun, step: int, loss_sum: float) -> None:
     """Stop at ``step`` when the loss is not finite on any rank: a diverged run is never committed."""
     if run.dist.sum([0.0 if math.isfinite(loss_sum) else 1.0])[0] > 0:
         where = f" at step {step}/{run.total_steps}"
-        require_finite_loss(loss_sum, run.name, where, run.settings.lr,
-                            _NOTHING_COMMITTED if run.settings.checkpointed else "")
+        require_finite_loss(loss_sum, run.name, where, run.settings.lr, _then(run))
         raise _diverged(run, where, "another rank's training loss became non-finite")
 
 
