@@ -17,7 +17,6 @@ import yaml
 from focusflow.methods import model_label
 from focusflow.publish.card import LICENCE_FILE, NOTICE_FILE, build_card
 from focusflow.publish.facts import gather_facts
-from focusflow.publish.hub import MODEL_SUFFIXES
 from focusflow.publish.lineage import (
     LINEAGE_FILE,
     TRANSFER_REPORT,
@@ -34,6 +33,8 @@ if TYPE_CHECKING:
     from focusflow.models.weights import WeightCheck
 
 CARD_FILE, CONFIG_FILE = "README.md", "focusflow_config.yaml"
+# Files of a model artifact that belong on the Hub (top level only: checkpoints keep optimizer state in subfolders).
+MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
 NOT_PUBLISHED = {STATE_FILE, SUMMARY_FILE}
 
 

@@ -71,11 +71,6 @@ def _reason(exc: BaseException) -> str:
     return f"{kind}: {text[:300]}"
 
 
-#: The files of a model artifact a published folder holds (top level only: checkpoints keep optimizer state in
-#: subfolders).
-MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
-
-
 def stale_files(written_before: list[str], remote: list[str], folder: Path) -> list[str]:
     """The files an earlier focusflow push wrote (its record's list) that the repository still holds (``remote``)
     and ``folder`` no longer has: what a push removes, so that a re-push of another model leaves no earlier shard,
