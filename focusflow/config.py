@@ -1,7 +1,8 @@
 """Typed settings for one pipeline run, loaded from YAML and/or ``section.field=value`` overrides.
 
 Every section forbids unknown fields, so a typo is an error that names the field instead of
-a silently ignored setting. Defaults follow the FOCUS paper where it states one.
+a silently ignored setting. Defaults follow the FOCUS paper where it states one, unless a measured default
+replaces it (LAPT's CPU recipe, fastText's: see their docstrings).
 """
 
 from __future__ import annotations
@@ -537,8 +538,9 @@ class PublishSpec(_Section):
                                 "{language} and {model} are filled in (one repository per model); unset: off")
     models: list[str] = Field(default_factory=lambda: ["product"], min_length=1,
                               description="which models: product (the one the run's report picks: the fewest tokens "
-                              "per word at parity with the source on dev; without downstream tasks the first LAPT "
-                              "model), or focus, focus+align, focus+lapt, prune … (the report's names)")
+                              "per word at parity with the source on dev; without downstream tasks a decoder's is "
+                              "chosen on dev bits per byte, an encoder's is the first LAPT model), or focus, focus+align, "
+                              "focus+lapt, prune … (the report's names)")
     private: bool | None = Field(default=None, description="true: private, false: public; unset: the Hub's default "
                                  "(public, unless the organization makes new repositories private)")
     revision: str | None = Field(default=None, description="branch to push to (created if missing); None: main")

@@ -35,6 +35,7 @@ import torch
 from focusflow.config import PrecisionName
 from focusflow.corpus.io import read_documents
 from focusflow.errors import InputError
+from focusflow.evaluation.records import finite_or_none
 from focusflow.models.lm_stats import Masker, pad_rows, unigram_counts, unigram_log_probs
 from focusflow.models.loading import lm_head, load_source
 from focusflow.precision import resolve_precision
@@ -367,20 +368,16 @@ GENERATION_SPEED = "generated_bytes_per_s"
 def above_unigram(metrics: Mapping[str, Any]) -> str | None:
     """Why a model's held-out LM loss (masked or causal) is not below its own tokenizer's unigram loss, in bits per
     byte where measured (the same held-out bytes for both); None when it is below or not measured."""
-    loss = next((metrics.get(k) for k in ("mlm_loss", "clm_loss") if _finite(metrics.get(k)) is not None), None)
-    unigram = _finite(metrics.get("unigram_loss"))
+    loss = next((metrics.get(k) for k in ("mlm_loss", "clm_loss") if finite_or_none(metrics.get(k)) is not None), None)
+    unigram = finite_or_none(metrics.get("unigram_loss"))
     if loss is None or unigram is None or loss < unigram:
         return None
-    bpb, unigram_bpb = _finite(metrics.get("bits_per_byte")), _finite(metrics.get("unigram_bits_per_byte"))
+    bpb, unigram_bpb = finite_or_none(metrics.get("bits_per_byte")), finite_or_none(metrics.get("unigram_bits_per_byte"))
     if bpb is not None and unigram_bpb is not None:
         return (f"held-out {bpb:.4g} bits per byte is not below its tokenizer's unigram level ({unigram_bpb:.4g}; "
                 f"loss {loss:.4g} vs {unigram:.4g} nats/token): it predicts no better than token frequencies")
     return (f"held-out LM loss {loss:.4g} is not below the unigram loss of its tokenizer ({unigram:.4g}): it predicts "
             "no better than token frequencies")
-
-
-def _finite(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 REFERENCE_SENTENCES = "sentences.json"

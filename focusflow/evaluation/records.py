@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Self
 
 from pydantic import AliasChoices, Field
 
 from focusflow.storage.records import StageRecord
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A measurement, or None where there is none (None, NaN, infinite: a broken score decides nothing)."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 @dataclass(frozen=True)

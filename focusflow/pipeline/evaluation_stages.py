@@ -19,14 +19,22 @@ from focusflow.config import EvalSpec, PipelineConfig
 from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import RESULTS_FILE, RUNS_FILE, score_text
 from focusflow.evaluation.downstream.sources import SPLIT_FILE_STEMS, task_versions
-from focusflow.evaluation.downstream.verdict import PARITY_LOWER, PARITY_MEAN, verdict_lines
-from focusflow.evaluation.records import DownstreamRecord, IntrinsicRecord, ReadingRecord, ReportInput, ReportRecord
+from focusflow.evaluation.downstream.verdict import RULE_TEXT, verdict_lines
+from focusflow.evaluation.records import (
+    DownstreamRecord,
+    IntrinsicRecord,
+    ReadingRecord,
+    ReportInput,
+    ReportRecord,
+    finite_or_none,
+)
 from focusflow.methods import lapt_objective, model_label, model_stage, read_model_label
 from focusflow.pipeline.product import (
     SOURCE,
     Candidate,
     Product,
     add_verdicts,
+    bits_verdict,
     candidates_markdown,
     choose_product,
 )
@@ -208,8 +216,7 @@ def _report(run: StageRun) -> dict[str, Any]:
         notes.append(f"Fine-tuning protocol: {', '.join(protocols)} (the same for every row, the source's included).")
     verdicts = verdict_lines(runs_table)
     if verdicts:
-        notes.append(f"Against the source, paired by seed (parity: the mean difference ≥ {PARITY_MEAN:g} point and "
-                     f"its 95% interval's lower end ≥ {PARITY_LOWER:g}): " + "; ".join(verdicts) + ".")
+        notes.append(f"Against the source, paired by seed ({RULE_TEXT}): " + "; ".join(verdicts) + ".")
     sections["artifacts"] = {name: a.uri for name, a in run.artifacts.items()}
     continuations = {label: record.continuations for label, a in by_kind.get("intrinsic", {}).items()
                      if (record := IntrinsicRecord.of(a)).continuations}
@@ -260,10 +267,15 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
                   if lapt_methods else next(iter(by_kind.get("init", {})), "-"))
     source = facts(SOURCE)
     source_model = by_kind.get("stage", {}).get("source")
-    return candidates, choose_product(candidates, configured, source.dev_bits_per_byte,
-                                      source.ood_dev_bits_per_byte), {
-        "n_params": source.n_params, "tokens_per_word": source.tokens_per_word, "test": scores(SOURCE),
-        **_bits(source), "artifact": source_model.uri if source_model is not None else None}
+    source_row = {"n_params": source.n_params, "tokens_per_word": source.tokens_per_word, "test": scores(SOURCE),
+                  "lm_loss": source.lm_loss, **_bits(source),
+                  "artifact": source_model.uri if source_model is not None else None}
+    for candidate in candidates:
+        candidate.bits_verdict = bits_verdict(candidate, source_row)
+    # bits per byte decide only between causal LMs: a masked LM's depend on its tokenizer's masking
+    decoder = source.lm_loss == "clm"
+    return candidates, choose_product(candidates, configured, source.dev_bits_per_byte if decoder else None,
+                                      source.ood_dev_bits_per_byte if decoder else None), source_row
 
 
 def _lapt_label(method: str, lapt: Artifact) -> str:
@@ -300,10 +312,9 @@ def _budget_notes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> 
 
 def _bits(record: IntrinsicRecord) -> dict[str, float | None]:
     """A model's bits per byte (held-out, its unigram level, dev, other domain) and a decoder's generation speed."""
-    return {"bits_per_byte": record.bits_per_byte, "unigram_bits_per_byte": record.unigram_bits_per_byte,
-            "dev_bits_per_byte": record.dev_bits_per_byte, "ood_bits_per_byte": record.ood_bits_per_byte,
-            "ood_dev_bits_per_byte": record.ood_dev_bits_per_byte,
-            "generated_bytes_per_s": record.generated_bytes_per_s}
+    return {name: finite_or_none(getattr(record, name))
+            for name in ("bits_per_byte", "unigram_bits_per_byte", "dev_bits_per_byte", "ood_bits_per_byte",
+                         "ood_dev_bits_per_byte", "generated_bytes_per_s")}
 
 
 def _cpu_minutes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> float | None:

@@ -4,7 +4,8 @@ fewest, the fewest parameters) among those at parity with the source on **dev** 
 and the reason says so. The test score is
 reported, never used to pick. A decoder run without a downstream task chooses the same way on the held-out split's
 dev half: parity is dev bits per byte at most :data:`DEV_BITS_PARITY` above the source's (bits per byte compare
-across tokenizers; the text the report scores is never looked at). An encoder run without a downstream task cannot
+across tokenizers; the bits per byte the report scores are never looked at; tokens per word, a cost, not a score, are
+counted on the held-out text). An encoder run without a downstream task cannot
 measure the choice (a masked LM's loss does not compare across tokenizers): its product is the configured model,
 and the report still shows every candidate with what it costs and its held-out measures.
 """
@@ -14,13 +15,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from focusflow.evaluation.downstream.verdict import Verdict, paired_verdict, parity_word, seed_scores, unconverged
+from focusflow.evaluation.downstream.verdict import Verdict, parity_word, task_verdict, unconverged
+from focusflow.evaluation.records import finite_or_none
 from focusflow.storage import shorten_key
-
-if TYPE_CHECKING:
-    pass
 
 SOURCE = "original"
 
@@ -38,6 +37,7 @@ class Candidate:
     unigram_bits_per_byte: float | None = None  # its tokenizer's token frequencies alone, on the held-out text
     ood_bits_per_byte: float | None = None  # on text of another domain of the language
     ood_dev_bits_per_byte: float | None = None  # on the third of it a choice looks at (never the scored part)
+    bits_verdict: str | None = None  # a decoder's verdict on dev bits per byte (a run chose on it without a task)
     generated_bytes_per_s: float | None = None  # a decoder's greedy generation, on the machine that measured it
     reads_as_source: dict[str, float] = field(default_factory=dict)  # where → share of sentences cut as the source
     notes: list[str] = field(default_factory=list)  # what the table cannot say (a budget it could not keep)
@@ -53,9 +53,20 @@ class Candidate:
 
     @property
     def dev_gap(self) -> float:
-        """The mean paired dev difference over the tasks (−inf without one): how close it comes."""
+        """The mean paired dev difference over the tasks it has a verdict on (−inf without one): how close it comes."""
         gaps = [v.mean for v in self.dev_verdicts.values() if v is not None]
         return statistics.fmean(gaps) if gaps else float("-inf")
+
+    @property
+    def unpaired_tasks(self) -> list[str]:
+        """The tasks it has no verdict on (no seed shared with the source's runs there)."""
+        return [task for task, verdict in self.dev_verdicts.items() if verdict is None]
+
+    @property
+    def closeness(self) -> tuple[int, float]:
+        """How close it comes, for choosing among candidates none of which reached parity: a verdict on more tasks
+        first (a task without one is not a task passed), then the mean paired dev difference."""
+        return len(self.dev_verdicts) - len(self.unpaired_tasks), self.dev_gap
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
@@ -75,50 +86,74 @@ class Product:
 def add_verdicts(candidate: Candidate, runs: Any, tasks: Sequence[str]) -> Candidate:
     """Its dev and test verdicts against the source, paired by seed, on every task (from a runs table)."""
     for task in tasks:
-        candidate.dev_verdicts[task] = paired_verdict(seed_scores(runs, candidate.name, task, "dev"),
-                                                      seed_scores(runs, SOURCE, task, "dev"))
-        candidate.test_verdicts[task] = paired_verdict(seed_scores(runs, candidate.name, task),
-                                                       seed_scores(runs, SOURCE, task))
+        candidate.dev_verdicts[task] = task_verdict(runs, candidate.name, task, "dev", source=SOURCE)
+        candidate.test_verdicts[task] = task_verdict(runs, candidate.name, task, source=SOURCE)
         candidate.unconverged[task] = unconverged(runs, (candidate.name, SOURCE), task)
     return candidate
 
 
 #: A decoder at parity with its source without a downstream task: dev bits per byte at most 1% above the source's.
 DEV_BITS_PARITY = 0.01
+#: Tokens per word this close (relative) to the fewest count as as few: a hundredth must not outweigh a smaller model.
+TOKENS_PER_WORD_TIE = 0.01
+
+#: How the product is chosen, in one sentence (the report's and anything else that explains it).
+PRODUCT_RULE = (f"the fewest tokens per word (within {100 * TOKENS_PER_WORD_TIE:g}% of the fewest: the fewest "
+                "parameters) among the candidates at parity with the source on dev, paired by seed on every "
+                f"downstream task or, in a decoder run without one, on dev bits per byte (at most "
+                f"{100 * DEV_BITS_PARITY:g}% above the source's, on the other domain's dev third too where the run has "
+                "one); else the one that comes closest, and its reason says so; an encoder run without a downstream "
+                "task cannot measure it and ships the configured model. Test scores and the scored held-out text are "
+                "reported, never used to pick")
 
 
 def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_bits: float | None = None,
                    source_ood_dev_bits: float | None = None) -> Product:
     """The fewest tokens per word among the candidates at parity on dev on every task; else the closest on dev. A run
-    without downstream results: on dev bits per byte where measured (``source_dev_bits``, a decoder run's; with text of
-    another domain, ``source_ood_dev_bits``, on its dev third too), else ``configured``, unmeasured."""
-    measured = [c for c in candidates if c.dev_verdicts]
+    without downstream verdicts: on dev bits per byte where measured (``source_dev_bits``, a decoder run's; with text
+    of another domain, ``source_ood_dev_bits``, on its dev third too), else ``configured``, unmeasured."""
+    measured = [c for c in candidates if c.closeness[0]]
     if not measured:
-        scored = [c for c in candidates if c.dev_bits_per_byte is not None]
+        source_dev_bits, source_ood_dev_bits = finite_or_none(source_dev_bits), finite_or_none(source_ood_dev_bits)
+        scored = [c for c in candidates if finite_or_none(c.dev_bits_per_byte) is not None]
         if source_dev_bits is not None and scored:
             return _choose_by_dev_bits(scored, source_dev_bits, source_ood_dev_bits)
+        if any(c.dev_verdicts for c in candidates):  # tasks were run, but no candidate shares a seed with the source
+            return Product(configured, "no candidate could be compared with the source on the downstream tasks (no "
+                                       "seed both were fine-tuned with: was the source evaluated? "
+                                       "orchestration.evaluate_original), so the choice was not measured: the "
+                                       "configured model", measured=False)
         return Product(configured, "no downstream task was evaluated, so the choice was not measured: the configured "
                                    "model", measured=False)
     at_parity = [c for c in measured if c.at_parity_on_dev]
     if at_parity:
         leanest = _leanest(at_parity)
         best = min(at_parity, key=lambda c: (*leanest(c), -c.dev_gap))
-        others = len(at_parity) - 1
-        return Product(best.name, f"at parity with the source on dev on every task, with the fewest tokens per word "
-                                  f"({_number(best.tokens_per_word)})"
-                                  + (f" of the {len(at_parity)} candidates at parity" if others else ""), True)
-    best = max(measured, key=lambda c: c.dev_gap)
+        return Product(best.name, f"at parity with the source on dev on every task, {_lean_reason(best, at_parity)}"
+                       + (f" of the {len(at_parity)} candidates at parity" if len(at_parity) > 1 else ""), True)
+    best = max(measured, key=lambda c: c.closeness)
     below = [task for task, verdict in best.dev_verdicts.items() if verdict is not None and verdict.parity is False]
+    unpaired = (f"; it has no verdict on {', '.join(best.unpaired_tasks)} (no seed shared with the source's runs)"
+                if best.unpaired_tasks else "")
+    gap = f"{best.dev_gap:+.1f} points against the source on dev{_per_task(best)} (paired by seed)"
     if best.dev_gap >= 0 and not below:
+        every = all(v.mean >= 0 for v in best.dev_verdicts.values() if v is not None)
         return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one scored "
-                                  f"highest, {best.dev_gap:+.1f} points against the source on dev (paired by seed), "
-                                  "above it, but with too few seeds to call it parity: add seeds", True)
+                                  f"highest, {gap}, above it{'' if every else ' on the mean of the tasks, not on each'}"
+                                  f", but with too few seeds to call it parity: add seeds{unpaired}", True)
     if below:
         return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one came "
-                                  f"closest ({best.dev_gap:+.1f} points on dev over the tasks, paired by seed), and is "
-                                  f"below the source on {', '.join(below)}", True)
+                                  f"closest ({gap}), and is below the source on {', '.join(below)}{unpaired}", True)
     return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one came "
-                              f"closest ({best.dev_gap:+.1f} points on dev, paired by seed)", True)
+                              f"closest ({gap}){unpaired}", True)
+
+
+def _per_task(c: Candidate) -> str:
+    """`` (+7.0 on a, −5.0 on b)``: each task's paired dev difference, where a mean over several could hide one."""
+    verdicts = {task: v for task, v in c.dev_verdicts.items() if v is not None}
+    if len(verdicts) < 2:
+        return ""
+    return " over the tasks (" + ", ".join(f"{v.mean:+.1f} on {task}" for task, v in verdicts.items()) + ")"
 
 
 def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_ood: float | None = None) -> Product:
@@ -135,8 +170,7 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
         other = (f" and on the other domain's dev third ({best.ood_dev_bits_per_byte:.3f} against {source_ood:.3f})"
                  if source_ood and best.ood_dev_bits_per_byte is not None else "")
         return Product(best.name, f"its dev bits per byte ({best.dev_bits_per_byte:.3f}) are {within} "
-                                  f"({source:.3f}) or below{other}, with the fewest tokens per word "
-                                  f"({_number(best.tokens_per_word)})"
+                                  f"({source:.3f}) or below{other}, {_lean_reason(best, at_parity)}"
                                   + (f" of the {len(at_parity)} candidates there" if len(at_parity) > 1 else "")
                                   + f" (no downstream task: {texts} decided)", True)
     best = min(candidates, key=lambda c: _bits_gap(c, source, source_ood))
@@ -144,10 +178,6 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
                               f"(dev {best.dev_bits_per_byte:.3f} against {source:.3f}"
                               + (f", other domain {best.ood_dev_bits_per_byte:.3f} against {source_ood:.3f}"
                                  if source_ood and best.ood_dev_bits_per_byte is not None else "") + ")", True)
-
-
-#: Tokens per word this close (relative) to the fewest count as as few: a hundredth must not outweigh a smaller model.
-TOKENS_PER_WORD_TIE = 0.01
 
 
 def _leanest(among: Sequence[Candidate]) -> Callable[[Candidate], tuple[float, float]]:
@@ -165,23 +195,35 @@ def _leanest(among: Sequence[Candidate]) -> Callable[[Candidate], tuple[float, f
     return key
 
 
+def _lean_reason(best: Candidate, among: Sequence[Candidate]) -> str:
+    """Why ``best`` and not another at parity: the fewest tokens per word, or within :data:`TOKENS_PER_WORD_TIE` of
+    the fewest and the fewest parameters of those."""
+    fewest = min((x.tokens_per_word for x in among if x.tokens_per_word is not None), default=None)
+    if best.tokens_per_word is None or fewest is None or best.tokens_per_word <= fewest:
+        return f"with the fewest tokens per word ({_number(best.tokens_per_word)})"
+    return (f"with tokens per word ({_number(best.tokens_per_word)}) within {100 * TOKENS_PER_WORD_TIE:g}% of the "
+            f"fewest ({_number(fewest)}) and the fewest parameters of those ({_count(best.n_params)})")
+
+
 def _bits_gap(c: Candidate, source: float, source_ood: float | None) -> float:
-    """How far above parity a candidate's bits per byte are, the worse of its two texts (≤ 0: at parity)."""
-    gaps = [c.dev_bits_per_byte / source - 1 - DEV_BITS_PARITY]
+    """How far above parity a candidate's bits per byte are, the worse of its two texts (≤ 0: at parity; a text not
+    measured, or measured as NaN, is not at parity)."""
+    dev = finite_or_none(c.dev_bits_per_byte)
+    gaps = [dev / source - 1 - DEV_BITS_PARITY if dev is not None else float("inf")]
     if source_ood:  # a candidate not measured there is not at parity there
-        gaps.append(c.ood_dev_bits_per_byte / source_ood - 1 - DEV_BITS_PARITY
-                    if c.ood_dev_bits_per_byte is not None else float("inf"))
+        ood = finite_or_none(c.ood_dev_bits_per_byte)
+        gaps.append(ood / source_ood - 1 - DEV_BITS_PARITY if ood is not None else float("inf"))
     return max(gaps)
 
 
-def _bits_verdict(c: Candidate, source_row: Mapping[str, Any] | None) -> str | None:
+def bits_verdict(c: Candidate, source_row: Mapping[str, Any] | None) -> str | None:
     """A decoder candidate's verdict on dev bits per byte, what a run without a downstream task chose on: parity
     (within 1% of the source's or below, on the other domain's dev third too where the run has one) or worse, with
     the relative differences."""
-    source = (source_row or {}).get("dev_bits_per_byte")
-    if c.dev_bits_per_byte is None or not source:
-        return None
-    source_ood = (source_row or {}).get("ood_dev_bits_per_byte")
+    source = finite_or_none((source_row or {}).get("dev_bits_per_byte"))
+    if finite_or_none(c.dev_bits_per_byte) is None or not source or (source_row or {}).get("lm_loss") != "clm":
+        return None  # a masked LM's bits per byte do not compare across tokenizers: no verdict on them
+    source_ood = finite_or_none((source_row or {}).get("ood_dev_bits_per_byte"))
     parts = [f"dev {100 * (c.dev_bits_per_byte / source - 1):+.1f}%"]
     if source_ood:
         parts.append(f"other domain {100 * (c.ood_dev_bits_per_byte / source_ood - 1):+.1f}%"
@@ -219,11 +261,8 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
     for c in sorted(candidates, key=lambda c: c.name != product.name):
         test = [f"{c.test.get(t, '-')} ({v.mean:+.1f})" if (v := c.test_verdicts.get(t)) else c.test.get(t, "-")
                 for t in tasks]
-        dev = "; ".join(f"{parity_word(v.parity)} ({v.mean:+.1f}, {v.low:+.1f}…{v.high:+.1f})"
-                        + (f", not converged ({c.unconverged[task][0]} of {c.unconverged[task][1]} runs)"
-                           if c.unconverged.get(task, (0, 0))[0] else "")
-                        if v and v.low is not None else "-"
-                        for task, v in c.dev_verdicts.items()) or _bits_verdict(c, source_row) or "not measured"
+        dev = "; ".join(_verdict_cell(c, task, v) for task, v in c.dev_verdicts.items()) or c.bits_verdict \
+            or bits_verdict(c, source_row) or "not measured"
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
                                         _number(c.tokens_per_word), _number(c.bits_per_byte, 3),
@@ -232,6 +271,17 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
                                         _address(c.artifact)]) + " |")
     notes = [f"- **{c.name}**: {note}" for c in candidates for note in c.notes]
     return "\n".join([*lines, *([""] + notes if notes else [])])
+
+
+def _verdict_cell(c: Candidate, task: str, v: Verdict | None) -> str:
+    """One task's dev verdict in the candidates table: the call, the mean and its interval (one seed: no interval)."""
+    if v is None:
+        return "-"
+    if v.low is None:
+        return f"undecided ({v.mean:+.1f}, {len(v.seeds)} seed)"
+    still, runs = c.unconverged.get(task, (0, 0))
+    return (f"{parity_word(v.parity)} ({v.mean:+.1f}, {v.low:+.1f}…{v.high:+.1f})"
+            + (f", not converged ({still} of {runs} runs)" if still else ""))
 
 
 #: A decoder's measures beside its held-out bits per byte, shown where measured.
@@ -262,4 +312,5 @@ def _count(value: Any) -> str:
     return f"{int(value) / 1e6:.1f}M" if value >= 1e5 else f"{int(value) / 1e3:.1f}k"
 
 
-__all__ = ["Candidate", "Product", "add_verdicts", "candidates_markdown", "choose_product", "DEV_BITS_PARITY"]
+__all__ = ["Candidate", "DEV_BITS_PARITY", "PRODUCT_RULE", "Product", "add_verdicts", "bits_verdict",
+           "candidates_markdown", "choose_product"]

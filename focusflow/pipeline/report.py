@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from focusflow.methods import SHARE_GROUPS, Fate
+from focusflow.pipeline.product import PRODUCT_RULE
 
 COMPARISON_FILE = "comparison.csv"  # the report artifact's table of every model's measures
 REPORT_TEXT = "report.md"  # and its text
@@ -219,9 +220,7 @@ def write_report(out_dir: Path, language: str, comparison_rows: list[Mapping[str
     parts = [f"# focusflow report — {language}", ""]
     if product:
         parts += ["## The product", "", "Every candidate this run built, the one it ships first (`focusflow publish` "
-                  "publishes it by default): the fewest tokens per word among those at parity with the source on "
-                  "dev (paired by seed), on every task; the test score is reported, never used to pick.", "",
-                  product, ""]
+                  f"publishes it by default): {PRODUCT_RULE}.", "", product, ""]
     if not frame.empty:
         parts += ["## Method comparison (held-out text)", "", _markdown_table(_flagged(frame)), "", RANKING_NOTE, "",
                   *_unigram_warnings(frame), "![comparison](comparison.png)", ""]

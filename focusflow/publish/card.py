@@ -13,14 +13,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from focusflow.evaluation.downstream.report import score_text
-from focusflow.evaluation.downstream.verdict import (
-    DECISIVE_SE,
-    PARITY_LOWER,
-    PARITY_MEAN,
-    paired_verdict,
-    parity_word,
-    seed_scores,
-)
+from focusflow.evaluation.downstream.verdict import RULE_TEXT, parity_word, task_verdict
 from focusflow.evaluation.intrinsic import above_unigram
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
@@ -158,15 +151,13 @@ def _downstream_table(facts: CardFacts) -> list[str]:
     for row in mine:
         other = theirs.get((row["task"], row["metric"]))
         source = (score_text(other["mean"], other["std"], other["n_seeds"]) if other else "not measured")
-        verdict = paired_verdict(seed_scores(facts.model.runs, str(row["model"]), row["task"]),
-                                 seed_scores(facts.original.runs, "original", row["task"])) if other else None
+        verdict = task_verdict(facts.model.runs, str(row["model"]), row["task"],
+                               source_runs=facts.original.runs) if other else None
         lines.append(f"| {row['task']} | {row['metric']} | {score_text(row['mean'], row['std'], row['n_seeds'])} | "
                      f"{source} | {verdict.text() if verdict else '-'} | {row['seeds']} |")
     return [*lines, "",
             "Scores ×100, mean ± sample standard deviation over fine-tuning seeds (test split, best dev checkpoint). "
-            f"Parity: the mean of this model's score minus the source's, paired by seed, is at least {PARITY_MEAN:g} "
-            f"point and its 95% interval's lower end at least {PARITY_LOWER:g}; with a standard error above "
-            f"{DECISIVE_SE:g} point the verdict is left undecided.", ""]
+            f"The verdict's {RULE_TEXT}.", ""]
 
 
 def _candidates(facts: CardFacts) -> list[str]:
@@ -181,7 +172,8 @@ def _candidates(facts: CardFacts) -> list[str]:
     for candidate in facts.candidates:
         verdicts = [v for v in (candidate.get("dev_verdicts") or {}).values() if v]
         dev = "; ".join(f"{v['mean']:+.1f} ({parity_word(v['parity'])})"
-                        for v in verdicts) or ("-" if candidate.get("dev_verdicts") else "not measured")
+                        for v in verdicts) or candidate.get("bits_verdict") or (
+            "-" if candidate.get("dev_verdicts") else "not measured")
         bits = f"{candidate['bits_per_byte']:.3f}" if candidate.get("bits_per_byte") is not None else "-"
         params = f"{candidate['n_params'] / 1e6:.1f}M" if candidate.get("n_params") else "-"
         tpw = f"{candidate['tokens_per_word']:.2f}" if candidate.get("tokens_per_word") else "-"

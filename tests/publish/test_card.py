@@ -322,6 +322,11 @@ def test_the_card_shows_every_candidate_of_the_run_and_whether_this_model_is_its
                               candidates=unmeasured), REPO, "9.9.9").text
     assert "### Which model of this run to use" in card, "a run without a downstream task shows its candidates too"
     assert f"| **{facts.label}** | 26.3M | 2.00 | 2.400 | not measured |" in card
+    on_bits = [{**unmeasured[0], "bits_verdict": "parity (dev -0.5%, other domain +0.3%)"}, unmeasured[1]]
+    decoder = build_card(replace(facts, product=facts.label, product_reason="its dev bits per byte …",
+                                 candidates=on_bits), REPO, "9.9.9").text
+    assert f"| **{facts.label}** | 26.3M | 2.00 | 2.400 | parity (dev -0.5%, other domain +0.3%) |" in decoder, \
+        "a decoder chosen on bits per byte shows that verdict, not 'not measured'"
 
 
 def test_the_card_names_every_share_of_the_totals():

@@ -75,9 +75,18 @@ class Verdict:
         return f"{shown} ({interval}): {'parity' if self.parity else 'below parity'}"
 
 
+#: The rule in one sentence, for the report and the card (one wording wherever a verdict is explained).
+RULE_TEXT = (f"parity: the mean of the model's score minus the source's, paired by seed, is at least {PARITY_MEAN:g} "
+             f"point, its 95% interval's lower end at least {PARITY_LOWER:g} and its standard error at most "
+             f"{DECISIVE_SE:g}; below: the whole interval under {PARITY_MEAN:g}, however many seeds; undecided "
+             "otherwise (add seeds)")
+
+
 def paired_verdict(model: Mapping[int, float], source: Mapping[int, float], scale: float = 100.0) -> Verdict | None:
-    """The verdict over the seeds both have (scores in [0, 1] are shown ×``scale``); None without a common seed."""
-    seeds = tuple(sorted(set(model) & set(source)))
+    """The verdict over the seeds both have with a finite score (scores in [0, 1] are shown ×``scale``); None without
+    such a seed. A NaN or infinite score (a run that never evaluated) is no measurement: its seed is left out."""
+    seeds = tuple(sorted(s for s in set(model) & set(source)
+                         if math.isfinite(float(model[s])) and math.isfinite(float(source[s]))))
     if not seeds:
         return None
     differences = [scale * (float(model[s]) - float(source[s])) for s in seeds]
@@ -105,7 +114,22 @@ def seed_scores(runs: Any, model: str, task: str, column: str = "value") -> dict
     if runs is None or getattr(runs, "empty", True) or column not in runs:
         return {}
     rows = runs[(runs["model"] == model) & (runs["task"] == task) & runs["main"].astype(bool)]
-    return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column], strict=True)}
+    return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column], strict=True)
+            if math.isfinite(float(value))}
+
+
+def task_verdict(runs: Any, model: str, task: str, column: str = "value", *, source: str = "original",
+                 source_runs: Any = None) -> Verdict | None:
+    """``model`` against ``source`` on ``task`` (``column``: the test score, or ``dev``), paired by seed over the
+    seeds where at least one of the two learned the task: where neither did (dev 0, NER's all-O plateau) the pair
+    measures the fine-tuning budget, and 0 against 0 is no parity. ``source_runs``: the source's own runs table when it
+    is not ``runs`` (a published model's card reads two)."""
+    source_runs = runs if source_runs is None else source_runs
+    mine, theirs = seed_scores(runs, model, task, column), seed_scores(source_runs, source, task, column)
+    mine_dev, theirs_dev = seed_scores(runs, model, task, "dev"), seed_scores(source_runs, source, task, "dev")
+    idle = {seed for seed in mine if seed in mine_dev and seed in theirs_dev
+            and mine_dev[seed] <= 0 and theirs_dev[seed] <= 0}
+    return paired_verdict({seed: score for seed, score in mine.items() if seed not in idle}, theirs)
 
 
 def unconverged(runs: Any, models: tuple[str, ...], task: str) -> tuple[int, int]:
@@ -136,16 +160,15 @@ def verdict_lines(runs: Any, source: str = "original") -> list[str]:
         return []
     lines = []
     for task in dict.fromkeys(runs["task"]):
-        theirs = seed_scores(runs, source, task)
         for model in dict.fromkeys(runs.loc[runs["task"] == task, "model"]):
             if model == source:
                 continue
-            verdict = paired_verdict(seed_scores(runs, model, task), theirs)
+            verdict = task_verdict(runs, model, task, source=source)
             if verdict is not None:
                 lines.append(f"**{model}** on {task} vs the source: {verdict.text()}"
                              f"{convergence_note(runs, model, source, task)}")
     return lines
 
 
-__all__ = ["DECISIVE_SE", "PARITY_LOWER", "PARITY_MEAN", "Verdict", "call", "convergence_note", "paired_verdict",
-           "seed_scores", "t95", "unconverged", "verdict_lines"]
+__all__ = ["DECISIVE_SE", "PARITY_LOWER", "PARITY_MEAN", "RULE_TEXT", "Verdict", "call", "convergence_note",
+           "paired_verdict", "seed_scores", "t95", "task_verdict", "unconverged", "verdict_lines"]

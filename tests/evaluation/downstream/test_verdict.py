@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from focusflow.evaluation.downstream.verdict import paired_verdict, t95, verdict_lines
+from focusflow.evaluation.downstream.verdict import paired_verdict, t95, task_verdict, verdict_lines
 
 
 def test_differences_are_paired_by_seed_so_what_a_seed_does_to_both_cancels():
@@ -75,3 +75,36 @@ def test_runs_tables_from_before_and_after_runs_recorded_their_steps_read_togeth
     new = pd.DataFrame([{"model": "prune", "task": "t", "seed": s, "main": True, "value": 0.6, "best_step": 300,
                          "total_steps": 528, "steps": 310} for s in (1, 2)])
     assert unconverged(pd.concat([old, new], ignore_index=True), ("prune", "original"), "t") == (2, 4)
+
+
+def test_a_seed_without_a_finite_score_is_no_measurement_and_is_left_out():
+    """A NaN or infinite score (a run that never evaluated, an empty cell read back) crashed the statistics."""
+    source = {1: 0.60, 2: 0.62, 3: 0.61, 4: 0.63}
+    verdict = paired_verdict({1: 0.60, 2: float("nan"), 3: 0.61, 4: float("-inf")}, source)
+    assert verdict.seeds == (1, 3) and verdict.mean == pytest.approx(0.0)
+    assert paired_verdict({1: float("nan")}, {1: 0.6}) is None
+    runs = pd.DataFrame([{"model": m, "task": "t", "seed": s, "main": True, "dev": v, "value": v}
+                         for m, values in (("original", (0.6, 0.62, None)), ("x", (0.61, 0.6, 0.7)))
+                         for s, v in enumerate(values, start=1)])
+    assert task_verdict(runs, "x", "t").seeds == (1, 2)
+
+
+def test_seeds_where_neither_model_learned_the_task_are_no_parity():
+    """NER's all-O plateau: dev 0 and test 0 for both is the fine-tuning budget's failure, not a tie. A seed where
+    only the model failed still counts against it."""
+    def runs(model_dev):
+        return pd.DataFrame([{"model": m, "task": "ner", "seed": s, "main": True, "dev": v, "value": v}
+                             for m, values in (("original", (0.0, 0.0, 0.0, 0.7)), ("x", model_dev))
+                             for s, v in enumerate(values, start=1)])
+
+    assert task_verdict(runs((0.0, 0.0, 0.0, 0.7)), "x", "ner", "dev").seeds == (4,), "three idle pairs left out"
+    failed = task_verdict(runs((0.0, 0.0, 0.0, 0.0)), "x", "ner", "dev")
+    assert failed.seeds == (4,) and failed.mean == pytest.approx(-70.0)
+    assert paired_verdict({1: 0.7, 2: 0.7}, {1: 0.7, 2: 0.7}).parity is True, "identical learned scores are parity"
+
+
+def test_the_rule_is_said_in_one_sentence_with_its_three_thresholds():
+    from focusflow.evaluation.downstream.verdict import DECISIVE_SE, PARITY_LOWER, PARITY_MEAN, RULE_TEXT
+
+    assert f"at least {PARITY_MEAN:g}" in RULE_TEXT and f"at least {PARITY_LOWER:g}" in RULE_TEXT
+    assert f"at most {DECISIVE_SE:g}" in RULE_TEXT and "however many seeds" in RULE_TEXT
