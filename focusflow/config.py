@@ -539,8 +539,8 @@ class PublishSpec(_Section):
     models: list[str] = Field(default_factory=lambda: ["product"], min_length=1,
                               description="which models: product (the one the run's report picks: the fewest tokens "
                               "per word at parity with the source on dev; without downstream tasks a decoder's is "
-                              "chosen on dev bits per byte, an encoder's is the first LAPT model), or focus, focus+align, "
-                              "focus+lapt, prune … (the report's names)")
+                              "chosen on dev bits per byte, an encoder's is its first candidate, unmeasured), or "
+                              "focus, focus+align, focus+lapt, prune … (the report's names)")
     private: bool | None = Field(default=None, description="true: private, false: public; unset: the Hub's default "
                                  "(public, unless the organization makes new repositories private)")
     revision: str | None = Field(default=None, description="branch to push to (created if missing); None: main")

@@ -62,8 +62,9 @@ MEASURED_RUN_FIELDS = ("model_path", "fingerprint", "seconds", "train_seconds", 
                        "train_mfu", "provenance", "compile")  # compile: what the machine's probe decided, and why
 # 4: the LAPT behind each +lapt row, the protocol; 5: the product; 6: a decoder's clm_loss/clm_accuracy columns, a
 # model not below its unigram level marked in the comparison table, and every candidate the run built, measured or
-# not, with its held-out bits per byte, how much text it cuts as the source does, and its address
-REPORT_STAGE, REPORT_VERSION = "report", 6
+# not, with its held-out bits per byte, how much text it cuts as the source does, and its address; 7: an encoder run
+# without a task no longer chosen on masked-LM bits per byte, a decoder's bits verdict stored with each candidate
+REPORT_STAGE, REPORT_VERSION = "report", 7
 # settings added to EvalSpec after version 1 of the stage: in the key only when set, so existing keys stay
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")

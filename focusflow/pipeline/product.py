@@ -97,14 +97,18 @@ DEV_BITS_PARITY = 0.01
 #: Tokens per word this close (relative) to the fewest count as as few: a hundredth must not outweigh a smaller model.
 TOKENS_PER_WORD_TIE = 0.01
 
+#: Why a candidate has no verdict on a task: what a user can check.
+NO_VERDICT = ("no seed where both it and the source were fine-tuned and one of them learned the task: was the source "
+              "evaluated (orchestration.evaluate_original), and did the fine-tuning leave dev 0?")
+
 #: How the product is chosen, in one sentence (the report's and anything else that explains it).
 PRODUCT_RULE = (f"the fewest tokens per word (within {100 * TOKENS_PER_WORD_TIE:g}% of the fewest: the fewest "
                 "parameters) among the candidates at parity with the source on dev, paired by seed on every "
                 f"downstream task or, in a decoder run without one, on dev bits per byte (at most "
                 f"{100 * DEV_BITS_PARITY:g}% above the source's, on the other domain's dev third too where the run has "
                 "one); else the one that comes closest, and its reason says so; an encoder run without a downstream "
-                "task cannot measure it and ships the configured model. Test scores and the scored held-out text are "
-                "reported, never used to pick")
+                "task cannot measure it and ships the configured model. Test scores and the held-out text's bits per "
+                "byte are reported, never used to pick")
 
 
 def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_bits: float | None = None,
@@ -116,13 +120,13 @@ def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_
     if not measured:
         source_dev_bits, source_ood_dev_bits = finite_or_none(source_dev_bits), finite_or_none(source_ood_dev_bits)
         scored = [c for c in candidates if finite_or_none(c.dev_bits_per_byte) is not None]
+        tasks_run = any(c.dev_verdicts for c in candidates)  # but no candidate has a verdict against the source
         if source_dev_bits is not None and scored:
-            return _choose_by_dev_bits(scored, source_dev_bits, source_ood_dev_bits)
-        if any(c.dev_verdicts for c in candidates):  # tasks were run, but no candidate shares a seed with the source
-            return Product(configured, "no candidate could be compared with the source on the downstream tasks (no "
-                                       "seed both were fine-tuned with: was the source evaluated? "
-                                       "orchestration.evaluate_original), so the choice was not measured: the "
-                                       "configured model", measured=False)
+            return _choose_by_dev_bits(scored, source_dev_bits, source_ood_dev_bits, tasks_run)
+        if tasks_run:
+            return Product(configured, f"no candidate could be compared with the source on the downstream tasks "
+                                       f"({NO_VERDICT}), so the choice was not measured: the configured model",
+                           measured=False)
         return Product(configured, "no downstream task was evaluated, so the choice was not measured: the configured "
                                    "model", measured=False)
     at_parity = [c for c in measured if c.at_parity_on_dev]
@@ -133,7 +137,7 @@ def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_
                        + (f" of the {len(at_parity)} candidates at parity" if len(at_parity) > 1 else ""), True)
     best = max(measured, key=lambda c: c.closeness)
     below = [task for task, verdict in best.dev_verdicts.items() if verdict is not None and verdict.parity is False]
-    unpaired = (f"; it has no verdict on {', '.join(best.unpaired_tasks)} (no seed shared with the source's runs)"
+    unpaired = (f"; it has no verdict on {', '.join(best.unpaired_tasks)} ({NO_VERDICT})"
                 if best.unpaired_tasks else "")
     gap = f"{best.dev_gap:+.1f} points against the source on dev{_per_task(best)} (paired by seed)"
     if best.dev_gap >= 0 and not below:
@@ -156,12 +160,14 @@ def _per_task(c: Candidate) -> str:
     return " over the tasks (" + ", ".join(f"{v.mean:+.1f} on {task}" for task, v in verdicts.items()) + ")"
 
 
-def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_ood: float | None = None) -> Product:
+def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_ood: float | None = None,
+                        tasks_run: bool = False) -> Product:
     """A decoder run's choice without a downstream task: the fewest tokens per word among the candidates whose dev
     bits per byte are within :data:`DEV_BITS_PARITY` of the source's (or below) and, where the run has text of another
     domain, whose bits per byte on its dev third are too (a gain of the corpus's domain alone is not the language's);
     else the one whose worse text comes closest to parity."""
     texts = "the held-out split's dev half" + (" and the other domain's dev third" if source_ood else "")
+    why = "no downstream verdict against the source" if tasks_run else "no downstream task"
     within = f"within {100 * DEV_BITS_PARITY:g}% of the source's"
     at_parity = [c for c in candidates if _bits_gap(c, source, source_ood) <= 0]
     if at_parity:
@@ -172,7 +178,7 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
         return Product(best.name, f"its dev bits per byte ({best.dev_bits_per_byte:.3f}) are {within} "
                                   f"({source:.3f}) or below{other}, {_lean_reason(best, at_parity)}"
                                   + (f" of the {len(at_parity)} candidates there" if len(at_parity) > 1 else "")
-                                  + f" (no downstream task: {texts} decided)", True)
+                                  + f" ({why}: {texts} decided)", True)
     best = min(candidates, key=lambda c: _bits_gap(c, source, source_ood))
     return Product(best.name, f"no candidate's bits per byte came {within} on {texts}; this one came closest "
                               f"(dev {best.dev_bits_per_byte:.3f} against {source:.3f}"
@@ -261,8 +267,10 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
     for c in sorted(candidates, key=lambda c: c.name != product.name):
         test = [f"{c.test.get(t, '-')} ({v.mean:+.1f})" if (v := c.test_verdicts.get(t)) else c.test.get(t, "-")
                 for t in tasks]
-        dev = "; ".join(_verdict_cell(c, task, v) for task, v in c.dev_verdicts.items()) or c.bits_verdict \
-            or bits_verdict(c, source_row) or "not measured"
+        verdicts = "; ".join(_verdict_cell(c, task, v) for task, v in c.dev_verdicts.items())
+        any_verdict = any(v is not None for v in c.dev_verdicts.values())
+        dev = (verdicts if any_verdict else None) or c.bits_verdict or bits_verdict(c, source_row) or verdicts \
+            or "not measured"
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
                                         _number(c.tokens_per_word), _number(c.bits_per_byte, 3),

@@ -301,3 +301,21 @@ def test_a_single_seed_verdict_shows_in_the_table_as_undecided_with_its_differen
     candidate = add_verdicts(Candidate("prune", tokens_per_word=2.0), runs, [TASK])
     table = candidates_markdown([candidate], choose_product([candidate], "prune"))
     assert "| undecided (+10.0, 1 seed) |" in table
+
+
+def test_a_decoder_run_whose_tasks_gave_no_verdict_chooses_on_bits_and_says_so_in_reason_and_table():
+    """Tasks were run but no candidate has a verdict (the source not evaluated, or nobody learned): a decoder falls
+    back on dev bits per byte, and neither the reason nor the table pretends there was no task."""
+    runs = _runs({"prune": (0.6, 0.6, 0.6)})
+    prune = add_verdicts(Candidate("prune", tokens_per_word=2.0, dev_bits_per_byte=3.7), runs, [TASK])
+    product = choose_product([prune], "prune", 3.8)
+    assert product.measured and "(no downstream verdict against the source:" in product.reason
+    table = candidates_markdown([prune], product, {"dev_bits_per_byte": 3.8, "lm_loss": "clm"})
+    assert "| parity (dev -2.6%) |" in table
+
+
+def test_where_neither_model_learned_a_task_the_reason_says_what_to_check():
+    idle = _runs({"original": (0.0, 0.0, 0.0), "focus+lapt": (0.0, 0.0, 0.0)})
+    candidate = add_verdicts(Candidate("focus+lapt", tokens_per_word=2.0), idle, [TASK])
+    product = choose_product([candidate], "focus+lapt")
+    assert not product.measured and "learned the task" in product.reason and "dev 0" in product.reason

@@ -78,7 +78,7 @@ class Verdict:
 #: The rule in one sentence, for the report and the card (one wording wherever a verdict is explained).
 RULE_TEXT = (f"parity: the mean of the model's score minus the source's, paired by seed, is at least {PARITY_MEAN:g} "
              f"point, its 95% interval's lower end at least {PARITY_LOWER:g} and its standard error at most "
-             f"{DECISIVE_SE:g}; below: the whole interval under {PARITY_MEAN:g}, however many seeds; undecided "
+             f"{DECISIVE_SE:g}; below: the whole interval under {PARITY_MEAN:g}, however wide; undecided "
              "otherwise (add seeds)")
 
 
@@ -113,8 +113,11 @@ def seed_scores(runs: Any, model: str, task: str, column: str = "value") -> dict
     (``value``), or its best dev score (``dev``: what a choice between models may look at)."""
     if runs is None or getattr(runs, "empty", True) or column not in runs:
         return {}
+    import pandas as pd
+
     rows = runs[(runs["model"] == model) & (runs["task"] == task) & runs["main"].astype(bool)]
-    return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column], strict=True)
+    values = pd.to_numeric(rows[column], errors="coerce")  # an empty cell, None or pd.NA: no score
+    return {int(seed): float(value) for seed, value in zip(rows["seed"], values, strict=True)
             if math.isfinite(float(value))}
 
 

@@ -107,4 +107,4 @@ def test_the_rule_is_said_in_one_sentence_with_its_three_thresholds():
     from focusflow.evaluation.downstream.verdict import DECISIVE_SE, PARITY_LOWER, PARITY_MEAN, RULE_TEXT
 
     assert f"at least {PARITY_MEAN:g}" in RULE_TEXT and f"at least {PARITY_LOWER:g}" in RULE_TEXT
-    assert f"at most {DECISIVE_SE:g}" in RULE_TEXT and "however many seeds" in RULE_TEXT
+    assert f"at most {DECISIVE_SE:g}" in RULE_TEXT and "however wide" in RULE_TEXT
