@@ -15,6 +15,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import RULE_TEXT, parity_word, task_verdict
 from focusflow.evaluation.intrinsic import above_unigram
+from focusflow.evaluation.records import DECODER_MEASURES, measure_text
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
 from focusflow.publish.weights import compared_with
@@ -166,21 +167,33 @@ def _candidates(facts: CardFacts) -> list[str]:
         return []
     mine = "This model is the run's product" if facts.product == facts.label else \
         f"**This model is not the run's product**: the run ships `{facts.product}`"
+    source = {"n_params": facts.original.n_params, "tokens_per_word": facts.original.tokens_per_word,
+              **{name: facts.original.intrinsic.get(name) for name in ("bits_per_byte", *dict(DECODER_MEASURES))}}
+    extra = [(name, title) for name, title in DECODER_MEASURES  # a masked LM's dev bits compare with nothing
+             if facts.lm_loss == "clm" and any(row.get(name) is not None for row in (*facts.candidates, source))]
+    header = ["model", "parameters", "tokens per word", "held-out bits per byte", *[title for _, title in extra],
+              "dev verdict vs the source", "CPU-minutes"]
     lines = ["### Which model of this run to use", "", f"{mine} ({facts.product_reason}).", "",
-             "| model | parameters | tokens per word | held-out bits per byte | dev verdict vs the source | "
-             "CPU-minutes |", "|---|---|---|---|---|---|"]
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines.append("| " + " | ".join([f"source (`{facts.source_spec}`)", *_candidate_cells(source, extra), "", ""]) + " |")
     for candidate in facts.candidates:
         verdicts = [v for v in (candidate.get("dev_verdicts") or {}).values() if v]
         dev = "; ".join(f"{v['mean']:+.1f} ({parity_word(v['parity'])})"
                         for v in verdicts) or candidate.get("bits_verdict") or (
             "-" if candidate.get("dev_verdicts") else "not measured")
-        bits = f"{candidate['bits_per_byte']:.3f}" if candidate.get("bits_per_byte") is not None else "-"
-        params = f"{candidate['n_params'] / 1e6:.1f}M" if candidate.get("n_params") else "-"
-        tpw = f"{candidate['tokens_per_word']:.2f}" if candidate.get("tokens_per_word") else "-"
         minutes = f"{candidate['cpu_minutes']:.1f}" if candidate.get("cpu_minutes") is not None else "-"
         name = f"**{candidate['name']}**" if candidate["name"] == facts.label else candidate["name"]
-        lines.append(f"| {name} | {params} | {tpw} | {bits} | {dev} | {minutes} |")
+        lines.append("| " + " | ".join([name, *_candidate_cells(candidate, extra), dev, minutes]) + " |")
     return [*lines, ""]
+
+
+def _candidate_cells(row: dict[str, Any], extra: list[tuple[str, str]]) -> list[str]:
+    """Parameters, tokens per word, held-out bits per byte and the decoder measures shown, of a candidate or the
+    source."""
+    bits = f"{row['bits_per_byte']:.3f}" if row.get("bits_per_byte") is not None else "-"
+    params = f"{row['n_params'] / 1e6:.1f}M" if row.get("n_params") else "-"
+    tpw = f"{row['tokens_per_word']:.2f}" if row.get("tokens_per_word") else "-"
+    return [params, tpw, bits, *[measure_text(row.get(name), name) for name, _ in extra]]
 
 
 def _efficiency_table(facts: CardFacts) -> list[str]:
