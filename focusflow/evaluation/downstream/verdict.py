@@ -137,12 +137,18 @@ def task_verdict(runs: Any, model: str, task: str, column: str = "value", *, sou
 
 def unconverged(runs: Any, models: tuple[str, ...], task: str) -> tuple[int, int]:
     """How many of these models' runs on ``task`` ended while their dev score still rose, of how many (a runs table
-    without the columns: none of none)."""
+    without the columns: none of none); the seeds where none of them learned the task are left out, as the verdict
+    leaves them out (:func:`task_verdict`)."""
+    import pandas as pd
+
     from focusflow.evaluation.downstream.finetune import converged
 
     if runs is None or getattr(runs, "empty", True) or "best_step" not in runs:
         return 0, 0
     rows = runs[runs["model"].isin(models) & (runs["task"] == task) & runs["main"].astype(bool)]
+    if "dev" in rows:
+        learned = pd.to_numeric(rows["dev"], errors="coerce").fillna(1.0) > 0  # an unknown dev score: not idle
+        rows = rows[rows["seed"].isin(set(rows.loc[learned, "seed"]))]
     # a table stored before runs recorded their steps has no such column, or NaN where it is joined with a newer one
     steps = rows["steps"].fillna(rows["total_steps"]) if "steps" in rows else rows["total_steps"]
     flags = [converged(int(best), int(total)) for best, total in zip(rows["best_step"], steps, strict=True)]

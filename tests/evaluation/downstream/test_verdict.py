@@ -64,6 +64,8 @@ def test_a_verdict_over_runs_that_ended_while_still_improving_says_not_converged
     assert "not converged: 3 of 6 runs had their best dev score in the last tenth" in lines[0]
     settled = pd.DataFrame([{**row, "best_step": 60} for row in rows])
     assert "not converged" not in verdict_lines(settled)[0]
+    idle = pd.DataFrame([*rows, *[{**row, "seed": 4, "value": 0.0, "dev": 0.0} for row in rows[:1] + rows[3:4]]])
+    assert "3 of 6 runs" in verdict_lines(idle)[0], "a seed neither learned is left out of the count as of the verdict"
 
 
 def test_runs_tables_from_before_and_after_runs_recorded_their_steps_read_together():
