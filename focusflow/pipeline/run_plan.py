@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from focusflow.config import PipelineConfig
 from focusflow.errors import InputError
-from focusflow.methods import learns_from_source, model_label
+from focusflow.methods import learns_from_source, model_label, split_method
 from focusflow.pipeline.family_defaults import with_family_defaults
 
 
@@ -30,7 +30,9 @@ class Branch:
     @property
     def stage(self) -> str:
         """The stage that stores its model: ``lapt`` after LAPT, else ``init`` (or ``align`` for a refined method)."""
-        return "lapt" if self.trained else "init"
+        if self.trained:
+            return "lapt"
+        return "align" if not self.candidate and split_method(self.start)[1] else "init"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ def test_the_default_run_makes_its_methods_its_candidates_and_their_distillation
     assert plan.branch("prune+extend+distill") == Branch("prune+extend+distill", "prune+extend", candidate=True,
                                                          trained=True)
     assert plan.branch("fvt").stage == "init" and plan.branch("focus+distill").stage == "lapt"
+    assert plan.branch("prune").stage == "init"
+    refined = RunPlan.from_config(build_config({"language": "sw", "init": {"methods": ["focus+align"]}}))
+    assert refined.branch("focus+align").stage == "align", "a refined method is the align stage's model"
     assert plan.shippable() == ["focus+distill", "prune+extend+distill", "prune", "prune+extend"]
     assert plan.shippable(trained=False) == ["focus", "fvt", "prune", "prune+extend"]
 
