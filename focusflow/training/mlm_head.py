@@ -1,15 +1,15 @@
-"""The source stage's model (``prepare_source``): a masked or causal LM as it is, and a BERT-style MLM head
-trained on a frozen encoder that ships without one (e.g. multilingual-e5).
+"""The source stage's model (``prepare_source``): a masked or causal LM as it is, and an MLM head trained on a
+frozen encoder that ships without one (multilingual-e5 small, base and large, a sentence encoder, …).
 
-The head is BERT's: dense → GELU → LayerNorm → decoder tied to the input embeddings + a bias
-per token. With the encoder frozen, the encoder's hidden states at masked positions do not
-change during training, so they are computed once (``feature_sequences`` masked sequences)
-and the head is then trained for ``steps`` on minibatches of those cached positions: a step
-costs one vocabulary matmul, not a transformer pass. The bias starts at the log unigram
-frequencies of the training text (so step 0 is already the unigram model) and the softmax
-runs over the tokens the training text uses (a fixed candidate set; tokens it never uses keep
-their smoothed unigram bias). The result is saved as ``BertForMaskedLM`` weights:
-``AutoModelForMaskedLM.from_pretrained(out_dir)`` loads encoder + head.
+The head is its family's own (``AutoModelForMaskedLM``): dense → GELU → LayerNorm → decoder tied to the input
+embeddings + a bias per token, whether the family names it BERT's way (``cls.predictions``: BERT, DeBERTa-v2) or
+RoBERTa's (``lm_head``: XLM-R, whose encoders e5-base and e5-large are). With the encoder frozen, the encoder's
+hidden states at masked positions do not change during training, so they are computed once (``feature_sequences``
+masked sequences) and the head is then trained for ``steps`` on minibatches of those cached positions: a step costs
+one vocabulary matmul, not a transformer pass. The bias starts at the log unigram frequencies of the training text
+(so step 0 is already the unigram model) and the softmax runs over the tokens the training text uses (a fixed
+candidate set; tokens it never uses keep their smoothed unigram bias). The result is saved as the family's MLM class
+(``BertForMaskedLM`` for e5-small): ``AutoModelForMaskedLM.from_pretrained(out_dir)`` loads encoder + head.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -107,15 +108,9 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     Returns training stats: steps, positions, the cached-position loss at step 0 (the unigram
     bias alone) and at the end, and the candidate-set size.
     """
-    from transformers import BertConfig, BertForMaskedLM
-
     spec = spec or MlmHeadSpec()
     torch.manual_seed(spec.seed)
     encoder, tokenizer, _ = load_source(source_dir, with_head=False)
-    config = encoder.config
-    if not isinstance(config, BertConfig):
-        raise InputError(f"MLM-head training supports BERT encoders (got {type(config).__name__}); "
-                         "sources with a head need none")
     if tokenizer.mask_token_id is None:
         raise InputError("the source tokenizer has no mask token; an MLM head cannot be trained for it")
     for parameter in encoder.parameters():
@@ -133,19 +128,14 @@ def train_mlm_head(source_dir: str | os.PathLike[str], texts: Sequence[str], spe
     log.info("encoded %d masked positions of %d sequences in %.0fs", len(labels), len(sequences),
              time.perf_counter() - started)
 
-    config.architectures = ["BertForMaskedLM"]
-    config.tie_word_embeddings = True
-    model = BertForMaskedLM(config)
-    model.bert.load_state_dict(encoder.state_dict(), strict=False)
-    model.tie_weights()
-    head = model.cls.predictions
-    embeddings = model.bert.embeddings.word_embeddings.weight.detach()
+    model, head = with_new_head(encoder)
+    embeddings = model.get_input_embeddings().weight.detach()
 
     counts = unigram_counts(tokenizer, texts)
     with torch.no_grad():
         head.bias.copy_(torch.from_numpy(unigram_log_probs(counts)) if spec.bias_init == "unigram"
                         else torch.zeros_like(head.bias))
-    trained = fit_head(head.transform, head.bias, embeddings, features, labels, counts, spec, precision)
+    trained = fit_head(head, embeddings, features, labels, counts, spec, precision)
     stats = {"sequences": len(sequences), **trained, "spec": spec.model_dump()}
     _save(model, tokenizer, Path(out_dir), Path(source_dir), stats)
     return stats
@@ -156,20 +146,69 @@ def _save(model, tokenizer, out: Path, source_dir: Path, stats: dict) -> None:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         record = read_source_record(source_dir)
-        record["architecture"] = "BertForMaskedLM"
+        record["architecture"] = type(model).__name__
         record["mlm_head"] = stats
         write_source_record(staging, record)
 
 
-def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: torch.Tensor, features: torch.Tensor,
-             labels: torch.Tensor, counts: np.ndarray, spec: MlmHeadSpec, precision: Precision) -> dict:
-    """Train ``transform`` and ``bias`` in place on cached (hidden state, label) pairs; keep the best validation step.
+@dataclass(frozen=True)
+class HeadParts:
+    """What the head training trains, whatever its family calls it: the map from a hidden state to the vector whose
+    dot product with each token's embedding is its logit (dense → GELU → LayerNorm), that map's LayerNorm, and the
+    per-token bias."""
+
+    transform: torch.nn.Module
+    norm: torch.nn.LayerNorm
+    bias: torch.nn.Parameter
+
+
+def with_new_head(encoder: torch.nn.Module) -> tuple[torch.nn.Module, HeadParts]:
+    """``encoder``'s family's masked-LM model holding ``encoder``'s weights and a new head tied to its embeddings, and
+    the head's parts. A family whose head is not dense → GELU → LayerNorm → tied decoder + bias is refused."""
+    from transformers import AutoModelForMaskedLM
+
+    config = encoder.config
+    if getattr(config, "legacy", None) is False:
+        config.legacy = True  # DeBERTa-v2's BERT-style head, not the enhanced mask decoder (a second encoder layer)
+    config.tie_word_embeddings = True
+    try:
+        model = AutoModelForMaskedLM.from_config(config)
+    except ValueError as exc:  # transformers: no masked-LM class for this config
+        raise InputError(f"{type(config).__name__} has no masked-LM model class to train a head for: give a source "
+                         "with a trained masked-LM head") from exc
+    config.architectures = [type(model).__name__]
+    loaded = getattr(model, model.base_model_prefix).load_state_dict(encoder.state_dict(), strict=False)
+    if loaded.missing_keys:  # a pooler the MLM class leaves out is fine; an encoder weight left random is not
+        raise InputError(f"the encoder's weights do not fit {type(model).__name__}: missing "
+                         f"{', '.join(loaded.missing_keys[:5])}")
+    model.tie_weights()
+    return model, _head_parts(model)
+
+
+def _head_parts(model: torch.nn.Module) -> HeadParts:
+    predictions = getattr(getattr(model, "cls", None), "predictions", None)
+    if predictions is not None and hasattr(predictions, "transform"):  # BERT's layout (DeBERTa-v2's legacy head)
+        return HeadParts(predictions.transform, predictions.transform.LayerNorm, predictions.bias)
+    head = getattr(model, "lm_head", None)
+    if head is not None and all(hasattr(head, name) for name in ("dense", "layer_norm", "bias")):  # RoBERTa's
+        from transformers.activations import ACT2FN
+
+        return HeadParts(torch.nn.Sequential(head.dense, ACT2FN["gelu"], head.layer_norm), head.layer_norm, head.bias)
+    raise InputError(f"{type(model).__name__}'s MLM head is laid out neither as BERT's (cls.predictions) nor as "
+                     "RoBERTa's (lm_head): give a source with a trained masked-LM head")
+
+
+def fit_head(head: HeadParts, embeddings: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+             counts: np.ndarray, spec: MlmHeadSpec, precision: Precision) -> dict:
+    """Train the head's transform and bias in place on cached (hidden state, label) pairs; keep the best validation
+    step.
 
     The logits are computed under ``precision``; the parameters, the bias and the loss stay float32.
     A tenth of the cached positions is held out; the state with the lowest held-out loss
     (checked every ``eval_every`` steps, step 0 included) is kept, so the head never ends
     worse than where it started: the unigram model when ``bias_init="unigram"``.
     """
+    transform, bias = head.transform, head.bias
     generator = torch.Generator().manual_seed(spec.seed)
     order = torch.randperm(len(features), generator=generator)
     n_valid = max(1, len(order) // 10)
@@ -182,7 +221,7 @@ def fit_head(transform: torch.nn.Module, bias: torch.nn.Parameter, embeddings: t
     candidate_embeddings = embeddings[candidates]
     candidate_bias = torch.nn.Parameter(bias.detach()[candidates].clone())
     with torch.no_grad():
-        transform.LayerNorm.weight.mul_(spec.transform_scale)
+        head.norm.weight.mul_(spec.transform_scale)
 
     def loss_on(index: torch.Tensor) -> torch.Tensor:
         with precision.autocast():

@@ -11,7 +11,7 @@ import torch
 
 from focusflow.evaluation.intrinsic import evaluate_mlm, unigram_counts, unigram_log_probs
 from focusflow.models import MlmHeadSpec, describe_source
-from focusflow.training.mlm_head import fit_head, prepare_source, train_mlm_head
+from focusflow.training.mlm_head import HeadParts, fit_head, prepare_source, train_mlm_head
 from tests.tiny_models import sample_texts, train_tokenizer
 
 
@@ -113,7 +113,53 @@ def test_fit_head_computes_the_logits_under_the_given_precision():
     seen: list[torch.dtype] = []
     head.transform.dense.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
     features, labels = torch.randn(64, 16), torch.randint(0, 50, (64,))
-    fit_head(head.transform, head.bias, torch.randn(50, 16), features, labels, np.ones(50),
+    fit_head(HeadParts(head.transform, head.transform.LayerNorm, head.bias), torch.randn(50, 16), features, labels,
+             np.ones(50),
              MlmHeadSpec(steps=3, positions_per_step=8, eval_every=3), resolve_precision("bf16", "cpu"))
     assert seen and set(seen) == {torch.bfloat16}
     assert all(p.dtype == torch.float32 for p in head.transform.parameters()) and head.bias.dtype == torch.float32
+
+
+def _bare(family: str, folder: Path) -> Path:
+    """A bare encoder of another family than BERT, without a head: XLM-R's (as multilingual-e5-base and -large ship)
+    or DeBERTa-v2's (mDeBERTa-v3's released discriminator)."""
+    from transformers import DebertaV2Config, DebertaV2Model, XLMRobertaConfig, XLMRobertaModel
+
+    tokenizer = train_tokenizer("xlmr", sample_texts(300) + repeated_word_texts(200, 0), 300)
+    torch.manual_seed(0)
+    common = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=64, initializer_range=0.3, pad_token_id=tokenizer.pad_token_id)
+    if family == "xlmr":
+        encoder = XLMRobertaModel(XLMRobertaConfig(max_position_embeddings=70, **common))  # with its pooler
+    else:
+        encoder = DebertaV2Model(DebertaV2Config(max_position_embeddings=64, relative_attention=True,
+                                                 position_buckets=16, pos_att_type=["p2c", "c2p"],
+                                                 position_biased_input=False, type_vocab_size=0, legacy=False,
+                                                 **common))
+    encoder.config.architectures = [type(encoder).__name__]
+    encoder.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize(("family", "architecture"), [("xlmr", "XLMRobertaForMaskedLM"),
+                                                      ("deberta", "DebertaV2ForMaskedLM")])
+def test_a_bare_encoder_of_another_family_gets_its_familys_head(family, architecture, tmp_path):
+    """multilingual-e5-base is a bare XLM-R: its run stopped at the source stage ("supports BERT encoders")."""
+    from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+    bare = _bare(family, tmp_path / "bare")
+    assert describe_source(bare).lm_loss is None
+    train, heldout = repeated_word_texts(600, 1), repeated_word_texts(80, 2)
+    spec = MlmHeadSpec(steps=200, positions_per_step=128, feature_sequences=256, seq_len=32, lr=1e-2)
+    stats = train_mlm_head(bare, train, spec, tmp_path / "head")
+    assert stats["valid_loss_best"] < stats["valid_loss_step0"]
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "head")
+    assert type(model).__name__ == architecture and describe_source(tmp_path / "head").lm_loss == "mlm"
+    assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    source_state = AutoModel.from_pretrained(bare).state_dict()
+    for name, value in getattr(model, model.base_model_prefix).state_dict().items():
+        torch.testing.assert_close(value, source_state[name], msg=name)  # the encoder frozen, copied whole
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "head")
+    result = evaluate_mlm(model, tokenizer, heldout, unigram=unigram_log_probs(unigram_counts(tokenizer, train)))
+    assert result["loss"] < result["unigram_loss"], "the saved head computes what was trained (not a fresh one)"
