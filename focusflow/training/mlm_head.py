@@ -30,7 +30,7 @@ from focusflow.corpus.io import read_documents
 from focusflow.errors import InputError
 from focusflow.logs import ProgressBar
 from focusflow.models.lm_stats import Masker, unigram_counts, unigram_log_probs
-from focusflow.models.loading import describe_source, load_source
+from focusflow.models.loading import describe_source, lm_head, load_source
 from focusflow.models.source import resolve_source, source_stats
 from focusflow.precision import Precision, resolve_precision
 from focusflow.stopping import check_stop
@@ -164,12 +164,13 @@ class HeadParts:
 
 def with_new_head(encoder: torch.nn.Module) -> tuple[torch.nn.Module, HeadParts]:
     """``encoder``'s family's masked-LM model holding ``encoder``'s weights and a new head tied to its embeddings, and
-    the head's parts. A family whose head is not dense → GELU → LayerNorm → tied decoder + bias is refused."""
+    the head's parts. A family whose head is not dense → GELU → LayerNorm → tied decoder + bias is refused: the parts
+    must compute the model's own logits (what is trained is what is saved)."""
     from transformers import AutoModelForMaskedLM
 
     config = encoder.config
     if getattr(config, "legacy", None) is False:
-        config.legacy = True  # DeBERTa-v2's BERT-style head, not the enhanced mask decoder (a second encoder layer)
+        config.legacy = True  # DeBERTa-v2's head under BERT's names (cls.predictions), the layout found below
     config.tie_word_embeddings = True
     try:
         model = AutoModelForMaskedLM.from_config(config)
@@ -177,18 +178,35 @@ def with_new_head(encoder: torch.nn.Module) -> tuple[torch.nn.Module, HeadParts]
         raise InputError(f"{type(config).__name__} has no masked-LM model class to train a head for: give a source "
                          "with a trained masked-LM head") from exc
     config.architectures = [type(model).__name__]
-    loaded = getattr(model, model.base_model_prefix).load_state_dict(encoder.state_dict(), strict=False)
-    if loaded.missing_keys:  # a pooler the MLM class leaves out is fine; an encoder weight left random is not
-        raise InputError(f"the encoder's weights do not fit {type(model).__name__}: missing "
-                         f"{', '.join(loaded.missing_keys[:5])}")
+    # the same base class on both sides: only what the MLM class leaves out (a pooler) is not loaded
+    getattr(model, model.base_model_prefix).load_state_dict(encoder.state_dict(), strict=False)
     model.tie_weights()
-    return model, _head_parts(model)
+    parts = _head_parts(model)
+    _require_same_logits(model, parts)
+    return model, parts
+
+
+def _require_same_logits(model: torch.nn.Module, parts: HeadParts) -> None:
+    """The parts found by name must be the head: the model's own head and ``transform(h) @ E.T + bias`` agree on
+    random states, and the decoder is the input embeddings."""
+    head, embeddings = lm_head(model), model.get_input_embeddings().weight
+    output = model.get_output_embeddings()
+    if head is None or output is None or output.weight.data_ptr() != embeddings.data_ptr():
+        raise InputError(f"{type(model).__name__}'s MLM head is not one module with a decoder tied to the input "
+                         "embeddings: give a source with a trained masked-LM head")
+    states = torch.randn(3, embeddings.shape[1], generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        if not torch.allclose(head(states), parts.transform(states) @ embeddings.T + parts.bias, atol=1e-4):
+            raise InputError(f"{type(model).__name__}'s MLM head computes something else than dense → GELU → "
+                             "LayerNorm → tied decoder + bias: give a source with a trained masked-LM head")
 
 
 def _head_parts(model: torch.nn.Module) -> HeadParts:
     predictions = getattr(getattr(model, "cls", None), "predictions", None)
-    if predictions is not None and hasattr(predictions, "transform"):  # BERT's layout (DeBERTa-v2's legacy head)
-        return HeadParts(predictions.transform, predictions.transform.LayerNorm, predictions.bias)
+    transform = getattr(predictions, "transform", None)
+    norm = getattr(transform, "LayerNorm", None) or getattr(transform, "layer_norm", None)  # NomicBert's spelling
+    if predictions is not None and norm is not None:  # BERT's layout (DeBERTa-v2's legacy head)
+        return HeadParts(transform, norm, predictions.bias)
     head = getattr(model, "lm_head", None)
     if head is not None and all(hasattr(head, name) for name in ("dense", "layer_norm", "bias")):  # RoBERTa's
         from transformers.activations import ACT2FN

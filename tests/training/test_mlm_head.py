@@ -163,3 +163,25 @@ def test_a_bare_encoder_of_another_family_gets_its_familys_head(family, architec
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "head")
     result = evaluate_mlm(model, tokenizer, heldout, unigram=unigram_log_probs(unigram_counts(tokenizer, train)))
     assert result["loss"] < result["unigram_loss"], "the saved head computes what was trained (not a fresh one)"
+    untrained = train_mlm_head(bare, train, MlmHeadSpec(steps=1, lr=1e-9, positions_per_step=16, feature_sequences=16,
+                                                        seq_len=32), tmp_path / "head0")
+    assert untrained["steps"] == 1
+    bias = AutoModelForMaskedLM.from_pretrained(tmp_path / "head0").get_output_embeddings().bias
+    np.testing.assert_allclose(bias.detach().numpy(), unigram_log_probs(unigram_counts(tokenizer, train)), atol=1e-5,
+                               err_msg="the trained bias is the saved decoder's bias")
+
+
+def test_a_head_whose_parts_do_not_compute_the_models_logits_is_refused(monkeypatch, tmp_path):
+    """The head's parts are found by their names; a family whose names match but whose head computes otherwise
+    (another activation, an untied decoder) is refused rather than trained into a head that is not saved."""
+    from transformers import AutoModel
+
+    from focusflow.errors import InputError
+    from focusflow.training import mlm_head
+
+    bare = AutoModel.from_pretrained(_bare("xlmr", tmp_path / "bare"))
+    real = mlm_head._head_parts
+    monkeypatch.setattr(mlm_head, "_head_parts", lambda model: mlm_head.HeadParts(
+        torch.nn.Sequential(*list(real(model).transform)[:1]), real(model).norm, real(model).bias))  # no GELU, no norm
+    with pytest.raises(InputError, match="computes something else"):
+        mlm_head.with_new_head(bare)
