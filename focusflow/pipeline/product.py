@@ -37,7 +37,7 @@ class Candidate:
     unigram_bits_per_byte: float | None = None  # its tokenizer's token frequencies alone, on the held-out text
     ood_bits_per_byte: float | None = None  # on text of another domain of the language
     ood_dev_bits_per_byte: float | None = None  # on the third of it a choice looks at (never the scored part)
-    bits_verdict: str | None = None  # a decoder's verdict on dev bits per byte (a run chose on it without a task)
+    bits_verdict: str | None = None  # stored for the card (a published model reads no source row): bits_verdict()
     generated_bytes_per_s: float | None = None  # a decoder's greedy generation, on the machine that measured it
     reads_as_source: dict[str, float] = field(default_factory=dict)  # where → share of sentences cut as the source
     notes: list[str] = field(default_factory=list)  # what the table cannot say (a budget it could not keep)
@@ -186,11 +186,15 @@ def _choose_by_dev_bits(candidates: Sequence[Candidate], source: float, source_o
                                  if source_ood and best.ood_dev_bits_per_byte is not None else "") + ")", True)
 
 
+def _fewest_tokens_per_word(among: Sequence[Candidate]) -> float | None:
+    return min((x.tokens_per_word for x in among if x.tokens_per_word is not None), default=None)
+
+
 def _leanest(among: Sequence[Candidate]) -> Callable[[Candidate], tuple[float, float]]:
     """The order among candidates at parity: the fewest tokens per word, those within :data:`TOKENS_PER_WORD_TIE` of
     the fewest counting as equal, then the fewest parameters (measured on Shona: FOCUS chosen over prune+extend for
     2.63 against 2.64 tokens per word, although prune+extend was 0.82x its size and lower on dev)."""
-    fewest = min((x.tokens_per_word for x in among if x.tokens_per_word is not None), default=None)
+    fewest = _fewest_tokens_per_word(among)
 
     def key(c: Candidate) -> tuple[float, float]:
         if c.tokens_per_word is None or fewest is None:
@@ -204,7 +208,7 @@ def _leanest(among: Sequence[Candidate]) -> Callable[[Candidate], tuple[float, f
 def _lean_reason(best: Candidate, among: Sequence[Candidate]) -> str:
     """Why ``best`` and not another at parity: the fewest tokens per word, or within :data:`TOKENS_PER_WORD_TIE` of
     the fewest and the fewest parameters of those."""
-    fewest = min((x.tokens_per_word for x in among if x.tokens_per_word is not None), default=None)
+    fewest = _fewest_tokens_per_word(among)
     if best.tokens_per_word is None or fewest is None or best.tokens_per_word <= fewest:
         return f"with the fewest tokens per word ({_number(best.tokens_per_word)})"
     return (f"with tokens per word ({_number(best.tokens_per_word)}) within {100 * TOKENS_PER_WORD_TIE:g}% of the "
@@ -270,7 +274,7 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
                 for t in tasks]
         verdicts = "; ".join(_verdict_cell(c, task, v) for task, v in c.dev_verdicts.items())
         any_verdict = any(v is not None for v in c.dev_verdicts.values())
-        dev = (verdicts if any_verdict else None) or c.bits_verdict or bits_verdict(c, source_row) or verdicts \
+        dev = (verdicts if any_verdict else None) or bits_verdict(c, source_row) or verdicts \
             or "not measured"
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
