@@ -108,6 +108,23 @@ def require_weights(folder: str | os.PathLike[str]) -> None:
                           "pass a folder written by save_pretrained")
 
 
+#: modules a checkpoint may lack and a loader may build fresh: task and LM heads, BERT's pooler (a masked-LM
+#: checkpoint has none); every other missing weight is part of the body the model was trained as
+HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
+
+
+def require_body_weights(missing_keys: Any, name: str | os.PathLike[str], *, head_allowed: bool = True) -> None:
+    """The checkpoint must hold every weight of the model's body: transformers fills a missing one with random values
+    and only logs it, so a truncated or mismatched checkpoint would be evaluated, fine-tuned or specialized as if it
+    were the model. ``head_allowed``: a missing head (one the loader adds) is no error."""
+    missing = sorted(str(key) for key in missing_keys or ()
+                     if not (head_allowed and any(head in str(key) for head in HEAD_MODULES)))
+    if missing:
+        raise SourceModelError(f"{name}: {len(missing)} weights of the model's body were not found in its checkpoint "
+                               f"(e.g. {missing[:3]}); it would run with random values in their place. Save the whole "
+                               "model (save_pretrained) or point at the folder that holds its weights")
+
+
 def require_vocabulary_fits(model: Any, tokenizer: Any, name: str | os.PathLike[str]) -> None:
     """Every token id the tokenizer can produce must have an embedding row (else an index error mid-run)."""
     rows = model.get_input_embeddings().num_embeddings
@@ -151,7 +168,9 @@ def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_h
     require_weights(folder)
     info = describe_source(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = model_class(info, with_head, add_head).from_pretrained(folder, **{"dtype": torch.float32, **options})
+    model, loading = model_class(info, with_head, add_head).from_pretrained(
+        folder, output_loading_info=True, **{"dtype": torch.float32, **options})
+    require_body_weights(loading.get("missing_keys"), folder)
     return model.eval(), tokenizer, info
 
 

@@ -68,3 +68,16 @@ def test_the_lm_head_is_the_module_that_maps_hidden_states_to_logits(family, tmp
     with torch.no_grad():
         hidden = model.base_model(input_ids=ids).last_hidden_state
         torch.testing.assert_close(lm_head(model)(hidden), model(input_ids=ids).logits)
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_a_checkpoint_missing_body_weights_is_refused_not_filled_at_random(family, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = save_tiny(family, tmp_path / family)
+    weights = load_file(str(folder / "model.safetensors"))
+    dropped = next(key for key in weights if ".layer" in key and key.endswith("weight"))
+    save_file({key: value for key, value in weights.items() if key != dropped}, str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    with pytest.raises(SourceModelError, match=r"1 weights of the model's body were not found.*save_pretrained"):
+        load_source(folder)

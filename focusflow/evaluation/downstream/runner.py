@@ -28,7 +28,7 @@ from focusflow.evaluation.downstream.progress import RunProgress, warn_if_never_
 from focusflow.evaluation.downstream.report import RUNS_FOLDER, never_learned, results_folder, write_reports
 from focusflow.evaluation.downstream.sources import TaskSpec, parse_task, resolve_task, task_versions
 from focusflow.logs import quiet_transformers_progress
-from focusflow.models.loading import require_vocabulary_fits, require_weights, usable_positions
+from focusflow.models.loading import require_body_weights, require_vocabulary_fits, require_weights, usable_positions
 from focusflow.precision import resolve_precision
 from focusflow.storage.export import OutputFolder
 from focusflow.storage.fingerprint import content_identity
@@ -36,7 +36,6 @@ from focusflow.training.distributed import compute_device
 
 log = logging.getLogger(__name__)
 
-HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls.")
 RUN_VERSION = 2  # 2: a local model identified by content, not by file times
 OVERRIDES = ("lr", "epochs", "max_length")  # settings that replace a task kind's default when given
 
@@ -80,10 +79,7 @@ def load_task_model(model: Path | str, kind: str, tokenizer: Any, **kwargs: Any)
     require_weights(model)
     require_task_head(transformers.AutoConfig.from_pretrained(str(model)).model_type, kind, str(model))
     loaded, info = model_class.from_pretrained(str(model), output_loading_info=True, **kwargs)
-    missing = [key for key in info.get("missing_keys", []) if not any(h in key for h in HEAD_MODULES)]
-    if missing:
-        raise InputError(f"{model}: {len(missing)} encoder weights were not found in the checkpoint (e.g. "
-                         f"{sorted(missing)[:3]}); the task model would start from random weights")
+    require_body_weights(info.get("missing_keys"), model)
     require_vocabulary_fits(loaded, tokenizer, model)
     if getattr(loaded.config, "pad_token_id", None) is None:
         # decoders: sequence classification reads the last token that is not padding

@@ -168,7 +168,7 @@ def test_model_without_encoder_weights_is_an_error(tmp_path, tiny_xlmr, tokenize
     broken = tmp_path / "broken"
     shutil.copytree(tiny_xlmr, broken)
     save_file({"lm_head.bias": torch.zeros(len(tokenizer))}, str(broken / "model.safetensors"))
-    with pytest.raises(ValueError, match="encoder weights were not found"):
+    with pytest.raises(ValueError, match="weights of the model.s body were not found"):
         load_task_model(broken, "ner", tokenizer, num_labels=3)
 
 
