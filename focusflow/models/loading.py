@@ -170,7 +170,10 @@ def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_h
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model, loading = model_class(info, with_head, add_head).from_pretrained(
         folder, output_loading_info=True, **{"dtype": torch.float32, **options})
-    require_body_weights(loading.get("missing_keys"), folder)
+    missing = loading.get("missing_keys") or ()
+    if add_head:  # the new head is all missing; the body (under the base model's prefix) must not be
+        missing = [key for key in missing if str(key).startswith(f"{model.base_model_prefix}.")]
+    require_body_weights(missing, folder)
     return model.eval(), tokenizer, info
 
 

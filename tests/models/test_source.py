@@ -81,3 +81,18 @@ def test_a_checkpoint_missing_body_weights_is_refused_not_filled_at_random(famil
               metadata={"format": "pt"})
     with pytest.raises(SourceModelError, match=r"1 weights of the model's body were not found.*save_pretrained"):
         load_source(folder)
+
+
+def test_a_bare_encoder_given_a_new_head_still_needs_every_body_weight(tmp_path):
+    from safetensors.torch import load_file, save_file
+    from transformers import BertModel
+
+    folder = save_tiny("bert", tmp_path / "bert")
+    BertModel.from_pretrained(folder).save_pretrained(tmp_path / "bare")
+    load_source(folder)[1].save_pretrained(tmp_path / "bare")
+    load_source(tmp_path / "bare", add_head=True)  # the head is new, the body whole: no error
+    weights = load_file(str(tmp_path / "bare" / "model.safetensors"))
+    kept = {key: value for key, value in weights.items() if "layer.0.attention.self.query" not in key}
+    save_file(kept, str(tmp_path / "bare" / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(SourceModelError, match="2 weights of the model's body.*query"):
+        load_source(tmp_path / "bare", add_head=True)
