@@ -151,6 +151,14 @@ CANDIDATES: dict[str, CandidateSpec] = {spec.name: spec for spec in (
 CandidateName = Literal["prune", "prune+extend"]
 
 
+def candidate_built_as(mode: str, method: str, *, on_pruned: bool) -> str | None:
+    """The candidate whose init stage these are (a stored init's ``mode`` and ``method``, and whether its source was
+    a pruned source), None for a method's model: how a stored model is named and rebuilt without its run's labels.
+    A prune-mode run's ``mean`` model is the ``prune`` candidate's artifact (the same parameters, the same key)."""
+    return next((spec.name for spec in CANDIDATES.values()
+                 if (spec.mode, spec.method, spec.on_pruned) == (mode, method, on_pruned)), None)
+
+
 @dataclass(frozen=True)
 class LaptObjectiveSpec:
     """One ``lapt.objective``: what a model trained by it is named (its suffix), whether it learns from the source

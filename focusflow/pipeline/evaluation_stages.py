@@ -274,9 +274,9 @@ def _product(by_kind: Mapping[str, Mapping[str, Artifact]], results: pd.DataFram
     for candidate in candidates:
         candidate.bits_verdict = bits_verdict(candidate, source_row)
     # bits per byte decide only between causal LMs: a masked LM's depend on its tokenizer's masking
-    decoder = source.lm_loss == "clm"
+    decoder = source.lm_loss == "clm" or any(facts(label).lm_loss == "clm" for label in listed)
     return candidates, choose_product(candidates, configured, source.dev_bits_per_byte if decoder else None,
-                                      source.ood_dev_bits_per_byte if decoder else None), source_row
+                                      source.ood_dev_bits_per_byte if decoder else None, decoder=decoder), source_row
 
 
 def _lapt_label(method: str, lapt: Artifact) -> str:

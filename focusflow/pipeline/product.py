@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from focusflow.evaluation.downstream.verdict import Verdict, parity_word, task_verdict, unconverged
+from focusflow.evaluation.downstream.verdict import NOT_COMPARED, Verdict, parity_word, task_verdict, unconverged
 from focusflow.evaluation.records import DECODER_MEASURES, finite_or_none, measure_text
 from focusflow.storage import shorten_key
 
@@ -112,10 +112,11 @@ PRODUCT_RULE = (f"the fewest tokens per word (within {100 * TOKENS_PER_WORD_TIE:
 
 
 def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_bits: float | None = None,
-                   source_ood_dev_bits: float | None = None) -> Product:
+                   source_ood_dev_bits: float | None = None, *, decoder: bool = False) -> Product:
     """The fewest tokens per word among the candidates at parity on dev on every task; else the closest on dev. A run
     without downstream verdicts: on dev bits per byte where measured (``source_dev_bits``, a decoder run's; with text
-    of another domain, ``source_ood_dev_bits``, on its dev third too), else ``configured``, unmeasured."""
+    of another domain, ``source_ood_dev_bits``, on its dev third too), else ``configured``, unmeasured
+    (``decoder``: the run's models are causal LMs, which a source's dev bits per byte would have chosen between)."""
     measured = [c for c in candidates if c.closeness[0]]
     if not measured:
         source_dev_bits, source_ood_dev_bits = finite_or_none(source_dev_bits), finite_or_none(source_ood_dev_bits)
@@ -127,8 +128,18 @@ def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_
             return Product(configured, f"no candidate could be compared with the source on the downstream tasks "
                                        f"({NO_VERDICT}), so the choice was not measured: the configured model",
                            measured=False)
+        if decoder and scored:  # a decoder run's candidates have dev bits per byte, the source has none
+            return Product(configured, "the source's dev bits per byte were not measured (was the source evaluated? "
+                                       "orchestration.evaluate_original), so the choice was not measured: the "
+                                       "configured model", measured=False)
         return Product(configured, "no downstream task was evaluated, so the choice was not measured: the configured "
                                    "model", measured=False)
+    left_out = [c.name for c in candidates if not c.closeness[0]]  # no verdict on any task: not compared
+    return _with_left_out(_choose_on_tasks(measured), left_out)
+
+
+def _choose_on_tasks(measured: Sequence[Candidate]) -> Product:
+    """Among candidates with a verdict on at least one task: the leanest at parity on every task, else the closest."""
     at_parity = [c for c in measured if c.at_parity_on_dev]
     if at_parity:
         leanest = _leanest(at_parity)
@@ -150,6 +161,14 @@ def choose_product(candidates: Sequence[Candidate], configured: str, source_dev_
                                   f"closest ({gap}), and is below the source on {', '.join(below)}{unpaired}", True)
     return Product(best.name, f"no candidate reached parity with the source on dev on every task; this one came "
                               f"closest ({gap}){unpaired}", True)
+
+
+def _with_left_out(product: Product, left_out: Sequence[str]) -> Product:
+    """The product, its reason naming the candidates the choice could not compare (no verdict on any task)."""
+    if not left_out:
+        return product
+    return Product(product.name, f"{product.reason}; not compared: {', '.join(left_out)}, without a verdict against "
+                                 f"the source on any task ({NO_VERDICT})", product.measured)
 
 
 def _per_task(c: Candidate) -> str:
@@ -223,7 +242,7 @@ def _bits_gap(c: Candidate, source: float, source_ood: float | None) -> float:
     if source_ood:  # a candidate not measured there is not at parity there
         ood = finite_or_none(c.ood_dev_bits_per_byte)
         gaps.append(ood / source_ood - 1 - DEV_BITS_PARITY if ood is not None else float("inf"))
-    return max(gaps)
+    return round(max(gaps), 12)  # exactly 1% above is at parity, whatever the last bit of a division says
 
 
 def bits_verdict(c: Candidate, source_row: Mapping[str, Any] | None) -> str | None:
@@ -269,13 +288,14 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
                                         *[measure_text(source_row.get(field), field) for field, _ in extra],
                                         *[source_row.get("test", {}).get(t, "-") for t in tasks], "", "",
                                         *["" for _ in reading], _address(source_row.get("artifact"))]) + " |")
+    on_tasks = any(v is not None for c in candidates for v in c.dev_verdicts.values())  # what the choice read
     for c in sorted(candidates, key=lambda c: c.name != product.name):
         test = [f"{c.test.get(t, '-')} ({v.mean:+.1f})" if (v := c.test_verdicts.get(t)) else c.test.get(t, "-")
                 for t in tasks]
         verdicts = "; ".join(_verdict_cell(c, task, v) for task, v in c.dev_verdicts.items())
         any_verdict = any(v is not None for v in c.dev_verdicts.values())
-        dev = (verdicts if any_verdict else None) or bits_verdict(c, source_row) or verdicts \
-            or "not measured"
+        dev = verdicts if any_verdict else NOT_COMPARED if on_tasks else (
+            bits_verdict(c, source_row) or verdicts or "not measured")
         minutes = "" if c.cpu_minutes is None else f"{c.cpu_minutes:.1f}"
         lines.append("| " + " | ".join([f"**{c.name}**" if c.name == product.name else c.name, _count(c.n_params),
                                         _number(c.tokens_per_word), _number(c.bits_per_byte, 3),

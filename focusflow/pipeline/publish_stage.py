@@ -111,7 +111,7 @@ def _publish(run: StageRun) -> dict[str, Any]:
     from focusflow.publish.weights import require_sound_weights, weight_check
 
     p: PublishSettings = run.settings
-    lineage = trace(run.store, run.artifacts["model"])
+    lineage = trace(run.store, run.artifacts["model"], report=run.artifacts.get("report"))  # its name in this run
     check = weight_check(run.store, lineage)  # before anything is written: a blown-up model is never published
     require_sound_weights(check, lineage.model, bool(p.force))
     for name in RESULT_INPUTS:  # the given results are the ones reported

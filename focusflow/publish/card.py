@@ -13,7 +13,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from focusflow.evaluation.downstream.report import score_text
-from focusflow.evaluation.downstream.verdict import RULE_TEXT, parity_word, task_verdict
+from focusflow.evaluation.downstream.verdict import NOT_COMPARED, RULE_TEXT, parity_word, task_verdict
 from focusflow.evaluation.intrinsic import above_unigram
 from focusflow.evaluation.records import DECODER_MEASURES, measure_text
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
@@ -176,11 +176,12 @@ def _candidates(facts: CardFacts) -> list[str]:
     lines = ["### Which model of this run to use", "", f"{mine} ({facts.product_reason}).", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines.append("| " + " | ".join([f"source (`{facts.source_spec}`)", *_candidate_cells(source, extra), "", ""]) + " |")
+    on_tasks = any(v for c in facts.candidates for v in (c.get("dev_verdicts") or {}).values())  # the choice's
     for candidate in facts.candidates:
         verdicts = [v for v in (candidate.get("dev_verdicts") or {}).values() if v]
-        dev = "; ".join(f"{v['mean']:+.1f} ({parity_word(v['parity'])})"
-                        for v in verdicts) or candidate.get("bits_verdict") or (
-            "-" if candidate.get("dev_verdicts") else "not measured")
+        dev = "; ".join(f"{v['mean']:+.1f} ({parity_word(v['parity'])})" for v in verdicts) or (
+            NOT_COMPARED if on_tasks else candidate.get("bits_verdict")
+            or ("-" if candidate.get("dev_verdicts") else "not measured"))
         minutes = f"{candidate['cpu_minutes']:.1f}" if candidate.get("cpu_minutes") is not None else "-"
         name = f"**{candidate['name']}**" if candidate["name"] == facts.label else candidate["name"]
         lines.append("| " + " | ".join([name, *_candidate_cells(candidate, extra), dev, minutes]) + " |")
@@ -205,11 +206,28 @@ def _efficiency_table(facts: CardFacts) -> list[str]:
     return [*lines, ""]
 
 
+#: What a candidate model is (methods.CANDIDATES), said to the card's reader: its vocabulary is the source's own.
+CANDIDATE_TEXTS = {
+    "prune": "its own vocabulary pruned to the pieces text of the language needs, every kept row the source's own",
+    "prune+extend": "its own vocabulary pruned to the pieces text of the language needs, plus the language's most "
+                    "frequent new tokens (their rows initialized by FOCUS)",
+}
+
+
+def _made_with(facts: CardFacts) -> str:
+    """How its vocabulary and embeddings were made, for the card's first line."""
+    if facts.candidate in CANDIDATE_TEXTS:
+        return CANDIDATE_TEXTS[facts.candidate]
+    return f"a new tokenizer trained on `{facts.language}` text and `{facts.method}` embedding initialization"
+
+
 def _how_made(facts: CardFacts) -> list[str]:
     copy = f"; its weights were read from {facts.source.copy}, the start to compare with" if facts.source.copy else ""
-    lines = [f"- **Source model**: `{facts.source_spec}` ({facts.architecture}{copy})",
-             f"- **Method**: `{facts.method}` embedding initialization, mode `{facts.mode}`, "
-             f"new vocabulary of {_number(facts.model.vocab_size)} tokens trained on the corpus below"]
+    method = (f"the `{facts.candidate}` candidate: {CANDIDATE_TEXTS[facts.candidate]}, a vocabulary of "
+              f"{_number(facts.model.vocab_size)} tokens" if facts.candidate in CANDIDATE_TEXTS else
+              f"`{facts.method}` embedding initialization, mode `{facts.mode}`, new vocabulary of "
+              f"{_number(facts.model.vocab_size)} tokens trained on the corpus below")
+    lines = [f"- **Source model**: `{facts.source_spec}` ({facts.architecture}{copy})", f"- **Method**: {method}"]
     if facts.fates:
         shares = ", ".join(f"{SHARE_NAMES.get(k, k.removesuffix('_share'))} {100 * v:.1f}%"
                            for k, v in sorted(facts.fates.items(), key=lambda kv: -kv[1]) if v > 0 or k == "random_share")
@@ -355,10 +373,8 @@ def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelC
     body = [
         f"# {name}", "",
         f"A {'masked' if facts.lm_loss == 'mlm' else 'causal'} language model for the language "
-        f"**`{facts.language}`**: `{facts.source_spec}` specialized to it with a new tokenizer trained on "
-        f"`{facts.language}` text and "
-        f"`{facts.method}` embedding initialization ({facts.label}, {stage}), made with "
-        "focusflow and [FOCUS](https://arxiv.org/abs/2305.14481).", "",
+        f"**`{facts.language}`**: `{facts.source_spec}` specialized to it with {_made_with(facts)} "
+        f"({facts.label}, {stage}), made with focusflow and [FOCUS](https://arxiv.org/abs/2305.14481).", "",
         "## How it was made", "", *_how_made(facts),
         "The run configuration that reproduces it is `focusflow_config.yaml`; `lineage.json` lists the artifact key "
         "of every stage; `transfer_report.parquet` gives every token's fate.", "",

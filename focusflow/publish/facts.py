@@ -169,6 +169,7 @@ class CardFacts:
     product: str | None = None  # the model the run's report picked (pipeline.product), and why
     product_reason: str | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)  # every candidate the run built, side by side
+    candidate: str | None = None  # the candidate it was built as (prune, prune+extend), None for a method's model
 
 
 def _downstream(store: ArtifactStore, artifact: Artifact | None) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
@@ -235,7 +236,7 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
     recorded nor given is ``unknown``, which the card leaves out of its metadata.
     """
     model, ancestors = lineage.model, lineage.ancestors
-    init = ancestors.get("init") or (model if model.stage == "init" else None)
+    init = lineage.init
     transfer = lineage.transfer
     totals = json.loads(store.read_bytes(transfer, TRANSFER_TOTALS)) if transfer is not None else {}
     config = json.loads(store.read_bytes(model, "config.json")) if "config.json" in model.files else {}
@@ -271,10 +272,14 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         source_spec=source_spec, source=source_model_facts(str(source_artifact.params.get("source_model", "")))
         if source_artifact is not None and source_artifact.params.get("source_model") != "local"
         else SourceModel(None, UNKNOWN_LICENSE),
-        model=ModelFacts(lineage.label, mine, results, runs, _tokenizer_side(lineage, "target"),
+        # tokens per word as the run measured them on its own tokenizer (a candidate's is not the language
+        # tokenizer's), else the tokenizer stage's count
+        model=ModelFacts(lineage.label, mine, results, runs, measured.tokens_per_word
+                         or _tokenizer_side(lineage, "target"),
                          measured.n_params or (init_record.n_params if init_record else None),
                          measured.vocab_size or _int(config.get("vocab_size")), _data_folders(lineage.downstream)),
-        original=ModelFacts("original", original, source_results, source_runs, _tokenizer_side(lineage, "source"),
+        original=ModelFacts("original", original, source_results, source_runs,
+                            measured_original.tokens_per_word or _tokenizer_side(lineage, "source"),
                             measured_original.n_params or (source_record.n_params if source_record else None),
                             measured_original.vocab_size or (source_record.vocab_size if source_record else None),
                             _data_folders(lineage.source_downstream)),
@@ -285,7 +290,7 @@ def gather_facts(store: ArtifactStore, lineage: Lineage, language: str | None = 
         datasets=_datasets(corpus), example=_example_sentence(store, lineage),
         heldout_sentences=measured.n_sentences,
         product=report.product if report else None, product_reason=report.product_reason if report else None,
-        candidates=list(report.candidates) if report else [],
+        candidates=list(report.candidates) if report else [], candidate=lineage.candidate,
     )
 
 

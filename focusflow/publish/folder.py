@@ -64,20 +64,31 @@ def run_configuration(lineage: Lineage, language: str | None = None) -> dict[str
         if source.get("options", {}).get("head_spec"):
             data["source_head"] = source["options"]["head_spec"]
     model_stages = {lineage.model.stage, *a}
-    init = a.get("init") or (lineage.model if lineage.model.stage == "init" else None)
+    init = lineage.init
     if init is not None:
-        method = model_label(str(init.params.get("method", "focus")), ("align",) if "align" in model_stages else ())
         options = init.params.get("options", {})
-        data["init"] = {"methods": [method], "mode": init.params.get("mode", "replace"),
-                        "seed": init.params.get("seed", 0),
-                        **{k: options[k] for k in ("rare_tokens", "extend_top_n") if k in options}}
+        pruned = (lineage.pruned_source or init).params.get("options", {})
+        settings = {"seed": init.params.get("seed", 0),
+                    **{k: options[k] for k in ("rare_tokens", "extend_top_n") if k in options},
+                    **({"prune_budget": pruned["prune_budget"]} if "prune_budget" in pruned else {})}
+        if lineage.candidate is not None:  # built beside the methods: the run that rebuilds it builds it alone
+            name = lineage.candidate
+            data["init"] = {"methods": [], "candidates": [name], **settings}
+        else:
+            name = model_label(str(init.params.get("method", "focus")), ("align",) if "align" in model_stages else ())
+            data["init"] = {"methods": [name], "candidates": [], "mode": init.params.get("mode", "replace"),
+                            **settings}
         align = a.get("align") or (lineage.model if lineage.model.stage == "align" else None)
         if align is not None:
             data["init"]["refine"] = align.params.get("align", {})
         lapt = a.get("lapt") or (lineage.model if lineage.model.stage == "lapt" else None)
         if lapt is not None:
             data["lapt"] = lapt.params.get("lapt", {})
-            data["orchestration"] = {"lapt_methods": [method]}
+            data["orchestration"] = {"lapt_methods": [name]}
+        elif lineage.model.stage == "lapt-checkpoint":  # its run's settings are not in its parameters
+            data["orchestration"] = {"lapt_methods": [name]}
+        else:  # a model published at initialization: the run that rebuilds it trains none (not the default budget)
+            data["lapt"] = {"steps": 0}
     evaluation: dict[str, Any] = {}
     if lineage.intrinsic is not None:
         evaluation.update(heldout_sentences=lineage.intrinsic.params.get("max_sentences", 500),

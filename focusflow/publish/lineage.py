@@ -18,7 +18,7 @@ from typing import Any
 from focusflow.embeddings.record import REPORT_FILE, TOTALS_FILE
 from focusflow.errors import InputError
 from focusflow.evaluation.records import ReportInput
-from focusflow.methods import lapt_objective, model_label
+from focusflow.methods import candidate_built_as, lapt_objective, model_label
 from focusflow.storage import Artifact, ArtifactStore, shorten_key
 from focusflow.storage.records import StageRecord
 from focusflow.training.records import CheckpointRecord
@@ -52,15 +52,24 @@ class Lineage:
     # the model its weights began as, where the store can tell: the source stage's artifact, else the model a stage
     # command took as its ``source`` (an imported folder), else the source a published folder's lineage.json names
     source_model: Artifact | None = None
+    # the candidate it was built as (methods.CANDIDATES: ``prune``, ``prune+extend``), None for a method's model, and
+    # the pruned source a candidate built on one started from
+    candidate: str | None = None
+    pruned_source: Artifact | None = None
 
     @property
     def source(self) -> Artifact | None:
         return self.ancestors.get("source")
 
     @property
+    def init(self) -> Artifact | None:
+        """The init artifact that made its vocabulary and embeddings (the model itself when it is one)."""
+        return _init_of(self.ancestors, self.model)
+
+    @property
     def transfer(self) -> Artifact | None:
         """The nearest model artifact that holds the transfer report (LAPT keeps the initialization's)."""
-        for artifact in (self.model, self.ancestors.get("align"), self.ancestors.get("init")):
+        for artifact in (self.model, self.ancestors.get("align"), self.init):
             if artifact is not None and TRANSFER_TOTALS in artifact.files:
                 return artifact
         return None
@@ -70,7 +79,8 @@ class Lineage:
         roles: dict[str, Artifact | None] = {"model": self.model, **self.ancestors, "intrinsic": self.intrinsic,
                                              "source_intrinsic": self.source_intrinsic,
                                              "downstream": self.downstream,
-                                             "source_downstream": self.source_downstream, "report": self.report}
+                                             "source_downstream": self.source_downstream, "report": self.report,
+                                             "pruned_source": self.pruned_source}
         return {role: artifact for role, artifact in roles.items() if artifact is not None}
 
 
@@ -93,12 +103,33 @@ class _Index:
                 if a.stage == stage and a.inputs.get(name) == content_hash]
 
 
-def _method_label(ancestors: dict[str, Artifact], model: Artifact) -> str:
-    """``focus``, ``focus+align``, ``focus+lapt`` … from the stages the model went through."""
-    init = ancestors.get("init") or (model if model.stage == "init" else None)
+def _init_of(ancestors: dict[str, Artifact], model: Artifact) -> Artifact | None:
+    """The init stage that made the model's vocabulary: the model itself when it is one (a candidate built on a
+    pruned source has that pruned source's init as its nearest init ancestor), else its nearest init ancestor."""
+    return model if model.stage == "init" else ancestors.get("init")
+
+
+def _candidate(index: _Index, init: Artifact | None) -> tuple[str | None, Artifact | None]:
+    """The candidate ``init`` was built as, and the pruned source it started from (a prune-mode init that was its
+    ``source`` input), from the stored parameters alone."""
+    if init is None:
+        return None, None
+    pruned_inits = [a for a in index.producers(str(init.inputs.get("source", "")))
+                    if a.stage == "init" and a.params.get("mode") == "prune"]
+    # the one pruned with room for what it adds, where the prune candidate's own has the same content
+    pruned = min(pruned_inits, key=lambda a: "prune_reserve" not in a.params.get("options", {}), default=None)
+    name = candidate_built_as(str(init.params.get("mode", "")), str(init.params.get("method", "")),
+                              on_pruned=pruned is not None)
+    return name, pruned
+
+
+def _method_label(ancestors: dict[str, Artifact], model: Artifact, candidate: str | None = None) -> str:
+    """``focus``, ``focus+align``, ``focus+lapt``, ``prune+extend+distill`` … from the stages the model went through
+    (``candidate``: the candidate it was built as, its name in place of its init method's)."""
+    init = _init_of(ancestors, model)
     stages = {model.stage, *ancestors}
     lapt = ancestors.get("lapt") or (model if model.stage == "lapt" else None)
-    return model_label(str(init.params.get("method", "model")) if init else "model",
+    return model_label(candidate or (str(init.params.get("method", "model")) if init else "model"),
                        ("align",) if "align" in stages else (), lapt=bool(stages & {"lapt", "lapt-checkpoint"}),
                        objective=lapt_objective(lapt.params) if lapt is not None else "mlm")
 
@@ -158,8 +189,10 @@ def _coverage(named: dict[ReportInput, Artifact], label: str) -> tuple[bool, ...
                  for name in (label, SOURCE_LABEL))
 
 
-def trace(store: ArtifactStore, model: Artifact) -> Lineage:
-    """The lineage and stored results of ``model`` (an init, align, LAPT or LAPT-checkpoint artifact)."""
+def trace(store: ArtifactStore, model: Artifact, report: Artifact | None = None) -> Lineage:
+    """The lineage and stored results of ``model`` (an init, align, LAPT or LAPT-checkpoint artifact); ``report``:
+    the run report that names it (the model's name and results are that report's), else the one that reports most
+    about it."""
     index = _Index(store.list())
     if model.stage == "import":  # an exported copy imported back: the computed artifact with the same content
         model = next((a for a in index.producers(model.content_hash) if a.stage != "import"), model)
@@ -167,12 +200,13 @@ def trace(store: ArtifactStore, model: Artifact) -> Lineage:
         raise LineageError(f"{model.uri} is a {model.stage} artifact, not a model; pass an init, align, lapt or "
                            "lapt-checkpoint artifact (`focusflow store ls init`)")
     ancestors = _ancestors(index, store, model)
-    label = _method_label(ancestors, model)
-    lineage = Lineage(model=model, label=label, ancestors=ancestors)
+    candidate, pruned = _candidate(index, _init_of(ancestors, model))
+    label = _method_label(ancestors, model, candidate)
+    lineage = Lineage(model=model, label=label, ancestors=ancestors, candidate=candidate, pruned_source=pruned)
     source = ancestors.get("source")
     lineage.source_model = source or _named_source(index, store, model, ancestors)
-    reports = [a for a in reversed(index.all) if a.stage == REPORT_STAGE
-               and model.content_hash in a.inputs.values()]
+    reports = [report] if report is not None else [a for a in reversed(index.all) if a.stage == REPORT_STAGE
+                                                  and model.content_hash in a.inputs.values()]
     if reports:  # the report that reports most about the model (a run's over a comparison's), newest first
         readings = [(report, *_reading(report, index, model, label)) for report in reports]
         lineage.report, lineage.label, named = max(readings, key=lambda r: _coverage(r[2], r[1]))

@@ -319,3 +319,33 @@ def test_where_neither_model_learned_a_task_the_reason_says_what_to_check():
     candidate = add_verdicts(Candidate("focus+lapt", tokens_per_word=2.0), idle, [TASK])
     product = choose_product([candidate], "focus+lapt")
     assert not product.measured and "learned the task" in product.reason and "dev 0" in product.reason
+
+
+def test_a_candidate_without_a_verdict_where_others_have_one_is_named_as_not_compared_in_reason_and_table():
+    """Issue 48's review: chosen on the downstream verdicts, a candidate without one took no part; its dev bits per
+    byte must not read "parity" beside the product, and the reason names it."""
+    runs = _runs({"original": (0.60, 0.62, 0.61, 0.63), "focus+lapt": (0.60, 0.621, 0.611, 0.629)})
+    measured = add_verdicts(Candidate("focus+lapt", tokens_per_word=2.8, dev_bits_per_byte=3.7), runs, [TASK])
+    unpaired = add_verdicts(Candidate("prune+extend+lapt", tokens_per_word=1.95, dev_bits_per_byte=3.5), runs, [TASK])
+    product = choose_product([measured, unpaired], "focus+lapt", 3.8, decoder=True)
+    assert product.name == "focus+lapt"
+    assert "not compared: prune+extend+lapt, without a verdict against the source on any task" in product.reason
+    table = candidates_markdown([measured, unpaired], product, {"dev_bits_per_byte": 3.8, "lm_loss": "clm"})
+    row = next(line for line in table.splitlines() if line.startswith("| prune+extend+lapt"))
+    assert "no verdict (not compared)" in row and "parity" not in row
+
+
+def test_exactly_one_percent_above_the_source_on_dev_is_parity():
+    source = 3.8
+    product = choose_product([Candidate("prune", tokens_per_word=2.0, dev_bits_per_byte=source * 1.01)], "prune",
+                             source, decoder=True)
+    assert product.measured and "within 1% of the source's" in product.reason
+
+
+def test_a_decoder_run_whose_source_was_not_measured_says_so_an_encoder_run_says_it_had_no_task():
+    candidates = [Candidate("focus+lapt", tokens_per_word=2.0, dev_bits_per_byte=3.9),
+                  Candidate("prune+extend+lapt", tokens_per_word=1.9, dev_bits_per_byte=3.4)]
+    decoder = choose_product(candidates, "focus+lapt", None, decoder=True)
+    assert not decoder.measured and "evaluate_original" in decoder.reason and "no downstream task" not in decoder.reason
+    encoder = choose_product(candidates, "focus+lapt", None)
+    assert not encoder.measured and "no downstream task was evaluated" in encoder.reason

@@ -94,8 +94,9 @@ def store_downstream(store: Any, model: Any, name: str, f1_by_seed: dict[int, fl
                              metadata={"results": json.loads(results.to_json(orient="records"))})
 
 
-def initialized_run(root: Path, family: str) -> dict[str, Any]:
-    """A real run without LAPT or downstream (~5 s): corpus … FOCUS init, intrinsic results of model and source."""
+def initialized_run(root: Path, family: str, **overrides: Any) -> dict[str, Any]:
+    """A real run without LAPT or downstream (~5 s): corpus … FOCUS init, intrinsic results of model and source;
+    ``overrides`` replace sections of the configuration (``init={...}``)."""
     from focusflow.config import build_config
     from focusflow.pipeline.graph import local_tasks, specialize
     from focusflow.storage import ArtifactStore
@@ -107,6 +108,7 @@ def initialized_run(root: Path, family: str) -> dict[str, Any]:
     config["lapt"]["steps"] = 0
     config["evaluation"]["tasks"] = []
     config["split"]["min_heldout_documents"] = 30
+    config.update(overrides)
     resolved = specialize(build_config(config), config["store"], local_tasks())
     store = ArtifactStore(config["store"])
     return {"root": root, "config": config, "resolved": resolved, "store": store,

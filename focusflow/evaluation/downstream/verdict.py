@@ -34,6 +34,11 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
+#: A candidate's dev cell where the run's choice was made on downstream verdicts and it has none (its bits per byte,
+#: what a run without a task chooses on, did not take part).
+NOT_COMPARED = "no verdict (not compared)"
+
+
 def parity_word(parity: bool | None) -> str:
     """A verdict's call in one word, for tables: parity, below or undecided."""
     return "undecided" if parity is None else "parity" if parity else "below"
