@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 # it; lineage.json lists the folder's files, and a push removes those an earlier push wrote that the new folder
 # lacks; an e5-derived card shows sentence vectors; held-out results name a Hub corpus; without --private or
 # --public a repository is created as the Hub's default makes it (an organization's private)
-PUBLISH_STAGE, PUBLISH_VERSION = "publish", 5
+# version 6: a candidate (prune, prune+extend) is described and configured as itself, a model published at
+# initialization is rebuilt without LAPT, the card's tokens per word are the run's measured ones, the model is named as
+# the report it is published with names it
+PUBLISH_STAGE, PUBLISH_VERSION = "publish", 6
 RESULT_INPUTS = ("report", "intrinsic", "source_intrinsic", "downstream", "source_downstream")
 
 
