@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +31,9 @@ _NOT_ALNUM = re.compile(r"[\W_]+")
 
 
 def normalize_for_matching(text: str) -> str:
-    """Letters and digits only, case-folded."""
-    return _NOT_ALNUM.sub("", text.casefold())
+    """Letters and digits only, case-folded, in one Unicode form (NFKC): evaluation text written decomposed (NFD)
+    or with compatibility characters still matches the corpus, which the cleaner writes composed."""
+    return _NOT_ALNUM.sub("", unicodedata.normalize("NFKC", text.casefold()))
 
 
 def _hash(text: str) -> int:

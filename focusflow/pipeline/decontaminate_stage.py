@@ -44,5 +44,6 @@ def _decontaminate(run: StageRun) -> Mapping[str, Any]:
 
 
 # version 2: the key's ``data`` is the fingerprint of the task folders it reads (see evaluation_stages)
-DECONTAMINATE = register(Stage("decontaminate", 2, ("dedup",), _decontaminate,
+# version 3: text compared in one Unicode form (NFKC), so decomposed evaluation text is found in the corpus
+DECONTAMINATE = register(Stage("decontaminate", 3, ("dedup",), _decontaminate,
                                "drop lines that overlap evaluation dev/test text", settings=DecontaminationSettings))

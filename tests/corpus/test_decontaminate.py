@@ -12,6 +12,11 @@ TEST_SENTENCE = "Rais Jakaya Kikwete amesema serikali itaendelea kuboresha hudum
 
 def test_normalization_ignores_case_spacing_and_punctuation():
     assert normalize_for_matching("Kikwete , amesema: HUDUMA!") == normalize_for_matching("kikwete amesema huduma")
+    import unicodedata
+
+    yoruba = "Ọjọ́ àìkú ni wọ́n dé"  # evaluation text written decomposed still matches the (composed) corpus
+    assert normalize_for_matching(unicodedata.normalize("NFD", yoruba)) == normalize_for_matching(
+        unicodedata.normalize("NFC", yoruba))
 
 
 def test_lines_overlapping_evaluation_text_are_removed(tmp_path):

@@ -396,17 +396,18 @@ def _cls_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str
                 raise DataFormatError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
             records.append((number, record))
         return records, sorted({key for _, record in records for key in record})
-    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
-    # csv quoting as the datasets' own loaders (pandas read_csv) read the published files: "a ""b"" c"
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    rows = [(reader.line_num, row) for row in reader if row and any(cell.strip() for cell in row)]
+    rows = _delimited_rows(path, text)
     if not rows:
         return [], None
     header = [cell.strip() for cell in rows[0][1]]
     if _pick(header, CLS_LABEL_COLUMNS) is None and _pick(header, CLS_TEXT_COLUMNS) is None and \
             all(len(row) == 2 for _, row in rows):
-        _refuse_unnamed_header(path, rows)
-        return [(number, {"label": row[0], "text": row[1]}) for number, row in rows], None
+        named = _named_label_column(header)
+        if named is not None:  # a header of names that hold ours (tweet_text, label_name)
+            return [(number, {"label": row[named], "text": row[1 - named]}) for number, row in rows[1:]], None
+        label = _label_column(path, rows)
+        _refuse_unnamed_header(path, rows, label)
+        return [(number, {"label": row[label], "text": row[1 - label]}) for number, row in rows], None
     records = []
     for number, row in rows[1:]:
         if len(row) != len(header):
@@ -416,10 +417,62 @@ def _cls_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str
     return records, header
 
 
-def _refuse_unnamed_header(path: Path, rows: list[tuple[int, list[str]]]) -> None:
-    """A two-column file read as ``label<TAB>text`` lines whose first row is a header of names we do not know
-    (``Tweets<TAB>Polarity``): its "label" occurs once where every other label repeats. Said, not read as an example."""
-    labels = [row[0].strip() for _, row in rows]
+def _delimited_rows(path: Path, text: str) -> list[tuple[int, list[str]]]:
+    """The non-blank rows of a .csv (commas) or .tsv/.txt (tabs) file with the line each starts on, quoted as the
+    datasets' own loaders (pandas read_csv) read the published files (``"a ""b"" c"``); a quote that never closes
+    is an error naming the line it opens on, as pandas' "EOF inside string" (it would swallow every row after it)."""
+    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    rows: list[tuple[int, list[str]]] = []
+    last = 0
+    for row in reader:
+        if row and any(cell.strip() for cell in row):
+            rows.append((last + 1, row))
+        last = reader.line_num
+    if rows and any("\n" in cell or "\r" in cell for cell in rows[-1][1]):
+        rest = "\n".join(_lines(text)[rows[-1][0] - 1:])
+        if rest.count('"') % 2:  # the last row runs to the end of the file inside a quote
+            raise DataFormatError(f"{path}:{rows[-1][0]}: a quote opened on this line never closes (it would read "
+                                  "every line after it as one field); close it, or double a quote inside a quoted "
+                                  "field (\"\")")
+    return rows
+
+
+def _named_label_column(header: Sequence[str]) -> int | None:
+    """The label's column of a two-column header whose names hold one of ours as a word (``tweet_text`` and
+    ``label_name``): one column names a label, the other a text; None otherwise."""
+    def words(name: str) -> set[str]:
+        return set(re.split(r"[\W_]+", name.strip().lower()))
+
+    labels = [bool(words(name) & set(CLS_LABEL_COLUMNS)) for name in header]
+    texts = [bool(words(name) & set(CLS_TEXT_COLUMNS)) for name in header]
+    for label in (0, 1):
+        if labels[label] and not texts[label] and texts[1 - label] and not labels[1 - label]:
+            return label
+    return None
+
+
+def _label_column(path: Path, rows: list[tuple[int, list[str]]]) -> int:
+    """Which column of a headerless two-column file holds the labels: the one with fewer distinct values (labels
+    repeat, texts do not), ``label<TAB>text`` where they tie. A file whose labels would be mostly distinct is no
+    classification data and is refused (its texts would be read as labels)."""
+    distinct = [len({row[column].strip() for _, row in rows[1:] or rows}) for column in (0, 1)]
+    label = 1 if distinct[1] < distinct[0] else 0
+    if len(rows) >= 20 and distinct[label] > len(rows) / 2:
+        raise DataFormatError(f"{path}: read without a header as two columns, but neither holds repeating labels "
+                              f"({distinct[0]} and {distinct[1]} distinct values in {len(rows)} rows); name the "
+                              f"columns in a header (label: one of {', '.join(CLS_LABEL_COLUMNS)}; text: one of "
+                              f"{', '.join(CLS_TEXT_COLUMNS)})")
+    if label == 1:
+        log.info("%s: read as text<TAB>label (its second column repeats, its first does not)", path)
+    return label
+
+
+def _refuse_unnamed_header(path: Path, rows: list[tuple[int, list[str]]], label_column: int = 0) -> None:
+    """A two-column file read as ``label<TAB>text`` (or ``text<TAB>label``) lines whose first row is a header of names
+    we do not know (``Tweets<TAB>Polarity``): its "label" occurs once where every other label repeats. Said, not read
+    as an example."""
+    labels = [row[label_column].strip() for _, row in rows]
     counts = {label: labels.count(label) for label in set(labels)}
     if len(rows) >= 10 and counts[labels[0]] == 1 and all(count > 1 for label, count in counts.items()
                                                             if label != labels[0]):

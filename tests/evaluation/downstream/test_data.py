@@ -496,3 +496,30 @@ def test_a_header_of_unknown_names_is_not_read_as_an_example(tmp_path):
     with pytest.raises(DataFormatError, match="looks like a header"):
         read_cls_file(write(tmp_path / "named.tsv", "Hisia\tMaandishi\n" + rows))
     assert len(read_cls_file(write(tmp_path / "plain.tsv", rows))) == 12  # label<TAB>text lines still read
+
+
+def test_a_headerless_two_column_file_reads_its_labels_from_the_column_that_repeats(tmp_path):
+    """text<TAB>label (a common export) is not read as label<TAB>text: every text would become a label."""
+    from focusflow.evaluation.downstream.datasets import read_cls_file
+
+    rows = [(f"sentensi namba {i} hapa", ("chanya", "hasi")[i % 2]) for i in range(30)]
+    text_first = read_cls_file(write(tmp_path / "text_first.tsv", "".join(f"{t}\t{lab}\n" for t, lab in rows)))
+    label_first = read_cls_file(write(tmp_path / "label_first.tsv", "".join(f"{lab}\t{t}\n" for t, lab in rows)))
+    assert [(e.text, e.label) for e in text_first] == [(e.text, e.label) for e in label_first] == rows
+    named = read_cls_file(write(tmp_path / "named.tsv", "tweet_text\tlabel_name\nA good day\tpositive\nBad\tnegative\n"))
+    assert [(e.text, e.label) for e in named] == [("A good day", "positive"), ("Bad", "negative")], \
+        "a header whose names hold ours as words is a header, in either order"
+    unique = "".join(f"neno {i}\tsentensi {i}\n" for i in range(30))
+    with pytest.raises(DataFormatError, match="neither holds repeating labels"):
+        read_cls_file(write(tmp_path / "unique.tsv", unique))
+
+
+def test_a_quote_that_never_closes_is_an_error_naming_its_line_not_the_rest_of_the_file_as_one_text(tmp_path):
+    from focusflow.evaluation.downstream.datasets import read_cls_file
+
+    lines = [f"{('chanya', 'hasi')[i % 2]}\tmaandishi {i}" for i in range(20)]
+    lines[4] = 'chanya\t"Imeanza na nukuu tu'
+    with pytest.raises(DataFormatError, match=r"unclosed.tsv:5: a quote opened on this line never closes"):
+        read_cls_file(write(tmp_path / "unclosed.tsv", "\n".join(lines) + "\n"))
+    lines[4] = 'chanya\t"Nukuu" alisema'  # a quoted start that closes: read as pandas reads it
+    assert read_cls_file(write(tmp_path / "closed.tsv", "\n".join(lines) + "\n"))[4].text == "Nukuu alisema"
