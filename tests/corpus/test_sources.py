@@ -124,6 +124,9 @@ def test_missing_inputs_fail_at_once_with_advice(tmp_path: Path):
     (tmp_path / "x.jsonl").write_text('{"content": "a b c"}\n', encoding="utf-8")
     with pytest.raises(CorpusSourceError, match="set corpus.text_field"):
         list(iter_files([str(tmp_path / "x.jsonl")]))
+    (tmp_path / "sentences.jsonl").write_text('{"text": "a b c"}\n{"text": ["a b", "c d"]}\n', encoding="utf-8")
+    with pytest.raises(CorpusSourceError, match=r"sentences.jsonl record 2: field 'text' is a list, expected a string"):
+        list(iter_files([str(tmp_path / "sentences.jsonl")]))
     with pytest.raises(CorpusSourceError, match="no corpus files"):
         (tmp_path / "empty").mkdir()
         resolve_paths([str(tmp_path / "empty")])
