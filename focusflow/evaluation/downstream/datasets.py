@@ -186,11 +186,24 @@ def read_conll(path: Path) -> list[NerExample]:
     return examples
 
 
-def _xnli_columns(path: Path, rows: list[list[str]]) -> list[list[str]]:
-    """XNLI 1.0's published ``xnli.dev.tsv``/``xnli.test.tsv`` (19 named columns, every language's rows): premise,
-    hypothesis and label by name; a file of several languages is refused, naming them (keep one language's rows)."""
+#: An NLI file's header names, each column under any of its names (XNLI 1.0's published files: sentence1, sentence2,
+#: gold_label; XNLI-MT and exports: premise, hypothesis, label), in whatever order its columns come.
+NLI_COLUMNS = {"premise": ("premise", "sentence1"), "hypothesis": ("hypothesis", "sentence2"),
+               "label": ("label", "gold_label")}
+
+
+def _named_nli_header(row: Sequence[str]) -> list[int] | None:
+    """The premise, hypothesis and label columns of a header row that names all three, else None."""
+    header = [cell.strip().lower() for cell in row]
+    found = [next((header.index(name) for name in names if name in header), None) for names in NLI_COLUMNS.values()]
+    return None if None in found else found  # type: ignore[return-value]
+
+
+def _xnli_columns(path: Path, rows: list[list[str]], wanted: list[int]) -> list[list[str]]:
+    """Premise, hypothesis and label by their header's names (XNLI 1.0's ``xnli.dev.tsv`` has 19 columns and every
+    language's rows; a header may name them in any order); a file of several languages is refused, naming them (keep
+    one language's rows)."""
     header = [cell.strip() for cell in rows[0]]
-    wanted = [header.index(name) for name in ("sentence1", "sentence2", "gold_label")]
     body = [(number, row) for number, row in enumerate(rows[1:], start=2) if row and any(cell.strip() for cell in row)]
     if "language" in header:
         column = header.index("language")
@@ -224,18 +237,21 @@ def _strip_language_prefix(path: Path, sentences: list[list[tuple[int, list[str]
 
 
 def read_nli_tsv(path: Path) -> list[NliExample]:
-    """XNLI-style TSV: ``premise<TAB>hypothesis<TAB>label``; a header line naming the columns is
-    skipped; labels are entailment / neutral / contradiction (case-insensitive; XNLI-MT's
-    ``contradictory`` is read as contradiction)."""
+    """XNLI-style TSV: ``premise<TAB>hypothesis<TAB>label``, or any order a header names (:data:`NLI_COLUMNS`);
+    labels are entailment / neutral / contradiction (case-insensitive; XNLI-MT's ``contradictory`` is read as
+    contradiction)."""
     path = Path(path)
     examples: list[NliExample] = []
     allowed = set(NLI_LABELS)
     rows = list(csv.reader(_lines(_read_text(path)), delimiter="\t", quoting=csv.QUOTE_NONE))
-    if rows and {"gold_label", "sentence1", "sentence2"} <= {cell.strip() for cell in rows[0]}:
-        rows = _xnli_columns(path, rows)
+    named = _named_nli_header(rows[0]) if rows else None
+    if named is not None:
+        rows = _xnli_columns(path, rows, named)
     for number, row in enumerate(rows, start=1):
         if not row or all(not cell.strip() for cell in row):
             continue
+        if len(row) > 3 and not any(cell.strip() for cell in row[3:]):  # a trailing tab (XNLI's own reader takes it)
+            row = row[:3]
         if len(row) != 3:
             raise DataFormatError(f"{path}:{number}: expected 3 tab-separated columns "
                                   f"(premise, hypothesis, label), got {len(row)}")

@@ -79,6 +79,15 @@ def test_read_nli_tsv_labels_header_and_errors(tmp_path):
         read_nli_tsv(write(tmp_path / "y.tsv", "A B neutral\n"))
 
 
+def test_an_nli_header_names_its_columns_in_any_order_and_a_trailing_tab_is_no_fourth_column(tmp_path):
+    expected = [("A", "B", "entailment"), ("C", "D", "neutral")]
+    for name, text in {"label_first.tsv": "label\tpremise\thypothesis\nentailment\tA\tB\nneutral\tC\tD\n",
+                       "swapped.tsv": "hypothesis\tpremise\tlabel\nB\tA\tentailment\nD\tC\tneutral\n",
+                       "trailing.tsv": "premise\thypothesis\tlabel\t\nA\tB\tentailment\t\nC\tD\tneutral\t\n"}.items():
+        examples = read_nli_tsv(write(tmp_path / name, text))
+        assert [(e.premise, e.hypothesis, e.label) for e in examples] == expected, name
+
+
 def squad(paragraphs: list[tuple[str, list[tuple[str, str, int]]]]) -> str:
     data = [{"paragraphs": [{"context": context, "qas": [
         {"id": qid, "question": "swali?", "answers": [{"text": text, "answer_start": start}] if text is not None
