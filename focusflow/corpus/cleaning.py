@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from focusflow.config import CleaningSpec
+from focusflow.languages import word_count
 
 # C0/C1 controls except tab and newline, DEL, BOM and the Unicode replacement character. Format
 # characters such as ZWJ/ZWNJ (needed by Indic and Arabic scripts) are kept.
@@ -56,7 +57,7 @@ class Cleaner:
             return "too_short"
         if len(text) > self.spec.max_chars:
             return "too_long"
-        if self.spec.min_words and len(text.split()) < self.spec.min_words:
+        if self.spec.min_words and word_count(text) < self.spec.min_words:  # any script's words (languages)
             return "too_few_words"
         if non_letter_fraction(text) > self.spec.max_non_letter_fraction:
             return "mostly_non_letters"

@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
+from focusflow.languages import UNSPACED, words
+
 U64 = np.uint64
 EMPTY = np.uint32(0xFFFFFFFF)
 _BASE = 0x100000001B3  # odd multiplier of the rolling hash
@@ -31,6 +33,12 @@ _SEPARATOR[[ord(c) for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"]] = True
 def simplify(text: str) -> str:
     """Lowercase (punctuation is handled on bytes: ASCII punctuation separates words)."""
     return text.lower()
+
+
+def _spaced(text: str) -> str:
+    """Text with a space between its words where a script writes none (Thai, Chinese …: languages.word_spans), so
+    that word shingles are shingles of words there too, not one shingle per line."""
+    return " ".join(words(text)) if UNSPACED.search(text) else text
 
 
 def exact_hash(text: str) -> int:
@@ -84,10 +92,11 @@ def shingle_hashes(texts: list[str], shingles: str = "word", size: int = 5,
                    seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Hashes of all shingles of ``texts`` and the index of the text each belongs to.
 
-    Word shingles: ``size`` consecutive words (a text with fewer words is one shingle). Char
+    Word shingles: ``size`` consecutive words (a text with fewer words is one shingle; a script written without
+    spaces is cut into its words first). Char
     shingles: ``size``-byte windows of the simplified UTF-8 text (whole text if shorter).
     """
-    parts = [simplify(text).encode("utf-8") for text in texts]
+    parts = [(simplify(text) if shingles == "char" else _spaced(simplify(text))).encode("utf-8") for text in texts]
     if shingles == "char":
         parts = [b" ".join(part.split()) for part in parts]  # whitespace runs count as one space
     lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from focusflow.config import PrecisionName
+from focusflow.languages import word_spans, words
 from focusflow.precision import resolve_precision
 
 N_PROMPTS = 3
@@ -31,8 +32,8 @@ def repetition_rate(texts: Sequence[str], n: int = 2) -> float | None:
     repeated word ("weqonga weqonga …"); None without any ``n``-gram."""
     total = repeated = 0
     for text in texts:
-        words = str(text).split()
-        grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+        units = words(str(text))  # a script written without spaces counts its own units (languages.word_spans)
+        grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
         total += len(grams)
         repeated += len(grams) - len(set(grams))
     return repeated / total if total else None
@@ -43,9 +44,10 @@ def held_out_prompts(sentences: Sequence[str], n: int = N_PROMPTS, words: int = 
     of the sentence (what the held-out text says next)."""
     prompts = []
     for sentence in sentences:
-        split = sentence.split()
-        if _MIN_WORDS <= len(split) <= _MAX_WORDS:
-            prompts.append({"prompt": " ".join(split[:words]), "heldout": " ".join(split[words:])})
+        spans = word_spans(sentence)  # the words of any script (a sentence of Thai or Chinese has no spaces)
+        if _MIN_WORDS <= len(spans) <= _MAX_WORDS:
+            prompts.append({"prompt": sentence[:spans[words - 1][1]].rstrip(),
+                            "heldout": sentence[spans[words][0]:].strip()})
         if len(prompts) == n:
             break
     return prompts

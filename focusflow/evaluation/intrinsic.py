@@ -36,6 +36,7 @@ from focusflow.config import PrecisionName
 from focusflow.corpus.io import read_documents
 from focusflow.errors import InputError
 from focusflow.evaluation.records import finite_or_none
+from focusflow.languages import word_count
 from focusflow.models.lm_stats import Masker, pad_rows, unigram_counts, unigram_log_probs
 from focusflow.models.loading import lm_head, load_source
 from focusflow.precision import resolve_precision
@@ -282,7 +283,7 @@ def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_
     duplicates would make retrieval ambiguous.
     """
     lines = list(dict.fromkeys(" ".join(line.split()) for text in texts for line in text.split("\n")))
-    lines = [line for line in lines if len(line.split()) >= min_words]
+    lines = [line for line in lines if word_count(line) >= min_words]  # a line of Thai or Chinese has its words too
     order = np.random.default_rng(seed).permutation(len(lines))
     chosen: list[str] = []
     for start in range(0, len(order), max(4 * max_sentences, 256)):

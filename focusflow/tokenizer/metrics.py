@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from focusflow.errors import InputError
+from focusflow.languages import UNSPACED, word_spans
 
 BATCH = 1024
 
@@ -37,9 +38,12 @@ def _encode_batch(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tup
 
 
 def _word_starts(text: str) -> np.ndarray:
-    """Character offsets where whitespace-separated words start."""
+    """Character offsets where words start: whitespace-separated, and units of a script written without spaces
+    (:func:`focusflow.languages.word_spans`: a line of Thai or Chinese is not one word)."""
     if not text:
         return np.empty(0, dtype=np.int64)
+    if not text.isascii() and UNSPACED.search(text):
+        return np.asarray([start for start, _ in word_spans(text)], dtype=np.int64)
     is_space = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     space = np.isin(is_space, _SPACE_CODES)
     starts = np.flatnonzero(~space & np.r_[True, space[:-1]])

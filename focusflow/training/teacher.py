@@ -31,7 +31,7 @@ from focusflow.models.lm_stats import layer_count, length_batches, pad_rows, pad
 from focusflow.models.loading import describe_config, load_source
 from focusflow.precision import resolve_precision
 from focusflow.training.distributed import compute_device
-from focusflow.training.wordpool import covered_words, flat_word_index, pool_words, token_words, word_spans
+from focusflow.training.wordpool import covered_words, flat_word_index, pool_words, token_words, word_span_array
 
 INDEX_FILE = "teacher.json"
 SELECTED_FILE = "train-selected.npy"  # which training texts (indices among the non-empty ones) the states are of
@@ -106,7 +106,7 @@ def _source_words(tokenizer: Any, texts: list[str], seq_len: int) -> tuple[list[
                             return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False,
                             verbose=False)
         for text, row, offsets in zip(chunk, encoded["input_ids"], encoded["offset_mapping"], strict=True):
-            spans = word_spans(text)
+            spans = word_span_array(text)
             token_word = token_words(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), spans)
             kept = covered_words(spans, offsets, token_word)
             compact = np.where(kept, np.cumsum(kept) - 1, -1)

@@ -1,6 +1,7 @@
 """Words shared by two tokenizations of the same text, and vectorized pooling of token states per word.
 
-A word is a whitespace-separated span of the raw text. A token belongs to the first word its character
+A word is a whitespace-separated span of the raw text (in a script written without spaces, a unit of it:
+:func:`focusflow.languages.word_spans`). A token belongs to the first word its character
 span overlaps (zero-length tokens such as added specials belong to none). A word is kept only when both
 tokenizations give it at least one token and cover it completely (truncation can cut a word on one side),
 so the pooled vectors of the two models describe the same characters.
@@ -11,19 +12,18 @@ The index arrays are built once per text (numpy, vectorized over tokens); per ba
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-_WORD = re.compile(r"\S+")
+from focusflow import languages
 
 
-def word_spans(text: str) -> np.ndarray:
-    """``[n_words, 2]`` character spans (start, end) of the whitespace-separated words of ``text``."""
-    spans = [match.span() for match in _WORD.finditer(text)]
-    return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+def word_span_array(text: str) -> np.ndarray:
+    """``[n_words, 2]`` character spans (start, end) of the words of ``text``: whitespace-separated, and units of a
+    script written without spaces (:func:`focusflow.languages.word_spans`; a whole line of Thai is not one word)."""
+    return np.asarray(languages.word_spans(text), dtype=np.int64).reshape(-1, 2)
 
 
 def token_words(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
@@ -40,7 +40,7 @@ def token_words(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class SharedWords:
     """One text's word index per token on both sides (compact ids ``0..n_words-1``; ``-1`` for no word), and which
-    of the text's words (indices into :func:`word_spans`) the compact ids are."""
+    of the text's words (indices into :func:`word_span_array`) the compact ids are."""
 
     source: np.ndarray
     target: np.ndarray
@@ -58,7 +58,7 @@ def covered_words(spans: np.ndarray, offsets: np.ndarray, words: np.ndarray) -> 
 
 def shared_words(text: str, source_offsets: np.ndarray, target_offsets: np.ndarray) -> SharedWords:
     """The words both tokenizations cover completely, each with at least one token on either side."""
-    spans = word_spans(text)
+    spans = word_span_array(text)
     sides = [token_words(offsets, spans) for offsets in (source_offsets, target_offsets)]
     keep = np.ones(len(spans), dtype=bool)
     for offsets, words in zip((source_offsets, target_offsets), sides, strict=False):

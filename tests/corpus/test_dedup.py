@@ -39,6 +39,9 @@ def test_shingles_and_jaccard_by_hand():
     assert doc.tolist() == [0, 1, 1]  # a short text is one shingle; an empty one has none
     chars, _ = shingle_hashes(["abcdef"], shingles="char", size=3)
     assert chars.size == 4
+    # a script written without spaces has word shingles too: one changed character is a near duplicate, not distinct
+    chinese = "我们今天去北京大学看书然后回家吃饭晚上和朋友一起学习中文"
+    assert jaccard(chinese, chinese[:-1] + "语") > 0.85
 
 
 def test_signature_estimates_jaccard_without_bias():

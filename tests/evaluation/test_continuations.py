@@ -34,6 +34,13 @@ def test_prompts_are_the_first_words_of_the_first_long_enough_sentences():
     assert held_out_prompts(["a b c", "d e f g"]) == []
 
 
+def test_a_sentence_written_without_spaces_gives_a_prompt_of_its_first_words():
+    """Thai or Chinese has no spaces: the prompt is its first words (languages.word_spans), the rest held out."""
+    chinese = "我们今天去北京大学看书然后回家吃饭"
+    (prompt,) = held_out_prompts([chinese], n=1)
+    assert prompt == {"prompt": chinese[:PROMPT_WORDS], "heldout": chinese[PROMPT_WORDS:]}
+
+
 def test_a_decoder_continues_held_out_prompts_greedily_and_the_same_twice(decoders, tmp_path):
     build_reference(decoders["source"], decoders["heldout"], tmp_path / "reference", max_sentences=30)
     first = evaluate_against_reference(decoders["source"], tmp_path / "reference", tmp_path / "a")
@@ -95,3 +102,4 @@ def test_the_repetition_rate_counts_word_pairs_a_continuation_repeats():
     assert repetition_rate(["weqonga weqonga weqonga weqonga weqonga"]) == 0.75  # 4 pairs, 1 distinct
     assert repetition_rate(["kila mtu ana haki sawa", "na uhuru wa kusema"]) == 0.0
     assert repetition_rate(["one", ""]) is None
+    assert repetition_rate(["的的的的的"]) == 0.75, "a continuation without spaces repeats its own words too"

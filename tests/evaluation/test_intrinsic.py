@@ -187,6 +187,12 @@ def test_heldout_selection_fits_every_tokenizer_and_is_distinct(xlmr, gpt2):
     assert chosen == select_heldout_sentences(texts, [xlmr[1], gpt2[1]], max_sentences=50, max_length=24, seed=1)
 
 
+def test_heldout_lines_without_spaces_are_sentences_too(xlmr):
+    """A held-out split of Thai or Chinese (no spaces between words) yields sentences, not zero."""
+    lines = ["วันนี้อากาศดีมากครับเราจะไปโรงเรียนกัน", "我们今天去北京大学看书。", "ok"]
+    assert set(select_heldout_sentences(lines, [xlmr[1]], max_sentences=5, max_length=128)) == set(lines[:2])
+
+
 def test_a_reference_gives_the_same_metrics_as_evaluating_against_the_source(tmp_path):
     """The reference stores the held-out sentences and the source's embeddings once; evaluating a model
     against it equals evaluating it against the source model directly on the same sentences."""

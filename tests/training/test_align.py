@@ -17,7 +17,7 @@ from focusflow.corpus.io import read_texts
 from focusflow.errors import InputError
 from focusflow.models.lm_stats import length_batches
 from focusflow.training.align import AlignSpec, align_embeddings, first_layers, next_token_kl
-from focusflow.training.wordpool import flat_word_index, pool_words, shared_words, word_spans
+from focusflow.training.wordpool import flat_word_index, pool_words, shared_words, word_span_array
 from tests.tiny_models import sample_texts, train_tokenizer
 
 STRINGS = ["Habari, rafiki wangu!", "Kanawa 2024 tozi... mu?", "  spaces   around  ", "wa-zi (kuta)"]
@@ -67,7 +67,12 @@ def test_word_index_on_hand_made_offsets():
     # a word with no token on one side is dropped and the ids stay compact
     gap = shared_words(text, np.array(source), np.array([(0, 3), (10, 15)]))
     assert gap.n_words == 2 and gap.source.tolist() == [-1, 0, 0, -1, -1, -1, 1, 1, -1] and gap.target.tolist() == [0, 1]
-    assert word_spans("  a  bc ").tolist() == [[2, 3], [5, 7]]
+    assert word_span_array("  a  bc ").tolist() == [[2, 3], [5, 7]]
+    # a line written without spaces is words, not one: where both tokenizations cover a unit, it is shared
+    chinese = "我们今天去北京大学"
+    one_by_one = np.array([(i, i + 1) for i in range(len(chinese))])
+    pairs = np.array([(i, min(i + 2, len(chinese))) for i in range(0, len(chinese), 2)])
+    assert shared_words(chinese, one_by_one, pairs).n_words == 5  # the characters where a pair starts
 
 
 @pytest.mark.parametrize("families", [("xlmr", "gpt2"), ("bert", "llama")])
