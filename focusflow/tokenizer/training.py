@@ -97,6 +97,11 @@ def _not_a_tokenizer(path: Path, error: Exception) -> str:
 
 # --------------------------------------------------------------------------- training text
 
+#: The longest word a trained WordPiece tokenizer cuts into pieces (longer: one unknown token); the trainer cuts
+#: lines at :data:`MAX_SENTENCE_BYTES`, so a run of Thai or Khmer up to a quarter of that is read.
+WORDPIECE_MAX_WORD_CHARS = 1000
+
+
 def _sentences(texts: Iterable[str]) -> Iterator[str]:
     """Lines of the documents, long lines cut at spaces below sentencepiece's length limit."""
     for text in texts:
@@ -114,7 +119,15 @@ def _sentences(texts: Iterable[str]) -> Iterator[str]:
                 if chunk and size + width > MAX_SENTENCE_BYTES:
                     yield " ".join(chunk)
                     chunk, size = [], 0
-                chunk.append(word[: MAX_SENTENCE_BYTES // 4])
+                if width > MAX_SENTENCE_BYTES // 4:  # a run without spaces (Thai, Chinese): cut, not truncated
+                    pieces = [word[i:i + MAX_SENTENCE_BYTES // 4] for i in range(0, len(word), MAX_SENTENCE_BYTES // 4)]
+                    if chunk:
+                        yield " ".join(chunk)
+                        chunk, size = [], 0
+                    yield from pieces[:-1]
+                    word = pieces[-1]
+                    width = len(word.encode("utf-8")) + 1
+                chunk.append(word)
                 size += width
             if chunk:
                 yield " ".join(chunk)
@@ -261,7 +274,10 @@ def _hf_model_json(text_file: Path, pipeline: Pipeline, spec: TokenizerSpec, alg
         trainer = trainers.BpeTrainer(vocab_size=model_vocab, special_tokens=head, initial_alphabet=initial,
                                       limit_alphabet=len(initial), min_frequency=2, show_progress=False)
     elif algorithm == "wordpiece":
-        model = models.WordPiece(unk_token=unk or "[UNK]", continuing_subword_prefix=pipeline.wordpiece_prefix)
+        # a word of a script written without spaces is a whole run of it (BERT's pre-tokenizer splits only
+        # ideographs): longer than WordPiece's default 100 characters, it would be one [UNK]
+        model = models.WordPiece(unk_token=unk or "[UNK]", continuing_subword_prefix=pipeline.wordpiece_prefix,
+                                 max_input_chars_per_word=WORDPIECE_MAX_WORD_CHARS)
         trainer = trainers.WordPieceTrainer(vocab_size=model_vocab, special_tokens=head, initial_alphabet=alphabet,
                                             limit_alphabet=len(alphabet), min_frequency=2, show_progress=False,
                                             continuing_subword_prefix=pipeline.wordpiece_prefix)

@@ -94,6 +94,8 @@ def test_other_families_and_algorithms(family, algorithm, pseudo_corpus: Path, t
     assert " ".join(decoded.split()) == text
     if algorithm == "wordpiece" and family is None:
         assert target.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        run = "kamatamawakina" * 12  # 168 letters without a space, as a line of Thai is one word to BERT
+        assert target.unk_token_id not in target(run).input_ids, "a long word is cut into pieces, not one [UNK]"
         assert target(text).input_ids[0] == 2 and target(text).input_ids[-1] == 3
 
 
@@ -202,3 +204,11 @@ def test_swahili_tokenizer_beats_the_multilingual_source_on_heldout(shared_data:
     assert len(round_trips) > 0.9 * len(heldout)
     for text in round_trips:
         assert target.decode(target(text).input_ids, skip_special_tokens=True) == _normalize(target, text)
+
+
+def test_a_long_line_without_spaces_is_cut_into_pieces_not_truncated():
+    from focusflow.tokenizer.training import MAX_SENTENCE_BYTES, _sentences
+
+    chinese = "我们今天去北京大学看书" * 700  # 7,700 characters, 23,100 bytes, no space
+    pieces = list(_sentences([chinese]))
+    assert "".join(pieces) == chinese and all(len(p.encode("utf-8")) <= MAX_SENTENCE_BYTES for p in pieces)
