@@ -46,7 +46,8 @@ _RUN_TOGETHER_RANGES = ("\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u1
 #: Text of a script written without spaces between words (a run of it)
 UNSPACED = re.compile(f"[{_IDEOGRAPHIC_RANGES}{_RUN_TOGETHER_RANGES}]+")
 _IDEOGRAPHIC = re.compile(f"[{_IDEOGRAPHIC_RANGES}]")
-_TOKEN = re.compile(r"\S+")
+_TOKEN = re.compile(r"[^\s\u200b]+")  # Khmer, Burmese and Lao text may mark its words with zero-width spaces
+_ZERO_WIDTH_SPACE = "\u200b"
 #: A run of text written without spaces counts one word per character of an ideographic script (the unit Chinese
 #: and Japanese are measured in) and one per this many characters (with their marks) of the others (Thai, Khmer …
 #: words are a few letters long): a language-independent stand-in for a dictionary segmenter, so that thresholds
@@ -54,13 +55,15 @@ _TOKEN = re.compile(r"\S+")
 LETTERS_PER_WORD = 4
 
 
-def word_spans(text: str) -> list[tuple[int, int]]:
-    """The (start, end) character spans of the words of ``text``: its whitespace-separated tokens, where a token
-    holding text of a script written without spaces is cut into units (:data:`LETTERS_PER_WORD`); for text
-    written with spaces exactly ``re.finditer(r"\\S+")``."""
+def word_spans(text: str, letters_per_word: int = LETTERS_PER_WORD) -> list[tuple[int, int]]:
+    """The (start, end) character spans of the words of ``text``: its tokens between whitespace (and zero-width
+    spaces), where a token holding text of a script written without spaces is cut into units (``letters_per_word``
+    letters with their marks; an ideographic character alone), unless the text marks its words with zero-width
+    spaces; for text written with spaces exactly its whitespace-separated tokens."""
     spans: list[tuple[int, int]] = []
+    marked = _ZERO_WIDTH_SPACE in text  # its words are marked: a token is a word
     for token in _TOKEN.finditer(text):
-        if not UNSPACED.search(token.group()):
+        if marked or not UNSPACED.search(token.group()):
             spans.append(token.span())
             continue
         position = token.start()
@@ -68,16 +71,16 @@ def word_spans(text: str) -> list[tuple[int, int]]:
             start, end = token.start() + run.start(), token.start() + run.end()
             if start > position:  # Latin, digits or punctuation before the run: one word
                 spans.append((position, start))
-            spans.extend(_units(text, start, end))
+            spans.extend(_units(text, start, end, letters_per_word))
             position = end
         if position < token.end():
             spans.append((position, token.end()))
     return spans
 
 
-def _units(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def _units(text: str, start: int, end: int, letters_per_word: int) -> list[tuple[int, int]]:
     """The units of one run of unspaced script: a letter with the marks after it is a cluster; an ideographic
-    cluster is a unit, other clusters are grouped :data:`LETTERS_PER_WORD` at a time."""
+    cluster is a unit, other clusters are grouped ``letters_per_word`` at a time."""
     import unicodedata
 
     clusters: list[tuple[int, int, bool]] = []
@@ -90,7 +93,7 @@ def _units(text: str, start: int, end: int) -> list[tuple[int, int]]:
     units: list[tuple[int, int]] = []
     group: list[tuple[int, int, bool]] = []
     for cluster in clusters:
-        if cluster[2] or (group and len(group) == LETTERS_PER_WORD):
+        if cluster[2] or (group and len(group) == letters_per_word):
             if group:
                 units.append((group[0][0], group[-1][1]))
             group = []
@@ -103,11 +106,11 @@ def _units(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return units
 
 
-def words(text: str) -> list[str]:
+def words(text: str, letters_per_word: int = LETTERS_PER_WORD) -> list[str]:
     """The words of ``text`` (:func:`word_spans`): ``text.split()`` for text written with spaces."""
-    return [text[start:end] for start, end in word_spans(text)]
+    return [text[start:end] for start, end in word_spans(text, letters_per_word)]
 
 
 def word_count(text: str) -> int:
     """How many words ``text`` holds (:func:`word_spans`), whatever its script."""
-    return len(word_spans(text)) if UNSPACED.search(text) else len(text.split())
+    return len(word_spans(text)) if UNSPACED.search(text) or _ZERO_WIDTH_SPACE in text else len(text.split())

@@ -39,3 +39,8 @@ def test_a_document_in_a_script_without_spaces_is_not_dropped_for_having_too_few
     cleaner = Cleaner(CleaningSpec())
     assert cleaner.clean(THAI) is not None and cleaner.clean(CHINESE * 2) is not None
     assert cleaner.clean("Ndiyo ndiyo, asante sana kwa chakula") is not None
+
+
+def test_zero_width_spaces_mark_words_and_are_no_words_themselves():
+    khmer = "ខ្ញុំ\u200bស្រឡាញ់\u200bភាសា\u200bខ្មែរ"
+    assert words(khmer) == ["ខ្ញុំ", "ស្រឡាញ់", "ភាសា", "ខ្មែរ"] and word_count(khmer) == 4

@@ -184,7 +184,16 @@ def decoding_stats(checks: Iterable[TextCheck]) -> dict[str, Any]:
 
 
 def _open_binary(file: Path) -> BinaryIO:
-    return gzip.open(file, "rb") if file.suffix == ".gz" else open(file, "rb")  # type: ignore[return-value]
+    """The file's bytes, decompressed as its suffix says (any case: ``.gz``, ``.zst``, ``.xz``, ``.bz2``)."""
+    import io
+
+    import fsspec
+
+    compression = compression_of(file.name)
+    if compression is None:
+        return open(file, "rb")  # type: ignore[return-value]
+    # zstd's reader has no readline: buffered, every decompressor reads by lines
+    return io.BufferedReader(fsspec.open(str(file), "rb", compression=compression).open())  # type: ignore[arg-type]
 
 
 def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[str]:

@@ -36,9 +36,10 @@ def simplify(text: str) -> str:
 
 
 def _spaced(text: str) -> str:
-    """Text with a space between its words where a script writes none (Thai, Chinese …: languages.word_spans), so
-    that word shingles are shingles of words there too, not one shingle per line."""
-    return " ".join(words(text)) if UNSPACED.search(text) else text
+    """Text with a space between the letters of a script written without spaces (Thai, Chinese …), so that word
+    shingles are shingles of letters there, not one shingle per line: letter by letter, one inserted letter shifts
+    no shingle boundary (units of several letters would move every one after it)."""
+    return " ".join(words(text, letters_per_word=1)) if UNSPACED.search(text) else text
 
 
 def exact_hash(text: str) -> int:

@@ -52,8 +52,7 @@ def _teacher(run: StageRun) -> Mapping[str, Any]:
 
 # version 2: the states of the texts one distillation reads (chosen for its steps, counted in its model's tokens), not
 # of the whole corpus
-# version 3: a script written without spaces is pooled by its words (languages.word_spans), as the student pools it
-TEACHER = register(Stage(TEACHER_STAGE, 3, ("source", "split", "model"), _teacher,
+TEACHER = register(Stage(TEACHER_STAGE, 2, ("source", "split", "model"), _teacher,
                          "the source model's word states at the distillation's layers for the texts one distilling "
                          "LAPT reads, stored once", optional=("budget",), uses_model=True, settings=TeacherSettings,
                          hints=RunHints(timeout_s=24 * 3600, gpu=True)))

@@ -97,9 +97,10 @@ def _not_a_tokenizer(path: Path, error: Exception) -> str:
 
 # --------------------------------------------------------------------------- training text
 
-#: The longest word a trained WordPiece tokenizer cuts into pieces (longer: one unknown token); the trainer cuts
-#: lines at :data:`MAX_SENTENCE_BYTES`, so a run of Thai or Khmer up to a quarter of that is read.
-WORDPIECE_MAX_WORD_CHARS = 1000
+#: The longest word a trained WordPiece tokenizer cuts into pieces (longer: one unknown token): a clause of Thai or
+#: Khmer between spaces, where BERT's default (100) made one [UNK] of it; WordPiece's greedy match costs the square of
+#: a word's length, so not more.
+WORDPIECE_MAX_WORD_CHARS = 300
 
 
 def _sentences(texts: Iterable[str]) -> Iterator[str]:

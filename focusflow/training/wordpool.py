@@ -1,7 +1,6 @@
 """Words shared by two tokenizations of the same text, and vectorized pooling of token states per word.
 
-A word is a whitespace-separated span of the raw text (in a script written without spaces, a unit of it:
-:func:`focusflow.languages.word_spans`). A token belongs to the first word its character
+A word is a whitespace-separated span of the raw text. A token belongs to the first word its character
 span overlaps (zero-length tokens such as added specials belong to none). A word is kept only when both
 tokenizations give it at least one token and cover it completely (truncation can cut a word on one side),
 so the pooled vectors of the two models describe the same characters.
@@ -12,18 +11,22 @@ The index arrays are built once per text (numpy, vectorized over tokens); per ba
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from focusflow import languages
+_WORD = re.compile(r"\S+")
 
 
 def word_span_array(text: str) -> np.ndarray:
-    """``[n_words, 2]`` character spans (start, end) of the words of ``text``: whitespace-separated, and units of a
-    script written without spaces (:func:`focusflow.languages.word_spans`; a whole line of Thai is not one word)."""
-    return np.asarray(languages.word_spans(text), dtype=np.int64).reshape(-1, 2)
+    """``[n_words, 2]`` character spans (start, end) of the whitespace-separated words of ``text``. Not the units
+    of :func:`focusflow.languages.word_spans`: a run of Thai cut four letters at a time would put a token that crosses
+    a cut into different units on the two sides, and the pooled vectors would describe different characters; a
+    tokenizer never crosses whitespace."""
+    spans = [match.span() for match in _WORD.finditer(text)]
+    return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
 
 
 def token_words(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:

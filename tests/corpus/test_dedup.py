@@ -168,3 +168,8 @@ def test_swahili_corpus_exact_duplicates_all_removed_and_injected_edits_found(sh
     assert found[similarity >= threshold + 0.1].mean() >= 0.95
     assert found[similarity >= threshold + 0.15].all()
     assert all(d in out for d in documents)  # no distinct document removed
+
+
+def test_a_letter_inserted_into_text_without_spaces_is_still_a_near_duplicate():
+    thai = "วันนี้อากาศดีมากครับเราจะไปโรงเรียนกันแล้วกลับบ้านกินข้าวเย็นกับครอบครัว"
+    assert jaccard(thai, "ก" + thai) > 0.85, "shingles of letters: one inserted letter shifts no boundary"

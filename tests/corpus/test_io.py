@@ -79,3 +79,14 @@ def test_a_users_text_file_reads_as_the_corpus_stage_reads_it_bom_suffix_case_an
     (tmp_path / "x.text").write_text("plain\n", encoding="utf-8")
     assert list(read_texts(tmp_path / "x.ndjson")) == ["n d"] and list(read_texts(tmp_path / "x.text")) == ["plain"]
     assert read_documents(tmp_path / "x.ndjson") == ["n d"]
+
+
+def test_a_users_compressed_text_file_is_read_whatever_its_compression_and_case(tmp_path):
+    import gzip
+
+    import zstandard
+
+    (tmp_path / "OOD.TXT.GZ").write_bytes(gzip.compress("mstari mmoja\nmstari wa pili\n".encode()))
+    (tmp_path / "x.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "a b"}\n{"text": "c"}\n'))
+    assert list(read_texts(tmp_path / "OOD.TXT.GZ")) == ["mstari mmoja", "mstari wa pili"]
+    assert list(read_texts(tmp_path / "x.jsonl.zst")) == ["a b", "c"]

@@ -445,12 +445,11 @@ def _delimited_rows(path: Path, text: str) -> list[tuple[int, list[str]]]:
         if row and any(cell.strip() for cell in row):
             rows.append((last + 1, row))
         last = reader.line_num
-    if rows and any("\n" in cell or "\r" in cell for cell in rows[-1][1]):
-        rest = "\n".join(_lines(text)[rows[-1][0] - 1:])
-        if rest.count('"') % 2:  # the last row runs to the end of the file inside a quote
-            raise DataFormatError(f"{path}:{rows[-1][0]}: a quote opened on this line never closes (it would read "
-                                  "every line after it as one field); close it, or double a quote inside a quoted "
-                                  "field (\"\")")
+    if rows and any("\n" in cell or "\r" in cell for cell in rows[-1][1]) and _ends_inside_quote(
+            "\n".join(_lines(text)[rows[-1][0] - 1:]), delimiter):  # the last row runs to the end inside a quote
+        raise DataFormatError(f"{path}:{rows[-1][0]}: a quote opened on this line never closes (it would read "
+                              "every line after it as one field); close it, or double a quote inside a quoted "
+                              "field (\"\")")
     return rows
 
 
@@ -468,13 +467,26 @@ def _named_label_column(header: Sequence[str]) -> int | None:
     return None
 
 
+def _ends_inside_quote(text: str, delimiter: str) -> bool:
+    """Whether csv's strict reading of ``text`` reaches its end inside a quoted field (pandas: "EOF inside
+    string"); a stray quote inside a field (``5" tall``) is no such end."""
+    try:
+        list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True))
+    except csv.Error as exc:
+        return "unexpected end of data" in str(exc)
+    return False
+
+
 def _label_column(path: Path, rows: list[tuple[int, list[str]]]) -> int:
     """Which column of a headerless two-column file holds the labels: the one with fewer distinct values (labels
-    repeat, texts do not), ``label<TAB>text`` where they tie. A file whose labels would be mostly distinct is no
-    classification data and is refused (its texts would be read as labels)."""
-    distinct = [len({row[column].strip() for _, row in rows[1:] or rows}) for column in (0, 1)]
-    label = 1 if distinct[1] < distinct[0] else 0
-    if len(rows) >= 20 and distinct[label] > len(rows) / 2:
+    repeat, texts do not), the shorter one where they tie. A file of 20 rows or more whose labels would all be
+    distinct is no classification data and is refused (its texts would be read as labels)."""
+    body = rows[1:] or rows
+    distinct = [len({row[column].strip() for _, row in body}) for column in (0, 1)]
+    lengths = [sum(len(row[column]) for _, row in body) for column in (0, 1)]
+    # fewer distinct values; where they tie (a few rows), the shorter values: a label is a word, a text a sentence
+    label = 1 if (distinct[1], lengths[1]) < (distinct[0], lengths[0]) else 0
+    if len(rows) >= 20 and distinct[label] >= len(body):
         raise DataFormatError(f"{path}: read without a header as two columns, but neither holds repeating labels "
                               f"({distinct[0]} and {distinct[1]} distinct values in {len(rows)} rows); name the "
                               f"columns in a header (label: one of {', '.join(CLS_LABEL_COLUMNS)}; text: one of "

@@ -521,6 +521,10 @@ def test_a_headerless_two_column_file_reads_its_labels_from_the_column_that_repe
     unique = "".join(f"neno {i}\tsentensi {i}\n" for i in range(30))
     with pytest.raises(DataFormatError, match="neither holds repeating labels"):
         read_cls_file(write(tmp_path / "unique.tsv", unique))
+    intents = "".join(f"intent{i % 20}\tombi namba {i} tafadhali\n" for i in range(30))  # many classes, few rows
+    assert read_cls_file(write(tmp_path / "intents.tsv", intents))[0].label == "intent0"
+    two = read_cls_file(write(tmp_path / "two.tsv", "filamu nzuri sana\tchanya\nfilamu mbaya\thasi\n"))
+    assert [e.label for e in two] == ["chanya", "hasi"], "a tie of a few rows: the shorter column holds the labels"
 
 
 def test_a_quote_that_never_closes_is_an_error_naming_its_line_not_the_rest_of_the_file_as_one_text(tmp_path):
@@ -532,3 +536,5 @@ def test_a_quote_that_never_closes_is_an_error_naming_its_line_not_the_rest_of_t
         read_cls_file(write(tmp_path / "unclosed.tsv", "\n".join(lines) + "\n"))
     lines[4] = 'chanya\t"Nukuu" alisema'  # a quoted start that closes: read as pandas reads it
     assert read_cls_file(write(tmp_path / "closed.tsv", "\n".join(lines) + "\n"))[4].text == "Nukuu alisema"
+    lines[-1] = 'hasi\t"mistari\nmiwili" na inchi 5" tu'  # a quoted field over two lines, then a stray quote
+    assert read_cls_file(write(tmp_path / "stray.tsv", "\n".join(lines) + "\n"))[-1].text.startswith("mistari\nmiwili")
