@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import langcodes
 
@@ -81,8 +82,6 @@ def word_spans(text: str, letters_per_word: int = LETTERS_PER_WORD) -> list[tupl
 def _units(text: str, start: int, end: int, letters_per_word: int) -> list[tuple[int, int]]:
     """The units of one run of unspaced script: a letter with the marks after it is a cluster; an ideographic
     cluster is a unit, other clusters are grouped ``letters_per_word`` at a time."""
-    import unicodedata
-
     clusters: list[tuple[int, int, bool]] = []
     for index in range(start, end):
         if clusters and unicodedata.category(text[index]).startswith("M"):

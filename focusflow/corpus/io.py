@@ -183,17 +183,20 @@ def decoding_stats(checks: Iterable[TextCheck]) -> dict[str, Any]:
             "not_text_share": round((replaced + control) / max(total, 1), 6)}
 
 
-def _open_binary(file: Path) -> BinaryIO:
-    """The file's bytes, decompressed as its suffix says (any case: ``.gz``, ``.zst``, ``.xz``, ``.bz2``)."""
+def open_bytes(file: str, compression: str | None) -> BinaryIO:
+    """A (local or remote) file's bytes, decompressed by ``compression`` (``compression_of``'s name, or None)."""
     import io
 
     import fsspec
 
-    compression = compression_of(file.name)
-    if compression is None:
-        return open(file, "rb")  # type: ignore[return-value]
-    # zstd's reader has no readline: buffered, every decompressor reads by lines
-    return io.BufferedReader(fsspec.open(str(file), "rb", compression=compression).open())  # type: ignore[arg-type]
+    handle = fsspec.open(file, "rb", compression=compression).open()
+    # zstd's reader has no readline: buffer every decompressor so lines can be read
+    return io.BufferedReader(handle) if compression else handle  # type: ignore[return-value]
+
+
+def _open_binary(file: Path) -> BinaryIO:
+    """The file's bytes, decompressed as its suffix says (any case: ``.gz``, ``.zst``, ``.xz``, ``.bz2``)."""
+    return open_bytes(str(file), compression_of(file.name))
 
 
 def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[str]:

@@ -9,7 +9,6 @@ the same layout, which is how the tests exercise it.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -21,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from focusflow.config import CorpusSpec
-from focusflow.corpus.io import COMPRESSIONS, FORMATS, CheckedText, TextCheck, format_of
+from focusflow.corpus.io import COMPRESSIONS, FORMATS, CheckedText, TextCheck, format_of, open_bytes
 from focusflow.corpus.languages import corpus_language, normalize_language
 from focusflow.errors import FocusflowError, InputError
 
@@ -254,11 +253,8 @@ def iter_files(files: list[str], text_field: str = "text", txt_documents: str = 
 
 @contextmanager
 def _open_text(file: str, compression: str | None, check: TextCheck) -> Iterator[CheckedText]:
-    import fsspec
-
-    with fsspec.open(file, "rb", compression=compression) as handle:
-        # zstd's reader has no readline: buffer every decompressor so lines can be read
-        yield CheckedText(io.BufferedReader(handle) if compression else handle, check)
+    with open_bytes(file, compression) as handle:
+        yield CheckedText(handle, check)
 
 
 def _txt_texts(file: str, compression: str | None, txt_documents: str, check: TextCheck) -> Iterator[str]:
