@@ -116,13 +116,21 @@ HEAD_MODULES = ("classifier", "qa_outputs", "score", "pooler", "lm_head", "cls."
 def require_body_weights(missing_keys: Any, name: str | os.PathLike[str], *, head_allowed: bool = True) -> None:
     """The checkpoint must hold every weight of the model's body: transformers fills a missing one with random values
     and only logs it, so a truncated or mismatched checkpoint would be evaluated, fine-tuned or specialized as if it
-    were the model. ``head_allowed``: a missing head (one the loader adds) is no error."""
-    missing = sorted(str(key) for key in missing_keys or ()
-                     if not (head_allowed and any(head in str(key) for head in HEAD_MODULES)))
-    if missing:
-        raise SourceModelError(f"{name}: {len(missing)} weights of the model's body were not found in its checkpoint "
-                               f"(e.g. {missing[:3]}); it would run with random values in their place. Save the whole "
+    were the model. ``head_allowed``: a missing head (one the loader adds) is no error; without it a missing head is
+    one (an untied output layer left out of the checkpoint would predict at random)."""
+    keys = sorted(str(key) for key in missing_keys or ())
+    heads = [key for key in keys if any(head in key for head in HEAD_MODULES)]
+    body = [key for key in keys if key not in heads]
+    if body:
+        raise SourceModelError(f"{name}: {len(body)} weights of the model's body were not found in its checkpoint "
+                               f"(e.g. {body[:3]}); it would run with random values in their place. Save the whole "
                                "model (save_pretrained) or point at the folder that holds its weights")
+    if heads and not head_allowed:
+        raise SourceModelError(f"{name}: {len(heads)} weights of the model's output layer were not found in its "
+                               f"checkpoint (e.g. {heads[:3]}); its config names a language-model head that is not "
+                               "tied to the input embeddings, so it would predict with random values. Save the whole "
+                               "model (save_pretrained), or set tie_word_embeddings in config.json if the head shares "
+                               "the embedding matrix")
 
 
 def require_vocabulary_fits(model: Any, tokenizer: Any, name: str | os.PathLike[str]) -> None:
@@ -168,12 +176,13 @@ def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_h
     require_weights(folder)
     info = describe_source(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model, loading = model_class(info, with_head, add_head).from_pretrained(
-        folder, output_loading_info=True, **{"dtype": torch.float32, **options})
+    loader = model_class(info, with_head, add_head)
+    model, loading = loader.from_pretrained(folder, output_loading_info=True, **{"dtype": torch.float32, **options})
     missing = loading.get("missing_keys") or ()
     if add_head:  # the new head is all missing; the body (under the base model's prefix) must not be
         missing = [key for key in missing if str(key).startswith(f"{model.base_model_prefix}.")]
-    require_body_weights(missing, folder)
+    # the source's own language-model head is part of the model: only a bare body may lack one (a pooler)
+    require_body_weights(missing, folder, head_allowed=add_head or loader.__name__ == "AutoModel")
     return model.eval(), tokenizer, info
 
 

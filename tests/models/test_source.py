@@ -96,3 +96,17 @@ def test_a_bare_encoder_given_a_new_head_still_needs_every_body_weight(tmp_path)
     save_file(kept, str(tmp_path / "bare" / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(SourceModelError, match="2 weights of the model's body.*query"):
         load_source(tmp_path / "bare", add_head=True)
+
+
+def test_an_untied_output_layer_missing_from_the_checkpoint_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = save_tiny("llama", tmp_path / "llama")  # LlamaForCausalLM with its own lm_head
+    weights = load_file(str(folder / "model.safetensors"))
+    assert "lm_head.weight" in weights
+    save_file({key: value for key, value in weights.items() if key != "lm_head.weight"},
+              str(folder / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(SourceModelError, match=r"1 weights of the model's output layer.*lm_head.*tie_word_embeddings"):
+        load_source(folder)
+    body, _, _ = load_source(folder, with_head=False)  # the body alone is whole
+    assert body.get_input_embeddings().weight.shape[0] == len(load_source(folder, with_head=False)[1])
