@@ -34,11 +34,13 @@ import json
 import logging
 import random
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from focusflow.corpus.io import compression_of, decompressing, open_bytes
 from focusflow.errors import FocusflowError
 
 log = logging.getLogger(__name__)
@@ -104,9 +106,15 @@ class TaskData:
 
 
 def _read_text(path: Path) -> str:
+    """A data file's text, decompressed where its name says so (``train.txt.gz``, as some are published)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
-    raw = path.read_bytes()
+    compression = compression_of(path.name)
+    if compression is None:
+        raw = path.read_bytes()
+    else:
+        with decompressing(str(path)), open_bytes(str(path), compression) as handle:
+            raw = handle.read()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -116,6 +124,14 @@ def _read_text(path: Path) -> str:
     if not text.strip():
         raise DataFormatError(f"{path} is empty; expected evaluation data in the published format")
     return text
+
+
+def data_suffix(path: Path) -> str:
+    """The format's suffix of a data file's name, in lower case, under a compression's (``.tsv`` of ``a.TSV.gz``)."""
+    name = path.name.lower()
+    if compression_of(name) is not None:
+        name = name[:name.rindex(".")]
+    return Path(name).suffix
 
 
 _COLUMNS = re.compile(r"[ \t]+")  # CoNLL columns; other Unicode spaces (NBSP, U+2028) belong to the word
@@ -129,8 +145,19 @@ def _is_bio_tag(tag: str) -> bool:
 
 def _lines(text: str) -> list[str]:
     """Lines split at ``\n`` only (``str.splitlines`` also splits at U+2028, U+0085, ..., which may sit inside
-    a word, and would shift every later line number)."""
+    a word, and would shift every later line number); a file written with old Mac line ends (``\r`` alone) at
+    those."""
+    if "\n" not in text and "\r" in text:
+        return text.split("\r")
     return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def _columns(line: str) -> list[str]:
+    """A CoNLL line's columns: at tabs where the line has one (a word may hold a space there, as WikiANN's loader
+    reads it), else at runs of spaces. Spaces around a column are none of it, nor any whitespace around the last
+    (a no-break space after a tag); a word that is itself a no-break space stays one."""
+    columns = [column.strip(" ") for column in line.split("\t")] if "\t" in line else _COLUMNS.split(line)
+    return [*columns[:-1], columns[-1].strip()]
 
 
 def read_conll(path: Path) -> list[NerExample]:
@@ -155,7 +182,7 @@ def read_conll(path: Path) -> list[NerExample]:
                 sentences.append(rows)
                 rows = []
             continue
-        columns = _COLUMNS.split(line)
+        columns = _columns(line)
         if line.startswith("-DOCSTART-") or (line.startswith("#") and not _is_bio_tag(columns[-1])):
             continue  # document marker; a GermEval-style '# source [date]' line
         if len(columns) == 1 and raw[:1] in (" ", "\t") and _is_bio_tag(columns[0]):
@@ -278,6 +305,18 @@ class QaReadStats:
     unlocatable: int = 0  # answer text not found in the context (kept for scoring, not for training)
     renamed: int = 0  # questions whose id repeats an earlier one's (or is missing): given a unique one
 
+    def warn(self, where: Any) -> None:
+        """Say what reading changed or could not use (a run's log, once per file): answers nobody can find score 0."""
+        said = {"unanswered": "have no gold answer and are skipped",
+                "unlocatable": "have a gold answer whose text is nowhere in the context (it scores 0 for every model; "
+                               "train: not learned from)",
+                "relocated": "have an answer_start that does not match the answer's text; the nearest occurrence of "
+                             "the text is used",
+                "renamed": "repeat an earlier question's id or have none; each is scored under an id of its own"}
+        for name, what in said.items():
+            if getattr(self, name):
+                log.warning("%s: %d of %d questions %s", where, getattr(self, name), self.questions, what)
+
 
 def _locate(context: str, text: str, start: int) -> int | None:
     if context[start:start + len(text)] == text:
@@ -290,6 +329,37 @@ def _locate(context: str, text: str, start: int) -> int | None:
     return min(hits, key=lambda hit: abs(hit - start)) if hits else None
 
 
+def _qa_text(value: Any, what: str, where: str) -> str:
+    """A context, question or answer as text in one Unicode form (NFC): an answer written composed in a context
+    written decomposed is found, and a span of the context is scored against it as equal."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise DataFormatError(f"{where}: its {what} is {type(value).__name__} {value!r:.60}, expected text")
+    return unicodedata.normalize("NFC", str(value))
+
+
+def _answer_pairs(raw: Any, where: str) -> list[tuple[Any, Any]]:
+    """(text, answer_start) pairs of a question's answers in either layout; a start left out is 0 (the text is then
+    looked up in the context), a single answer given without its list is one answer."""
+    if not raw:
+        return []
+    if isinstance(raw, dict):
+        texts, starts = raw.get("text", []), raw.get("answer_start")
+        texts = texts if isinstance(texts, list) else [texts]
+        starts = [0] * len(texts) if starts is None else starts if isinstance(starts, list) else [starts]
+        return list(zip(texts, starts, strict=False))
+    if isinstance(raw, list) and all(isinstance(item, dict) for item in raw):
+        return [(item.get("text", ""), item.get("answer_start", 0)) for item in raw]
+    raise DataFormatError(f"{where}: answers {raw!r:.80} are neither {{text: [...], answer_start: [...]}} nor a "
+                          "list of {text, answer_start} objects")
+
+
+def _answer_start(value: Any, where: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise DataFormatError(f"{where}: answer_start {value!r:.40} is not a number") from None
+
+
 def qa_examples_from_records(records: Sequence[dict[str, Any]], where: str,
                              stats: QaReadStats | None = None) -> list[QaExample]:
     """Flat records ``{id, question, context, answers: {text: [...], answer_start: [...]}}`` (the
@@ -299,28 +369,26 @@ def qa_examples_from_records(records: Sequence[dict[str, Any]], where: str,
     taken: set[str] = set()
     for record in records:
         stats.questions += 1
-        context = record["context"]
-        raw = record.get("answers") or []
-        if isinstance(raw, dict):
-            pairs = list(zip(raw.get("text", []), raw.get("answer_start", []), strict=False))
-        else:
-            pairs = [(item.get("text", ""), item.get("answer_start", 0)) for item in raw]
+        at = f"{where}: question {record.get('id', stats.questions)!s:.40}"
+        context = _qa_text(record.get("context"), "context", at)
         answers = []
-        for text, start in pairs:
-            if not text or not text.strip():
+        for text, start in _answer_pairs(record.get("answers"), at):
+            text = _qa_text(text, "answer text", at)
+            if not text.strip():
                 continue
-            located = _locate(context, text, int(start))
+            start = _answer_start(start, at)
+            located = _locate(context, text, start)
             if located is None:
                 stats.unlocatable += 1
                 located = -1
-            elif located != int(start):
+            elif located != start:
                 stats.relocated += 1
             answers.append((text, located))
         if not answers:
             stats.unanswered += 1
             continue
-        examples.append(QaExample(_unique_id(record.get("id"), where, stats, taken), record["question"].strip(),
-                                  context, tuple(answers)))
+        examples.append(QaExample(_unique_id(record.get("id"), where, stats, taken),
+                                  _qa_text(record.get("question"), "question", at).strip(), context, tuple(answers)))
     return examples
 
 
@@ -340,21 +408,36 @@ def _unique_id(given: Any, where: str, stats: QaReadStats, taken: set[str]) -> s
 
 
 def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:
-    """SQuAD 1.1 JSON (``{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}``).
+    """A QA file: SQuAD 1.1 JSON (``{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}``, TyDiQA-GoldP's
+    layout), or flat records ``{id, question, context, answers}`` (a Hugging Face dataset's export) as JSON Lines,
+    a JSON array or a ``data`` list (what transformers' QA example script reads).
 
     Questions whose gold answers are all empty are dropped and counted (SQuAD 2.0 style
     unanswerable questions are not supported); answers whose ``answer_start`` does not match
     the text are moved to the nearest occurrence of the text.
     """
     path = Path(path)
+    text = _read_text(path)
     try:
-        document = json.loads(_read_text(path))
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataFormatError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(document, dict) or not isinstance(document.get("data"), list):
-        raise DataFormatError(f"{path}: expected SQuAD 1.1 JSON with a top-level 'data' list")
+        if exc.msg != "Extra data":
+            raise DataFormatError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        document = [record for _, record in _json_lines(path, text)]
+    if isinstance(document, dict) and isinstance(document.get("data"), list):
+        entries = document["data"]
+    elif isinstance(document, list):
+        entries = document
+    else:
+        raise DataFormatError(f"{path}: expected SQuAD 1.1 JSON with a top-level 'data' list, or flat records "
+                              "{id, question, context, answers} (JSON Lines or an array)")
     records = []
-    for article_number, article in enumerate(document["data"]):
+    for article_number, article in enumerate(entries):
+        if not isinstance(article, dict):
+            raise DataFormatError(f"{path}: data[{article_number}] is {type(article).__name__}, expected an object")
+        if "paragraphs" not in article and "context" in article:  # a flat record
+            records.append(article)
+            continue
         for paragraph_number, paragraph in enumerate(article.get("paragraphs", [])):
             where = f"{path}: data[{article_number}].paragraphs[{paragraph_number}]"
             if not isinstance(paragraph.get("context"), str):
@@ -365,9 +448,26 @@ def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:
                 records.append({"id": question.get("id"), "question": question["question"],
                                 "context": paragraph["context"], "answers": question.get("answers", [])})
     if not records:
-        raise DataFormatError(f"{path} holds no questions")
+        raise DataFormatError(f"{path} holds no questions (expected SQuAD 1.1 paragraphs with 'qas', or records "
+                              "with 'context', 'question' and 'answers')")
     stats = QaReadStats()
     return qa_examples_from_records(records, str(path), stats), stats
+
+
+def _json_lines(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line, object) for each non-blank line (what ``Dataset.to_json`` writes, under a .json name too)."""
+    records = []
+    for number, line in enumerate(_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(f"{path}:{number}: not a JSON object per line ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DataFormatError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        records.append((number, record))
+    return records
 
 
 CLS_LABEL_COLUMNS = ("label", "category", "labels", "class", "class_label", "topic", "sentiment", "polarity",
@@ -384,7 +484,7 @@ def _pick(columns: Sequence[str], candidates: Sequence[str]) -> str | None:
 
 def _cls_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
     """(line, record) pairs and the header's columns; ``None`` columns for headerless ``label<TAB>text``."""
-    suffix = path.suffix.lower()
+    suffix = data_suffix(path)
     if suffix == ".parquet":  # a Hugging Face dataset's export
         import pandas as pd
 
@@ -400,17 +500,7 @@ def _cls_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str
             raise DataFormatError(f"{path}: expected a JSON array of objects")
         return list(enumerate(array, start=1)), sorted({key for record in array for key in record})
     if suffix in (".jsonl", ".json"):  # JSON Lines (what Dataset.to_json writes, under either name)
-        records = []
-        for number, line in enumerate(_lines(text), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{path}:{number}: not a JSON object per line ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise DataFormatError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            records.append((number, record))
+        records = _json_lines(path, text)
         return records, sorted({key for _, record in records for key in record})
     rows = _delimited_rows(path, text)
     if not rows:
@@ -437,7 +527,7 @@ def _delimited_rows(path: Path, text: str) -> list[tuple[int, list[str]]]:
     """The non-blank rows of a .csv (commas) or .tsv/.txt (tabs) file with the line each starts on, quoted as the
     datasets' own loaders (pandas read_csv) read the published files (``"a ""b"" c"``); a quote that never closes
     is an error naming the line it opens on, as pandas' "EOF inside string" (it would swallow every row after it)."""
-    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
+    delimiter = "," if data_suffix(path) == ".csv" else "\t"
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows: list[tuple[int, list[str]]] = []
     last = 0
@@ -624,8 +714,18 @@ def complete_splits(train: list[Any] | None, dev: list[Any] | None, test: list[A
 
 
 def ner_label_set(*splits: Sequence[NerExample]) -> list[str]:
-    """``O`` first, then B-/I- tags grouped by entity type; both prefixes for every type seen."""
+    """``O`` first, then B-/I- tags grouped by entity type; both prefixes for every type seen. Two types that differ
+    only in case (``B-Loc`` and ``I-LOC``) are refused: scored as two, every entity between them would count as
+    wrong (a type's own case is kept: GermEval's ``LOCderiv``)."""
     types = sorted({tag[2:] for split in splits for example in split for tag in example.tags if tag != "O"})
+    by_case: dict[str, list[str]] = {}
+    for kind in types:
+        by_case.setdefault(kind.casefold(), []).append(kind)
+    clashes = [spellings for spellings in by_case.values() if len(spellings) > 1]
+    if clashes:
+        raise DataFormatError(f"entity types written in two cases: {'; '.join(' / '.join(c) for c in clashes)} (the "
+                              "data's tags would score them as different types); write each type one way in every "
+                              "split")
     return ["O"] + [f"{prefix}-{kind}" for kind in types for prefix in ("B", "I")]
 
 

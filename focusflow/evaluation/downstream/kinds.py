@@ -113,12 +113,7 @@ def _read_qa(path: Path) -> tuple[list[Any] | None, str | None]:
     if not examples:
         log.warning("%s: none of its %d questions has a gold answer; ignoring it as unlabelled", path, stats.questions)
         return None, f"{path.name} ignored: 0 of {stats.questions} questions have a gold answer"
-    if stats.unanswered:
-        log.warning("%s: %d of %d questions have no gold answer and are skipped", path, stats.unanswered,
-                    stats.questions)
-    if stats.renamed:
-        log.warning("%s: %d of %d questions repeat an earlier question's id or have none; each is scored under an "
-                    "id of its own", path, stats.renamed, stats.questions)
+    stats.warn(path)
     return examples, None
 
 
@@ -184,7 +179,7 @@ KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     TaskKind("qa", "extractive QA: question + context → answer span, SQuAD F1/EM", QaExample,
              model_class="AutoModelForQuestionAnswering", make_adapter=_qa_adapter,
              defaults={"lr": 5e-5, "epochs": 3.0, "max_length": 384, "stride": 128}, main_metric="f1",
-             file_extensions=(".json",), read_split=_read_qa, label_set=lambda splits, folder: [], texts=_qa_texts,
+             file_extensions=(".json", ".jsonl"), read_split=_read_qa, label_set=lambda splits, folder: [], texts=_qa_texts,
              labelled_head=False),
     TaskKind("cls", "sentence classification: text → label, accuracy and macro-F1", ClsExample,
              model_class="AutoModelForSequenceClassification", make_adapter=_cls_adapter,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from focusflow.corpus.io import compression_of
 from focusflow.corpus.sources import hub_offline
 from focusflow.errors import FocusflowError, InputError, UnavailableError
 from focusflow.evaluation.downstream.datasets import (
@@ -34,6 +35,7 @@ from focusflow.evaluation.downstream.datasets import (
     QaReadStats,
     TaskData,
     complete_splits,
+    data_suffix,
     qa_examples_from_records,
 )
 from focusflow.evaluation.downstream.kinds import KIND_NAMES, KINDS, task_kind
@@ -126,9 +128,7 @@ def _nli_from_hub(dataset: Any, spec: TaskSpec) -> list[NliExample]:
 def _qa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
     stats = QaReadStats()
     examples = qa_examples_from_records(dataset, f"{spec.dataset}:{spec.language}", stats)
-    if stats.renamed:
-        log.warning("%s: %d of %d questions repeat an earlier question's id or have none; each is scored under an id "
-                    "of its own", spec.id, stats.renamed, stats.questions)
+    stats.warn(spec.id)
     return examples
 
 
@@ -327,6 +327,8 @@ def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
 
     def stem_of(path: Path) -> str | None:
         name = path.name.lower()
+        if compression_of(name) is not None:  # train.txt.gz reads as train.txt does
+            name = name[:name.rindex(".")]
         for extension in sorted(extensions, key=len, reverse=True):
             if name.endswith(extension) and (extension or "." not in name):
                 return name[:len(name) - len(extension)] if extension else name
@@ -335,7 +337,7 @@ def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
     stems = {path: stem for path in files if (stem := stem_of(path)) is not None}
     for stem in SPLIT_NAMES[split]:
         for extension in extensions:  # the table's order: train.txt before train.tsv
-            exact = [path for path, found in stems.items() if found == stem and path.name.lower().endswith(extension)]
+            exact = [path for path, found in stems.items() if found == stem and data_suffix(path) == extension]
             if exact:
                 return exact[0]
     words = {path: set(_NAME_WORDS.split(stem)) for path, stem in stems.items()}

@@ -538,3 +538,94 @@ def test_a_quote_that_never_closes_is_an_error_naming_its_line_not_the_rest_of_t
     assert read_cls_file(write(tmp_path / "closed.tsv", "\n".join(lines) + "\n"))[4].text == "Nukuu alisema"
     lines[-1] = 'hasi\t"mistari\nmiwili" na inchi 5" tu'  # a quoted field over two lines, then a stray quote
     assert read_cls_file(write(tmp_path / "stray.tsv", "\n".join(lines) + "\n"))[-1].text.startswith("mistari\nmiwili")
+
+
+# --------------------------------------------------------------------------- quirks of real and converted files
+
+
+def test_a_tab_separated_word_keeps_its_spaces_and_a_tag_drops_a_no_break_space(tmp_path):
+    """WikiANN's loader splits its lines at tabs only: 'New York' is one word; a no-break space after a tag (a
+    converted file) is no part of the tag, which would else be an entity type of its own."""
+    wikiann = read_conll(write(tmp_path / "wikiann", "sw:New York\tB-LOC\nsw:ni\tO\n\nsw:Juma \tB-PER\n"))
+    assert [s.words for s in wikiann] == [("New York", "ni"), ("Juma",)]
+    sentences = read_conll(write(tmp_path / "train.txt", "John B-PER\u00a0\nni O\n\n\u00a0 O\nni O\n"))
+    assert [s.words for s in sentences] == [("John", "ni"), ("\u00a0", "ni")]
+    assert ner_label_set(wikiann, sentences) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
+
+def test_entity_types_written_in_two_cases_are_refused_not_scored_as_two(tmp_path):
+    train = read_conll(write(tmp_path / "train.txt", "Nairobi B-LOC\nKenya I-LOC\n\nJohn B-PER\n"))
+    test = read_conll(write(tmp_path / "test.txt", "Nairobi B-Loc\n\nJohn B-PER\n"))
+    with pytest.raises(DataFormatError, match="two cases: LOC / Loc"):
+        ner_label_set(train, test)
+    germeval = read_conll(write(tmp_path / "g.txt", "Berlin B-LOCderiv\nBerlin B-LOC\n"))
+    assert ner_label_set(germeval) == ["O", "B-LOC", "I-LOC", "B-LOCderiv", "I-LOCderiv"]  # a type's own case kept
+
+
+def test_old_mac_line_ends_are_lines(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_bytes(b"John B-PER\rSmith I-PER\r\rNairobi B-LOC\rni O")
+    assert [s.words for s in read_conll(path)] == [("John", "Smith"), ("Nairobi", "ni")]
+
+
+def test_gzip_compressed_task_files_are_read_and_found(tmp_path):
+    import gzip
+
+    folder = tmp_path / "ner"
+    folder.mkdir()
+    for split in ("train", "dev", "test"):
+        (folder / f"{split}.txt.gz").write_bytes(gzip.compress("Juma B-PER\nni O\n\nDodoma B-LOC\n".encode()))
+    assert [s.words for s in read_conll(folder / "train.txt.gz")] == [("Juma", "ni"), ("Dodoma",)]
+    data = load_folder("ner", folder, "toy", "sw")
+    assert data.sizes() == {"train": 2, "dev": 2, "test": 2}
+    (folder / "train.txt.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match=r"train.txt.gz is corrupt or not gzip data"):
+        read_conll(folder / "train.txt.gz")
+
+
+def test_an_answer_written_composed_is_found_in_a_context_written_decomposed(tmp_path, caplog):
+    """An answer nobody can locate scores 0 for every model: reading both in one Unicode form finds it."""
+    import unicodedata
+
+    from focusflow.evaluation.downstream.metrics import squad_scores
+
+    context = unicodedata.normalize("NFD", "Mji wa Hà Nội ni mkuu.")
+    path = write(tmp_path / "test.json", squad([(context, [("q1", "Hà Nội", 7), ("q2", "Nairobi", 0)])]))
+    examples, stats = read_squad_json(path)
+    (text, start), = examples[0].answers
+    assert (text, start) == ("Hà Nội", 7) and examples[0].context[start:start + len(text)] == text
+    assert squad_scores({"q1": [text]}, {"q1": examples[0].context[7:13]})["exact_match"] == 1.0
+    with caplog.at_level("WARNING"):
+        stats.warn(path)
+    assert "1 of 2 questions have a gold answer whose text is nowhere in the context" in caplog.text
+
+
+def test_flat_qa_records_read_as_json_lines_an_array_or_a_data_list(tmp_path):
+    """A Hugging Face export (JSON Lines under .json or .jsonl), an array, transformers' run_qa 'data' list; a
+    start left out is looked up, an answer given without its list is one answer."""
+    context = "Mji mkuu wa Tanzania ni Dodoma."
+    records = [{"id": "a", "question": "Mji mkuu?", "context": context,
+                "answers": {"text": ["Dodoma"], "answer_start": [24]}},
+               {"id": "b", "question": "Nchi?", "context": context, "answers": {"text": ["Tanzania"]}},
+               {"id": "c", "question": "Mji?", "context": context, "answers": {"text": "Dodoma", "answer_start": 24}}]
+    lines = "\n".join(json.dumps(record) for record in records) + "\n"
+    for path in (write(tmp_path / "train.json", lines), write(tmp_path / "x" / "train.jsonl", lines),
+                 write(tmp_path / "array.json", json.dumps(records)),
+                 write(tmp_path / "data.json", json.dumps({"data": records}))):
+        examples, _ = read_squad_json(path)
+        assert [(e.id, e.answers) for e in examples] == [("a", (("Dodoma", 24),)), ("b", (("Tanzania", 12),)),
+                                                         ("c", (("Dodoma", 24),))], path
+    write(tmp_path / "x" / "test.jsonl", lines)
+    assert load_folder("qa", tmp_path / "x", "toy", "sw").sizes()["test"] == 3
+
+
+@pytest.mark.parametrize(("record", "message"), [
+    ({"question": None, "answers": {"text": ["Dodoma"], "answer_start": [0]}}, "question is NoneType"),
+    ({"question": "Mji?", "answers": {"text": [["Dodoma"]], "answer_start": [0]}}, "answer text is list"),
+    ({"question": "Mji?", "answers": "Dodoma"}, "answers 'Dodoma' are neither"),
+    ({"question": "Mji?", "answers": {"text": ["Dodoma"], "answer_start": ["x"]}}, "answer_start 'x' is not a number"),
+])
+def test_a_qa_field_of_the_wrong_type_is_an_error_naming_file_and_question(tmp_path, record, message):
+    path = write(tmp_path / "train.json", json.dumps([{"id": "q7", "context": "Dodoma.", **record}]))
+    with pytest.raises(DataFormatError, match=rf"train.json: question q7: .*{message}"):
+        read_squad_json(path)
