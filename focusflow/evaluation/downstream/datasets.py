@@ -140,7 +140,11 @@ _LANGUAGE_PREFIX = re.compile(r"^([a-z]{2,3}(?:-[a-z]+)*|simple):.")  # sw:, zh-
 
 
 def _is_bio_tag(tag: str) -> bool:
-    return tag == "O" or (len(tag) > 2 and tag[:2] in ("B-", "I-"))
+    return tag == "O" or (len(tag) > 2 and tag[:2] in ("B-", "I-", "S-", "E-"))
+
+
+#: BIOES (IOBES) tags as the BIO ones they stand for: a single-word entity begins, an entity's last word is inside.
+_BIOES_AS_BIO = {"S-": "B-", "E-": "I-"}
 
 
 def _lines(text: str) -> list[str]:
@@ -161,7 +165,8 @@ def _columns(line: str) -> list[str]:
 
 
 def read_conll(path: Path) -> list[NerExample]:
-    """CoNLL NER: ``word TAG`` per line (space/tab separated; the word is the first column, the tag the last),
+    """CoNLL NER: ``word TAG`` per line (space/tab separated; the word is the first column, the tag the last; BIO
+    tags, BIOES ones read as the BIO tags they stand for),
     blank lines between sentences, ``-DOCSTART-`` lines skipped, a byte-order mark inside the file (files joined
     with ``cat``) dropped. WikiANN's original files (every word ``sw:``-prefixed, a few test lines without a tag)
     read as its own loader reads them: the prefix stripped, a missing tag ``O``.
@@ -207,7 +212,10 @@ def read_conll(path: Path) -> list[NerExample]:
         for number, columns, raw in rows:
             if not _is_bio_tag(columns[tag_column]):
                 raise DataFormatError(f"{path}:{number}: tag {columns[tag_column]!r} is not a BIO/IOB2 tag "
-                                      f"(O, B-X, I-X) in {raw!r}")
+                                      f"(O, B-X, I-X; or BIOES's S-X, E-X) in {raw!r}")
+            prefix = columns[tag_column][:2]
+            if prefix in _BIOES_AS_BIO:
+                columns[tag_column] = _BIOES_AS_BIO[prefix] + columns[tag_column][2:]
         examples.append(NerExample(tuple(columns[word_column] for _, columns, _ in rows),
                                    tuple(columns[tag_column] for _, columns, _ in rows)))
     return examples

@@ -629,3 +629,8 @@ def test_a_qa_field_of_the_wrong_type_is_an_error_naming_file_and_question(tmp_p
     path = write(tmp_path / "train.json", json.dumps([{"id": "q7", "context": "Dodoma.", **record}]))
     with pytest.raises(DataFormatError, match=rf"train.json: question q7: .*{message}"):
         read_squad_json(path)
+
+
+def test_bioes_tags_read_as_the_bio_tags_they_stand_for(tmp_path):
+    path = write(tmp_path / "train.txt", "Juma S-PER\nalikwenda O\nDar B-LOC\nes I-LOC\nSalaam E-LOC\n")
+    assert read_conll(path)[0].tags == ("B-PER", "O", "B-LOC", "I-LOC", "I-LOC")
