@@ -53,6 +53,12 @@ def format_of(name: str) -> tuple[str | None, str | None]:
     return next((kind for suffix, kind in FORMATS.items() if lower.endswith(suffix)), None), compression
 
 
+def uncompressed_name(name: str) -> str:
+    """``'train.TSV.gz'`` -> ``'train.TSV'``: the name a compressed file's content would have; others as they are."""
+    lower = name.lower()
+    return next((name[:-len(suffix)] for suffix in COMPRESSIONS if lower.endswith(suffix)), name)
+
+
 def compression_of(name: str) -> str | None:
     """``'a.jsonl.zst'`` -> ``'zstd'``; ``None`` for a file that is not compressed."""
     lower = name.lower()

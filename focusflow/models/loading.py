@@ -127,10 +127,10 @@ def require_body_weights(missing_keys: Any, name: str | os.PathLike[str], *, hea
                                "model (save_pretrained) or point at the folder that holds its weights")
     if heads and not head_allowed:
         raise SourceModelError(f"{name}: {len(heads)} weights of the model's output layer were not found in its "
-                               f"checkpoint (e.g. {heads[:3]}); its config names a language-model head that is not "
-                               "tied to the input embeddings, so it would predict with random values. Save the whole "
-                               "model (save_pretrained), or set tie_word_embeddings in config.json if the head shares "
-                               "the embedding matrix")
+                               f"checkpoint (e.g. {heads[:3]}), and its config does not tie that layer to the input "
+                               "embeddings: it would predict with random values. Give the checkpoint of the model with "
+                               "its language-model head (save_pretrained of the ...ForCausalLM or ...ForMaskedLM "
+                               "model), not of its body alone")
 
 
 def require_vocabulary_fits(model: Any, tokenizer: Any, name: str | os.PathLike[str]) -> None:

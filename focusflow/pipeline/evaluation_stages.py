@@ -16,6 +16,7 @@ from typing import Any, Self
 import pandas as pd
 
 from focusflow.config import EvalSpec, PipelineConfig
+from focusflow.corpus.io import COMPRESSIONS
 from focusflow.evaluation.continuations import repetition_rate
 from focusflow.evaluation.downstream.report import RESULTS_FILE, RUNS_FILE, score_text
 from focusflow.evaluation.downstream.sources import SPLIT_FILE_STEMS, task_versions
@@ -69,7 +70,7 @@ REPORT_STAGE, REPORT_VERSION = "report", 7
 # the same (threads changes the speed, not the result: never in the key)
 _KEY_WHEN_SET = ("max_length", "embedding_lr_scale", "protocol", "patience")
 _NOT_IN_KEY = ("data_root", "heldout_sentences", "threads", "ood_text", "compile")
-_DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".iob2", ".bio", ".parquet"}
+_DATA_SUFFIXES = {".txt", ".tsv", ".json", ".jsonl", ".csv", ".conll", ".iob2", ".bio", ".parquet", *COMPRESSIONS}
 
 # Floats read back exactly as written: pandas 3 does it by default (and deprecates asking), pandas 2 when asked.
 _EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}

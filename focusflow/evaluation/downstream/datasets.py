@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from focusflow.corpus.io import compression_of, decompressing, open_bytes
+from focusflow.corpus.io import compression_of, decompressing, open_bytes, uncompressed_name
 from focusflow.errors import FocusflowError
 
 log = logging.getLogger(__name__)
@@ -109,12 +109,8 @@ def _read_text(path: Path) -> str:
     """A data file's text, decompressed where its name says so (``train.txt.gz``, as some are published)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
-    compression = compression_of(path.name)
-    if compression is None:
-        raw = path.read_bytes()
-    else:
-        with decompressing(str(path)), open_bytes(str(path), compression) as handle:
-            raw = handle.read()
+    with decompressing(str(path)), open_bytes(str(path), compression_of(path.name)) as handle:
+        raw = handle.read()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -128,10 +124,7 @@ def _read_text(path: Path) -> str:
 
 def data_suffix(path: Path) -> str:
     """The format's suffix of a data file's name, in lower case, under a compression's (``.tsv`` of ``a.TSV.gz``)."""
-    name = path.name.lower()
-    if compression_of(name) is not None:
-        name = name[:name.rindex(".")]
-    return Path(name).suffix
+    return Path(uncompressed_name(path.name)).suffix.lower()
 
 
 _COLUMNS = re.compile(r"[ \t]+")  # CoNLL columns; other Unicode spaces (NBSP, U+2028) belong to the word
@@ -139,8 +132,9 @@ _COLUMNS = re.compile(r"[ \t]+")  # CoNLL columns; other Unicode spaces (NBSP, U
 _LANGUAGE_PREFIX = re.compile(r"^([a-z]{2,3}(?:-[a-z]+)*|simple):.")  # sw:, zh-min-nan:, be-x-old:, simple:
 
 
-def _is_bio_tag(tag: str) -> bool:
-    return tag == "O" or (len(tag) > 2 and tag[:2] in ("B-", "I-", "S-", "E-"))
+def _is_bio_tag(tag: str, bioes: bool = False) -> bool:
+    """O, B-X or I-X; with ``bioes`` also S-X and E-X (a tag column's, never a comment's or a word's)."""
+    return tag == "O" or (len(tag) > 2 and tag[:2] in (("B-", "I-", "S-", "E-") if bioes else ("B-", "I-")))
 
 
 #: BIOES (IOBES) tags as the BIO ones they stand for: a single-word entity begins, an entity's last word is inside.
@@ -161,7 +155,7 @@ def _columns(line: str) -> list[str]:
     reads it), else at runs of spaces. Spaces around a column are none of it, nor any whitespace around the last
     (a no-break space after a tag); a word that is itself a no-break space stays one."""
     columns = [column.strip(" ") for column in line.split("\t")] if "\t" in line else _COLUMNS.split(line)
-    return [*columns[:-1], columns[-1].strip()]
+    return columns if len(columns) == 1 else [*columns[:-1], columns[-1].strip()]
 
 
 def read_conll(path: Path) -> list[NerExample]:
@@ -210,7 +204,7 @@ def read_conll(path: Path) -> list[NerExample]:
     examples = []
     for rows in sentences:
         for number, columns, raw in rows:
-            if not _is_bio_tag(columns[tag_column]):
+            if not _is_bio_tag(columns[tag_column], bioes=True):
                 raise DataFormatError(f"{path}:{number}: tag {columns[tag_column]!r} is not a BIO/IOB2 tag "
                                       f"(O, B-X, I-X; or BIOES's S-X, E-X) in {raw!r}")
             prefix = columns[tag_column][:2]
@@ -378,13 +372,16 @@ def qa_examples_from_records(records: Sequence[dict[str, Any]], where: str,
     for record in records:
         stats.questions += 1
         at = f"{where}: question {record.get('id', stats.questions)!s:.40}"
-        context = _qa_text(record.get("context"), "context", at)
+        given = record.get("context")
+        context = _qa_text(given, "context", at)
         answers = []
         for text, start in _answer_pairs(record.get("answers"), at):
             text = _qa_text(text, "answer text", at)
             if not text.strip():
                 continue
             start = _answer_start(start, at)
+            if isinstance(given, str) and context != given:  # the same place in the normalized (shorter) context
+                start = len(unicodedata.normalize("NFC", given[:max(start, 0)]))
             located = _locate(context, text, start)
             if located is None:
                 stats.unlocatable += 1
@@ -432,6 +429,8 @@ def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:
         if exc.msg != "Extra data":
             raise DataFormatError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
         document = [record for _, record in _json_lines(path, text)]
+    if isinstance(document, dict) and "context" in document and "data" not in document:
+        document = [document]  # JSON Lines of one record
     if isinstance(document, dict) and isinstance(document.get("data"), list):
         entries = document["data"]
     elif isinstance(document, list):
@@ -446,11 +445,18 @@ def read_squad_json(path: Path) -> tuple[list[QaExample], QaReadStats]:
         if "paragraphs" not in article and "context" in article:  # a flat record
             records.append(article)
             continue
-        for paragraph_number, paragraph in enumerate(article.get("paragraphs", [])):
+        paragraphs = article.get("paragraphs", [])
+        if not isinstance(paragraphs, list):
+            raise DataFormatError(f"{path}: data[{article_number}].paragraphs is {type(paragraphs).__name__}, "
+                                  "expected a list")
+        for paragraph_number, paragraph in enumerate(paragraphs):
             where = f"{path}: data[{article_number}].paragraphs[{paragraph_number}]"
-            if not isinstance(paragraph.get("context"), str):
+            if not isinstance(paragraph, dict) or not isinstance(paragraph.get("context"), str):
                 raise DataFormatError(f"{where} has no 'context' string")
-            for question in paragraph.get("qas", []):
+            questions = paragraph.get("qas", [])
+            if not isinstance(questions, list) or not all(isinstance(question, dict) for question in questions):
+                raise DataFormatError(f"{where}: 'qas' is not a list of question objects")
+            for question in questions:
                 if "question" not in question:
                     raise DataFormatError(f"{where}: a question without 'question' text (id {question.get('id')})")
                 records.append({"id": question.get("id"), "question": question["question"],
@@ -496,6 +502,9 @@ def _cls_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str
     if suffix == ".parquet":  # a Hugging Face dataset's export
         import pandas as pd
 
+        if compression_of(path.name) is not None:
+            raise DataFormatError(f"{path}: a compressed parquet file; parquet compresses its own columns, "
+                                  "decompress it")
         frame = pd.read_parquet(path)
         return [(number, record) for number, record in enumerate(frame.to_dict("records"), start=1)], list(frame)
     text = _read_text(path)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from focusflow.corpus.io import compression_of
+from focusflow.corpus.io import compression_of, uncompressed_name
 from focusflow.corpus.sources import hub_offline
 from focusflow.errors import FocusflowError, InputError, UnavailableError
 from focusflow.evaluation.downstream.datasets import (
@@ -269,8 +269,12 @@ SPLIT_FILE_STEMS = frozenset(stem for stems in SPLIT_NAMES.values() for stem in 
 #: What a task's data means, where that changed, by task kind or by ``kind:dataset``: in the keys of the stages that
 #: read such a task (downstream results, decontamination, the reading and other-domain texts), so those are made
 #: again, and no other key moves. qa 2: questions that shared an id were scored as one, and a local TyDiQA file of
-#: every language trained on all of them; ner:masakhaner 2: the name means MasakhaNER 1.0, no longer 2.0.
-TASK_VERSIONS = {"qa": 2, "ner:masakhaner": 2}
+#: every language trained on all of them; ner:masakhaner 2: the name means MasakhaNER 1.0, no longer 2.0; qa 3:
+#: contexts and answers in one Unicode form (NFC), which some published contexts are not. NER's reading of converted
+#: files (a tab-separated word with a space, a no-break space after a tag, old-Mac line ends) changed without a
+#: version: the published files (MasakhaNER, WikiANN, CoNLL) read exactly as before, and the decontamination under
+#: every NER run's corpus would otherwise be made again.
+TASK_VERSIONS = {"qa": 3, "ner:masakhaner": 2}
 
 
 def task_versions(tasks: Iterable[str]) -> dict[str, int]:
@@ -326,9 +330,7 @@ def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
     files = [path for path in sorted(folder.iterdir()) if path.is_file() and not path.name.startswith(".")]
 
     def stem_of(path: Path) -> str | None:
-        name = path.name.lower()
-        if compression_of(name) is not None:  # train.txt.gz reads as train.txt does
-            name = name[:name.rindex(".")]
+        name = uncompressed_name(path.name).lower()  # train.txt.gz reads as train.txt does
         for extension in sorted(extensions, key=len, reverse=True):
             if name.endswith(extension) and (extension or "." not in name):
                 return name[:len(name) - len(extension)] if extension else name
@@ -344,6 +346,9 @@ def _find_split_file(folder: Path, kind: str, split: str) -> Path | None:
     # a name holding the words of two splits (train_dev.tsv) is no one split's: never read as two
     named = [path for path, parts in words.items() if parts & set(SPLIT_NAMES[split])
              and not any(parts & set(names) for other, names in SPLIT_NAMES.items() if other != split)]
+    # a published file beside its unpacked copy (hau_train.txt.gz, hau_train.txt): the copy
+    named = [path for path in named if not (compression_of(path.name) and path.with_name(
+        uncompressed_name(path.name)) in named)]
     if len(named) > 1:
         raise InputError(f"{folder}: {len(named)} files could be the {split} split ({', '.join(p.name for p in named)}); "
                          f"name one {SPLIT_NAMES[split][0]}{extensions[0]}")

@@ -634,3 +634,58 @@ def test_a_qa_field_of_the_wrong_type_is_an_error_naming_file_and_question(tmp_p
 def test_bioes_tags_read_as_the_bio_tags_they_stand_for(tmp_path):
     path = write(tmp_path / "train.txt", "Juma S-PER\nalikwenda O\nDar B-LOC\nes I-LOC\nSalaam E-LOC\n")
     assert read_conll(path)[0].tags == ("B-PER", "O", "B-LOC", "I-LOC", "I-LOC")
+
+
+def test_an_answer_start_moves_with_the_normalized_context_to_its_own_occurrence():
+    """A decomposed context is shorter once composed: the start is the same place in it, not the nearest copy."""
+    from focusflow.evaluation.downstream.datasets import QaReadStats, qa_examples_from_records
+
+    decomposed = "e\u0301" * 10
+    context = decomposed + "cat" + "x" * 7 + "cat"  # the gold "cat" is the first, at 20 before composing
+    stats = QaReadStats()
+    example, = qa_examples_from_records([{"id": "q", "question": "?", "context": context,
+                                          "answers": {"text": ["cat"], "answer_start": [20]}}], "t", stats)
+    assert example.answers == (("cat", 10),) and stats.relocated == 0
+
+
+def test_conll_comment_and_one_column_lines_are_not_read_as_bioes_tags(tmp_path):
+    path = write(tmp_path / "train.txt", "# contact us by E-mail\nKhalid B-PER\nni O\n")
+    assert read_conll(path)[0].words == ("Khalid", "ni")
+    with pytest.raises(DataFormatError, match="expected 'word TAG'"):
+        read_conll(write(tmp_path / "dev.txt", "Khalid B-PER\n E-mail\n"))
+    wikiann = read_conll(write(tmp_path / "test", "sw:Khalid\tB-PER\nsw:\u00a0\n"))  # a tagless WikiANN line
+    assert wikiann[0].words == ("Khalid", "\u00a0") and wikiann[0].tags == ("B-PER", "O")
+
+
+def test_a_published_gzip_beside_its_unpacked_copy_reads_the_copy(tmp_path):
+    import gzip
+
+    folder = tmp_path / "ner"
+    write(folder / "hau_train.txt", "Juma B-PER\n\nni O\n")
+    (folder / "hau_train.txt.gz").write_bytes(gzip.compress(b"Dodoma B-LOC\n\nna O\n"))
+    write(folder / "hau_test.txt", "Juma B-PER\n\nDodoma B-LOC\n")
+    data = load_folder("ner", folder, "toy", "ha")
+    assert {example.words for example in data.train + data.dev} == {("Juma",), ("ni",)}
+
+
+def test_a_compressed_task_file_is_in_the_data_fingerprint(tmp_path):
+    import gzip
+
+    from focusflow.pipeline.evaluation_stages import data_fingerprint
+
+    folder = tmp_path / "ner" / "wikiann" / "sw"
+    folder.mkdir(parents=True)
+    (folder / "train.txt.gz").write_bytes(gzip.compress(b"Juma B-PER\n"))
+    before = data_fingerprint(["ner:wikiann:sw"], tmp_path)
+    (folder / "train.txt.gz").write_bytes(gzip.compress(b"Dodoma B-LOC\n"))
+    assert data_fingerprint(["ner:wikiann:sw"], tmp_path) != before
+
+
+def test_one_json_line_of_qa_and_a_misshapen_squad_file(tmp_path):
+    record = {"id": "a", "question": "Mji?", "context": "Dodoma.", "answers": {"text": ["Dodoma"], "answer_start": [0]}}
+    assert [e.id for e in read_squad_json(write(tmp_path / "one.jsonl", json.dumps(record) + "\n"))[0]] == ["a"]
+    for data, message in (([{"paragraphs": {"context": "x"}}], "paragraphs is dict"),
+                          ([{"paragraphs": [["x"]]}], "has no 'context' string"),
+                          ([{"paragraphs": [{"context": "x", "qas": ["q"]}]}], "'qas' is not a list of question")):
+        with pytest.raises(DataFormatError, match=message):
+            read_squad_json(write(tmp_path / "bad.json", json.dumps({"data": data})))
