@@ -149,6 +149,18 @@ def _tydiqa_local(examples: list[QaExample], spec: TaskSpec) -> list[QaExample]:
     return kept
 
 
+def _warn_several_tydiqa_languages(splits: Mapping[str, list[Any] | None], folder: Path) -> None:
+    """A folder task (``qa:PATH``) holding TyDiQA's published files of every language trains and tests on all of them
+    (only ``qa:tydiqa:LANG`` keeps its language's questions): said, with the way to one language."""
+    names = {name: code for code, name in TYDIQA_NAMES.items()}
+    found = {names[prefix] for examples in splits.values() for example in examples or ()
+             if (prefix := str(getattr(example, "id", "")).partition("-")[0]) in names}
+    if len(found) > 1:
+        log.warning("%s: its questions are TyDiQA's of %d languages (%s), all read as one task; for one language's "
+                    "use qa:tydiqa:<language> with evaluation.data_root, or keep that language's file only", folder,
+                    len(found), ", ".join(sorted(found)))
+
+
 def _tydiqa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
     """TyDiQA GoldP mixes its languages in one config: keep the questions whose id names the language."""
     language = spec.language
@@ -377,6 +389,8 @@ def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: i
             splits[split] = keep(splits[split])
         if note:
             notes[split] = note
+    if keep is None:
+        _warn_several_tydiqa_languages(splits, folder)
     if not any(splits.values()):
         raise DataFormatError(f"{folder}: no labelled {kind} data ({'; '.join(notes.values())})")
     if not splits["train"] and "train" in notes and any(splits[name] for name in ("dev", "test")):

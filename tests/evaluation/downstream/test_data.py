@@ -458,6 +458,26 @@ def test_a_local_tydiqa_file_of_every_language_gives_the_tasks_questions(tmp_pat
     assert len(data.train + data.dev + data.test) == 10
 
 
+def test_a_folder_task_of_tydiqa_files_of_every_language_says_so(tmp_path, caplog):
+    """``qa:PATH`` has no language to keep: it reads every question, and the log says which languages it mixed."""
+    context = "Mji mkuu wa Tanzania ni Dodoma."
+    questions = [(f"{language}-{i}", "Dodoma", 24) for language in ("swahili", "finnish") for i in range(10)]
+    write(tmp_path / "qa" / "train.json", squad([(context, questions)]))
+    with caplog.at_level("WARNING"):
+        data = load_folder("qa", tmp_path / "qa", "qa", "")
+    assert len(data.train + data.dev + data.test) == 20
+    assert "TyDiQA's of 2 languages (fi, sw)" in caplog.text and "qa:tydiqa:<language>" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        resolve_task("qa:tydiqa:sw", data_root=_tydiqa_root(tmp_path, context, questions))
+    assert "languages" not in caplog.text  # the named task keeps its language's questions
+
+
+def _tydiqa_root(tmp_path: Path, context: str, questions: list) -> Path:
+    write(tmp_path / "root" / "qa" / "tydiqa" / "sw" / "train.json", squad([(context, questions)]))
+    return tmp_path / "root"
+
+
 def test_classification_files_as_their_datasets_publish_them(tmp_path):
     """Column names, split file names and label encodings of published classification sets: AmharicNews's
     article (after its headline, not the headline alone), AfriSenti's unlabelled or header-only splits (completed
