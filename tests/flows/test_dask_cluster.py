@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from focusflow.corpus.io import write_texts
 from focusflow.storage import ArtifactStore
 from focusflow.storage.artifact import BrokenArtifact
+from tests.flows.dask_probes import is_training
 from tests.flows.test_specialize_flow import run_config
 from tests.tiny_models import sample_texts, save_tiny
 
@@ -32,16 +32,6 @@ def _keys(resolved: Any) -> Any:
     if isinstance(resolved, list):
         return [_keys(value) for value in resolved]
     return "/".join(resolved.rstrip("/").split("/")[-2:]) if isinstance(resolved, str) else resolved
-
-
-def _is_training(dask_worker: Any = None) -> bool:
-    """Runs on a Dask worker: is one of its threads inside ``run_lapt`` now?"""
-    for frame in sys._current_frames().values():
-        while frame is not None:
-            if frame.f_code.co_name == "run_lapt":
-                return True
-            frame = frame.f_back
-    return False
 
 
 def private_work_dir(root: str) -> Any:
@@ -137,7 +127,7 @@ def test_flow_on_a_dask_cluster_survives_a_killed_worker(prefect_server, s3_serv
         deadline = time.monotonic() + 600
         while killed is None and thread.is_alive() and time.monotonic() < deadline:
             if store.is_store() and store.list("lapt-checkpoint"):
-                training = [address for address, busy in client.run(_is_training).items() if busy]
+                training = [address for address, busy in client.run(is_training).items() if busy]
                 if training:
                     lost = _lose_results(client, "init_stage")  # first: a dead worker's keys leave who_has
                     killed = client.run(os.getpid, workers=training)[training[0]]
