@@ -309,15 +309,16 @@ class QaReadStats:
 
     def warn(self, where: Any) -> None:
         """Say what reading changed or could not use (a run's log, once per file): answers nobody can find score 0."""
-        said = {"unanswered": "have no gold answer and are skipped",
-                "unlocatable": "have a gold answer whose text is nowhere in the context (it scores 0 for every model; "
-                               "train: not learned from)",
-                "relocated": "have an answer_start that does not match the answer's text; the nearest occurrence of "
-                             "the text is used",
-                "renamed": "repeat an earlier question's id or have none; each is scored under an id of its own"}
+        said = {"unanswered": "{n} of {q} questions have no gold answer and are skipped",
+                "unlocatable": "{n} gold answers (of {q} questions) have a text that is nowhere in the context (such "
+                               "an answer scores 0 for every model; in train, it is not learned from)",
+                "relocated": "{n} gold answers (of {q} questions) have an answer_start that does not match their text; "
+                             "the nearest occurrence of the text is used",
+                "renamed": "{n} of {q} questions repeat an earlier question's id or have none; each is scored under "
+                           "an id of its own"}
         for name, what in said.items():
             if getattr(self, name):
-                log.warning("%s: %d of %d questions %s", where, getattr(self, name), self.questions, what)
+                log.warning("%s: %s", where, what.format(n=getattr(self, name), q=self.questions))
 
 
 def _locate(context: str, text: str, start: int) -> int | None:

@@ -617,7 +617,7 @@ def test_an_answer_written_composed_is_found_in_a_context_written_decomposed(tmp
     assert squad_scores({"q1": [text]}, {"q1": examples[0].context[7:13]})["exact_match"] == 1.0
     with caplog.at_level("WARNING"):
         stats.warn(path)
-    assert "1 of 2 questions have a gold answer whose text is nowhere in the context" in caplog.text
+    assert "1 gold answers (of 2 questions) have a text that is nowhere in the context" in caplog.text
 
 
 def test_flat_qa_records_read_as_json_lines_an_array_or_a_data_list(tmp_path):
