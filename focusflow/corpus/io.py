@@ -44,13 +44,8 @@ FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl",
 def format_of(name: str) -> tuple[str | None, str | None]:
     """``'a.jsonl.zst'`` → ``('jsonl', 'zstd')``, ``'A.TXT'`` → ``('txt', None)``; unknown formats →
     ``(None, ...)``."""
-    lower = name.lower()
-    compression = None
-    for suffix, kind in COMPRESSIONS.items():
-        if lower.endswith(suffix):
-            compression, lower = kind, lower[: -len(suffix)]
-            break
-    return next((kind for suffix, kind in FORMATS.items() if lower.endswith(suffix)), None), compression
+    lower = uncompressed_name(name).lower()
+    return next((kind for suffix, kind in FORMATS.items() if lower.endswith(suffix)), None), compression_of(name)
 
 
 def uncompressed_name(name: str) -> str:

@@ -171,7 +171,7 @@ def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_h
     bare encoder), else the bare model.
     """
     import torch
-    from transformers import AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
 
     require_weights(folder)
     info = describe_source(folder)
@@ -182,7 +182,7 @@ def load_source(folder: str | os.PathLike[str], with_head: bool = True, *, add_h
     if add_head:  # the new head is all missing; the body (under the base model's prefix) must not be
         missing = [key for key in missing if str(key).startswith(f"{model.base_model_prefix}.")]
     # the source's own language-model head is part of the model: only a bare body may lack one (a pooler)
-    require_body_weights(missing, folder, head_allowed=add_head or loader.__name__ == "AutoModel")
+    require_body_weights(missing, folder, head_allowed=add_head or loader is AutoModel)
     return model.eval(), tokenizer, info
 
 

@@ -132,13 +132,13 @@ _COLUMNS = re.compile(r"[ \t]+")  # CoNLL columns; other Unicode spaces (NBSP, U
 _LANGUAGE_PREFIX = re.compile(r"^([a-z]{2,3}(?:-[a-z]+)*|simple):.")  # sw:, zh-min-nan:, be-x-old:, simple:
 
 
-def _is_bio_tag(tag: str, bioes: bool = False) -> bool:
-    """O, B-X or I-X; with ``bioes`` also S-X and E-X (a tag column's, never a comment's or a word's)."""
-    return tag == "O" or (len(tag) > 2 and tag[:2] in (("B-", "I-", "S-", "E-") if bioes else ("B-", "I-")))
-
-
 #: BIOES (IOBES) tags as the BIO ones they stand for: a single-word entity begins, an entity's last word is inside.
 _BIOES_AS_BIO = {"S-": "B-", "E-": "I-"}
+
+
+def _is_bio_tag(tag: str, bioes: bool = False) -> bool:
+    """O, B-X or I-X; with ``bioes`` also S-X and E-X (a tag column's, never a comment's or a word's)."""
+    return tag == "O" or (len(tag) > 2 and tag[:2] in ("B-", "I-", *(_BIOES_AS_BIO if bioes else ())))
 
 
 def _lines(text: str) -> list[str]:
