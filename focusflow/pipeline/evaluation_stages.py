@@ -320,8 +320,9 @@ def _bits(record: IntrinsicRecord) -> dict[str, float | None]:
 
 
 def _cpu_minutes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> float | None:
-    """The training minutes a candidate cost on the machine that trained it: its LAPT (a minutes budget's plan, else
-    the measured time) and its align refinement; 0 for a model nothing trained (a pruned source)."""
+    """The training minutes a candidate cost on the machine that trained it, on a minutes budget's clock (CPU-minutes
+    on a CPU): its LAPT and its align refinement as measured (a record from before that clock: a minutes budget's
+    plan, else wall time); 0 for a model nothing trained (a pruned source)."""
     method, after_lapt = read_model_label(label)
     minutes = 0.0
     if after_lapt:
@@ -329,16 +330,18 @@ def _cpu_minutes(label: str, by_kind: Mapping[str, Mapping[str, Artifact]]) -> f
         if lapt is None:
             return None
         record = LaptRecord.of(lapt)
-        minutes += record.planned_minutes or float(record.train_seconds_this_session or 0) / 60
+        minutes += float(record.work_seconds) / 60 if record.work_seconds is not None else \
+            record.planned_minutes or float(record.train_seconds_this_session or 0) / 60
     init = by_kind.get("init", {}).get(method)
     align = ModelRecord.of(init).align if init is not None else None
-    minutes += float(align.train_seconds or 0) / 60 if align is not None else 0.0
+    if align is not None:
+        minutes += float(align.work_seconds if align.work_seconds is not None else align.train_seconds or 0) / 60
     return round(minutes, 2)
 
 
 _LAPT_SUMMARY = ("steps", "tokens", "initial_heldout_loss", "final_heldout_loss", "final_train_loss", "tokens_per_s",
                  "mfu", "precision", "device", "world_size", "resumed_from", "trainable_parameters",
-                 "train_seconds_this_session")
+                 "train_seconds_this_session", "work_seconds")
 
 
 def _lapt_summary(lapt: Artifact) -> dict[str, Any]:
@@ -367,8 +370,12 @@ def _downstream_note(label: str, lapt: Artifact) -> str:
     """The LAPT behind a ``+lapt`` row: its budget, steps and tokens, so a score is read with its cost."""
     record = LaptRecord.of(lapt)
     planned = f"{record.planned_minutes:g} minutes planned on this machine, " if record.planned_minutes else ""
-    trained = record.train_seconds_this_session
-    spent = f"; {trained / 60:.1f} minutes of training measured" if trained is not None else ""
+    if record.work_seconds is not None:  # every session's, on the budget's clock
+        on_cpu = str(record.device or "cpu").startswith("cpu")
+        spent = f"; {record.work_seconds / 60:.1f} {'CPU-' if on_cpu else ''}minutes of training measured"
+    else:  # a record from before that clock: this session's wall time
+        trained = record.train_seconds_this_session
+        spent = f"; {trained / 60:.1f} minutes of training measured" if trained is not None else ""
     return (f"{_lapt_label(label, lapt)}: {planned}{record.steps if record.steps is not None else '?'} steps, "
             f"{int(record.tokens or 0):,} tokens seen{spent}.")
 

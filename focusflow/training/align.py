@@ -431,7 +431,8 @@ class AlignRecipe(RunRecipe):
             "device": str(self.dist.device),
             "precision": self.precision.name,
             "resumed_from": totals.resumed_from, "train_seconds_this_session": round(totals.train_time, 3),
-            "train_seconds": round(state["seconds"], 3), "final_dir": str(self.out_dir / "final"),
+            "train_seconds": round(state["seconds"], 3), "work_seconds": totals.work_seconds,
+            "final_dir": str(self.out_dir / "final"),
         }
 
 

@@ -223,7 +223,8 @@ class DistillRecipe(RunRecipe):
                 "world_size": 1, "precision": self.precision.name,
                 "parameters": sum(p.numel() for p in self.hf_model.parameters()), "resumed_from": totals.resumed_from,
                 "teacher": "stored states" if self.stored_teacher is not None else "computed every step",
-                "train_seconds_this_session": round(totals.train_time, 3), "final_dir": str(self.out_dir / "final")}
+                "train_seconds_this_session": round(totals.train_time, 3), "work_seconds": totals.work_seconds,
+                "final_dir": str(self.out_dir / "final")}
 
 
 __all__ = ["DistillRecipe", "default_layers", "distillation_loss", "layer_states"]

@@ -221,7 +221,8 @@ class LaptRecipe(RunRecipe):
             "parameters": sum(p.numel() for p in self.hf_model.parameters()),
             "trainable_parameters": sum(p.numel() for p in trainable.parameters), "lora": spec.lora,
             "two_stage_embedding_steps": self.stage1_steps, "resumed_from": totals.resumed_from,
-            "train_seconds_this_session": round(totals.train_time, 3), "final_dir": str(self.out_dir / "final"),
+            "train_seconds_this_session": round(totals.train_time, 3), "work_seconds": totals.work_seconds,
+            "final_dir": str(self.out_dir / "final"),
             "peak_gpu_memory_bytes": (torch.cuda.max_memory_allocated(self.dist.device)
                                       if self.dist.device.type == "cuda" else None),
         }

@@ -43,6 +43,7 @@ from focusflow.training import checkpoint as ckpt
 from focusflow.training.compile_probe import CompileDecision, compile_in_place, decide_compile, loss_tolerance
 from focusflow.training.distributed import data_parallel
 from focusflow.training.flops import mfu, peak, with_efficiency
+from focusflow.training.machine import StepClock
 from focusflow.training.master import trained_weights
 from focusflow.training.monitor import METRICS_FILE, LossWindow, write_metrics_csv, write_run_record
 from focusflow.training.optimization import all_finite, cadence_due, diverged, require_finite_loss
@@ -91,9 +92,11 @@ class TrainingRun:
         spec, recipe, settings = self.spec, self.recipe, self.settings
         self.checkpoint = ckpt.resume_point(self.out_dir, resume, self.dist.main, self.dist.barrier) \
             if settings.checkpointed else None
-        self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "history": []}
-        if self.checkpoint is not None:
-            self.state = {"seconds": 0.0, **ckpt.load_trainer_state(self.checkpoint)}
+        self.state: dict[str, Any] = {"step": 0, "samples": 0, "tokens": 0, "seconds": 0.0, "work_seconds": 0.0,
+                                      "history": []}
+        if self.checkpoint is not None:  # a checkpoint from before work_seconds counts its wall seconds as work
+            loaded = ckpt.load_trainer_state(self.checkpoint)
+            self.state = {"seconds": 0.0, "work_seconds": loaded.get("seconds", 0.0), **loaded}
             ckpt.resumable_changes_only(spec, self.state.get("spec", {}), recipe.resumable_changes, self.out_dir)
             log.info("resuming from %s (step %d)", self.checkpoint, self.state["step"])
 
@@ -149,9 +152,10 @@ class TrainingRun:
             self._evaluate_start()
         self._set_stage(start_step)
         batches = self.recipe.step_batches(start_step)
-        spent_before, self.start_tokens = state["seconds"], state["tokens"]
+        spent_before, worked_before, self.start_tokens = state["seconds"], state["work_seconds"], state["tokens"]
+        clock = StepClock(self.dist.device)  # the clock a minutes budget counts: CPU time over threads on a CPU
         # a run stopped between logged rows resumes with the open window, so its rows equal an uninterrupted run's
-        train_time, window = 0.0, LossWindow(**state.get("window", {}))
+        train_time, work_time, window = 0.0, 0.0, LossWindow(**state.get("window", {}))
         self.window = window
         last_metrics: dict[str, Any] = {}
         bar = ProgressBar(self.name, self.total_steps, start_step) if self.progress and self.dist.main else None
@@ -164,17 +168,18 @@ class TrainingRun:
                     check_stop(f"in {self.name} at step {step + 1}/{self.total_steps} (a short run: nothing of it "
                                "is kept)")
                 self._set_stage(step)  # before the clock: a stage switch (DDP's rewrap) is no training time
-                began = time.perf_counter()
+                began, work_began = time.perf_counter(), clock.now()
                 step_batches, pending = pending or next(batches), None  # the first step's, fetched for the probe
                 loss_sum, predicted = self.step(step, step_batches)
                 require_finite_step(self, step + 1, loss_sum)
                 elapsed = time.perf_counter() - began
+                work_time += clock.now() - work_began
                 samples, tokens = self.recipe.step_size(step_batches)
                 train_time += elapsed
                 window.add(elapsed, loss_sum, predicted, tokens)
                 state["step"], state["samples"], state["tokens"] = step + 1, state["samples"] + samples, \
                     state["tokens"] + tokens
-                state["seconds"] = spent_before + train_time
+                state["seconds"], state["work_seconds"] = spent_before + train_time, worked_before + work_time
                 done = step + 1
                 last = done == self.total_steps or self._out_of_time()
                 checkpoint = settings.checkpointed and cadence_due(done, settings.checkpoint_every, last,
@@ -397,7 +402,8 @@ def write_checkpoint(run: TrainingRun, step: int, metrics: dict[str, Any]) -> Pa
 def trainer_state(run: TrainingRun) -> dict[str, Any]:
     """What a checkpoint holds of the loop besides tensors: counters, history, the best state's record, the open loss
     window, the settings it ran with, its stage and its weights check."""
-    state = {k: run.state[k] for k in ("step", "samples", "tokens", "seconds", "history", "start_rms")}
+    state = {k: run.state[k]
+             for k in ("step", "samples", "tokens", "seconds", "work_seconds", "history", "start_rms")}
     state.update(run.best.to_record() if run.recipe.selection is not None else {})
     if run.dist.world_size == 1:  # a rank's own window: under DDP the first row after a resume is shorter
         state["window"] = dataclasses.asdict(run.window)

@@ -16,23 +16,53 @@ import torch
 
 from focusflow.training.distributed import world_size
 
+CPUINFO = Path("/proc/cpuinfo")
+#: The instruction sets that change which kernels torch runs (and so a step's time): a virtual machine may name two
+#: generations of a processor alike ("AMD EPYC" for a Zen 3 with AVX2 only and a Zen 5 with AVX512-BF16).
+KERNEL_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
+                "asimd", "sve", "sve2", "bf16", "i8mm")
+
 
 def machine_fingerprint() -> dict[str, Any]:
-    """What a step time depends on besides the run's settings: the processor, threads, accelerator, torch."""
+    """What a step time depends on besides the run's settings: the processor (its name, generation and the
+    instruction sets torch's kernels use), threads, accelerator, torch."""
     accelerator = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": _cpu_name(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
-            "accelerator": accelerator, "world_size": world_size(),
+    return {"cpu": _cpu_name(), "cpu_model": _cpu_model(), "isa": _kernel_flags(), "cpus": os.cpu_count(),
+            "threads": torch.get_num_threads(), "accelerator": accelerator, "world_size": world_size(),
             "torch": torch.__version__.split("+")[0]}
 
 
-def _cpu_name() -> str:
+def _cpuinfo_first(*fields: str) -> dict[str, str]:
+    """The first processor's values of these ``/proc/cpuinfo`` fields (none where the file is missing: not Linux)."""
+    found: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        lines = CPUINFO.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return found
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name.strip() in fields and name.strip() not in found:
+            found[name.strip()] = value.strip()
+        if len(found) == len(fields):
+            break
+    return found
+
+
+def _cpu_name() -> str:
+    return _cpuinfo_first("model name").get("model name") or platform.processor() or platform.machine()
+
+
+def _cpu_model() -> str | None:
+    """The processor's generation (family, model, stepping), which a virtual machine's name may leave out."""
+    found = _cpuinfo_first("cpu family", "model", "stepping")
+    return "/".join(found.get(k, "?") for k in ("cpu family", "model", "stepping")) if found else None
+
+
+def _kernel_flags() -> list[str]:
+    """Which of :data:`KERNEL_FLAGS` the processor has (x86 ``flags``, Arm ``Features``)."""
+    found = _cpuinfo_first("flags", "Features")
+    flags = set((found.get("flags") or found.get("Features") or "").split())
+    return [flag for flag in KERNEL_FLAGS if flag in flags]
 
 
 class StepClock:
@@ -48,4 +78,4 @@ class StepClock:
         return time.process_time() / self.threads if self.kind == "cpu" else time.perf_counter()
 
 
-__all__ = ["StepClock", "machine_fingerprint"]
+__all__ = ["KERNEL_FLAGS", "StepClock", "machine_fingerprint"]

@@ -98,6 +98,13 @@ class RunTotals:
         trained = self.state["tokens"] - self.start_tokens
         return trained / self.train_time if self.train_time > 0 else None
 
+    @property
+    def work_seconds(self) -> float | None:
+        """The run's seconds of work over all its sessions, on the clock a minutes budget counts
+        (``machine.StepClock``: CPU time over the threads on a CPU, wall time on an accelerator)."""
+        worked = self.state.get("work_seconds")
+        return round(float(worked), 3) if worked is not None else None
+
 
 class RunRecipe:
     """What a run trains, handed to the loop (:class:`TrainingRun`): a loss with its data (LAPT's ``LaptRecipe``,

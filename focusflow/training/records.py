@@ -32,6 +32,7 @@ class AlignSummary(BaseModel):
     initial_heldout_loss: float | None = None
     final_heldout_loss: float | None = None
     train_seconds: float | None = None
+    work_seconds: float | None = None  # on a minutes budget's clock: CPU time over the threads on a CPU (RunTotals)
     tokens_per_s: float | None = None
     selection: dict[str, Any] | None = None  # keep-best: measure, kept_step, why … (``TrainingRun``)
     weights_check: dict[str, Any] | None = None
@@ -103,6 +104,7 @@ class LaptRecord(ModelRecord):
     resumed_from: str | None = None
     trainable_parameters: int | None = None
     train_seconds_this_session: float | None = None
+    work_seconds: float | None = None  # every session's, on a minutes budget's clock (RunTotals.work_seconds)
     peak_source: str | None = None  # what the MFU is measured against (``training.flops.Peak``)
     peak_gpu_memory_bytes: int | None = None
     budget: BudgetPlan | None = None

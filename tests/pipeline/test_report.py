@@ -115,6 +115,29 @@ def test_a_lapt_row_is_read_with_the_lapt_behind_it(tmp_path):
     assert _downstream_note("focus", plain) == "focus+lapt: 40 steps, 81,920 tokens seen."
 
 
+def test_the_minutes_a_candidate_cost_are_counted_on_the_budgets_clock_over_every_session(tmp_path):
+    """A LAPT's and an align's cost is their measured CPU-minutes (CPU time over threads), not the plan and not the
+    wall time of the last session: a run resumed, or slowed by another job, costs what it worked."""
+    from focusflow.pipeline.evaluation_stages import _cpu_minutes, _downstream_note
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    store = ArtifactStore(tmp_path / "store")
+    lapt = store.put_dir("lapt", "l" * 64, folder, metadata={
+        "steps": 90, "tokens": 368640, "device": "cpu", "train_seconds_this_session": 400.0, "work_seconds": 1230.0,
+        "budget": {"minutes": 20.0, "steps": 90, "seconds_per_step": 13.3}})
+    init = store.put_dir("init", "i" * 64, folder, metadata={"align": {"steps": 30, "train_seconds": 200.0,
+                                                                      "work_seconds": 90.0}})
+    by_kind = {"lapt": {"focus": lapt}, "init": {"focus": init}}
+    assert _cpu_minutes("focus+lapt", by_kind) == round((1230.0 + 90.0) / 60, 2)
+    assert _cpu_minutes("focus", by_kind) == 1.5, "the align refinement alone"
+    assert _downstream_note("focus", lapt).endswith("20.5 CPU-minutes of training measured.")
+    older = store.put_dir("lapt", "o" * 64, folder, metadata={"steps": 90, "train_seconds_this_session": 400.0,
+                                                              "budget": {"minutes": 20.0, "steps": 90}})
+    assert _cpu_minutes("focus+lapt", {"lapt": {"focus": older}}) == 20.0, "a record from before: its plan"
+
+
 def test_the_comparison_says_what_ranks_methods_and_shows_fidelity_beside_its_chance_level(tmp_path: Path):
     rows = [{"method": "fvt", "stage": "init", "fidelity": 0.97, "fidelity_chance": 0.94, "fidelity_centered": 0.41,
              "retrieval_top1": 0.72, "retrieval_top1_centered": 0.55, "bits_per_byte": 3.29},

@@ -175,6 +175,7 @@ def test_align_recovers_the_source_states_of_scrambled_rows(aligned, family):
     expected = {"xlmr": (1, "mean", "cosine"), "llama": (2, "last", "mse")}[family]
     assert (summary["layer"], summary["pool"], summary["loss"]) == expected and summary["depth"] == 2
     assert summary["trainable_from"] == "rows not copied exactly (transfer_report.parquet)"
+    assert 0 < summary["work_seconds"], "its cost on a minutes budget's clock (CPU time over threads)"
     assert summary["initial_heldout_loss"] > 0.05, summary
     assert summary["final_heldout_loss"] < min(0.01, summary["initial_heldout_loss"] / 20) if family == "xlmr" \
         else summary["final_heldout_loss"] < summary["initial_heldout_loss"] / 20, summary  # mse: its own scale

@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
 from focusflow.config import LaptSpec
 from focusflow.training import latest_checkpoint, run_lapt
-from focusflow.training.checkpoint import load_tensors
+from focusflow.training.checkpoint import load_tensors, load_trainer_state
 from focusflow.training.lapt import LaptRecipe
 from focusflow.training.loop import TrainingRun
 
@@ -317,8 +317,10 @@ def test_a_stop_checkpoints_the_step_it_reached_and_the_resume_equals_an_uninter
     assert not (tmp_path / "stopped" / "final").exists()
     monkeypatch.setattr(loop, "stop_requested", real_stop_requested)
 
+    at_stop = load_trainer_state(latest_checkpoint(tmp_path / "stopped"))["work_seconds"]
     resumed = run_lapt(model, *lapt_corpus, spec, tmp_path / "stopped", resume=True)
     assert resumed["resumed_from"].endswith("step-00000006")
+    assert resumed["work_seconds"] > at_stop > 0  # the CPU-seconds of work count both sessions
     run_lapt(model, *lapt_corpus, spec, tmp_path / "reference", resume=True)
     expected, got = _weights(tmp_path / "reference" / "final"), _weights(tmp_path / "stopped" / "final")
     for name in expected:
