@@ -230,7 +230,8 @@ class AlignSpec(_AdamWSchedule):
     steps: int = Field(default=300, ge=0, description="optimizer steps (replaced by tokens when that is set)")
     tokens: int | None = Field(default=None, gt=0, description="budget in tokens: tokens / batch_tokens steps, "
                                "rounded up")
-    seconds: float | None = Field(default=None, gt=0, description="stop once this much training time is spent; the "
+    seconds: float | None = Field(default=None, gt=0, description="stop once this much training time is spent (CPU "
+                                  "time over the threads on a CPU, as minutes counts); the "
                                   "step budget still caps the run and sets the learning-rate schedule. The steps "
                                   "reached depend on the machine's speed, which the key cannot know: for a "
                                   "reproducible artifact give steps or tokens")

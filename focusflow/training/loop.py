@@ -245,9 +245,10 @@ class TrainingRun:
         raise StopRequested(stop_message(), requested_signal() or signal.SIGTERM)
 
     def _out_of_time(self) -> bool:
-        """Whether the time budget is spent (decided together on all ranks)."""
+        """Whether the time budget is spent, on the budget's clock (CPU time over threads on a CPU: another job's
+        time slices are not this run's), decided together on all ranks."""
         limit = self.recipe.time_limit_s  # the same on every rank: all of them take part in the sum, or none
-        return limit is not None and self.dist.sum([float(self.state["seconds"] >= limit)])[0] > 0
+        return limit is not None and self.dist.sum([float(self.state["work_seconds"] >= limit)])[0] > 0
 
     # ---------------------------------------------------------------- one step, also for callers that time steps
     def step_batches(self, start_step: int) -> Iterator[list[Any]]:

@@ -126,7 +126,7 @@ class RunRecipe:
     name = "training"
     # Spec fields that may change between a run and its resumption without changing the trajectory.
     resumable_changes: frozenset[str] = frozenset({"steps", "checkpoint_every", "keep_last", "eval_every", "log_every"})
-    time_limit_s: float | None = None  # stop once this much training time (over all sessions) is spent
+    time_limit_s: float | None = None  # stop once this much work (StepClock seconds, all sessions) is spent
     total_steps: int
     # the measure a run keeps its best state by (which way is better: ``LoopSettings.higher_is_better``; its start
     # included where ``evaluate_at_start``), set by a recipe whose own loss is only a proxy (align) or that selects on
