@@ -7,6 +7,7 @@ that need one line per document (fastText, SentencePiece) flatten with ``one_lin
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import logging
 import lzma
@@ -190,9 +191,72 @@ def open_bytes(file: str, compression: str | None) -> BinaryIO:
 
     import fsspec
 
+    if compression == "zstd":  # fsspec's zstd reader ends a stream cut short without a word
+        return io.BufferedReader(ZstdFrames(fsspec.open(file, "rb").open()), buffer_size=1 << 20)  # type: ignore
     handle = fsspec.open(file, "rb", compression=compression).open()
-    # zstd's reader has no readline: buffer every decompressor so lines can be read
+    # a decompressor may have no readline: buffer every one so lines can be read
     return io.BufferedReader(handle) if compression else handle  # type: ignore[return-value]
+
+
+class ZstdFrames(io.RawIOBase):
+    """A zstd file's frames one after another, decompressed; a stream that ends inside a frame raises EOFError, as
+    gzip, xz and bz2 do (zstandard's stream reader stops there silently: a download cut short read as a shorter
+    corpus, its last document cut mid-line)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        import zstandard
+
+        super().__init__()
+        self._raw, self._new_frame = raw, zstandard.ZstdDecompressor().decompressobj
+        self._frame, self._in_frame = self._new_frame(), False
+        self._out, self._at = b"", 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._at >= len(self._out):
+            chunk = self._raw.read(1 << 20)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("the zstd stream ends inside a frame")
+                return 0
+            self._out, self._at = self._decompress(chunk), 0
+        count = min(len(buffer), len(self._out) - self._at)
+        buffer[:count] = self._out[self._at:self._at + count]
+        self._at += count
+        return count
+
+    def _decompress(self, data: bytes) -> bytes:
+        """What ``data`` decompresses to, across the frames it ends and begins."""
+        out = []
+        while data:
+            out.append(self._frame.decompress(data))
+            self._in_frame = True
+            if not self._frame.eof:
+                break
+            data, self._frame, self._in_frame = self._frame.unused_data, self._new_frame(), False
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def split_lone_cr(lines: Iterable[str]) -> Iterator[str]:
+    """Text lines as read at ``\\n``, with a lone ``\\r`` (old Mac line ends) ending a line too: a file written
+    that way is not one document (``\\r\\n`` stays one line end)."""
+    for line in lines:
+        if "\r" not in line or not _LONE_CR.search(line):
+            yield line
+            continue
+        *ended, last = _LONE_CR.split(line)
+        yield from (piece + "\n" for piece in ended)
+        if last:
+            yield last
 
 
 def _open_binary(file: Path) -> BinaryIO:
@@ -209,7 +273,8 @@ def read_texts(path: str | os.PathLike[str], limit: int | None = None) -> Iterat
     check = TextCheck(str(file))
     count = 0
     with _open_binary(file) as handle:
-        for number, line in enumerate(check.lines(handle), start=1):
+        lines = split_lone_cr(check.lines(handle)) if plain else check.lines(handle)
+        for number, line in enumerate(lines, start=1):
             if number == 1:
                 line = line.removeprefix("\ufeff")
             if not line.strip():

@@ -9,6 +9,7 @@ the same layout, which is how the tests exercise it.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -17,10 +18,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from focusflow.config import CorpusSpec
-from focusflow.corpus.io import COMPRESSIONS, FORMATS, CheckedText, TextCheck, format_of, open_bytes
+from focusflow.corpus.io import (
+    COMPRESSIONS,
+    FORMATS,
+    CheckedText,
+    TextCheck,
+    format_of,
+    open_bytes,
+    split_lone_cr,
+)
 from focusflow.corpus.languages import corpus_language, normalize_language
 from focusflow.errors import FocusflowError, InputError
 
@@ -206,6 +215,7 @@ def resolve_paths(entries: list[str]) -> list[str]:
                 if len(inside) < len(found):
                     log.info("%s: %d of mC4's validation shards left out (its training shards are the corpus)",
                              entry, len(found) - len(inside))
+                inside = _corpus_files_of_folder(entry, path, inside)
                 if not inside:
                     raise CorpusSourceError(f"folder {entry} has no corpus files ({', '.join(sorted(FORMATS))}, "
                                       f"optionally {', '.join(sorted(COMPRESSIONS))})")
@@ -219,7 +229,84 @@ def resolve_paths(entries: list[str]) -> list[str]:
                 found_any = True
         if not found_any:
             raise FileNotFoundError(f"corpus path {entry!r} matches no file; check corpus.paths")
-    return list(dict.fromkeys(files))
+    return _one_copy_each(list(dict.fromkeys(files)))
+
+
+#: Files a folder of text holds beside its corpus that are not the language's text (a dump's README and licence,
+#: a tool's notes): matched on the name before its first dot, in any case.
+NOT_CORPUS_NAMES = frozenset({"readme", "license", "licence", "copying", "notice", "changelog", "changes",
+                              "citation", "authors", "contributing", "manifest"})
+
+
+def _corpus_files_of_folder(entry: str, folder: str, found: list[str]) -> list[str]:
+    """A folder's corpus files: not under a dot name (``.git/``, macOS's ``._x.txt``, an editor's backup: a tool's
+    bookkeeping, which :func:`storage.artifact.is_hidden` leaves out of every folder the project reads), and not
+    a README or licence (:data:`NOT_CORPUS_NAMES`); what was left out is logged."""
+    kept, left_out = [], []
+    for path in found:
+        relative = PurePosixPath(path[len(folder.rstrip("/")):].lstrip("/"))
+        if any(part.startswith(".") for part in relative.parts) or \
+                relative.name.split(".", 1)[0].lower() in NOT_CORPUS_NAMES:
+            left_out.append(relative.as_posix())
+        else:
+            kept.append(path)
+    if left_out:
+        log.info("%s: %d file(s) left out that are a tool's bookkeeping or the folder's notes, not its text: %s",
+                 entry, len(left_out), ", ".join(left_out[:5]) + (" ..." if len(left_out) > 5 else ""))
+    return kept
+
+
+def _one_copy_each(files: list[str]) -> list[str]:
+    """The files with each local file once: a symbolic link to a file already listed (a folder's ``latest.txt``
+    beside its target) is the same text, which read twice would be duplicated in the corpus."""
+    seen: dict[str, str] = {}
+    kept = []
+    for file in files:
+        real = os.path.realpath(file) if "://" not in file else file
+        if real in seen:
+            log.info("%s is %s again (a link): read once", file, seen[real])
+            continue
+        seen[real] = file
+        kept.append(file)
+    return kept
+
+
+def files_fingerprint(files: list[str]) -> str:
+    """What the corpus files hold, for the corpus stage's key: each file's content identity in reading order (a
+    local file's sha256; a remote one's checksum or ETag and size, as its store reports them), so that a file
+    rewritten, added to a folder or removed is another corpus, never the stored one read again; the same files
+    copied elsewhere are the same corpus."""
+    import hashlib
+
+    import fsspec
+
+    digest = hashlib.sha256()
+    for file in files:
+        fs, _, (path,) = fsspec.get_fs_token_paths(file)
+        if _is_local(fs):
+            stat = os.stat(path)
+            identity = _local_sha256(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+        else:
+            info = fs.info(path)
+            identity = json.dumps({k: str(info.get(k)) for k in (*_REMOTE_IDENTITY, "size") if info.get(k)},
+                                  sort_keys=True)
+        digest.update(identity.encode() + b"\n")  # in reading order; where the files lie is the paths' part
+    return digest.hexdigest()
+
+
+#: What an object store reports that changes with a file's content (S3's ETag, GCS's md5 and crc32c, the Hub's
+#: sha256 and blob id), else when it was written.
+_REMOTE_IDENTITY = ("sha256", "checksum", "ETag", "etag", "md5Hash", "crc32c", "blob_id", "LastModified", "mtime",
+                    "updated", "last_modified", "created")
+
+
+@functools.lru_cache(maxsize=4096)
+def _local_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """A local file's sha256, computed once per process while its size and modification time stay (a run keys its
+    stages several times)."""
+    from focusflow.storage.atomic import sha256_file
+
+    return sha256_file(path)
 
 
 def _unstrip(fs, path: str) -> str:
@@ -258,7 +345,8 @@ def _open_text(file: str, compression: str | None, check: TextCheck) -> Iterator
 
 
 def _txt_texts(file: str, compression: str | None, txt_documents: str, check: TextCheck) -> Iterator[str]:
-    with _open_text(file, compression, check) as handle:
+    with _open_text(file, compression, check) as text:
+        handle = split_lone_cr(text)
         if txt_documents == "line":
             lines = blank = 0
             for line in handle:
@@ -375,16 +463,38 @@ def _parquet_texts(file: str, text_field: str) -> Iterator[str]:
             parquet = pq.ParquetFile(handle)
         except pa.ArrowException as exc:  # not parquet at all (no magic bytes), or a cut-short file
             raise _not_parquet(file, exc) from exc
-        if text_field not in parquet.schema_arrow.names:
-            raise CorpusSourceError(f"{file} has no column {text_field!r} (columns: {parquet.schema_arrow.names}); "
-                              "set corpus.text_field")
+        column = _parquet_column(parquet.schema_arrow, text_field, file)
         try:
-            for batch in parquet.iter_batches(columns=[text_field], batch_size=4096):
-                for text in batch.column(0).to_pylist():
+            for batch in parquet.iter_batches(columns=[column], batch_size=4096):
+                if column == text_field:
+                    yield from (text for text in batch.column(0).to_pylist() if text)
+                    continue
+                for number, value in enumerate(batch.column(0).to_pylist(), 1):  # a field inside a struct column
+                    text = _field({column: value}, text_field, file, number) if value is not None else None
                     if text:
                         yield text
         except pa.ArrowException as exc:  # a corrupt page inside a file whose footer was readable
             raise _not_parquet(file, exc) from exc
+
+
+def _parquet_column(schema, text_field: str, file: str) -> str:
+    """The column that holds ``text_field``: itself (a string column), or for ``meta.text`` the struct column
+    ``meta`` (read as the JSON reader reads a nested field); a column of another type is refused, as a JSON
+    field of another type is."""
+    import pyarrow as pa
+
+    column = text_field if text_field in schema.names else text_field.split(".", 1)[0]
+    if column not in schema.names:
+        raise CorpusSourceError(f"{file} has no column {text_field!r} (columns: {schema.names}); "
+                                "set corpus.text_field")
+    kind = schema.field(column).type
+    if column == text_field and not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise CorpusSourceError(f"{file}: column {text_field!r} holds {kind}, expected strings (the documents' "
+                                "text); set corpus.text_field to the column that holds it")
+    if column != text_field and not pa.types.is_struct(kind):
+        raise CorpusSourceError(f"{file}: column {column!r} holds {kind}, not fields ({text_field!r} names a "
+                                "field inside it); set corpus.text_field")
+    return column
 
 
 def _not_parquet(file: str, error: Exception) -> InputError:

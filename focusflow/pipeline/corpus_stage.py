@@ -14,6 +14,9 @@ from focusflow.pipeline.registry import RunHints, Stage, StageRun, StageSettings
 #: corpus's own loaders leave out: OSCAR's flagged records, mC4's validation shards). The demo corpus and a hub
 #: corpus's base languages read as before and keep their keys.
 READER_VERSION = 2
+#: How local files are read (3, 29 Nov 2026: a folder's dot-named files, README and licence are left out, a linked
+#: copy is read once, a text file's lone CR ends a line, a zstd file cut short is refused).
+LOCAL_READER_VERSION = 3
 
 
 class CorpusSettings(StageSettings):
@@ -27,9 +30,17 @@ class CorpusSettings(StageSettings):
 
 
 def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings, and for local files what they hold (``sources.files_fingerprint``): the paths alone would find
+    the corpus of a file since rewritten, or of another project's ``data/corpus.txt``."""
     key = default_key_params(params)
-    source = (params.get("corpus") or {}).get("source")
-    if source == "local" or _variant_code(str(source), str(params.get("language", ""))):
+    corpus = params.get("corpus") or {}
+    source = corpus.get("source")
+    if source == "local":
+        from focusflow.corpus.sources import files_fingerprint, resolve_paths
+
+        key["reader"] = LOCAL_READER_VERSION
+        key["files"] = files_fingerprint(resolve_paths(list(corpus.get("paths") or [])))
+    elif _variant_code(str(source), str(params.get("language", ""))):
         key["reader"] = READER_VERSION
     return key
 

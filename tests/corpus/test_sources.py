@@ -16,6 +16,7 @@ from focusflow.corpus import CorpusSourceError, LanguageError, collect_corpus, c
 from focusflow.corpus.cleaning import Cleaner, non_letter_fraction, normalize_text
 from focusflow.corpus.io import read_texts
 from focusflow.corpus.sources import hub_data_files, iter_demo, iter_files, iter_source, resolve_paths
+from focusflow.errors import InputError
 
 DOCS = ["Habari ya asubuhi rafiki yangu mpendwa.", "Leo tunaenda sokoni kununua matunda.", "Mvua inanyesha sana."]
 
@@ -287,3 +288,102 @@ def test_whether_the_hub_answers_is_one_quick_request_or_none_in_offline_mode(mo
     started = time.perf_counter()
     reason = hub_unreachable()
     assert reason.startswith(f"{nobody} cannot be reached (ConnectError") and time.perf_counter() - started < 5
+
+
+# --------------------------------------------------------------------------- local files as they are published
+
+def test_a_folder_is_read_for_its_text_not_its_bookkeeping_notes_or_linked_copies(tmp_path: Path, caplog):
+    """A dot-named file or folder (``.git/``, macOS's ``._a.txt``), a README or licence, and a link to a file already
+    read are not the language's text: left out, and said."""
+    folder = tmp_path / "dump"
+    (folder / ".git").mkdir(parents=True)
+    (folder / "a.txt").write_text(DOCS[0] + "\n", encoding="utf-8")
+    (folder / "._a.txt").write_bytes(b"\x00\x05\x16\x07Mac OS X        \x00\x02")  # AppleDouble: not even text
+    (folder / ".git" / "y.txt").write_text("a tool's note\n", encoding="utf-8")
+    (folder / "README.txt").write_text("This dump holds Swahili text.\n", encoding="utf-8")
+    (folder / "LICENSE.txt").write_text("CC BY-SA 4.0\n", encoding="utf-8")
+    (folder / "latest.txt").symlink_to(folder / "a.txt")
+    (folder / "meta.json").write_text(json.dumps({"text": DOCS[1]}), encoding="utf-8")  # a corpus file: kept
+    with caplog.at_level("INFO", logger="focusflow.corpus.sources"):
+        files = resolve_paths([str(folder)])
+    assert [Path(f).name for f in files] == ["a.txt", "meta.json"]
+    assert list(iter_files(files)) == [DOCS[0], DOCS[1]]
+    assert "4 file(s) left out" in caplog.text and "._a.txt, .git/y.txt, LICENSE.txt, README.txt" in caplog.text
+    assert "latest.txt is" in caplog.text
+    assert resolve_paths([str(folder / "README.txt")]) == [str(folder / "README.txt")], "named, it is read"
+
+
+def test_a_text_file_with_old_mac_line_ends_is_one_document_a_line(tmp_path: Path):
+    """A lone CR ends a line (old Mac files); CRLF stays one line end, and a document per line is what they hold."""
+    (tmp_path / "mac.txt").write_bytes("\r".join(DOCS).encode() + b"\r")
+    (tmp_path / "win.txt").write_bytes("\r\n".join(DOCS).encode())
+    assert list(iter_files([str(tmp_path / "mac.txt")])) == DOCS
+    assert list(iter_files([str(tmp_path / "win.txt")])) == DOCS
+    assert list(read_texts(tmp_path / "mac.txt")) == DOCS
+    paragraphs = "\r".join([DOCS[0], DOCS[1], "", DOCS[2]]).encode()
+    (tmp_path / "para.txt").write_bytes(paragraphs)
+    assert list(iter_files([str(tmp_path / "para.txt")], txt_documents="paragraph")) == [
+        f"{DOCS[0]}\n{DOCS[1]}", DOCS[2]]
+
+
+@pytest.mark.parametrize("name", ["cut.txt.zst", "cut.jsonl.zst"])
+def test_a_zstd_file_cut_short_is_refused_as_the_other_compressions_are(tmp_path: Path, name: str):
+    """OSCAR ships ``.jsonl.zst``: a download cut short was read as a shorter corpus, its last document cut mid-line."""
+    import zstandard
+
+    lines = [json.dumps({"text": f"{DOCS[0]} {i}"}) if "jsonl" in name else f"{DOCS[0]} {i}" for i in range(20_000)]
+    data = zstandard.ZstdCompressor().compress(("\n".join(lines) + "\n").encode())
+    (tmp_path / name).write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match=f"{name} is truncated"):
+        list(iter_files([str(tmp_path / name)]))
+    whole = tmp_path / f"whole-{name}"  # two frames one after the other: both read
+    whole.write_bytes(data + zstandard.ZstdCompressor().compress((lines[0] + "\n").encode()))
+    assert len(list(iter_files([str(whole)]))) == 20_001
+
+
+def test_a_parquet_text_column_must_hold_strings_and_may_be_a_field_of_a_struct(tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": [b"bytes", b"more"]}), tmp_path / "binary.parquet")
+    with pytest.raises(CorpusSourceError, match="column 'text' holds binary, expected strings"):
+        list(iter_files([str(tmp_path / "binary.parquet")]))
+    nested = pa.table({"meta": [{"text": DOCS[0], "url": "u"}, None, {"text": DOCS[1], "url": "v"}]})
+    pq.write_table(nested, tmp_path / "nested.parquet")
+    assert list(iter_files([str(tmp_path / "nested.parquet")], text_field="meta.text")) == [DOCS[0], DOCS[1]]
+    with pytest.raises(CorpusSourceError, match="no field 'meta.body'"):
+        list(iter_files([str(tmp_path / "nested.parquet")], text_field="meta.body"))
+
+
+def test_the_corpus_fingerprint_is_what_the_files_hold(tmp_path: Path):
+    """The corpus stage's key counts the files' content: a file rewritten or added is another corpus; the same
+    bytes at the same path keep it."""
+    from focusflow.corpus.sources import files_fingerprint
+
+    (tmp_path / "a.txt").write_text(DOCS[0] + "\n", encoding="utf-8")
+    before = files_fingerprint(resolve_paths([str(tmp_path)]))
+    assert files_fingerprint(resolve_paths([str(tmp_path)])) == before
+    (tmp_path / "a.txt").write_text(DOCS[1] + "\n", encoding="utf-8")
+    rewritten = files_fingerprint(resolve_paths([str(tmp_path)]))
+    (tmp_path / "b.txt").write_text(DOCS[2] + "\n", encoding="utf-8")
+    added = files_fingerprint(resolve_paths([str(tmp_path)]))
+    assert len({before, rewritten, added}) == 3
+
+
+def test_a_remote_corpus_file_is_fingerprinted_by_what_its_store_reports(tmp_path: Path):
+    """An object store's file is not downloaded to key it: its checksum or ETag (here fsspec's memory store: its
+    size and when it was written) changes with its content."""
+    import fsspec
+
+    from focusflow.corpus.sources import files_fingerprint
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/corpus-fp/a.txt", (DOCS[0] + "\n").encode())
+    files = resolve_paths(["memory://corpus-fp/"])
+    assert files == ["memory:///corpus-fp/a.txt"] and list(iter_files(files)) == [DOCS[0]]
+    before = files_fingerprint(files)
+    assert files_fingerprint(files) == before
+    time.sleep(0.01)
+    fs.pipe("/corpus-fp/a.txt", (DOCS[1] + "\n").encode())
+    assert files_fingerprint(files) != before
+    fs.rm("/corpus-fp", recursive=True)

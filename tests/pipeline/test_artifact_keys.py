@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from focusflow.storage.keys import artifact_key
 from tests.pipeline.artifact_keys import FILES, UNRELATED, fixed_run_keys, write_tree
 
 READS_EVALUATION_DATA = {"decontaminate", "downstream"}
@@ -80,13 +83,42 @@ def test_extensionless_files_count_in_the_fingerprint_only_when_a_reader_reads_t
     assert data_fingerprint(["ner:wikiann:swa"], tmp_path) != before
 
 
-def test_corpora_whose_reading_changed_are_keyed_anew_and_no_other():
+def test_corpora_whose_reading_changed_are_keyed_anew_and_no_other(tmp_path):
     """The corpus reader's version is in the key of local corpora and of a hub corpus's own variant codes (zh-Hant
     read zh-Hans before), never of the demo corpus or a hub corpus's base language: their stores stay valid."""
     from focusflow.pipeline import get_stage
 
+    (tmp_path / "sw.txt").write_text("Habari ya asubuhi\n", encoding="utf-8")
+
     def key(source: str, language: str) -> dict:
-        return get_stage("corpus").key_params({"language": language, "corpus": {"source": source}, "cleaning": {}})
+        paths = [str(tmp_path / "sw.txt")] if source == "local" else []
+        return get_stage("corpus").key_params({"language": language, "corpus": {"source": source, "paths": paths},
+                                               "cleaning": {}})
 
     assert "reader" not in key("demo", "ny") and "reader" not in key("cc100", "sw") and "reader" not in key("mc4", "he")
-    assert key("cc100", "zh-hant")["reader"] == key("mc4", "hi-latn")["reader"] == key("local", "sw")["reader"] == 2
+    assert key("cc100", "zh-hant")["reader"] == key("mc4", "hi-latn")["reader"] == 2
+    assert key("local", "sw")["reader"] == 3, "local files: dot names, READMEs, links, lone CRs, cut zstd (29 Nov)"
+
+
+def test_a_local_corpus_is_keyed_by_what_its_files_hold_not_by_their_paths(tmp_path, monkeypatch):
+    """A file rewritten, or another project's ``data/corpus.txt`` (a relative path, one store), is another corpus:
+    keyed by the paths alone, the stored corpus of the old text was read again."""
+    from focusflow.pipeline import get_stage
+
+    def key() -> str:
+        return artifact_key("corpus", get_stage("corpus").key_params({
+            "language": "sw", "corpus": {"source": "local", "paths": ["data/corpus.txt"]}, "cleaning": {}}), {})
+
+    for project, text in (("one", "Habari ya asubuhi\n"), ("two", "Mvua inanyesha sana\n")):
+        (tmp_path / project / "data").mkdir(parents=True)
+        (tmp_path / project / "data" / "corpus.txt").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path / "one")
+    first = key()
+    assert key() == first
+    monkeypatch.chdir(tmp_path / "two")
+    assert key() != first
+    (tmp_path / "two" / "data" / "corpus.txt").write_text("Habari ya asubuhi\n", encoding="utf-8")
+    assert key() == first, "the same text at the same path is the same corpus"
+    (tmp_path / "two" / "data" / "corpus.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="corpus path 'data/corpus.txt' matches no file"):
+        key()
