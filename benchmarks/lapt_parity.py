@@ -158,8 +158,8 @@ def lapt_points(store: Any, cfg: Any, branches: Any, method: str) -> list[dict[s
                        "heldout_loss": mark.metrics.get("heldout_loss")})
     plan = BudgetRecord.of(budget)
     print(f"{method}: LAPT {plan.minutes} min = {plan.steps} steps at {plan.seconds_per_step:.2f} s/step "
-          f"({plan.tokens_per_step} tokens/step); trained {record.train_seconds_this_session} s "
-          f"this session", flush=True)
+          f"({plan.tokens_per_step} tokens/step); trained {record.work_seconds} s of work on the plan's clock, "
+          f"{record.train_seconds_this_session} s of wall time this session", flush=True)
     return sorted({p["minutes"]: p for p in points}.values(), key=lambda p: p["minutes"])
 
 

@@ -149,7 +149,7 @@ def _lapt(run: StageRun) -> dict[str, Any]:
     # committed: the store keeps the last K checkpoints
     run.after_commit.append(lambda: shutil.rmtree(work / "checkpoints", ignore_errors=True))
     planned = ({"budget": {**budget.model_dump(exclude_unset=True),
-                           "train_seconds": summary.get("train_seconds_this_session")}} if budget else {})
+                           "train_seconds": summary.get("work_seconds")}} if budget else {})
     return {**summary, "language": run.language, "lineage": lineage, **planned, **record}
 
 

@@ -312,6 +312,9 @@ def _lapt_facts(lapt: Artifact) -> dict[str, Any]:
         facts["checkpoint_of_total_steps"] = record.total_steps
     if record.planned_minutes:  # a minutes budget: the cost behind the scores, as planned on the machine that trained
         facts["minutes_planned"] = record.planned_minutes
+    if isinstance(record, LaptRecord) and record.work_seconds is not None:  # as measured, on the budget's clock
+        on_cpu = str(record.device or "cpu").startswith("cpu")
+        facts["cpu_minutes_trained" if on_cpu else "minutes_trained"] = round(record.work_seconds / 60, 1)
     return facts
 
 

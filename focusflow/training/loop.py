@@ -245,8 +245,8 @@ class TrainingRun:
         raise StopRequested(stop_message(), requested_signal() or signal.SIGTERM)
 
     def _out_of_time(self) -> bool:
-        """Whether the time budget is spent, on the budget's clock (CPU time over threads on a CPU: another job's
-        time slices are not this run's), decided together on all ranks."""
+        """Whether the time budget is spent, on the budget's clock (CPU time over threads on a CPU: another
+        process's time slices are not this run's), decided together on all ranks."""
         limit = self.recipe.time_limit_s  # the same on every rank: all of them take part in the sum, or none
         return limit is not None and self.dist.sum([float(self.state["work_seconds"] >= limit)])[0] > 0
 

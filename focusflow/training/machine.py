@@ -67,8 +67,9 @@ def _kernel_flags() -> list[str]:
 
 class StepClock:
     """Seconds of work, the same on a busy machine as on an idle one: on a CPU, the process's CPU time (user and
-    system, all its threads) over the threads torch computes with, so another job's time slices do not count; on an
-    accelerator, the wall clock (the process waits for the device, which its CPU time does not see)."""
+    system, all its threads) over the threads torch computes with, so another process's time slices do not count
+    (another thread of this process does: a flow's non-model stage beside a LAPT); on an accelerator, the wall
+    clock (the process waits for the device, which its CPU time does not see)."""
 
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self.kind = "cpu" if torch.device(device).type == "cpu" else "wall"

@@ -67,7 +67,8 @@ class BudgetPlan(BaseModel):
     steps: int
     checkpoint_minutes: list[float] = []
     checkpoint_steps: list[int] = []
-    train_seconds: float | None = None  # in the LAPT record's copy: the seconds it really trained
+    train_seconds: float | None = None  # in the LAPT record's copy: the seconds it really trained, on the plan's clock
+    #  (wall seconds of its last session before 29 Nov 2026)
     clock: str | None = None  # what the plan's seconds were: "cpu" (CPU time over threads) or "wall"
 
 

@@ -385,6 +385,19 @@ def test_the_card_says_what_the_lapt_learned_from(lapt, says):
     assert f"objective {facts['objective']}".startswith(says) and facts["steps"] == 742 and facts["lr"] == 1e-4
 
 
+def test_the_card_says_the_minutes_a_lapt_was_planned_and_worked():
+    """The cost behind a card's scores: the minutes budget, and the CPU-minutes measured on the budget's clock."""
+    from focusflow.publish.facts import _lapt_facts
+    from focusflow.storage import Artifact
+
+    metadata = {"steps": 498, "device": "cpu", "work_seconds": 1203.0, "budget": {"minutes": 20.0, "steps": 498}}
+    facts = _lapt_facts(Artifact("file:///store", "lapt", "k" * 64, {"params": {"lapt": {}}, "metadata": metadata}))
+    assert facts["minutes_planned"] == 20.0 and facts["cpu_minutes_trained"] == 20.1
+    on_gpu = {**metadata, "device": "cuda:0"}
+    facts = _lapt_facts(Artifact("file:///store", "lapt", "k" * 64, {"params": {"lapt": {}}, "metadata": on_gpu}))
+    assert facts["minutes_trained"] == 20.1 and "cpu_minutes_trained" not in facts
+
+
 def test_the_cards_language_is_a_code_the_hub_lists():
     """The run keeps a language as typed (``swa``, ``sw-ke``, ``zh-hant``); the card says the ISO 639 code."""
     from focusflow.publish.card import card_language

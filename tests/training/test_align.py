@@ -262,6 +262,17 @@ def test_a_model_without_transfer_report_aligns_all_rows_within_a_time_budget(ti
     assert (tmp_path / "run" / "checkpoints" / "step-00000001").is_dir()
 
 
+def test_a_time_budget_counts_the_runs_work_not_the_wall_clock(tiny_dirs, lapt_corpus, tmp_path, monkeypatch):
+    """align.seconds ends a run on the budget's clock (CPU time over threads): time the machine spent on another
+    process (here: a clock that sees no work at all) does not end it, however long the wall clock ran."""
+    from focusflow.training import loop
+
+    monkeypatch.setattr(loop.StepClock, "now", lambda self: 0.0)
+    summary = align_embeddings(tiny_dirs("bert"), tiny_dirs("bert"), lapt_corpus[0], tmp_path / "run",
+                               spec(seconds=1e-6, steps=3, layer=2, loss="mse"))
+    assert summary["steps"] == 3 and summary["work_seconds"] == 0.0 and summary["train_seconds"] > 0
+
+
 def test_bf16_autocast_aligns_and_keeps_float32_weights(tiny_dirs, lapt_corpus, tmp_path):
     """The CUDA default precision, exercised on CPU."""
     rows = scrambled_copy(tiny_dirs("xlmr"), tmp_path / "init")

@@ -128,10 +128,13 @@ def test_a_checkpoint_of_an_earlier_version_resumes_its_settings_added_since_at_
     state = json.loads((folder / ckpt.STATE_FILE).read_text())
     for added in ("objective", "distill_mlm_weight", "distill_sentence_weight"):
         del state["spec"][added]
+    del state["work_seconds"]  # counted since 29 Nov 2026: an older run's wall seconds stand in for its work
+    state["seconds"] = 1000.0
     (folder / ckpt.STATE_FILE).write_text(json.dumps(state))
     ckpt.write_manifest(folder)
     summary = run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=4, checkpoint_every=2), run)
     assert summary["resumed_from"] == str(folder) and summary["steps"] == 4
+    assert 1000.0 < summary["work_seconds"] < 1000.0 + 60
     with pytest.raises(ValueError, match="different settings.*objective"):
         run_lapt(tiny_dirs("xlmr"), *lapt_corpus, small_spec(steps=6, objective="distill"), run,
                  source_dir=tiny_dirs("xlmr"))
