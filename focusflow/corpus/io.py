@@ -111,6 +111,9 @@ class TextCheck:
     bytes: int = 0
     replaced_bytes: int = 0
     control_chars: int = 0
+    # the continuation bytes of valid multi-byte UTF-8 characters (counted at C speed: only whether there are any
+    # matters), which tell a UTF-8 file from one in a legacy 8-bit encoding
+    utf8_continuation_bytes: int = 0
 
     @property
     def not_text_share(self) -> float:
@@ -120,22 +123,34 @@ class TextCheck:
         self.bytes += len(raw)
         try:
             text = raw.decode("utf-8")
+            self.utf8_continuation_bytes += len(raw) - len(text)
         except UnicodeDecodeError:
             text = raw.decode("utf-8", errors="replace")
             replacements = text.count(_REPLACEMENT) - raw.count(_REPLACEMENT_BYTES)
             self.replaced_bytes += len(raw) - (len(text.encode("utf-8")) - len(_REPLACEMENT_BYTES) * replacements)
+            self.utf8_continuation_bytes += len(text.encode("utf-8")) - len(text) - 2 * replacements
         if _CONTROL.search(text):
             self.control_chars += len(_CONTROL.findall(text))
         if self.bytes >= CHECK_AFTER_BYTES:
             self.check()
         return text
 
+    @property
+    def legacy_encoding(self) -> bool:
+        """Bytes beyond ASCII that are never valid UTF-8: a Windows-1252 or Latin-1 file (its ’ and é), whose
+        few such bytes would otherwise be replaced (``ng’ombe`` read as ``ngombe``) under the refusal's share."""
+        return self.replaced_bytes > 0 and self.utf8_continuation_bytes == 0
+
     def check(self) -> None:
-        if self.not_text_share > MAX_NOT_TEXT_SHARE:
-            raise InputError(f"{self.name} is not UTF-8 text: {self.not_text_share:.1%} of {self.bytes} bytes read "
-                             f"are invalid UTF-8 ({self.replaced_bytes}) or control characters "
-                             f"({self.control_chars}); convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8) or "
-                             "leave it out")
+        if self.not_text_share > MAX_NOT_TEXT_SHARE or self.legacy_encoding:
+            utf16 = self.control_chars > self.replaced_bytes  # UTF-16's every other byte is a NUL
+            encoding = "UTF-16" if utf16 else "CP1252"
+            what = (f"{self.not_text_share:.1%} of {self.bytes} bytes read are invalid UTF-8 ({self.replaced_bytes}) "
+                    f"or control characters ({self.control_chars})" if self.not_text_share > MAX_NOT_TEXT_SHARE else
+                    f"none of its {self.replaced_bytes} bytes beyond ASCII read so far is UTF-8, as in a Windows-1252 "
+                    "or Latin-1 file")
+            raise InputError(f"{self.name} is not UTF-8 text: {what}; convert it to UTF-8 (e.g. iconv -f {encoding} "
+                             "-t UTF-8, or the encoding it was written in) or leave it out")
 
     def finish(self) -> None:
         """The whole file was read: refuse it, or warn about the few bytes that were replaced."""

@@ -59,12 +59,22 @@ def test_a_file_that_is_not_text_is_refused_naming_it_and_the_share(tmp_path, co
 
 
 def test_a_few_bad_bytes_are_replaced_and_warned_about(tmp_path, caplog):
+    """A UTF-8 file (its ’ written as UTF-8) with one stray byte: read, the byte replaced and counted."""
     file = tmp_path / "t.txt"
-    file.write_bytes(b"Habari za asubuhi ndugu yangu mpendwa.\n" * 30 + b"caf\xe9 nzuri sana leo hapa kwetu.\n")
+    file.write_bytes("Ng’ombe za asubuhi ndugu yangu mpendwa.\n".encode() * 30 + b"caf\xe9 nzuri sana leo kwetu.\n")
     with caplog.at_level("WARNING"):
         texts = list(read_texts(file))
-    assert texts[-1] == "caf\ufffd nzuri sana leo hapa kwetu." and len(texts) == 31
+    assert texts[-1] == "caf\ufffd nzuri sana leo kwetu." and len(texts) == 31
     assert "t.txt: 1 invalid UTF-8 bytes replaced" in caplog.text
+
+
+def test_a_windows_1252_file_is_refused_however_few_its_bytes_beyond_ascii(tmp_path):
+    """Its one ’ under the 1% share was replaced and then cleaned away: ``ng’ombe`` read as ``ngombe``, silently."""
+    file = tmp_path / "cp1252.txt"
+    file.write_bytes("Habari za asubuhi ndugu yangu mpendwa.\n".encode() * 300 + "Ng’ombe wa leo.\n".encode("cp1252"))
+    with pytest.raises(InputError, match=r"cp1252.txt is not UTF-8 text: none of its 1 bytes beyond ASCII .* "
+                                         r"Windows-1252 .* iconv -f CP1252 -t UTF-8"):
+        list(read_texts(file))
 
 
 def test_a_users_text_file_reads_as_the_corpus_stage_reads_it_bom_suffix_case_and_ndjson(tmp_path):
