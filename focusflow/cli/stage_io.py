@@ -271,8 +271,10 @@ def export(store: ArtifactStore, artifact: Artifact, out: Path | None) -> None:
     if out is None:
         return
     folder = store.fetch(artifact)
-    export_files(out, {name: folder / name for name in artifact.files}, artifact=artifact.uri,
-                 stores=_local_roots(store))
+    # a local store's path names the user's home folder, and a published folder uploaded as it is (``hf upload``)
+    # carries its marker: the artifact is named by its stage and key there
+    named = f"{artifact.stage}/{artifact.key}" if store.is_local else artifact.uri
+    export_files(out, {name: folder / name for name in artifact.files}, artifact=named, stores=_local_roots(store))
 
 
 def _local_roots(store: ArtifactStore) -> list[Path]:

@@ -72,19 +72,28 @@ class PublishSettings(StageSettings):
     focusflow: str
     language: str | None = None  # only for a model whose lineage records none
     force: bool | None = None  # only when asked: publish a model that failed its weight check (the card says so)
+    hub: str | None = None  # a push to another Hub than huggingface.co (HF_ENDPOINT): another publish, pushed there
 
     @classmethod
     def for_repo(cls, repo_id: str, *, private: bool | None = None, revision: str | None = None,
                  commit_message: str | None = None, push: bool = True, language: str | None = None,
                  force: bool = False) -> Self:
         """``language`` is given only for a model whose lineage records none (``publish --language``), ``force`` only
-        when asked: each is then part of the key, and absent otherwise, so a run's models keep the keys they have."""
+        when asked, ``hub`` only for a push to another Hub than huggingface.co: each is then part of the key, and
+        absent otherwise, so a run's models keep the keys they have. A push without a token is refused here, before
+        the run builds what it would push."""
         from focusflow import __version__
+        from focusflow.publish.hub import DEFAULT_ENDPOINT, hub_endpoint, require_token
         from focusflow.publish.names import check_repo_id
 
-        return cls(repo_id=check_repo_id(repo_id), private=private, revision=revision or None,
+        repo_id = check_repo_id(repo_id)
+        endpoint = hub_endpoint() if push else DEFAULT_ENDPOINT
+        if push:
+            require_token()
+        return cls(repo_id=repo_id, private=private, revision=revision or None,
                    commit_message=commit_message or None, push=bool(push), focusflow=__version__,
-                   **({"language": language} if language else {}), **({"force": True} if force else {}))
+                   **({"language": language} if language else {}), **({"force": True} if force else {}),
+                   **({"hub": endpoint} if endpoint != DEFAULT_ENDPOINT else {}))
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, /, *, model: str, **variant: Any) -> Self:

@@ -147,16 +147,42 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 _LOCAL_TOKENIZER_KEYS = ("is_local", "local_files_only")
 
 
-def _portable_tokenizer_config(path: Path) -> None:
+def _portable_tokenizer_config(path: Path, positions: int | None, source_unlimited: bool) -> None:
     """A tokenizer every reader of the Hub loads: transformers 5 names its generic fast tokenizer
     ``TokenizersBackend``, a class transformers 4 (and tools built on it: llama.cpp's converter, mlx-lm) does not
-    know; ``PreTrainedTokenizerFast`` names the same class in both. The machine's own keys are left out."""
+    know; ``PreTrainedTokenizerFast`` names the same class in both. The machine's own keys are left out.
+
+    Its ``model_max_length`` is what the model's positions take (``positions``): a longer one truncates to more
+    tokens than the model reads (an index error in its forward pass), and where the source's tokenizer set no limit
+    (Gemma's, SmolLM2's) the new tokenizer's 512 would cut a user's text the model reads whole."""
     config = json.loads(path.read_text(encoding="utf-8"))
     if config.get("tokenizer_class") == "TokenizersBackend":
         config["tokenizer_class"] = "PreTrainedTokenizerFast"
     for key in _LOCAL_TOKENIZER_KEYS:
         config.pop(key, None)
+    length = config.get("model_max_length")
+    if positions is not None and (not isinstance(length, (int, float)) or length > positions or source_unlimited):
+        config["model_max_length"] = positions
     path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+#: A tokenizer's ``model_max_length`` at or above this is transformers' "no limit" (``VERY_LARGE_INTEGER``).
+UNLIMITED_LENGTH = 1e9
+
+
+def _positions_and_source_limit(store: ArtifactStore, lineage: Lineage, out: Path) -> tuple[int | None, bool]:
+    """The sequence length the published model's positions take, and whether its source's tokenizer set no limit."""
+    from transformers import AutoConfig
+
+    from focusflow.models.loading import usable_positions
+
+    positions = usable_positions(AutoConfig.from_pretrained(out)) if (out / "config.json").is_file() else None
+    source = lineage.source_model
+    if source is None or TOKENIZER_CONFIG not in source.files:
+        return positions, False
+    folder = store.fetch(source, files=[TOKENIZER_CONFIG])
+    length = json.loads((folder / TOKENIZER_CONFIG).read_text(encoding="utf-8")).get("model_max_length")
+    return positions, not isinstance(length, (int, float)) or length >= UNLIMITED_LENGTH
 
 
 def _generation_config(out: Path) -> None:
@@ -186,7 +212,7 @@ def write_repository(store: ArtifactStore, lineage: Lineage, repo_id: str, out: 
     if "config.json" in copied:
         _generation_config(out)
     if TOKENIZER_CONFIG in copied:
-        _portable_tokenizer_config(out / TOKENIZER_CONFIG)
+        _portable_tokenizer_config(out / TOKENIZER_CONFIG, *_positions_and_source_limit(store, lineage, out))
     facts = gather_facts(store, lineage, language)
     facts.weight_check = weights
     config = without_local_paths(run_configuration(lineage, language))

@@ -38,12 +38,33 @@ class PushResult:
                 "revision": self.revision, "removed": list(self.removed)}
 
 
+#: The Hub a push goes to unless ``HF_ENDPOINT`` names another.
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def hub_endpoint() -> str:
+    """The Hub a push goes to now: ``HF_ENDPOINT``, else huggingface_hub's (huggingface.co)."""
+    from huggingface_hub import constants
+
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def require_token() -> None:
+    """Refuse a push without a token before anything is built: huggingface_hub would send the upload without one,
+    and the Hub's 401 (after the whole run) would blame a token nobody gave."""
+    from huggingface_hub import get_token
+
+    if not (os.environ.get("HF_TOKEN") or get_token()):
+        raise PushError("publishing pushes to the Hub, and no token is set: set HF_TOKEN to a token with write "
+                        "access or run `hf auth login` (or publish.push: false / --out FOLDER to write the folder "
+                        "only)")
+
+
 def default_api() -> Any:
     """An ``HfApi`` on ``HF_ENDPOINT`` (default huggingface.co) with ``HF_TOKEN`` or the saved login."""
-    from huggingface_hub import HfApi, constants
+    from huggingface_hub import HfApi
 
-    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
-    return HfApi(endpoint=endpoint.rstrip("/"), token=os.environ.get("HF_TOKEN") or None)
+    return HfApi(endpoint=hub_endpoint(), token=os.environ.get("HF_TOKEN") or None)
 
 
 def _reason(exc: BaseException) -> str:

@@ -35,7 +35,9 @@ def stored_weight_check(artifact: Artifact) -> WeightCheck | None:
 
 def weight_check(store: ArtifactStore, lineage: Lineage) -> WeightCheck:
     """The model's stored check, else the check of its files against the nearest ancestor model, else against the
-    source model its lineage names; with none of them, against the absolute bound."""
+    source model its lineage names; with none of them, against the absolute bound. A model without safetensors
+    weights is refused: nothing of it would be published, and a check of no tensors passes."""
+    require_safetensors(lineage.model)
     stored = stored_weight_check(lineage.model)
     if stored is not None:
         return stored
@@ -48,6 +50,22 @@ def weight_check(store: ArtifactStore, lineage: Lineage) -> WeightCheck:
     role, artifact = start
     return check_weights(current, folder_rms(store.fetch(artifact)), against=role,
                          reference=f"{artifact.stage}/{shorten_key(artifact.key)}")
+
+
+#: Weights as pickles (``torch.save``): never read back from a store, never published.
+PICKLED_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt")
+
+
+def require_safetensors(model: Artifact) -> None:
+    """Refuse a model folder whose weights are not safetensors files (a ``pytorch_model.bin``), naming the fix."""
+    top = [name for name in model.files if "/" not in name]
+    if any(name.endswith(".safetensors") for name in top):
+        return
+    pickled = [name for name in top if name.endswith(PICKLED_WEIGHTS)]
+    found = (f"its weights are pickles ({', '.join(pickled[:3])}), which focusflow neither reads from a store nor "
+             "publishes: save the model again with save_pretrained() (safetensors by default), or convert them"
+             if pickled else f"it has no weights file (it holds {', '.join(sorted(top)[:6]) or 'no files'})")
+    raise InputError(f"{model.stage} model {model.uri} has no safetensors weights: {found}")
 
 
 def compared_with(check: WeightCheck) -> str:
@@ -71,4 +89,5 @@ def require_sound_weights(check: WeightCheck, model: Artifact, force: bool) -> N
                          "it was not published. Publish it anyway with --force, and its card will say so")
 
 
-__all__ = ["compared_with", "require_sound_weights", "stored_weight_check", "weight_check"]
+__all__ = ["PICKLED_WEIGHTS", "compared_with", "require_safetensors", "require_sound_weights", "stored_weight_check",
+           "weight_check"]

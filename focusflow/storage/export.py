@@ -61,6 +61,10 @@ def _check_target(out: str | os.PathLike[str], stores: Iterable[Path], output: s
                                "for an export: give the folder itself or a new one")
     if target.exists() and not target.is_dir():
         raise FolderInUseError(f"--out {out} exists and is not a folder; give a new or empty folder")
+    blocked = next((parent for parent in target.parents if parent.exists() and not parent.is_dir()), None)
+    if blocked is not None:
+        raise FolderInUseError(f"--out {out} lies under {blocked}, which is a file, not a folder; give a folder "
+                               "whose parents are folders")
     if _names_only_marker(target):
         raise FolderInUseError(f"--out {out} holds an export whose marker lists names only (an older focusflow): it "
                                "cannot tell your edits from its files, so it replaces none; export into a new or "

@@ -419,12 +419,41 @@ def test_the_published_tokenizer_loads_in_transformers_4_and_5(exported):
     assert AutoTokenizer.from_pretrained(exported)("Moni").input_ids
 
 
+def test_the_published_tokenizer_truncates_to_what_the_models_positions_take(exported):
+    """The tiny XLM-R reads 128 tokens (130 positions less its padding offset); its new tokenizer said 512, so a
+    user's ``truncation=True`` fed 512 and the forward pass failed on an index."""
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(exported)
+    assert tokenizer.model_max_length == 128
+    encoded = tokenizer(" ".join(["Moni"] * 400), truncation=True, return_tensors="pt")
+    assert encoded.input_ids.shape[1] == 128
+    with torch.no_grad():
+        AutoModelForMaskedLM.from_pretrained(exported)(**encoded)
+
+
+def test_a_tokenizer_whose_source_set_no_limit_is_published_with_the_models_length(tmp_path):
+    """Gemma's and SmolLM2's tokenizers set no limit; the new tokenizer's fallback 512 would cut text the model
+    reads whole: the published one says the model's positions."""
+    import json
+
+    from focusflow.publish.folder import _portable_tokenizer_config
+
+    path = tmp_path / "tokenizer_config.json"
+    for source_unlimited, given, expected in ((True, 512, 32768), (False, 512, 512), (False, 4096, 2048)):
+        path.write_text(json.dumps({"model_max_length": given}), encoding="utf-8")
+        _portable_tokenizer_config(path, 32768 if source_unlimited else 2048, source_unlimited)
+        assert json.loads(path.read_text(encoding="utf-8"))["model_max_length"] == expected
+
+
 def test_a_public_folder_names_no_local_path(exported):
     """The run configuration and the lineage name the machine's files by their last part only (a corpus file, a data
     root, a folder task, a local store): a public repository names no one's home folder."""
     from focusflow.publish.folder import without_local_paths
 
-    published = (exported / "focusflow_config.yaml").read_text() + (exported / "lineage.json").read_text()
+    published = "".join((exported / name).read_text() for name in ("focusflow_config.yaml", "lineage.json",
+                                                                      ".focusflow-export.json"))  # `hf upload` takes it
     assert "/tmp/" not in published and str(Path.home()) not in published
     assert without_local_paths({"paths": ["/home/alice/corpus.jsonl"], "tasks": ["ner:/home/alice/ner", "cls:sib200:sw"],
                                 "store": "file:///home/alice/store/", "model": "google/gemma-3-270m"}) == {

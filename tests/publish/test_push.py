@@ -133,3 +133,29 @@ def test_offline_mode_is_named(light_run, hub, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     result = push(light_run, "someone/offline")
     assert result.exit_code == 2 and "HF_HUB_OFFLINE is set; unset it to push" in result.output
+
+
+def test_the_same_publish_to_another_hub_is_pushed_there(light_run, hub, monkeypatch):
+    """The stored publish of one Hub is not another Hub's: with another HF_ENDPOINT the same command pushes there
+    (it printed the first Hub's address and pushed nothing)."""
+    first = push(light_run, "someone/twice")
+    assert first.exit_code == 0, first.output
+    with HubStandIn() as other:
+        monkeypatch.setenv("HF_ENDPOINT", other.url)
+        again = push(light_run, "someone/twice")
+        assert again.exit_code == 0, again.output
+        assert [c["repo"] for c in other.recorded.commits] == ["someone/twice"]
+        assert f"published: {other.url}/someone/twice" in again.output
+
+
+def test_a_push_without_a_token_is_refused_before_anything_is_built(light_run, hub, monkeypatch, tmp_path):
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_TOKEN")
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    before = stored(light_run)
+    result = push(light_run, "someone/tokenless")
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no token is set: set HF_TOKEN" in errors[0], result.output
+    assert stored(light_run) == before and hub.recorded.created == []

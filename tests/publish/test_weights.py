@@ -110,3 +110,17 @@ def test_a_published_copy_x1000_is_refused_and_published_with_force_only_with_th
     assert published.metadata["weights_check"]["against"] == "source"
     assert "weight check passed: every tensor finite, compared with the source model (`source/" in (
         root / "copy" / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_folder_whose_weights_are_pickles_is_refused_not_published_empty(models, monkeypatch, capsys):
+    """A ``pytorch_model.bin`` folder published a repository with no weights, its card saying the check passed
+    (a check of no tensors): refused in one line that names the file and the fix; nothing written."""
+    root = models["root"]
+    pickled = shutil.copytree(root / "sound", root / "pickled")
+    torch.save(load_file(pickled / "model.safetensors"), pickled / "pytorch_model.bin")
+    (pickled / "model.safetensors").unlink()
+    code, out, err = run_cli(monkeypatch, capsys, "publish", str(pickled), "--repo-id", "someone/pickled", "--out",
+                             str(root / "pickled-out"), "--store", models["store"].uri, "--language", "ny")
+    assert code == 2 and len(error_lines(err)) == 1 and "Traceback" not in err, err[-2000:]
+    assert "has no safetensors weights: its weights are pickles (pytorch_model.bin)" in error_lines(err)[0]
+    assert "save_pretrained()" in error_lines(err)[0] and not (root / "pickled-out").exists()

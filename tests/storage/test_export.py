@@ -81,6 +81,12 @@ def test_a_broken_marker_protects_like_no_marker(tmp_path):
         check_export_target(out)
 
 
+def test_a_folder_under_a_file_is_refused_in_one_line_not_a_traceback(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(FolderInUseError, match=r"lies under .*afile, which is a file"):
+        check_export_target(tmp_path / "afile" / "sub" / "deeper")
+
+
 def test_the_current_directory_and_the_folders_above_it_are_refused(tmp_path, monkeypatch):
     here = tmp_path / "work" / "here"
     here.mkdir(parents=True)
