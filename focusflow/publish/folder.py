@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 CARD_FILE, CONFIG_FILE = "README.md", "focusflow_config.yaml"
 # Files of a model artifact that belong on the Hub (top level only: checkpoints keep optimizer state in subfolders).
-MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken")
+# transformers 5 saves a tokenizer's chat template as ``chat_template.jinja``.
+MODEL_SUFFIXES = (".safetensors", ".json", ".model", ".parquet", ".txt", ".csv", ".png", ".tiktoken", ".jinja")
 NOT_PUBLISHED = {STATE_FILE, SUMMARY_FILE}
 
 

@@ -459,3 +459,11 @@ def test_a_public_folder_names_no_local_path(exported):
                                 "store": "file:///home/alice/store/", "model": "google/gemma-3-270m"}) == {
         "paths": ["<local>/corpus.jsonl"], "tasks": ["ner:<local>/ner", "cls:sib200:sw"], "store": "<local>/store",
         "model": "google/gemma-3-270m"}
+
+
+def test_a_chat_template_the_stored_model_holds_is_published_with_it():
+    """transformers 5 writes a tokenizer's chat template to ``chat_template.jinja``: left behind, the published
+    tokenizer of an instruction-tuned source had none."""
+    from focusflow.publish.folder import MODEL_SUFFIXES, NOT_PUBLISHED
+
+    assert "chat_template.jinja".endswith(MODEL_SUFFIXES) and "chat_template.jinja" not in NOT_PUBLISHED
