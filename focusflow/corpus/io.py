@@ -141,20 +141,23 @@ class TextCheck:
         few such bytes would otherwise be replaced (``ng’ombe`` read as ``ngombe``) under the refusal's share."""
         return self.replaced_bytes > 0 and self.utf8_continuation_bytes == 0
 
-    def check(self) -> None:
-        if self.not_text_share > MAX_NOT_TEXT_SHARE or self.legacy_encoding:
+    def check(self, whole: bool = False) -> None:
+        """Refuse a file that is not UTF-8 text: by its share of bytes that are not text (as it is read), or, once
+        ``whole`` is read, for bytes beyond ASCII none of which is UTF-8 (a UTF-8 file may hold its first multi-byte
+        character late)."""
+        if self.not_text_share > MAX_NOT_TEXT_SHARE or (whole and self.legacy_encoding):
             utf16 = self.control_chars > self.replaced_bytes  # UTF-16's every other byte is a NUL
             encoding = "UTF-16" if utf16 else "CP1252"
             what = (f"{self.not_text_share:.1%} of {self.bytes} bytes read are invalid UTF-8 ({self.replaced_bytes}) "
                     f"or control characters ({self.control_chars})" if self.not_text_share > MAX_NOT_TEXT_SHARE else
-                    f"none of its {self.replaced_bytes} bytes beyond ASCII read so far is UTF-8, as in a Windows-1252 "
-                    "or Latin-1 file")
+                    f"none of its {self.replaced_bytes} bytes beyond ASCII is UTF-8, as in a Windows-1252 or Latin-1 "
+                    "file")
             raise InputError(f"{self.name} is not UTF-8 text: {what}; convert it to UTF-8 (e.g. iconv -f {encoding} "
                              "-t UTF-8, or the encoding it was written in) or leave it out")
 
     def finish(self) -> None:
         """The whole file was read: refuse it, or warn about the few bytes that were replaced."""
-        self.check()
+        self.check(whole=True)
         if self.replaced_bytes or self.control_chars:
             log.warning("%s: %d invalid UTF-8 bytes replaced and %d control characters (%.3f%% of %d bytes)",
                         self.name, self.replaced_bytes, self.control_chars, 100 * self.not_text_share, self.bytes)

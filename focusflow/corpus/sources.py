@@ -234,8 +234,7 @@ def resolve_paths(entries: list[str]) -> list[str]:
 
 #: Files a folder of text holds beside its corpus that are not the language's text (a dump's README and licence,
 #: a tool's notes): matched on the name before its first dot, in any case.
-NOT_CORPUS_NAMES = frozenset({"readme", "license", "licence", "copying", "notice", "changelog", "changes",
-                              "citation", "authors", "contributing", "manifest"})
+NOT_CORPUS_NAMES = frozenset({"readme", "license", "licence", "copying", "notice", "changelog", "citation"})
 
 
 def _corpus_files_of_folder(entry: str, folder: str, found: list[str]) -> list[str]:
@@ -282,7 +281,7 @@ def files_fingerprint(files: list[str]) -> str:
 
     digest = hashlib.sha256()
     for file in files:
-        fs, _, (path,) = fsspec.get_fs_token_paths(file)
+        fs, path = fsspec.core.url_to_fs(file)  # a file's name, not a pattern (``x*.txt`` is a name here)
         if _is_local(fs):
             stat = os.stat(path)
             identity = _local_sha256(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
@@ -300,7 +299,7 @@ _REMOTE_IDENTITY = ("sha256", "checksum", "ETag", "etag", "md5Hash", "crc32c", "
                     "updated", "last_modified", "created")
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=None)
 def _local_sha256(path: str, size: int, mtime_ns: int) -> str:
     """A local file's sha256, computed once per process while its size and modification time stay (a run keys its
     stages several times)."""
@@ -477,6 +476,16 @@ def _parquet_texts(file: str, text_field: str) -> Iterator[str]:
             raise _not_parquet(file, exc) from exc
 
 
+def _holds_text(kind) -> bool:
+    """Strings in any of Arrow's layouts: plain, large, view, or dictionary-encoded (pandas' ``category``)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    view = getattr(pa.types, "is_string_view", lambda _: False)
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or view(kind)
+
+
 def _parquet_column(schema, text_field: str, file: str) -> str:
     """The column that holds ``text_field``: itself (a string column), or for ``meta.text`` the struct column
     ``meta`` (read as the JSON reader reads a nested field); a column of another type is refused, as a JSON
@@ -488,7 +497,7 @@ def _parquet_column(schema, text_field: str, file: str) -> str:
         raise CorpusSourceError(f"{file} has no column {text_field!r} (columns: {schema.names}); "
                                 "set corpus.text_field")
     kind = schema.field(column).type
-    if column == text_field and not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+    if column == text_field and not _holds_text(kind):
         raise CorpusSourceError(f"{file}: column {text_field!r} holds {kind}, expected strings (the documents' "
                                 "text); set corpus.text_field to the column that holds it")
     if column != text_field and not pa.types.is_struct(kind):

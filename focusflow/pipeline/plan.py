@@ -27,6 +27,16 @@ def check_plan(cfg: PipelineConfig, store: ArtifactStore) -> None:
     files = _corpus_files(cfg)
     _check_vocabulary(cfg, files)
     _check_tasks(cfg)
+    _check_push(cfg)
+
+
+def _check_push(cfg: PipelineConfig) -> None:
+    """A run that pushes its models needs a token: refused now, not after its LAPT (huggingface_hub would upload
+    without one, and the Hub's 401 blame a token nobody gave)."""
+    if cfg.publish.repo_id and cfg.publish.push and cfg.publish.models:
+        from focusflow.publish.hub import require_token
+
+        require_token()
 
 
 def _check_store(store: ArtifactStore) -> None:

@@ -80,16 +80,13 @@ class PublishSettings(StageSettings):
                  force: bool = False) -> Self:
         """``language`` is given only for a model whose lineage records none (``publish --language``), ``force`` only
         when asked, ``hub`` only for a push to another Hub than huggingface.co: each is then part of the key, and
-        absent otherwise, so a run's models keep the keys they have. A push without a token is refused here, before
-        the run builds what it would push."""
+        absent otherwise, so a run's models keep the keys they have."""
         from focusflow import __version__
-        from focusflow.publish.hub import DEFAULT_ENDPOINT, hub_endpoint, require_token
+        from focusflow.publish.hub import DEFAULT_ENDPOINT, hub_endpoint
         from focusflow.publish.names import check_repo_id
 
         repo_id = check_repo_id(repo_id)
         endpoint = hub_endpoint() if push else DEFAULT_ENDPOINT
-        if push:
-            require_token()
         return cls(repo_id=repo_id, private=private, revision=revision or None,
                    commit_message=commit_message or None, push=bool(push), focusflow=__version__,
                    **({"language": language} if language else {}), **({"force": True} if force else {}),
@@ -118,11 +115,13 @@ class PublishSettings(StageSettings):
 
 def _publish(run: StageRun) -> dict[str, Any]:
     from focusflow.publish.folder import write_repository
-    from focusflow.publish.hub import push_folder
+    from focusflow.publish.hub import push_folder, require_token
     from focusflow.publish.lineage import LINEAGE_FILE, trace
     from focusflow.publish.weights import require_sound_weights, weight_check
 
     p: PublishSettings = run.settings
+    if p.push:  # before anything is written (a run refuses it earlier: plan.check_plan)
+        require_token()
     lineage = trace(run.store, run.artifacts["model"], report=run.artifacts.get("report"))  # its name in this run
     check = weight_check(run.store, lineage)  # before anything is written: a blown-up model is never published
     require_sound_weights(check, lineage.model, bool(p.force))

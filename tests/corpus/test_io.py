@@ -100,3 +100,15 @@ def test_a_users_compressed_text_file_is_read_whatever_its_compression_and_case(
     (tmp_path / "x.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "a b"}\n{"text": "c"}\n'))
     assert list(read_texts(tmp_path / "OOD.TXT.GZ")) == ["mstari mmoja", "mstari wa pili"]
     assert list(read_texts(tmp_path / "x.jsonl.zst")) == ["a b", "c"]
+
+
+def test_a_utf8_file_whose_first_multibyte_character_comes_late_is_read(tmp_path, caplog):
+    """The legacy-encoding judgement waits for the whole file: mostly-ASCII Swahili with a stray byte early and its
+    curly quotes later is UTF-8 (refused at 64 KiB, its iconv hint would have garbled every ’)."""
+    file = tmp_path / "late.txt"
+    file.write_bytes(b"Habari za asubuhi ndugu yangu.\n" * 2500 + b"stray \x92 byte\n"
+                     + "Ng’ombe – “leo” café\n".encode() * 100)
+    with caplog.at_level("WARNING"):
+        texts = list(read_texts(file))
+    assert len(texts) == 2601 and texts[-1] == "Ng’ombe – “leo” café"
+    assert "1 invalid UTF-8 bytes replaced" in caplog.text

@@ -348,6 +348,9 @@ def test_a_parquet_text_column_must_hold_strings_and_may_be_a_field_of_a_struct(
     pq.write_table(pa.table({"text": [b"bytes", b"more"]}), tmp_path / "binary.parquet")
     with pytest.raises(CorpusSourceError, match="column 'text' holds binary, expected strings"):
         list(iter_files([str(tmp_path / "binary.parquet")]))
+    pq.write_table(pa.table({"text": pa.array([DOCS[0], DOCS[1], DOCS[0]]).dictionary_encode()}),
+                   tmp_path / "category.parquet")  # pandas' category column
+    assert list(iter_files([str(tmp_path / "category.parquet")])) == [DOCS[0], DOCS[1], DOCS[0]]
     nested = pa.table({"meta": [{"text": DOCS[0], "url": "u"}, None, {"text": DOCS[1], "url": "v"}]})
     pq.write_table(nested, tmp_path / "nested.parquet")
     assert list(iter_files([str(tmp_path / "nested.parquet")], text_field="meta.text")) == [DOCS[0], DOCS[1]]
@@ -367,7 +370,10 @@ def test_the_corpus_fingerprint_is_what_the_files_hold(tmp_path: Path):
     rewritten = files_fingerprint(resolve_paths([str(tmp_path)]))
     (tmp_path / "b.txt").write_text(DOCS[2] + "\n", encoding="utf-8")
     added = files_fingerprint(resolve_paths([str(tmp_path)]))
-    assert len({before, rewritten, added}) == 3
+    (tmp_path / "c*.txt").write_text(DOCS[0] + "\n", encoding="utf-8")  # a name, not a pattern
+    (tmp_path / "c1.txt").write_text(DOCS[1] + "\n", encoding="utf-8")
+    starred = files_fingerprint(resolve_paths([str(tmp_path)]))
+    assert len({before, rewritten, added, starred}) == 4
 
 
 def test_a_remote_corpus_file_is_fingerprinted_by_what_its_store_reports(tmp_path: Path):

@@ -38,6 +38,21 @@ def test_a_missing_corpus_file_fails_first(tmp_path):
         check_plan(cfg, ArtifactStore(tmp_path / "store"))
 
 
+def test_a_run_that_pushes_without_a_token_fails_first(tmp_path, monkeypatch):
+    """huggingface_hub would upload without a token, and the Hub's 401 came after the whole run."""
+    import huggingface_hub
+
+    from focusflow.publish.hub import PushError
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    with pytest.raises(PushError, match="no token is set: set HF_TOKEN"):
+        check_plan(_config(tmp_path, publish={"repo_id": "you/x-{language}"}), ArtifactStore(tmp_path / "store"))
+    check_plan(_config(tmp_path, publish={"repo_id": "you/x-{language}", "push": False}), ArtifactStore(tmp_path / "s"))
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    check_plan(_config(tmp_path, publish={"repo_id": "you/x-{language}"}), ArtifactStore(tmp_path / "store"))
+
+
 def test_a_vocabulary_the_corpus_cannot_hold_fails_before_the_source_stage(tmp_path):
     with pytest.raises(ConfigError, match=r"vocab_size=50,000 needs about 15.0M characters.*at most 0.0M"):
         check_plan(_config(tmp_path, tokenizer={"vocab_size": 50_000}), ArtifactStore(tmp_path / "store"))
