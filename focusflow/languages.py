@@ -54,6 +54,9 @@ _ZERO_WIDTH_SPACE = "\u200b"
 #: words are a few letters long): a language-independent stand-in for a dictionary segmenter, so that thresholds
 #: in words (a document's, a held-out sentence's, a prompt's) and "per word" rates mean something for them.
 LETTERS_PER_WORD = 4
+#: Where zero-width spaces mark a text's words, a token between them this long or shorter is a word; a longer one is a
+#: run the marks did not cut (a Chinese sentence with one stray zero-width space is not one word).
+MARKED_WORD_LETTERS = 16
 
 
 def word_spans(text: str, letters_per_word: int = LETTERS_PER_WORD) -> list[tuple[int, int]]:
@@ -62,9 +65,9 @@ def word_spans(text: str, letters_per_word: int = LETTERS_PER_WORD) -> list[tupl
     letters with their marks; an ideographic character alone), unless the text marks its words with zero-width
     spaces; for text written with spaces exactly its whitespace-separated tokens."""
     spans: list[tuple[int, int]] = []
-    marked = _ZERO_WIDTH_SPACE in text  # its words are marked: a token is a word
+    marked = _ZERO_WIDTH_SPACE in text  # its words may be marked: a token of word length is a word
     for token in _TOKEN.finditer(text):
-        if marked or not UNSPACED.search(token.group()):
+        if (marked and token.end() - token.start() <= MARKED_WORD_LETTERS) or not UNSPACED.search(token.group()):
             spans.append(token.span())
             continue
         position = token.start()

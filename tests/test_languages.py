@@ -44,3 +44,11 @@ def test_a_document_in_a_script_without_spaces_is_not_dropped_for_having_too_few
 def test_zero_width_spaces_mark_words_and_are_no_words_themselves():
     khmer = "ខ្ញុំ\u200bស្រឡាញ់\u200bភាសា\u200bខ្មែរ"
     assert words(khmer) == ["ខ្ញុំ", "ស្រឡាញ់", "ភាសា", "ខ្មែរ"] and word_count(khmer) == 4
+
+
+def test_one_stray_zero_width_space_does_not_make_a_sentence_one_word():
+    """Web text carries stray zero-width spaces: a Chinese sentence with one was one word (tokens per word 31, and
+    cleaning's min_words dropped the document); a run longer than a word is counted in units still."""
+    chinese = "我们今天在北京学习中文，明天去上海工作。他们喜欢吃饭和学习。"
+    assert word_count(chinese + "\u200b") == word_count(chinese) == 30
+    assert word_count("ខ្ញុំ\u200b" + chinese) == 1 + 30

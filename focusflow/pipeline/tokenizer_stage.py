@@ -26,6 +26,7 @@ def _tokenizer(run: StageRun) -> Mapping[str, Any]:
                            heldout=heldout if heldout.is_file() else None)
 
 
-TOKENIZER = register(Stage("tokenizer", 2, ("split",), _tokenizer, "language tokenizer from the train split",
+# version 3 (29 Nov 2026): a new tokenizer composes its input (NFC) before the source's normalizer
+TOKENIZER = register(Stage("tokenizer", 3, ("split",), _tokenizer, "language tokenizer from the train split",
                            optional=("source",), work=("training_chars", "chars"), settings=TokenizerSettings,
                            record=TokenizerRecord))

@@ -258,6 +258,36 @@ def pipeline_from_source(source) -> Pipeline:
     )
 
 
+#: Normalizers that put text in one Unicode form (a normalizer that starts with one needs no other).
+UNICODE_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
+
+
+def composing_first(normalizer: dict | None) -> dict:
+    """``normalizer`` with NFC in front: the corpus a new tokenizer learns from is composed (``cleaning.normalize``),
+    so a decomposed input (``e`` + U+0301, Vietnamese or Yoruba as macOS writes it) met pieces it never saw, and a
+    source normalizer that maps characters one by one (XLM-R's precompiled table) does not compose them: ``<unk>``
+    where the source, which holds the combining marks as pieces, read them. Composed text is unchanged."""
+    if normalizer is None:
+        return {"type": "NFC"}
+    first = (normalizer.get("normalizers") or [{}])[0] if normalizer.get("type") == "Sequence" else normalizer
+    if first.get("type") in UNICODE_FORMS:
+        return normalizer
+    rest = normalizer["normalizers"] if normalizer.get("type") == "Sequence" else [normalizer]
+    return {"type": "Sequence", "normalizers": [{"type": "NFC"}, *rest]}
+
+
+def decoding_bytes(decoder: dict | None) -> dict:
+    """``decoder`` followed by byte pieces turned back into text (``ByteFallback``, then ``Fuse``), as Llama's and
+    Gemma's decoders do: ``tokenizer.byte_fallback: true`` on a source without it (XLM-R) decoded ``<0x6C><0x65>``
+    where the text said ``le``. The source's steps come first: XLM-R's Metaspace works token by token, and on the
+    fused string it would leave out the spaces between words."""
+    steps = [{"type": "ByteFallback"}, {"type": "Fuse"}]
+    if decoder is None:
+        return {"type": "Sequence", "decoders": steps}
+    rest = decoder["decoders"] if decoder.get("type") == "Sequence" else [decoder]
+    return {"type": "Sequence", "decoders": [*rest, *steps]}
+
+
 def isolates_digits(model: dict, added_tokens=()) -> bool:
     """True when no vocabulary piece longer than one character holds an ASCII digit (added and byte pieces aside).
 

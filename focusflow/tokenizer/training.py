@@ -15,6 +15,7 @@ average 3-character token; a larger request is refused with the size the corpus 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -30,7 +31,14 @@ from focusflow.corpus.io import read_texts, write_stats
 from focusflow.errors import FocusflowError, InputError
 from focusflow.stopping import call_stoppable
 from focusflow.storage.atomic import atomic_folder
-from focusflow.tokenizer.pipeline import Pipeline, default_pipeline, pipeline_from_source, remap_post_processor
+from focusflow.tokenizer.pipeline import (
+    Pipeline,
+    composing_first,
+    decoding_bytes,
+    default_pipeline,
+    pipeline_from_source,
+    remap_post_processor,
+)
 from focusflow.tokenizer.source_ids import named_function, source_kind
 
 log = logging.getLogger(__name__)
@@ -301,8 +309,18 @@ def _hf_model_json(text_file: Path, pipeline: Pipeline, spec: TokenizerSpec, alg
         backend["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [digits, backend["pre_tokenizer"]]} \
             if backend["pre_tokenizer"] else digits
     tokenizer = Tokenizer.from_str(json.dumps(backend))
-    tokenizer.train([str(text_file)], trainer)
+    if pipeline.space_marker():  # nothing splits a line's end from its last word: "▁Việt.\n" was a piece
+        tokenizer.train_from_iterator(_lines_without_ends(text_file), trainer)
+    else:
+        tokenizer.train([str(text_file)], trainer)
     return json.loads(tokenizer.to_str())["model"]
+
+
+def _lines_without_ends(text_file: Path) -> Iterator[str]:
+    """The training file's sentences without their line ends (the file holds one a line)."""
+    with open(text_file, encoding="utf-8") as handle:
+        for line in handle:
+            yield line.rstrip("\n")
 
 
 # --------------------------------------------------------------------------- assembly
@@ -383,7 +401,10 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
     started = time.perf_counter()
     source = load_tokenizer(source_tokenizer) if source_tokenizer is not None else None
     pipeline = pipeline_from_source(source) if source is not None else default_pipeline(spec.algorithm)
+    pipeline = dataclasses.replace(pipeline, normalizer=composing_first(pipeline.normalizer))
     byte_fallback = pipeline.byte_fallback if spec.byte_fallback is None else spec.byte_fallback
+    if byte_fallback and not pipeline.byte_fallback and not pipeline.byte_level():
+        pipeline = dataclasses.replace(pipeline, decoder=decoding_bytes(pipeline.decoder))
     algorithm = spec.algorithm
     if pipeline.wordpiece_decoder() and algorithm != "wordpiece":
         # The source marks continuations with "##" (decoder, pre-tokenizer): only WordPiece can express that.
@@ -406,7 +427,9 @@ def train_tokenizer(train: Path, spec: TokenizerSpec, out_dir: Path, source_toke
         used_chars = prepared["chars"] * min(1.0, spec.max_sentences / prepared["sentences"])
         alphabet = covered_alphabet(prepared["char_counts"], spec.character_coverage)
         n_specials = len(pipeline.specials) + (0 if pipeline.unk_token in pipeline.specials else 1)
-        minimum = len(alphabet) + n_specials + (256 if byte_fallback else 0) + 16
+        # a byte-level BPE starts from all 256 bytes whatever the corpus's alphabet: fewer entries leave no merge
+        base = 256 if pipeline.byte_level() else len(alphabet) + (256 if byte_fallback else 0)
+        minimum = base + n_specials + 16
         vocab_size = resolve_vocab_size(spec, int(used_chars), minimum)
         prepared_at = time.perf_counter()
         if use_sentencepiece:

@@ -17,6 +17,7 @@ from transformers import AutoTokenizer
 from focusflow.config import TokenizerSpec
 from focusflow.corpus.io import read_texts, write_texts
 from focusflow.tokenizer import train_tokenizer
+from focusflow.tokenizer.pipeline import composing_first
 from tests.tiny_decoders import GEMMA_HEAD, byte_level_tokenizer, gemma_like_tokenizer
 from tests.tiny_models import sample_texts
 
@@ -47,7 +48,7 @@ def test_gemma_like_source_gives_a_byte_fallback_bpe_with_spaces_and_its_special
     target = AutoTokenizer.from_pretrained(tmp_path / "t")
     backend = json.loads(target.backend_tokenizer.to_str())
     assert stats["algorithm"] == "bpe" and backend["model"]["type"] == "BPE" and backend["model"]["byte_fallback"]
-    assert backend["normalizer"] == json.loads(source.backend_tokenizer.to_str())["normalizer"]
+    assert backend["normalizer"] == composing_first(json.loads(source.backend_tokenizer.to_str())["normalizer"])
     # every special and control token of Gemma's leading block keeps its id; reserved placeholders of the upper
     # half are dropped, the real upper-half specials move to the end
     assert target.convert_ids_to_tokens(list(range(len(GEMMA_HEAD)))) == GEMMA_HEAD
@@ -62,9 +63,20 @@ def test_gemma_like_source_gives_a_byte_fallback_bpe_with_spaces_and_its_special
     assert target.tokenize("Mwaka 2024")[-5:] == ["▁", "2", "0", "2", "4"]  # digits stay single, as in Gemma
     assert not [piece for piece in target.get_vocab() if len(piece) > 1 and any(c.isdigit() for c in piece)
                 and piece not in target.get_added_vocab() and not piece.startswith("<0x")]
+    assert not [piece for piece in target.get_vocab() if piece.endswith("\n") and piece.strip()], \
+        "a line's end is no part of its last word"
     # the new vocabulary fits the target text better than the source's
     texts = list(read_texts(target_corpus))[:200]
     assert sum(len(target.tokenize(t)) for t in texts) < sum(len(source.tokenize(t)) for t in texts)
+
+
+def test_a_byte_level_vocabulary_too_small_for_any_merge_is_refused(target_corpus, tmp_path):
+    """A byte-level BPE holds all 256 bytes first: a size below them and the specials trained no merge at all."""
+    from focusflow.tokenizer import VocabularySizeError
+
+    source = byte_level_tokenizer(sample_texts(400))
+    with pytest.raises(VocabularySizeError, match="tokenizer.vocab_size=200 cannot hold"):
+        train_tokenizer(target_corpus, TokenizerSpec(vocab_size=200, chars_per_vocab_entry=1), tmp_path / "t", source)
 
 
 def test_byte_level_source_gives_a_byte_level_bpe_with_its_regex_and_controls(target_corpus, tmp_path):

@@ -12,6 +12,7 @@ from focusflow.config import CleaningSpec, CorpusSpec, DedupSpec, SplitSpec, Tok
 from focusflow.corpus import collect_corpus, deduplicate, split_corpus
 from focusflow.corpus.io import read_texts, write_texts
 from focusflow.tokenizer import VocabularySizeError, compare_tokenizers, tokenizer_metrics, train_tokenizer
+from focusflow.tokenizer.pipeline import composing_first
 from focusflow.tokenizer.training import resolve_vocab_size, supported_vocab_size
 from tests.tiny_models import sample_texts
 from tests.tiny_models import train_tokenizer as tiny_tokenizer
@@ -47,8 +48,9 @@ def test_xlmr_target_keeps_the_source_pipeline_and_special_layout(pseudo_corpus:
     assert target.mask_token_id == len(target) - 1 and source.mask_token_id == len(source) - 1
     assert (target.bos_token, target.eos_token, target.pad_token, target.mask_token) == ("<s>", "</s>", "<pad>", "<mask>")
     src, tgt = _backend(source), _backend(target)
-    for part in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+    for part in ("pre_tokenizer", "post_processor", "decoder"):
         assert tgt[part] == src[part], part
+    assert tgt["normalizer"] == composing_first(src["normalizer"])  # NFC first (this one's NFKC is one), the source's
     assert tgt["model"]["type"] == "Unigram" and tgt["model"]["unk_id"] == 3
     # <s> … </s> and the pair format exactly like the source
     single, pair = target("Kamata mawa."), target("Kamata mawa.", "Sana ki.")
@@ -66,10 +68,40 @@ def test_default_pipeline_is_xlmr_like_with_nmt_nfkc(pseudo_corpus: Path, tmp_pa
     target = AutoTokenizer.from_pretrained(tmp_path / "tok")
     assert target.convert_ids_to_tokens([0, 1, 2, 3, 299]) == ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
     normalizer = _backend(target)["normalizer"]
-    assert normalizer["normalizers"][0]["type"] == "Precompiled"
+    assert [n["type"] for n in normalizer["normalizers"][:2]] == ["NFC", "Precompiled"]
     assert target.backend_tokenizer.normalizer.normalize_str("Ｋａｍａｔａ  ﬁ") == "Kamata fi"  # NFKC, spaces
     text = "Kamata   ｍawa, kina 2024!"
     assert target.decode(target(text).input_ids, skip_special_tokens=True) == _normalize(target, text)
+
+
+def test_decomposed_input_reads_as_the_composed_text_the_tokenizer_learned_from(tmp_path: Path):
+    """The corpus is NFC (cleaning.normalize); Vietnamese or Yoruba written decomposed (macOS, some datasets) met
+    combining marks the new vocabulary never held: <unk> where the source read them. The new tokenizer composes
+    first, and a normalizer that already starts with a Unicode form is left as it is."""
+    import unicodedata
+
+    texts = [unicodedata.normalize("NFC", text) for text in sample_texts(2500, seed=1)]
+    texts += ["Ṣùgbọ́n àwọn ènìyàn kò wá. Người Việt học tiếng." for _ in range(300)]
+    write_texts(tmp_path / "train.jsonl", texts)
+    # the default pipeline: XLM-R's precompiled table (nmt_nfkc), which maps one character at a time
+    train_tokenizer(tmp_path / "train.jsonl", TokenizerSpec(vocab_size=300, character_coverage=1.0), tmp_path / "tok")
+    target = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    composed = "Ṣùgbọ́n àwọn ènìyàn. Người Việt."
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert decomposed != composed and target(decomposed).input_ids == target(composed).input_ids
+    assert target.unk_token_id not in target(decomposed).input_ids
+    assert composing_first({"type": "NFKC"}) == {"type": "NFKC"} and composing_first(None) == {"type": "NFC"}
+
+
+def test_byte_fallback_asked_of_a_source_without_it_decodes_its_byte_pieces_to_text(pseudo_corpus: Path, tmp_path):
+    """XLM-R's decoder knows no byte pieces: ``tokenizer.byte_fallback: true`` decoded ``<0xE0><0xA4>…``."""
+    spec = TokenizerSpec(vocab_size=400, byte_fallback=True, character_coverage=0.999)
+    train_tokenizer(pseudo_corpus, spec, tmp_path / "tok")
+    target = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    text = "Kamata नमस्ते 42 €"
+    ids = target(text, add_special_tokens=False).input_ids
+    assert "<0xE0>" in target.convert_ids_to_tokens(ids) and target.unk_token_id not in ids
+    assert target.decode(ids) == text
 
 
 @pytest.mark.parametrize("family, algorithm", [("gpt2", "unigram"), ("llama", "unigram"), (None, "bpe"),
