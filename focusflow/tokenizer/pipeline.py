@@ -47,6 +47,8 @@ class Pipeline:
     model_max_length: int = 512
     tokenizer_class: str | None = None
     source_name: str | None = None
+    padding_side: str = "right"  # a decoder's source pads on the left (batched generation): kept
+    chat_template: str | None = None  # an instruction-tuned source's (its special tokens are kept with their ids)
 
     @property
     def specials(self) -> list[str]:
@@ -255,6 +257,9 @@ def pipeline_from_source(source) -> Pipeline:
         model_max_length=int(max_length) if max_length and max_length < 1e9 else 512,
         tokenizer_class=_class_name(source),
         source_name=getattr(source, "name_or_path", None) or None,
+        padding_side=getattr(source, "padding_side", "right") or "right",
+        chat_template=getattr(source, "chat_template", None) if isinstance(getattr(source, "chat_template", None), str)
+        else None,
     )
 
 

@@ -375,8 +375,10 @@ def wrap(backend, pipeline: Pipeline):
     """A transformers fast tokenizer around ``backend`` with the source's special-token attributes."""
     from transformers import PreTrainedTokenizerFast
 
+    kept = {"chat_template": pipeline.chat_template} if pipeline.chat_template else {}
     return PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=pipeline.model_max_length,
-                                   clean_up_tokenization_spaces=False, **pipeline.special_attributes)
+                                   clean_up_tokenization_spaces=False, padding_side=pipeline.padding_side,
+                                   **pipeline.special_attributes, **kept)
 
 
 def _save(tokenizer, pipeline: Pipeline, out: Path, extra: dict) -> None:

@@ -79,6 +79,20 @@ def test_a_byte_level_vocabulary_too_small_for_any_merge_is_refused(target_corpu
         train_tokenizer(target_corpus, TokenizerSpec(vocab_size=200, chars_per_vocab_entry=1), tmp_path / "t", source)
 
 
+def test_a_decoders_left_padding_and_chat_template_are_kept(target_corpus, tmp_path):
+    """SmolLM2-Instruct's template (its <|im_start|> and <|im_end|> keep their ids) and a decoder's left padding
+    (batched generation) were left behind: the new tokenizer padded right and had no template."""
+    source = byte_level_tokenizer(sample_texts(400))
+    source.padding_side = "left"
+    source.chat_template = "{% for m in messages %}<|im_start|>{{ m['content'] }}<|im_end|>{% endfor %}"
+    train_tokenizer(target_corpus, TokenizerSpec(vocab_size=700, chars_per_vocab_entry=1), tmp_path / "t", source)
+    target = AutoTokenizer.from_pretrained(tmp_path / "t")
+    assert target.padding_side == "left" and target.chat_template == source.chat_template
+    ids = target.apply_chat_template([{"role": "user", "content": "Habari"}], tokenize=True)
+    ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    assert ids[0] == target.convert_tokens_to_ids("<|im_start|>") == 1
+
+
 def test_byte_level_source_gives_a_byte_level_bpe_with_its_regex_and_controls(target_corpus, tmp_path):
     source = byte_level_tokenizer(sample_texts(400))
     stats = train_tokenizer(target_corpus, TokenizerSpec(vocab_size=700, chars_per_vocab_entry=1), tmp_path / "t", source)
