@@ -231,7 +231,7 @@ def test_swahili_tokenizer_beats_the_multilingual_source_on_heldout(shared_data:
         for token in ("<s>", "<pad>", "</s>", "<unk>"):
             assert target.convert_tokens_to_ids(token) == source.convert_tokens_to_ids(token)
         assert target.mask_token_id == len(target) - 1
-        assert _backend(target)["normalizer"] == _backend(source)["normalizer"]
+        assert _backend(target)["normalizer"] == composing_first(_backend(source)["normalizer"])
     round_trips = [t for t in heldout if target.unk_token_id not in target(t).input_ids]
     assert len(round_trips) > 0.9 * len(heldout)
     for text in round_trips:
