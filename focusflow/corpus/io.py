@@ -205,8 +205,6 @@ def decoding_stats(checks: Iterable[TextCheck]) -> dict[str, Any]:
 
 def open_bytes(file: str, compression: str | None) -> BinaryIO:
     """A (local or remote) file's bytes, decompressed by ``compression`` (``compression_of``'s name, or None)."""
-    import io
-
     import fsspec
 
     if compression == "zstd":  # fsspec's zstd reader ends a stream cut short without a word

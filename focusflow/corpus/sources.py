@@ -32,6 +32,7 @@ from focusflow.corpus.io import (
 )
 from focusflow.corpus.languages import corpus_language, normalize_language
 from focusflow.errors import FocusflowError, InputError
+from focusflow.storage.artifact import is_hidden
 
 log = logging.getLogger(__name__)
 
@@ -239,13 +240,12 @@ NOT_CORPUS_NAMES = frozenset({"readme", "license", "licence", "copying", "notice
 
 def _corpus_files_of_folder(entry: str, folder: str, found: list[str]) -> list[str]:
     """A folder's corpus files: not under a dot name (``.git/``, macOS's ``._x.txt``, an editor's backup: a tool's
-    bookkeeping, which :func:`storage.artifact.is_hidden` leaves out of every folder the project reads), and not
+    bookkeeping: :func:`storage.artifact.is_hidden`, as every folder the project reads), and not
     a README or licence (:data:`NOT_CORPUS_NAMES`); what was left out is logged."""
     kept, left_out = [], []
     for path in found:
         relative = PurePosixPath(path[len(folder.rstrip("/")):].lstrip("/"))
-        if any(part.startswith(".") for part in relative.parts) or \
-                relative.name.split(".", 1)[0].lower() in NOT_CORPUS_NAMES:
+        if is_hidden(relative) or relative.name.split(".", 1)[0].lower() in NOT_CORPUS_NAMES:
             left_out.append(relative.as_posix())
         else:
             kept.append(path)
