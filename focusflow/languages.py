@@ -47,8 +47,11 @@ _RUN_TOGETHER_RANGES = ("\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u1
 #: Text of a script written without spaces between words (a run of it)
 UNSPACED = re.compile(f"[{_IDEOGRAPHIC_RANGES}{_RUN_TOGETHER_RANGES}]+")
 _IDEOGRAPHIC = re.compile(f"[{_IDEOGRAPHIC_RANGES}]")
-_TOKEN = re.compile(r"[^\s\u200b]+")  # Khmer, Burmese and Lao text may mark its words with zero-width spaces
+# Khmer, Burmese and Lao text may mark its words with zero-width spaces; Ethiopic text (Amharic, Tigrinya, Ge'ez)
+# may divide its words with its own word space ፡ instead of a space
+_TOKEN = re.compile(r"[^\s\u200b\u1361]+")
 _ZERO_WIDTH_SPACE = "\u200b"
+_ETHIOPIC_WORDSPACE = "\u1361"
 #: A run of text written without spaces counts one word per character of an ideographic script (the unit Chinese
 #: and Japanese are measured in) and one per this many characters (with their marks) of the others (Thai, Khmer …
 #: words are a few letters long): a language-independent stand-in for a dictionary segmenter, so that thresholds
@@ -61,9 +64,9 @@ MARKED_WORD_LETTERS = 16
 
 def word_spans(text: str, letters_per_word: int = LETTERS_PER_WORD) -> list[tuple[int, int]]:
     """The (start, end) character spans of the words of ``text``: its tokens between whitespace (and zero-width
-    spaces), where a token holding text of a script written without spaces is cut into units (``letters_per_word``
-    letters with their marks; an ideographic character alone), unless the text marks its words with zero-width
-    spaces; for text written with spaces exactly its whitespace-separated tokens."""
+    spaces, Ethiopic word spaces), where a token holding text of a script written without spaces is cut into units
+    (``letters_per_word`` letters with their marks; an ideographic character alone), unless the text marks its words
+    with zero-width spaces; for text written with spaces exactly its whitespace-separated tokens."""
     spans: list[tuple[int, int]] = []
     marked = _ZERO_WIDTH_SPACE in text  # its words may be marked: a token of word length is a word
     for token in _TOKEN.finditer(text):
@@ -113,6 +116,12 @@ def words(text: str, letters_per_word: int = LETTERS_PER_WORD) -> list[str]:
     return [text[start:end] for start, end in word_spans(text, letters_per_word)]
 
 
+def whitespace_words(text: str) -> bool:
+    """Whether ``text``'s words are exactly its whitespace-separated tokens (:func:`word_spans` finds no others):
+    the fast path of everything that counts words."""
+    return text.isascii() or not (UNSPACED.search(text) or _ZERO_WIDTH_SPACE in text or _ETHIOPIC_WORDSPACE in text)
+
+
 def word_count(text: str) -> int:
     """How many words ``text`` holds (:func:`word_spans`), whatever its script."""
-    return len(word_spans(text)) if UNSPACED.search(text) or _ZERO_WIDTH_SPACE in text else len(text.split())
+    return len(text.split()) if whitespace_words(text) else len(word_spans(text))

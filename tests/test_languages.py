@@ -52,3 +52,18 @@ def test_one_stray_zero_width_space_does_not_make_a_sentence_one_word():
     chinese = "我们今天在北京学习中文，明天去上海工作。他们喜欢吃饭和学习。"
     assert word_count(chinese + "\u200b") == word_count(chinese) == 30
     assert word_count("ខ្ញុំ\u200b" + chinese) == 1 + 30
+
+
+def test_ethiopic_word_spaces_divide_words():
+    """Amharic and Ge'ez text (Bibles, older print) divides words with ፡ instead of a space: a verse was one word
+    (tokens per word ×5, and cleaning's min_words dropped it)."""
+    verse = "በመጀመሪያ፡እግዚአብሔር፡ሰማይንና፡ምድርን፡ፈጠረ።"
+    assert words(verse) == ["በመጀመሪያ", "እግዚአብሔር", "ሰማይንና", "ምድርን", "ፈጠረ።"] and word_count(verse) == 5
+    assert word_count("ቃል ነበረ፡ ቃልም") == 3, "a word space beside a space is one boundary"
+
+
+def test_tokenizer_metrics_count_the_same_words_as_word_count():
+    from focusflow.tokenizer.metrics import _word_starts
+
+    for text in ["በመጀመሪያ፡እግዚአብሔር፡ሰማይንና", "hello\u200bworld again", THAI, "two words"]:
+        assert len(_word_starts(text)) == word_count(text), text

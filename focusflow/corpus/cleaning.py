@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 from focusflow.config import CleaningSpec
 from focusflow.languages import word_count
 
-# C0/C1 controls except tab and newline, DEL, BOM and the Unicode replacement character. Format
-# characters such as ZWJ/ZWNJ (needed by Indic and Arabic scripts) are kept.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff\ufffd]")
+#: How the cleaner treats text, in every corpus's key (2, 29 Nov 2026: the controls that end a line in Unicode end
+#: one, where they were deleted and glued the words beside them; Ethiopic's word space divides words).
+CLEANING_VERSION = 2
+# Characters that end a line besides CR and LF (str.splitlines' set): Word's manual line break (VT), pdftotext's
+# page break (FF), the file/group/record separators, NEL (also what a cp1252 "…" decoded as Latin-1 becomes) and
+# Unicode's line and paragraph separators.
+_LINE_END = re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# The other C0/C1 controls except tab, DEL, BOM and the Unicode replacement character. Format characters such as
+# ZWJ/ZWNJ (needed by Indic and Arabic scripts) are kept.
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\ufeff\ufffd]")
 _HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")
 _LETTER = re.compile(r"[^\W\d_]")
 _MARK_CATEGORIES = ("Mn", "Mc", "Me")
@@ -85,7 +92,7 @@ def normalize_text(text: str, form: str = "NFC") -> str:
     """Unicode form, control characters out, spaces collapsed per line, blank lines dropped, trimmed."""
     if form != "none":
         text = unicodedata.normalize(form, text)
-    text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = _CONTROL.sub("", _LINE_END.sub("\n", text))
     lines = (_HORIZONTAL_SPACE.sub(" ", line).strip() for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 

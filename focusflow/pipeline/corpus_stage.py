@@ -30,9 +30,11 @@ class CorpusSettings(StageSettings):
 
 
 def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings, and for local files what they hold (``sources.files_fingerprint``): the paths alone would find
-    the corpus of a file since rewritten, or of another project's ``data/corpus.txt``."""
-    key = default_key_params(params)
+    """The settings, the cleaner's version, and for local files what they hold (``sources.files_fingerprint``): the
+    paths alone would find the corpus of a file since rewritten, or of another project's ``data/corpus.txt``."""
+    from focusflow.corpus.cleaning import CLEANING_VERSION
+
+    key = default_key_params(params) | {"cleaner": CLEANING_VERSION}  # every corpus's text comes from the cleaner
     corpus = params.get("corpus") or {}
     source = corpus.get("source")
     if source == "local":

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from focusflow.errors import InputError
-from focusflow.languages import UNSPACED, word_spans
+from focusflow.languages import whitespace_words, word_spans
 
 BATCH = 1024
 
@@ -42,7 +42,7 @@ def _word_starts(text: str) -> np.ndarray:
     (:func:`focusflow.languages.word_spans`: a line of Thai or Chinese is not one word)."""
     if not text:
         return np.empty(0, dtype=np.int64)
-    if not text.isascii() and UNSPACED.search(text):
+    if not whitespace_words(text):
         return np.asarray([start for start, _ in word_spans(text)], dtype=np.int64)
     is_space = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     space = np.isin(is_space, _SPACE_CODES)

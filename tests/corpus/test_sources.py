@@ -177,6 +177,23 @@ def test_cleaning_primitives():
     assert cleaner.stats()["removed"] == {"too_short": 2}
 
 
+@pytest.mark.parametrize("line_end", ["\x0b", "\x0c", "\x85", "\x1e", "\u2028", "\u2029", "\r"])
+def test_every_character_that_ends_a_line_ends_one_and_glues_no_words(line_end):
+    """Word's manual line break (VT), pdftotext's page break (FF), NEL (a cp1252 "…" read as Latin-1) were deleted:
+    "ng'ombe\x0bwatatu" became one word "ng'ombewatatu"."""
+    assert normalize_text(f"ng'ombe{line_end}watatu") == "ng'ombe\nwatatu"
+    assert normalize_text("a\x01b\x1fc\x9fd") == "abcd", "the other controls are still deleted"
+
+
+def test_a_corpus_key_holds_the_cleaners_version():
+    """A cleaning change changes the text of stored corpora: their key changes with it."""
+    from focusflow.corpus.cleaning import CLEANING_VERSION
+    from focusflow.pipeline.corpus_stage import _corpus_key
+
+    key = _corpus_key({"language": "sw", "corpus": {"source": "demo"}, "cleaning": {}})
+    assert key["cleaner"] == CLEANING_VERSION >= 2
+
+
 # --------------------------------------------------------------------------- demo corpus
 
 def test_demo_corpus_is_the_chichewa_bible_by_chapter(tmp_path: Path):
