@@ -86,10 +86,14 @@ def is_symbolic(text: str | None) -> bool:
 
 
 def fuzzy_key(token: CanonicalToken) -> str | None:
-    """Case- and word-start-insensitive key, defined only for symbolic tokens."""
+    """Case- and word-start-insensitive key, defined only for symbolic tokens. A whitespace token's key is the kinds
+    of space it holds (its word-start marker a space): seven spaces find the source's space, ``\n\n\n`` its line
+    end; an empty key for all of them gave each the vector of the source's first whitespace token (a tab)."""
     text = token.text
     if not is_symbolic(text):
         return None
+    if not text.strip():
+        return "".join(dict.fromkeys(" " * token.word_start + text))
     return "".join(text.split()).casefold()
 
 

@@ -170,6 +170,19 @@ def test_fuzzy_keys_equal_the_per_token_rule() -> None:
         assert _fuzzy_keys(forms) == expected, name
 
 
+def test_a_new_whitespace_token_copies_the_source_token_of_its_kind_of_space() -> None:
+    """A byte-level vocabulary trained on the corpus holds runs of spaces and line ends the source has not: each
+    took the row of the source's first whitespace token (a tab), whatever it held."""
+    source = _bytelevel([_bl(b"\t"), _bl(b"\n"), _bl(b" "), "a", _bl(b"  ")])
+    target = _bytelevel(["a", _bl(b"\n\n\n"), _bl(b" " * 7), _bl(b" \n"), _bl(b"\t\t")])
+    pairs = compute_overlap(source, target).as_dict()
+    ids = target.convert_tokens_to_ids
+    assert pairs[ids(_bl(b"\n\n\n"))] == source.convert_tokens_to_ids(_bl(b"\n"))
+    assert pairs[ids(_bl(b" " * 7))] == source.convert_tokens_to_ids(_bl(b" ")), "the lowest id of its kind"
+    assert pairs[ids(_bl(b"\t\t"))] == source.convert_tokens_to_ids(_bl(b"\t"))
+    assert ids(_bl(b" \n")) not in pairs, "a mix the source has no token for is not a copy of one"
+
+
 def test_duplicate_canonical_keys_resolve_to_regular_then_lowest_id() -> None:
     """'▁ab' and a literal ' ab' piece spell the same bytes: the lower id wins; a regular token beats a byte piece."""
     source = _sentencepiece(["<0x21>", "x", " ab", "▁ab", "!", "▁ab▁"])
