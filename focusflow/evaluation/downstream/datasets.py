@@ -35,7 +35,7 @@ import logging
 import random
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -697,27 +697,44 @@ def seeded_permutation(n: int, seed: int) -> list[int]:
     return order
 
 
-def split_off(examples: list[Any], fraction: float, seed: int) -> tuple[list[Any], list[Any]]:
-    """(rest, held) with ``held`` = a seeded ``fraction`` of the examples (at least 1)."""
+def split_off(examples: list[Any], fraction: float, seed: int,
+              group: Callable[[Any], Hashable] | None = None) -> tuple[list[Any], list[Any]]:
+    """(rest, held) with ``held`` = a seeded ``fraction`` of the examples (at least 1). Examples of one ``group``
+    (an NLI premise's hypotheses, a QA passage's questions) go to the same part: XNLI's three hypotheses of a
+    premise, one per label, split apart let a model read a test pair's label off its training pairs."""
     if len(examples) < 2:
         raise DataFormatError(f"cannot split {len(examples)} example(s) into two non-empty parts")
-    order = seeded_permutation(len(examples), seed)
+    members: dict[Hashable, list[int]] = {}
+    for index, example in enumerate(examples):
+        members.setdefault(group(example) if group is not None else index, []).append(index)
+    if len(members) < 2:  # one passage's questions: only they can be parted
+        log.warning("all %d examples share one premise or passage: split one by one (give the splits as files to "
+                    "keep them apart)", len(examples))
+        members = {index: [index] for index in range(len(examples))}
+    groups = list(members.values())
     n_held = min(len(examples) - 1, max(1, round(len(examples) * fraction)))
-    held = sorted(order[:n_held])
-    rest = sorted(order[n_held:])
-    return [examples[i] for i in rest], [examples[i] for i in held]
+    held: list[int] = []
+    # singleton groups: exactly the examples' permutation; its last group stays in the rest, which is never empty
+    for position in seeded_permutation(len(groups), seed)[:-1]:
+        if len(held) >= n_held:
+            break
+        held += groups[position]
+    kept = set(held)
+    return [e for i, e in enumerate(examples) if i not in kept], [examples[i] for i in sorted(held)]
 
 
-def complete_splits(train: list[Any] | None, dev: list[Any] | None, test: list[Any] | None,
-                    seed: int) -> tuple[list[Any], list[Any], list[Any], dict[str, str]]:
-    """Fill missing splits by the rules in the module docstring; returns the provenance too."""
+def complete_splits(train: list[Any] | None, dev: list[Any] | None, test: list[Any] | None, seed: int,
+                    group: Callable[[Any], Hashable] | None = None
+                    ) -> tuple[list[Any], list[Any], list[Any], dict[str, str]]:
+    """Fill missing splits by the rules in the module docstring (a ``group``'s examples in one split); returns the
+    provenance too."""
     provenance = {"train": "train", "dev": "dev", "test": "test"}
     present = [name for name, split in (("train", train), ("dev", dev), ("test", test)) if split]
     if len(present) == 1:
         only = (train or dev or test) or []
         train_fraction, dev_fraction, _ = SINGLE_FILE_FRACTIONS
-        rest, test = split_off(only, 1.0 - train_fraction - dev_fraction, seed)
-        train, dev = split_off(rest, dev_fraction / (train_fraction + dev_fraction), seed + 1)
+        rest, test = split_off(only, 1.0 - train_fraction - dev_fraction, seed, group)
+        train, dev = split_off(rest, dev_fraction / (train_fraction + dev_fraction), seed + 1, group)
         name = present[0]
         return train, dev, test, {"train": f"70% of {name}", "dev": f"10% of {name}", "test": f"20% of {name}"}
     if not train:
@@ -726,7 +743,7 @@ def complete_splits(train: list[Any] | None, dev: list[Any] | None, test: list[A
         test, provenance["test"] = dev, "dev (published dev used as test)"
         dev = None
     if not dev:
-        train, dev = split_off(train, DEV_FRACTION, seed)
+        train, dev = split_off(train, DEV_FRACTION, seed, group)
         provenance["train"], provenance["dev"] = "90% of train", "10% of train"
     return train, dev, test, provenance
 

@@ -12,8 +12,9 @@ SIB-200 trains on 701 sentences (22 steps an epoch at batch 32). Every value can
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,9 @@ class TaskKind:
     label_set: Callable[[Splits, Path | None], list[str]]  # the splits and the folder they came from
     texts: Callable[[Any], list[str]]  # the running text of one example (decontamination)
     labelled_head: bool = True  # the model takes num_labels / id2label / label2id
+    #: what examples that must share a split have in common (an NLI premise, a QA passage): a split made here that
+    #: parted them would let the model learn test answers from training pairs
+    split_group: Callable[[Any], Hashable] | None = None
     dataset_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     dataset_main_metric: Mapping[str, str] = field(default_factory=dict)
 
@@ -175,12 +179,13 @@ KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
              model_class="AutoModelForSequenceClassification", make_adapter=_nli_adapter,
              defaults={"lr": 2e-5, "epochs": 2.0, "max_length": 256}, main_metric="accuracy",
              file_extensions=(".tsv", ".txt"), read_split=lambda path: (read_nli_tsv(path), None),
-             label_set=lambda splits, folder: list(NLI_LABELS), texts=_nli_texts),
+             label_set=lambda splits, folder: list(NLI_LABELS), texts=_nli_texts,
+             split_group=attrgetter("premise")),
     TaskKind("qa", "extractive QA: question + context → answer span, SQuAD F1/EM", QaExample,
              model_class="AutoModelForQuestionAnswering", make_adapter=_qa_adapter,
              defaults={"lr": 5e-5, "epochs": 3.0, "max_length": 384, "stride": 128}, main_metric="f1",
              file_extensions=(".json", ".jsonl"), read_split=_read_qa, label_set=lambda splits, folder: [], texts=_qa_texts,
-             labelled_head=False),
+             labelled_head=False, split_group=attrgetter("context")),
     TaskKind("cls", "sentence classification: text → label, accuracy and macro-F1", ClsExample,
              model_class="AutoModelForSequenceClassification", make_adapter=_cls_adapter,
              defaults={"lr": 3e-5, "epochs": 10.0, "max_length": 128}, main_metric="accuracy",

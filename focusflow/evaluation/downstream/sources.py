@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +45,35 @@ log = logging.getLogger(__name__)
 
 PARQUET_BRANCH = "refs/convert/parquet"
 
-# ISO 639-1 ↔ 639-3 for the languages of the supported datasets (others pass through unchanged).
-ISO3 = {
-    "sw": "swa", "ha": "hau", "yo": "yor", "ig": "ibo", "am": "amh", "rw": "kin", "lg": "lug", "ny": "nya",
-    "sn": "sna", "xh": "xho", "zu": "zul", "wo": "wol", "tn": "tsn", "ee": "ewe", "tw": "twi", "de": "deu",
-    "en": "eng", "fr": "fra", "ar": "ara", "bg": "bul", "el": "ell", "es": "spa", "hi": "hin", "ru": "rus",
-    "th": "tha", "tr": "tur", "ur": "urd", "vi": "vie", "zh": "zho", "bn": "ben", "fi": "fin", "id": "ind",
-    "ja": "jpn", "ko": "kor", "te": "tel", "so": "som", "om": "orm", "ti": "tir", "rn": "run", "ln": "lin",
-    "fa": "fas", "ms": "msa", "uz": "uzb", "az": "aze", "ne": "nep", "mg": "mlg", "ps": "pus", "qu": "que",
-}
 # FLORES-200 (SIB-200) names individual languages where ISO 639-3 has the macrolanguage
 FLORES_LANGUAGE = {"swa": "swh", "ara": "arb", "fas": "pes", "msa": "zsm", "lav": "lvs", "orm": "gaz", "aze": "azj",
                    "uzb": "uzn", "mon": "khk", "nep": "npi", "sqi": "als", "yid": "ydd", "kur": "kmr", "pus": "pbt",
                    "grn": "gug", "mlg": "plt", "que": "quy", "est": "est", "zho": "zho"}
-ISO1 = {three: one for one, three in ISO3.items()}
+
+
+@lru_cache(maxsize=1)
+def _alpha_codes() -> tuple[dict[str, str], dict[str, str]]:
+    """ISO 639-1 → 639-3 (terminological) for every two-letter code, and back (the bibliographic ``ger`` too), from
+    langcodes' tables: no code is replaced by a newer one (Tagalog's ``tl`` stays ``tl``, WikiANN's config)."""
+    from langcodes.data_dicts import LANGUAGE_ALPHA3, LANGUAGE_ALPHA3_BIBLIOGRAPHIC
+
+    forward = {two: three for two, three in LANGUAGE_ALPHA3.items() if len(two) == 2}
+    back = {three: two for two, three in forward.items()}
+    back |= {three: two for two, three in LANGUAGE_ALPHA3_BIBLIOGRAPHIC.items() if len(two) == 2}
+    return forward, back
+
+
+def iso3(code: str) -> str:
+    """The ISO 639-3 form of a two-letter code (``sw`` → ``swa``, ``it`` → ``ita``); any other code unchanged."""
+    return _alpha_codes()[0].get(code.lower(), code)
+
+
+def iso1(code: str) -> str:
+    """The ISO 639-1 form of a three-letter code that has one (``swa`` → ``sw``); any other code unchanged (``swh``,
+    an individual language FLORES names)."""
+    return _alpha_codes()[1].get(code.lower(), code)
+
+
 TYDIQA_NAMES = {"ar": "arabic", "bn": "bengali", "en": "english", "fi": "finnish", "id": "indonesian",
                 "ja": "japanese", "ko": "korean", "ru": "russian", "sw": "swahili", "te": "telugu", "th": "thai"}
 
@@ -65,7 +81,7 @@ TYDIQA_NAMES = {"ar": "arabic", "bn": "bengali", "en": "english", "fi": "finnish
 def language_forms(language: str) -> list[str]:
     """The code as given, then its ISO 639-1 and 639-3 forms (for folder and config lookups)."""
     code = language.strip().lower()
-    forms = [code, ISO1.get(code, code), ISO3.get(code, code)]
+    forms = [code, iso1(code), iso3(code)]
     return list(dict.fromkeys(forms))
 
 
@@ -134,7 +150,7 @@ def _qa_from_hub(dataset: Any, spec: TaskSpec) -> list[QaExample]:
 
 def _tydiqa_prefix(spec: TaskSpec) -> str:
     """The id prefix of a TyDiQA question of the task's language (``swahili-``)."""
-    return TYDIQA_NAMES.get(ISO1.get(spec.language, spec.language), spec.language) + "-"
+    return TYDIQA_NAMES.get(iso1(spec.language), spec.language) + "-"
 
 
 def _tydiqa_local(examples: list[QaExample], spec: TaskSpec) -> list[QaExample]:
@@ -204,8 +220,7 @@ def flores_code(language: str, data_root: Path | None = None, folders: Iterable[
     if "_" in language:
         return language
     code = language.lower()
-    code = ISO3.get(code, code)
-    code = FLORES_LANGUAGE.get(code, code)
+    code = FLORES_LANGUAGE.get(iso3(code), iso3(code))
     candidates: list[str] = []
     if folders is not None:
         candidates = [name for name in folders if name.startswith(f"{code}_")]
@@ -285,8 +300,10 @@ SPLIT_FILE_STEMS = frozenset(stem for stems in SPLIT_NAMES.values() for stem in 
 #: contexts and answers in one Unicode form (NFC), which some published contexts are not. NER's reading of converted
 #: files (a tab-separated word with a space, a no-break space after a tag, old-Mac line ends) changed without a
 #: version: the published files (MasakhaNER, WikiANN, CoNLL) read exactly as before, and the decontamination under
-#: every NER run's corpus would otherwise be made again.
-TASK_VERSIONS = {"qa": 3, "ner:masakhaner": 2}
+#: every NER run's corpus would otherwise be made again. nli 2 and qa 4: a split made here keeps a premise's
+#: hypotheses and a passage's questions together (XNLI's dev file alone, split, held test pairs whose premise was in
+#: train, their label inferable from its two training pairs).
+TASK_VERSIONS = {"nli": 2, "qa": 4, "ner:masakhaner": 2}
 
 
 def task_versions(tasks: Iterable[str]) -> dict[str, int]:
@@ -395,7 +412,8 @@ def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: i
         raise DataFormatError(f"{folder}: no labelled {kind} data ({'; '.join(notes.values())})")
     if not splits["train"] and "train" in notes and any(splits[name] for name in ("dev", "test")):
         raise DataFormatError(f"{folder}: no training split ({notes['train']})")
-    train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed)
+    train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed,
+                                                   KINDS[kind].split_group)
     provenance = {split: f"{origin} [{folder}]" for split, origin in provenance.items()} | {
         f"note_{split}": note for split, note in notes.items()}
     return _task_data(kind, name, language, train, dev, test, provenance, folder)
@@ -451,7 +469,8 @@ def load_hub(spec: TaskSpec, split_seed: int = 0) -> TaskData:
     splits: dict[str, list[Any] | None] = {"train": None, "dev": None, "test": None}
     for ours, theirs in info.splits:
         splits[ours] = info.rows(_hub_split(info, spec.language, theirs), spec)
-    train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed)
+    train, dev, test, provenance = complete_splits(splits["train"], splits["dev"], splits["test"], split_seed,
+                                                   KINDS[spec.kind].split_group)
     provenance = {split: f"{origin} [{info.repo}{'@' + info.revision if info.revision else ''}]"
                   for split, origin in provenance.items()}
     return _task_data(spec.kind, spec.dataset, spec.language, train, dev, test, provenance)
@@ -557,7 +576,7 @@ def _language_forms_of(info: HubDataset, language: str, folders: Iterable[str] |
 
     ``folders``: find the dataset's code offline, in the language itself or among these folder names (a local copy's,
     as a run recorded them); a code found in neither is left out rather than asked of the Hub."""
-    forms = {"iso1": ISO1.get(language, language), "iso3": ISO3.get(language, language)}
+    forms = {"iso1": iso1(language), "iso3": iso3(language)}
     if info.code is not None:
         if folders is None:
             forms["code"] = info.code(language, None, None)

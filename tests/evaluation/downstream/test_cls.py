@@ -91,6 +91,19 @@ def test_sib200_codes_map_to_flores_folders(shared_data):
     assert data.labels[0] == "science/technology" and len(data.labels) == 7  # labels.txt, in its order
 
 
+def test_any_iso_639_1_code_finds_its_flores_folder_and_no_code_is_replaced_by_a_newer_one():
+    """Latvian, Estonian, Italian, Albanian and Mongolian were "no language" for lack of a table entry; Tagalog's
+    ``tl`` stays ``tl`` (WikiANN's config), not the newer ``fil``."""
+    from focusflow.evaluation.downstream.sources import iso1, iso3, language_forms
+
+    folders = ["lvs_Latn", "est_Latn", "ita_Latn", "als_Latn", "khk_Cyrl", "tgl_Latn"]
+    for code, folder in (("lv", "lvs_Latn"), ("et", "est_Latn"), ("it", "ita_Latn"), ("sq", "als_Latn"),
+                         ("mn", "khk_Cyrl"), ("tl", "tgl_Latn"), ("ita", "ita_Latn")):
+        assert flores_code(code, folders=folders) == folder, code
+    assert (iso3("tl"), iso1("tgl"), iso1("swa"), iso3("sw"), iso1("ger")) == ("tgl", "tl", "sw", "swa", "de")
+    assert language_forms("swh") == ["swh"] and language_forms("xx") == ["xx"], "no guess for what is not ISO 639-1"
+
+
 def test_sib200_language_in_two_scripts_or_none_is_one_line(tmp_path):
     for name in ("ace_Arab", "ace_Latn"):
         (tmp_path / "cls" / "sib200" / name).mkdir(parents=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from focusflow.evaluation.downstream.datasets import (
     read_conll,
     read_nli_tsv,
     read_squad_json,
+    split_off,
     subsample,
 )
 from focusflow.evaluation.downstream.sources import load_folder, parse_task, resolve_task
@@ -145,6 +147,32 @@ def test_complete_splits_rules_are_deterministic_and_disjoint():
     train, dev, test, provenance = complete_splits(items, [-2], None, seed=0)  # no test: published dev → test
     assert test == [-2] and len(dev) == 10 and "used as test" in provenance["test"]
     assert subsample(items, 5, 0) == subsample(items, 5, 0) and len(subsample(items, 5, 0)) == 5
+
+
+def test_a_premise_and_its_hypotheses_stay_in_one_split(shared_data):
+    """XNLI's dev file alone (the README's way to evaluate NLI) is split 70/10/20: split pair by pair, 447 of 498
+    test pairs had their premise in train, and 226 had their label given away by its two training pairs."""
+    data = resolve_task("nli:xnli:sw", shared_data)
+    premises = {name: {example.premise for example in getattr(data, name)} for name in ("train", "dev", "test")}
+    assert not premises["train"] & premises["test"] and not premises["train"] & premises["dev"]
+    assert not premises["dev"] & premises["test"]
+    total = sum(data.sizes().values())
+    assert abs(data.sizes()["test"] / total - 0.2) < 0.01 and abs(data.sizes()["dev"] / total - 0.1) < 0.01
+
+
+def test_a_grouped_split_keeps_every_group_whole_and_never_empties_a_part():
+    items = [(group, member) for group in range(30) for member in range(3)]
+    train, dev, test, _ = complete_splits(items, None, None, seed=0, group=itemgetter(0))
+    parts = [{group for group, _ in part} for part in (train, dev, test)]
+    assert not (parts[0] & parts[1] or parts[0] & parts[2] or parts[1] & parts[2])
+    assert (len(train), len(dev), len(test)) == (63, 9, 18) and sorted(train + dev + test) == items
+    assert complete_splits(list(range(100)), None, None, seed=0, group=lambda x: x)[:3] == \
+        complete_splits(list(range(100)), None, None, seed=0)[:3], "groups of one: the split as before"
+    one_passage = [("p", n) for n in range(10)]
+    assert complete_splits(one_passage, None, None, seed=0, group=itemgetter(0))[:3] == \
+        complete_splits(one_passage, None, None, seed=0)[:3], "one passage's questions only: parted one by one"
+    rest, held = split_off([("a", 1), ("a", 2), ("b", 3)], 0.9, seed=0, group=itemgetter(0))
+    assert rest and held, "the last group stays in the rest"
 
 
 def test_parse_task_forms_and_errors(tmp_path):
