@@ -8,9 +8,11 @@ difference can be trusted.
 
 A verdict has three outcomes. **Parity**: the mean difference is at least :data:`PARITY_MEAN` (−1 point), the
 interval's lower end at least :data:`PARITY_LOWER` (−3 points) and the standard error at most :data:`DECISIVE_SE`
-(1 point). **Below**: the whole interval lies under :data:`PARITY_MEAN` (its upper end < −1), whatever the standard
-error (−17.4 … −10.7 is decided however noisy the seeds). **Undecided** otherwise (fewer than two paired seeds
-included): more seeds are needed, and the verdict says so instead of guessing.
+(1 point), or the whole interval lies at or above :data:`PARITY_MEAN`, whatever the standard error (a model +9.4
+points ahead, +4.2 … +14.6, is at least the source's equal however noisy the seeds). **Below**: the whole interval
+lies under :data:`PARITY_MEAN` (its upper end < −1), whatever the standard error (−17.4 … −10.7 is decided however
+noisy the seeds). **Undecided** otherwise, and below :data:`MIN_SEEDS` paired seeds (two seeds that differ alike
+give a zero-width interval): more seeds are needed, and the verdict says so instead of guessing.
 
 A verdict is only as good as the fine-tunings behind it: a run whose best dev step lies in the last tenth of its steps
 was still improving when it ended (:func:`~focusflow.evaluation.downstream.finetune.converged`), and a verdict over
@@ -28,8 +30,9 @@ from typing import Any
 PARITY_MEAN = -1.0  # points (scores × 100)
 PARITY_LOWER = -3.0
 DECISIVE_SE = 1.0
+MIN_SEEDS = 3  # paired seeds a decided verdict needs
 
-# Student's t, two-sided 95%, by degrees of freedom (1..30); 1.96 beyond.
+# Student's t, two-sided 95%, by degrees of freedom (1..30); beyond, its Cornish-Fisher expansion (within 0.001).
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
@@ -45,7 +48,10 @@ def parity_word(parity: bool | None) -> str:
 
 
 def t95(degrees: int) -> float:
-    return _T95[degrees - 1] if 1 <= degrees <= len(_T95) else 1.96
+    if 1 <= degrees <= len(_T95):
+        return _T95[degrees - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * degrees) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * degrees**2)
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,11 @@ class Verdict:
         """``−0.8 (95% interval −3.1 to +1.5, 5 paired seeds): parity`` and the like."""
         shown = f"{self.mean:+.1f} points"
         if self.low is None:
-            return f"{shown} ({len(self.seeds)} paired seed): undecided, needs at least 2 seeds"
+            return f"{shown} ({len(self.seeds)} paired seed): undecided, needs at least {MIN_SEEDS} seeds"
         interval = f"95% interval {self.low:+.1f} to {self.high:+.1f}, {len(self.seeds)} paired seeds"
         if self.parity is None:
+            if len(self.seeds) < MIN_SEEDS:
+                return f"{shown} ({interval}): undecided, needs at least {MIN_SEEDS} seeds"
             if self.se > DECISIVE_SE:
                 return (f"{shown} ({interval}): undecided, the standard error {self.se:.1f} is above "
                         f"{DECISIVE_SE:g}: add seeds")
@@ -83,8 +91,9 @@ class Verdict:
 #: The rule in one sentence, for the report and the card (one wording wherever a verdict is explained).
 RULE_TEXT = (f"parity: the mean of the model's score minus the source's, paired by seed, is at least {PARITY_MEAN:g} "
              f"point, its 95% interval's lower end at least {PARITY_LOWER:g} and its standard error at most "
-             f"{DECISIVE_SE:g}; below: the whole interval under {PARITY_MEAN:g}, however wide; undecided "
-             "otherwise (add seeds)")
+             f"{DECISIVE_SE:g}, or the whole interval at or above {PARITY_MEAN:g}, however wide; below: the whole "
+             f"interval under {PARITY_MEAN:g}, however wide; undecided otherwise or with fewer than {MIN_SEEDS} "
+             "paired seeds (add seeds)")
 
 
 def paired_verdict(model: Mapping[int, float], source: Mapping[int, float], scale: float = 100.0) -> Verdict | None:
@@ -101,14 +110,14 @@ def paired_verdict(model: Mapping[int, float], source: Mapping[int, float], scal
     se = statistics.stdev(differences) / math.sqrt(len(differences))
     half = t95(len(differences) - 1) * se
     low, high = mean - half, mean + half
-    return Verdict(seeds, mean, se, low, high, call(mean, se, low, high))
+    return Verdict(seeds, mean, se, low, high, call(mean, se, low, high) if len(seeds) >= MIN_SEEDS else None)
 
 
 def call(mean: float, se: float, low: float, high: float) -> bool | None:
     """The three outcomes: parity (True), below (False) or undecided (None); see the module's rule."""
     if high < PARITY_MEAN:
         return False
-    if mean >= PARITY_MEAN and low >= PARITY_LOWER and se <= DECISIVE_SE:
+    if low >= PARITY_MEAN or (mean >= PARITY_MEAN and low >= PARITY_LOWER and se <= DECISIVE_SE):
         return True
     return None
 

@@ -29,7 +29,8 @@ def test_below_parity_and_undecided():
 
 
 def test_the_interval_uses_student_s_t():
-    assert t95(2) == pytest.approx(4.303) and t95(100) == 1.96
+    assert t95(2) == pytest.approx(4.303) and t95(31) == pytest.approx(2.040, abs=1e-3)
+    assert t95(60) == pytest.approx(2.000, abs=1e-3) and t95(100) == pytest.approx(1.984, abs=1e-3)
     verdict = paired_verdict({1: 0.61, 2: 0.63, 3: 0.62}, {1: 0.60, 2: 0.60, 3: 0.60})
     assert verdict.high - verdict.mean == pytest.approx(4.303 * verdict.se)
 
@@ -102,7 +103,17 @@ def test_seeds_where_neither_model_learned_the_task_are_no_parity():
     assert task_verdict(runs((0.0, 0.0, 0.0, 0.7)), "x", "ner", "dev").seeds == (4,), "three idle pairs left out"
     failed = task_verdict(runs((0.0, 0.0, 0.0, 0.0)), "x", "ner", "dev")
     assert failed.seeds == (4,) and failed.mean == pytest.approx(-70.0)
-    assert paired_verdict({1: 0.7, 2: 0.7}, {1: 0.7, 2: 0.7}).parity is True, "identical learned scores are parity"
+    same = {1: 0.7, 2: 0.7, 3: 0.7}
+    assert paired_verdict(same, same).parity is True, "identical learned scores are parity"
+
+
+def test_a_model_clearly_ahead_is_parity_however_noisy_and_two_seeds_decide_nothing():
+    """+9.4 points (+4.2 … +14.6) was "undecided: add seeds" for its standard error, and a worse candidate at
+    parity was chosen over it; two seeds that differ alike made a zero-width interval and a "parity"."""
+    ahead = paired_verdict({1: 0.70, 2: 0.80, 3: 0.72, 4: 0.81, 5: 0.74}, {1: 0.62, 2: 0.65, 3: 0.66, 4: 0.70, 5: 0.67})
+    assert ahead.se > 1 and ahead.low >= -1 and ahead.parity is True
+    two = paired_verdict({1: 0.705, 2: 0.755}, {1: 0.70, 2: 0.75})
+    assert two.se == 0 and two.parity is None and "at least 3 seeds" in two.text()
 
 
 def test_the_rule_is_said_in_one_sentence_with_its_three_thresholds():
