@@ -36,7 +36,7 @@ from focusflow.training.distributed import compute_device
 
 log = logging.getLogger(__name__)
 
-RUN_VERSION = 2  # 2: a local model identified by content, not by file times
+RUN_VERSION = 3  # 2: a local model identified by content, not by file times; 3: the data by content, not sizes
 OVERRIDES = ("lr", "epochs", "max_length")  # settings that replace a task kind's default when given
 
 
@@ -139,12 +139,12 @@ def model_signature(model: Path | str) -> str:
 
 
 def _fingerprint(signature: str, spec: TaskSpec, seed: int, finetune_spec: FinetuneSpec,
-                 settings: dict[str, Any], data: TaskData) -> str:
+                 settings: dict[str, Any], data_hash: str) -> str:
     # "auto" may mean bf16 on one machine and fp32 on another: the key holds what it resolves to here
     resolved = resolve_precision(finetune_spec.precision, compute_device()).name
     payload = json.dumps({"files": signature, "task": spec.id, "seed": seed,
                           "finetune": _finetune_fields(finetune_spec) | {"precision": resolved}, "settings": settings,
-                          "sizes": data.sizes(), "version": RUN_VERSION,
+                          "data": data_hash, "version": RUN_VERSION,
                           # a task whose data means something else now (sources.TASK_VERSIONS); other runs stay valid
                           **({"task_versions": versions} if (versions := task_versions([spec.id])) else {})},
                          sort_keys=True)
@@ -268,13 +268,14 @@ def evaluate_models(models: dict[str, Path | str], tasks: list[str], out_dir: Pa
         data = prepare_data(spec, settings)
         notes[spec.id] = [f"{split}: {origin}" for split, origin in data.provenance.items()]
         task_values = task_settings(spec, settings)
+        data_hash = data.content_hash()  # what the runs are scored on, not only how many
         for name, model in models.items():
             tokenizer = load_task_tokenizer(model)
             signature = model_signature(model)  # once per model: a folder outside a store is read to be hashed
             adapter = None
             for seed in settings.seed_list:
                 finetune_spec = _finetune_spec(settings, task_values, seed)
-                key = _fingerprint(signature, spec, seed, finetune_spec, task_values, data)
+                key = _fingerprint(signature, spec, seed, finetune_spec, task_values, data_hash)
                 run_name = f"{RUNS_FOLDER}/{_slug(name)}/{_slug(spec.id)}/seed{seed}.json"
                 run_file = folder / run_name
                 if run_file.is_file():

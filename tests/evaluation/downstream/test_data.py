@@ -737,3 +737,20 @@ def test_one_json_line_of_qa_and_a_misshapen_squad_file(tmp_path):
                           ([{"paragraphs": [{"context": "x", "qas": ["q"]}]}], "'qas' is not a list of question")):
         with pytest.raises(DataFormatError, match=message):
             read_squad_json(write(tmp_path / "bad.json", json.dumps({"data": data})))
+
+
+def test_a_run_is_found_again_by_the_data_it_was_scored_on_not_by_its_sizes(shared_data, tmp_path):
+    """A rerun into the same results folder reused runs scored on other test sets: another ``split_seed``, a file
+    rewritten with as many examples. The run fingerprint holds the data's content."""
+    from dataclasses import replace
+
+    from focusflow.evaluation.downstream.datasets import NliExample
+
+    data = resolve_task("nli:xnli:sw", shared_data)
+    other_split = resolve_task("nli:xnli:sw", shared_data, split_seed=1)
+    assert other_split.sizes() == data.sizes() and other_split.content_hash() != data.content_hash()
+    assert resolve_task("nli:xnli:sw", shared_data).content_hash() == data.content_hash(), "deterministic"
+    first = data.test[0]
+    relabelled = NliExample(first.premise, first.hypothesis, "neutral" if first.label != "neutral" else "entailment")
+    changed = replace(data, test=[relabelled, *data.test[1:]])
+    assert changed.sizes() == data.sizes() and changed.content_hash() != data.content_hash()
