@@ -3,16 +3,19 @@ SQuAD v1.1 F1/EM (QA).
 
 All scores are fractions in [0, 1] (reports multiply by 100 for display).
 
-The SQuAD functions follow the official v1.1 evaluation script (``evaluate-v1.1.py``) exactly:
-lower-case, drop ASCII punctuation, drop the English articles a/an/the, collapse whitespace;
-F1 over the bag of whitespace tokens; the maximum over the gold answers; the mean over
-questions. TyDiQA GoldP is scored with the same script by its authors.
+The SQuAD functions follow the official v1.1 evaluation script (``evaluate-v1.1.py``) exactly for text written
+with spaces: lower-case, drop ASCII punctuation, drop the English articles a/an/the, collapse whitespace; F1 over the
+bag of whitespace tokens; the maximum over the gold answers; the mean over questions. TyDiQA GoldP is scored with the
+same script by its authors. Text of a script written without spaces (Chinese, Japanese, Thai, Khmer …) is cut into
+its characters, as MLQA's script does for Chinese ("mixed segmentation"), its punctuation left out: a whole sentence
+would otherwise be one token, and F1 no more than exact match.
 """
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -66,9 +69,21 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
+def answer_tokens(text: str) -> list[str]:
+    """The normalized answer's whitespace tokens, a token of a script written without spaces cut into its characters
+    (with their marks) and their punctuation left out (MLQA's mixed segmentation)."""
+    from focusflow.languages import UNSPACED, words
+
+    normalized = normalize_answer(text)
+    if not UNSPACED.search(normalized):
+        return normalized.split()
+    units = words(normalized, letters_per_word=1)
+    return [unit for unit in units if not all(unicodedata.category(char).startswith("P") for char in unit)]
+
+
 def squad_f1(prediction: str, truth: str) -> float:
-    predicted_tokens = normalize_answer(prediction).split()
-    truth_tokens = normalize_answer(truth).split()
+    predicted_tokens = answer_tokens(prediction)
+    truth_tokens = answer_tokens(truth)
     common = Counter(predicted_tokens) & Counter(truth_tokens)
     overlap = sum(common.values())
     if overlap == 0:
@@ -79,7 +94,9 @@ def squad_f1(prediction: str, truth: str) -> float:
 
 
 def squad_exact(prediction: str, truth: str) -> float:
-    return float(normalize_answer(prediction) == normalize_answer(truth))
+    """The normalized answers are the same: the same tokens in the same order (for text written with spaces, the
+    official script's string equality)."""
+    return float(answer_tokens(prediction) == answer_tokens(truth))
 
 
 def squad_scores(gold: Mapping[str, Sequence[str]], predicted: Mapping[str, str]) -> dict[str, float]:

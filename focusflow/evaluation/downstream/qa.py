@@ -4,7 +4,9 @@ Long contexts are split into overlapping windows of ``max_length`` tokens (``str
 overlap); a training window that does not contain the whole answer is labelled with position 0
 ("no answer here"), as in the reference ``run_qa.py``. At prediction time the best span over
 all windows of a question wins: start/end restricted to context tokens, end ≥ start, at most
-``max_answer_tokens`` long; the answer is the context substring between the character offsets.
+``max_answer_tokens`` long (by default the longest training answer in this tokenizer's tokens, at least
+:data:`ANSWER_TOKENS`: a byte-level tokenizer spends 36–87 tokens on a 3–4-word Telugu or Amharic answer, which a
+fixed 30 made impossible to predict); the answer is the context substring between the character offsets.
 
 Questions too long to leave room for the context are cut to ``max_question_tokens`` tokens
 (counted in ``stats``); answers that cannot be located in their context are kept for scoring
@@ -23,13 +25,16 @@ from focusflow.evaluation.downstream.datasets import QaExample, TaskData
 from focusflow.evaluation.downstream.finetune import Feature, predict_logits
 from focusflow.evaluation.downstream.metrics import squad_scores
 
+#: The fewest tokens a predicted answer may span (the reference run_qa.py's max_answer_length)
+ANSWER_TOKENS = 30
+
 
 class QaTask:
     kind = "qa"
     main_metric = "f1"
 
     def __init__(self, data: TaskData, tokenizer: Any, max_length: int = 384, stride: int = 128,
-                 max_answer_tokens: int = 30, config: Any = None) -> None:
+                 max_answer_tokens: int | None = None, config: Any = None) -> None:
         if stride >= max_length // 2:
             raise InputError(f"doc stride {stride} must be below half the window ({max_length})")
         self.data = data
@@ -41,7 +46,7 @@ class QaTask:
         specials = tokenizer.num_special_tokens_to_add(pair=True)
         self.max_question_tokens = max(8, max_length - stride - specials - 16)
         self.stats = {"questions_cut": 0, "train_windows_without_answer": 0, "unlocatable_train_answers": 0,
-                      "test_windows": 0, "test_questions_over_one_window": 0}
+                      "test_windows": 0, "test_questions_over_one_window": 0, "longest_train_answer_tokens": 0}
         self._encoded: dict[str, tuple[list[Feature], list[dict[str, Any]]]] = {}
 
     def model_kwargs(self) -> dict[str, Any]:
@@ -103,8 +108,18 @@ class QaTask:
             self.stats["train_windows_without_answer"] += 1
             return 0, 0
         start_token = tokens[np.searchsorted(offsets[tokens, 1], start_char, side="right")]
-        end_token = tokens[np.searchsorted(offsets[tokens, 0], end_char, side="left") - 1]
-        return int(start_token), int(max(start_token, end_token))
+        end_token = max(start_token, tokens[np.searchsorted(offsets[tokens, 0], end_char, side="left") - 1])
+        longest = self.stats["longest_train_answer_tokens"]
+        self.stats["longest_train_answer_tokens"] = max(longest, int(end_token - start_token + 1))
+        return int(start_token), int(end_token)
+
+    def answer_cap(self) -> int:
+        """How many tokens a predicted answer may span: as given, else the longest training answer in this
+        tokenizer's tokens (the training split is encoded for it), at least :data:`ANSWER_TOKENS`."""
+        if self.max_answer_tokens is not None:
+            return self.max_answer_tokens
+        self._encode("train")
+        return max(ANSWER_TOKENS, self.stats["longest_train_answer_tokens"])
 
     def train_features(self) -> list[Feature]:
         return self._encode("train")[0]
@@ -114,6 +129,7 @@ class QaTask:
         examples: list[QaExample] = getattr(self.data, split)
         outputs = predict_logits(model, features, batch_size, pad_id_of(self.tokenizer))
         best: dict[int, tuple[float, str]] = {}
+        cap = self.answer_cap()
         for (starts, ends), window in zip(outputs, windows, strict=True):
             mask = window["context"]
             if not mask.any():
@@ -122,7 +138,7 @@ class QaTask:
             end = np.where(mask, ends, -np.inf)
             scores = start[:, None] + end[None, :]
             length = np.arange(len(mask))[None, :] - np.arange(len(mask))[:, None]
-            scores[(length < 0) | (length >= self.max_answer_tokens)] = -np.inf
+            scores[(length < 0) | (length >= cap)] = -np.inf
             flat = int(np.argmax(scores))
             i, j = divmod(flat, len(mask))
             score = float(scores[i, j])

@@ -47,6 +47,19 @@ def test_squad_normalization_is_the_official_v1_1_one():
     assert normalize_answer("«Dar es Salaam»") == "«dar es salaam»"  # only ASCII punctuation is removed
 
 
+def test_text_without_spaces_is_scored_character_by_character():
+    """A Chinese or Thai answer was one whitespace token: F1 was exact match (是中国 against 中国 scored 0). Its
+    characters are the tokens (MLQA's mixed segmentation), its punctuation left out; spaced text scores as the
+    official script does."""
+    from focusflow.evaluation.downstream.metrics import answer_tokens, squad_exact, squad_f1
+
+    assert squad_f1("是中国", "中国") == pytest.approx(0.8) and squad_exact("東京。", "東京") == 1.0
+    assert 0.8 < squad_f1("กรุงเทพมหานครเป็น", "กรุงเทพมหานคร") < 1.0
+    assert answer_tokens("Bei 12 東京OK") == ["bei", "12", "東", "京", "ok"]
+    assert squad_exact("Dar, es Salaam", "dar es salaam") == 1.0 and squad_f1("the cat", "a dog") == 0.0
+    assert squad_exact("«Dar»", "Dar") == 0.0, "spaced text: the official script's ASCII punctuation only"
+
+
 def test_squad_perfect_empty_partial():
     gold = {"q1": ["Dar es Salaam"], "q2": ["the cat sat on the mat", "a dog"]}
     assert squad_scores(gold, {"q1": "dar es salaam.", "q2": "A dog"}) == {"f1": 1.0, "exact_match": 1.0}

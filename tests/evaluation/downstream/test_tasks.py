@@ -152,6 +152,35 @@ def test_qa_best_span_over_windows_scores_one_for_an_oracle(tokenizer):
     assert task.evaluate(Oracle(table, qa=True), "test", 4) == {"f1": 1.0, "exact_match": 1.0}
 
 
+def qa_oracle(task: QaTask, split: str) -> Oracle:
+    features, windows = task._encode(split)
+    table = {}
+    for feature, window in zip(features, windows, strict=True):
+        start, end = task._answer_positions(getattr(task.data, split)[window["example"]], window["offsets"],
+                                            window["context"])
+        logits = np.zeros((len(feature["input_ids"]), 2), dtype=np.float32)
+        if start:
+            logits[start, 0] = logits[end, 1] = 20.0
+        table[tuple(feature["input_ids"])] = logits
+    return Oracle(table, qa=True)
+
+
+def test_an_answer_longer_than_thirty_tokens_can_be_predicted(tokenizer):
+    """A byte-level tokenizer spends 36-87 tokens on a 3-4-word Telugu answer: a fixed cap of 30 tokens scored a
+    perfect model 0. The cap is the longest training answer in this tokenizer's tokens."""
+    answer = " ".join(sample_texts(6, seed=9)).rstrip(".")
+    filler = " ".join(sample_texts(8, seed=5))
+    context = f"{filler} jibu ni {answer} kweli."
+    example = QaExample("long", "Jibu ni nini?", context, ((answer, context.index(answer)),))
+    data = TaskData("qa", "toy", "xx", [example], [example], [example], [])
+    task = QaTask(data, tokenizer, max_length=256, stride=64)
+    assert len(tokenizer(answer, add_special_tokens=False)["input_ids"]) > 30
+    assert task.answer_cap() == task.stats["longest_train_answer_tokens"] > 30
+    assert task.evaluate(qa_oracle(task, "test"), "test", 4) == {"f1": 1.0, "exact_match": 1.0}
+    assert QaTask(data, tokenizer, max_length=256, stride=64, max_answer_tokens=30).evaluate(
+        qa_oracle(task, "test"), "test", 4)["exact_match"] == 0.0, "the old fixed cap"
+
+
 def test_qa_question_longer_than_the_window_is_cut(tokenizer):
     data = qa_data()
     long_question = QaExample("long", "swali " * 200, data.test[0].context, data.test[0].answers)
