@@ -2,9 +2,10 @@
 a word's prediction is the argmax at its first sub-token.
 
 Documented handling of what cannot be encoded: words past the model's window (sentence longer
-than ``max_length`` sub-tokens) and words the tokenizer turns into no token at all are predicted
-``O`` and still scored against their gold tags (so they cost recall, never inflate it); their
-counts are in ``stats``.
+than ``max_length`` sub-tokens) are predicted ``O`` and still scored against their gold tags (so they cost recall,
+never inflate it); a word the tokenizer turns into no token at all (a zero-width or no-break space alone) continues
+the entity its neighbours are predicted inside (``I-X`` between ``X`` and ``I-X``), else is ``O`` (an ``O`` inside a
+predicted entity cut it in two wrong entities); their counts are in ``stats``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ def check_tags(examples: list[NerExample], labels: list[str], split: str) -> Non
         for tag in example.tags:
             if tag not in known:
                 raise DataFormatError(f"{split} sentence {number}: tag {tag!r} is outside the label set {labels}")
+
+
+def _bridge_untokenized(tags: list[str], found: np.ndarray) -> list[str]:
+    """A word without tokens between a word predicted in entity X and the next word predicted ``I-X`` is ``I-X``."""
+    missing = np.flatnonzero(~found)
+    if not missing.size or not found.any():
+        return tags
+    seen = np.flatnonzero(found)
+    for word in missing.tolist():
+        before, after = seen[seen < word], seen[seen > word]
+        if not before.size or not after.size:
+            continue  # before the first or past the last encoded word (truncated): O
+        previous, following = tags[before[-1]], tags[after[0]]
+        if previous != "O" and following.startswith("I-") and following[2:] == previous[2:]:
+            tags[word] = following
+    return tags
 
 
 class NerTask:
@@ -99,7 +116,7 @@ class NerTask:
             found = positions >= 0
             if found.any():
                 tags[found] = labels[sentence_logits[positions[found]].argmax(-1)]
-            predictions.append(tags.tolist())
+            predictions.append(_bridge_untokenized(tags.tolist(), found))
         return predictions
 
     def evaluate(self, model: Any, split: str, batch_size: int) -> dict[str, float]:

@@ -104,6 +104,20 @@ def test_ner_words_past_the_window_count_against_recall(tokenizer):
     assert scores["recall"] == pytest.approx(kept / 40)
 
 
+def test_a_word_without_tokens_inside_an_entity_does_not_cut_it_in_two(tokenizer):
+    """A zero-width space alone is a "word" e5's tokenizer encodes as nothing (this tiny one: an empty word):
+    predicted O inside a predicted entity, it cut a right entity into two wrong ones (precision 0 for a perfect
+    model)."""
+    sentence = ("Kama", "", "Dodoma", "ni", "mji")
+    tags = ("B-LOC", "I-LOC", "I-LOC", "O", "O")
+    example = NerExample(sentence, tags)
+    data = TaskData("ner", "toy", "xx", [example], [example], [example], ["O", "B-LOC", "I-LOC"])
+    task = NerTask(data, tokenizer)
+    assert task._encode("test")[1][0][1] == -1, "the word has no token"
+    assert task.evaluate(ner_oracle(task, "test", perfect=True), "test", 4)["f1"] == 1.0
+    assert task.stats["untokenized_words"] == 1
+
+
 def test_nli_rejects_labels_outside_the_set(tokenizer):
     bad = [NliExample("a", "b", "maybe")]
     good = [NliExample("a", "b", "neutral")]
