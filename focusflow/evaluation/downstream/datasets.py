@@ -283,7 +283,13 @@ def read_nli_tsv(path: Path) -> list[NliExample]:
     path = Path(path)
     examples: list[NliExample] = []
     allowed = set(NLI_LABELS)
-    rows = list(csv.reader(_lines(_read_text(path)), delimiter="\t", quoting=csv.QUOTE_NONE))
+    # a carriage return inside a line (a cell edited on Windows) is a space, as the NER reader reads it
+    reader = csv.reader((line.replace("\r", " ") for line in _lines(_read_text(path))), delimiter="\t",
+                        quoting=csv.QUOTE_NONE)
+    try:
+        rows = list(reader)
+    except csv.Error as exc:  # a field over csv's size limit
+        raise DataFormatError(f"{path}:{reader.line_num}: {exc}") from None
     named = _named_nli_header(rows[0]) if rows else None
     if named is not None:
         rows = _xnli_columns(path, rows, named)
@@ -564,12 +570,27 @@ def _delimited_rows(path: Path, text: str) -> list[tuple[int, list[str]]]:
         if row and any(cell.strip() for cell in row):
             rows.append((last + 1, row))
         last = reader.line_num
+    if delimiter == "\t":
+        _refuse_swallowed_rows(path, rows)
     if rows and any("\n" in cell or "\r" in cell for cell in rows[-1][1]) and _ends_inside_quote(
             "\n".join(_lines(text)[rows[-1][0] - 1:]), delimiter):  # the last row runs to the end inside a quote
         raise DataFormatError(f"{path}:{rows[-1][0]}: a quote opened on this line never closes (it would read "
                               "every line after it as one field); close it, or double a quote inside a quoted "
                               "field (\"\")")
     return rows
+
+
+def _refuse_swallowed_rows(path: Path, rows: list[tuple[int, list[str]]]) -> None:
+    """A tab-separated field that holds a line break and a tab is rows a stray quote swallowed (a text that opens
+    with ``"`` and has no closing one reads every row up to the next quote as part of it, as pandas does): refused,
+    naming the line the quote opens on."""
+    for line, row in rows:
+        swallowed = next((cell for cell in row if "\t" in cell and ("\n" in cell or "\r" in cell)), None)
+        if swallowed is not None:
+            count = swallowed.count("\n") + swallowed.count("\r") - swallowed.count("\r\n")
+            raise DataFormatError(f"{path}:{line}: a quote opened on this line runs over {count} line break(s) and "
+                                  "the tabs of the rows after it (they would be one text); a text that starts with "
+                                  "a quote must close it, or double each quote inside a quoted field (\"\")")
 
 
 def _named_label_column(header: Sequence[str]) -> int | None:

@@ -129,7 +129,11 @@ def _ner_from_hub(dataset: Any, spec: TaskSpec) -> list[NerExample]:
     names = _label_names(dataset, "ner_tags")
     examples = []
     for row in dataset:
-        tags = [names[t] if names is not None else str(t) for t in row["ner_tags"]]
+        if names is None and any(not isinstance(tag, str) for tag in row["ner_tags"]):
+            raise DataFormatError(f"{spec.id}: the Hub data's ner_tags are numbers without their names (its "
+                                  "features hold no ClassLabel: a copy without the dataset's metadata); use the "
+                                  "dataset's own repository or a local copy with BIO tags")
+        tags = [names[t] if names is not None else t for t in row["ner_tags"]]
         if row["tokens"]:
             examples.append(NerExample(tuple(row["tokens"]), tuple(tags)))
     return examples

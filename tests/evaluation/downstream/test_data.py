@@ -754,3 +754,34 @@ def test_a_run_is_found_again_by_the_data_it_was_scored_on_not_by_its_sizes(shar
     relabelled = NliExample(first.premise, first.hypothesis, "neutral" if first.label != "neutral" else "entailment")
     changed = replace(data, test=[relabelled, *data.test[1:]])
     assert changed.sizes() == data.sizes() and changed.content_hash() != data.content_hash()
+
+
+def test_a_carriage_return_inside_an_nli_line_is_a_space(tmp_path):
+    """A cell edited on Windows: csv raised a bare "new-line character seen in unquoted field"."""
+    path = tmp_path / "dev.tsv"
+    path.write_bytes(b"a\rb\tc\tneutral\nd\te\tentailment\n")
+    assert [(e.premise, e.label) for e in read_nli_tsv(path)] == [("a b", "neutral"), ("d", "entailment")]
+
+
+def test_a_stray_quote_that_swallows_the_rows_after_it_is_refused_naming_its_line(tmp_path):
+    """A text opening with " and no closing one read the next rows as part of it: 3 examples of 6, no warning."""
+    from focusflow.evaluation.downstream.datasets import DataFormatError, read_cls_file
+
+    path = tmp_path / "train.tsv"
+    path.write_text('label\ttext\nsports\t"Goal! he shouted\npolitics\tThe president spoke\nsports\tThe team won\n'
+                    'politics\t"We will win," he said, "and soon.\nhealth\tDoctors warn\nhealth\tNew vaccine\n',
+                    encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"train\.tsv:2: a quote opened on this line"):
+        read_cls_file(path)
+    path.write_text('label\ttext\nsports\t"Goal!" he shouted\npolitics\tThe "president" spoke\n', encoding="utf-8")
+    assert [e.text for e in read_cls_file(path)] == ['Goal! he shouted', 'The "president" spoke']
+
+
+def test_hub_ner_tags_that_are_numbers_without_names_are_refused():
+    from datasets import Dataset
+
+    from focusflow.evaluation.downstream.datasets import DataFormatError
+
+    unnamed = Dataset.from_dict({"tokens": [["Juma", "yuko"]], "ner_tags": [[5, 0]]})
+    with pytest.raises(DataFormatError, match="numbers without their names"):
+        sources._ner_from_hub(unnamed, parse_task("ner:wikiann:sw"))
