@@ -86,7 +86,7 @@ class TaskKind:
 def _ner_adapter(data: TaskData, tokenizer: Any, config: Any, settings: Mapping[str, Any], main: str) -> TaskAdapter:
     from focusflow.evaluation.downstream.ner import NerTask
 
-    return NerTask(data, tokenizer, max_length=settings["max_length"])
+    return NerTask(data, tokenizer, max_length=settings["max_length"], config=config)
 
 
 def _nli_adapter(data: TaskData, tokenizer: Any, config: Any, settings: Mapping[str, Any], main: str) -> TaskAdapter:

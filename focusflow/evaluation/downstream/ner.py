@@ -1,5 +1,10 @@
-"""NER: words → sub-tokens with the label on each word's first sub-token (others ignored, -100);
-a word's prediction is the argmax at its first sub-token.
+"""NER: words → sub-tokens with the label on one sub-token per word (others ignored, -100): an encoder's first,
+a causal decoder's last (its first has not seen the rest of the word: a byte-level piece of Amharic is a lead byte
+every word of the script shares); a word's prediction is the argmax there.
+
+The words are encoded as the running text they came from (joined by spaces, each token mapped to its word by its
+character offsets), not word by word: a byte-level or Gemma-style tokenizer given words alone drops their word-start
+marker (``Obama``, not ``▁Obama``/``ĠObama``), input the model never read in pretraining.
 
 Documented handling of what cannot be encoded: words past the model's window (sentence longer
 than ``max_length`` sub-tokens) are predicted ``O`` and still scored against their gold tags (so they cost recall,
@@ -19,6 +24,7 @@ from focusflow.evaluation.downstream.base import features_from, pad_id_of
 from focusflow.evaluation.downstream.datasets import DataFormatError, NerExample, TaskData
 from focusflow.evaluation.downstream.finetune import Feature, predict_logits
 from focusflow.evaluation.downstream.metrics import ner_scores
+from focusflow.training.wordpool import token_words
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +36,24 @@ def check_tags(examples: list[NerExample], labels: list[str], split: str) -> Non
         for tag in example.tags:
             if tag not in known:
                 raise DataFormatError(f"{split} sentence {number}: tag {tag!r} is outside the label set {labels}")
+
+
+def _running_text(example: NerExample) -> tuple[str, np.ndarray]:
+    """The sentence as text (its words joined by spaces) and each word's character span in it."""
+    lengths = np.fromiter(map(len, example.words), dtype=np.int64, count=len(example.words))
+    starts = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]) if lengths.size else lengths
+    return " ".join(example.words), np.stack([starts, starts + lengths], axis=1).reshape(-1, 2)
+
+
+def _causal(config: Any) -> bool:
+    """Whether the task model reads left to right only (a decoder), from its config."""
+    if config is None:
+        return False
+    from focusflow.models.model_type import is_decoder_model
+
+    architectures = getattr(config, "architectures", None) or [""]
+    return is_decoder_model(getattr(config, "model_type", ""), architectures[0],
+                            is_decoder=bool(getattr(config, "is_decoder", False)))
 
 
 def _bridge_untokenized(tags: list[str], found: np.ndarray) -> list[str]:
@@ -52,7 +76,7 @@ class NerTask:
     kind = "ner"
     main_metric = "f1"
 
-    def __init__(self, data: TaskData, tokenizer: Any, max_length: int = 256) -> None:
+    def __init__(self, data: TaskData, tokenizer: Any, max_length: int = 256, config: Any = None) -> None:
         if not data.labels:
             raise DataFormatError(f"{data.name}: no NER labels found")
         for split in ("train", "dev", "test"):
@@ -65,6 +89,7 @@ class NerTask:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.label_to_id = {label: i for i, label in enumerate(data.labels)}
+        self.label_last = _causal(config)  # a causal decoder's word is read at its last sub-token
         self.stats = {"truncated_words": 0, "untokenized_words": 0}
         self._encoded: dict[str, tuple[list[Feature], list[np.ndarray]]] = {}
 
@@ -73,21 +98,17 @@ class NerTask:
                 "label2id": dict(self.label_to_id)}
 
     def _encode(self, split: str) -> tuple[list[Feature], list[np.ndarray]]:
-        """Features plus, per sentence, the first-sub-token position of every word (-1: none)."""
+        """Features plus, per sentence, the labelled sub-token's position of every word (-1: none)."""
         if split in self._encoded:
             return self._encoded[split]
         examples: list[NerExample] = getattr(self.data, split)
-        encoding = self.tokenizer([list(e.words) for e in examples], is_split_into_words=True, truncation=True,
-                                  max_length=self.max_length)
+        texts, spans = zip(*map(_running_text, examples), strict=True) if examples else ((), ())
+        encoding = self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                                  return_offsets_mapping=True)
         features = features_from(encoding, with_types=False)
-        first_positions = []
+        label_positions = []
         for index, (example, feature) in enumerate(zip(examples, features, strict=True)):
-            positions = np.full(len(example.words), -1, dtype=np.int64)
-            previous = None
-            for position, word in enumerate(encoding.word_ids(index)):
-                if word is not None and word != previous:
-                    positions[word] = position
-                previous = word
+            positions = self._word_positions(encoding, index, spans[index])
             missing = positions < 0
             if missing.any():
                 last_seen = int(np.max(np.nonzero(~missing)[0])) if (~missing).any() else -1
@@ -99,19 +120,33 @@ class NerTask:
                 if position >= 0:
                     labels[position] = self.label_to_id[example.tags[word]]
             feature["labels"] = labels
-            first_positions.append(positions)
-        self._encoded[split] = (features, first_positions)
-        return features, first_positions
+            label_positions.append(positions)
+        self._encoded[split] = (features, label_positions)
+        return features, label_positions
+
+    def _word_positions(self, encoding: Any, index: int, spans: np.ndarray) -> np.ndarray:
+        """Each word's labelled sub-token (its first, or a causal model's last; -1: the word has none)."""
+        offsets = np.asarray(encoding["offset_mapping"][index], dtype=np.int64).reshape(-1, 2)
+        words = token_words(offsets, spans)
+        words[[sequence is None for sequence in encoding.sequence_ids(index)]] = -1  # special tokens
+        tokens = np.flatnonzero(words >= 0)
+        positions = np.full(len(spans), -1, dtype=np.int64)
+        if not tokens.size:
+            return positions
+        order = tokens[::-1] if self.label_last else tokens
+        found, first = np.unique(words[order], return_index=True)  # each word's first in ``order``
+        positions[found] = order[first]
+        return positions
 
     def train_features(self) -> list[Feature]:
         return self._encode("train")[0]
 
     def predict(self, model: Any, split: str, batch_size: int) -> list[list[str]]:
-        features, first_positions = self._encode(split)
+        features, label_positions = self._encode(split)
         logits = predict_logits(model, features, batch_size, pad_id_of(self.tokenizer))
         labels = np.asarray(self.data.labels, dtype=object)
         predictions = []
-        for sentence_logits, positions in zip(logits, first_positions, strict=True):
+        for sentence_logits, positions in zip(logits, label_positions, strict=True):
             tags = np.full(len(positions), "O", dtype=object)
             found = positions >= 0
             if found.any():

@@ -71,6 +71,33 @@ def test_ner_labels_sit_on_the_first_sub_token_only(tokenizer):
             assert task.data.labels[label] == example.tags[word]
 
 
+def test_ner_reads_the_running_text_and_a_decoder_labels_each_words_last_piece(tmp_path):
+    """Word by word, a byte-level tokenizer dropped each word's leading space (``Obama``, not ``ĠObama``): input the
+    model never read. A causal model's first piece of a word has not seen the rest of it: it is labelled last."""
+    from transformers import AutoConfig
+
+    folder = save_tiny("gpt2", tmp_path / "gpt2")
+    tokenizer = load_task_tokenizer(folder)
+    data = ner_data()
+    encoder_like = NerTask(data, tokenizer)
+    decoder = NerTask(data, tokenizer, config=AutoConfig.from_pretrained(folder))
+    assert decoder.label_last and not encoder_like.label_last
+    for task in (encoder_like, decoder):
+        for example, feature in zip(data.train, task.train_features(), strict=True):
+            text = " ".join(example.words)
+            assert feature["input_ids"] == tokenizer(text)["input_ids"], "the running text, its spaces kept"
+    multi_piece = 0
+    for example, first, last in zip(data.train, encoder_like._encode("train")[1], decoder._encode("train")[1],
+                                    strict=True):
+        encoding = tokenizer(" ".join(example.words), return_offsets_mapping=True)
+        offsets = encoding["offset_mapping"]
+        starts = np.cumsum([0] + [len(w) + 1 for w in example.words[:-1]])
+        for word, (a, b) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
+            assert a <= b and offsets[a][1] > starts[word] and offsets[b][0] < starts[word] + len(example.words[word])
+            multi_piece += a < b
+    assert multi_piece > 0, "some word has several pieces: first and last differ"
+
+
 def ner_oracle(task: NerTask, split: str, perfect: bool) -> Oracle:
     features, _ = task._encode(split)
     table = {}
