@@ -55,7 +55,8 @@ from focusflow.training.records import LaptRecord, ModelRecord
 # version 4: the files hold what was computed, never what was measured (see MEASURED_*): runs.csv, results.csv and
 # runs.jsonl; results.md and the per-run JSON files of evaluate_models stay out (timings and local paths)
 # version 5: NER reads each sentence as running text (a byte-level or Gemma-style tokenizer kept no word-start marker
-# word by word), a decoder labels a word's last piece, a word without tokens inside an entity continues it
+# word by word), a decoder labels a word's last piece, a word without tokens inside an entity continues it; a pair
+# whose tokenizer puts nothing between its texts (SmolLM2) gets a line break there
 DOWNSTREAM_STAGE, DOWNSTREAM_VERSION = "downstream", 5
 # What a fine-tuning run measures or finds on the machine that ran it (wall time, speed, local paths and the resume
 # fingerprint built from them): kept in the manifest, never in the artifact's files, so the same key gives the same

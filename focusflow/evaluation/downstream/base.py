@@ -44,3 +44,15 @@ def features_from(encoding: Any, with_types: bool) -> list[Feature]:
             feature["token_type_ids"] = list(encoding["token_type_ids"][index])
         features.append(feature)
     return features
+
+
+#: What goes between a pair's two texts where the tokenizer's pair template puts nothing there (SmolLM2 and other
+#: byte-level decoders): a line break, as a decoder reads two paragraphs, not one run-on word
+PAIR_BREAK = "\n"
+
+
+def pair_separator(tokenizer: Any) -> str:
+    """:data:`PAIR_BREAK` where the tokenizer's pair template adds no token between the two texts (``Paka
+    alikaa.Mbwa`` read as one sentence, the second text's first word without its word-start marker), else ``""``."""
+    return "" if tokenizer.num_special_tokens_to_add(pair=True) > tokenizer.num_special_tokens_to_add(pair=False) \
+        else PAIR_BREAK

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from focusflow.evaluation.downstream.base import pair_separator
 from focusflow.evaluation.downstream.datasets import DataFormatError, NliExample, TaskData
 from focusflow.evaluation.downstream.metrics import accuracy
 from focusflow.evaluation.downstream.sequence import SequenceClassification
@@ -25,5 +26,6 @@ class NliTask(SequenceClassification):
         super().__init__(data, tokenizer, max_length, config)
 
     def _tokenize(self, examples: list[NliExample]) -> Any:
-        return self.tokenizer([e.premise for e in examples], [e.hypothesis for e in examples],
+        separator = pair_separator(self.tokenizer)
+        return self.tokenizer([e.premise for e in examples], [separator + e.hypothesis for e in examples],
                               truncation="longest_first", max_length=self.max_length)

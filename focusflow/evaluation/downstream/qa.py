@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from focusflow.errors import InputError
-from focusflow.evaluation.downstream.base import pad_id_of, uses_token_types
+from focusflow.evaluation.downstream.base import pad_id_of, pair_separator, uses_token_types
 from focusflow.evaluation.downstream.datasets import QaExample, TaskData
 from focusflow.evaluation.downstream.finetune import Feature, predict_logits
 from focusflow.evaluation.downstream.metrics import squad_scores
@@ -70,7 +70,8 @@ class QaTask:
         side = self.tokenizer.padding_side
         if side != "right":
             raise InputError("QA windows assume right padding; load the tokenizer with padding_side='right'")
-        encoding = self.tokenizer(self._questions(examples), [e.context for e in examples],
+        separator = pair_separator(self.tokenizer)  # its characters shift the context's offsets
+        encoding = self.tokenizer(self._questions(examples), [separator + e.context for e in examples],
                                   truncation="only_second", max_length=self.max_length, stride=self.stride,
                                   return_overflowing_tokens=True, return_offsets_mapping=True)
         owners = encoding["overflow_to_sample_mapping"]
@@ -78,9 +79,11 @@ class QaTask:
         windows: list[dict[str, Any]] = []
         for index, ids in enumerate(encoding["input_ids"]):
             sequence_ids = encoding.sequence_ids(index)
+            raw = np.asarray(encoding["offset_mapping"][index], dtype=np.int64).reshape(-1, 2)
             context = np.array([s == 1 for s in sequence_ids], dtype=bool)
-            offsets = np.array([o if c else (0, 0) for o, c in zip(encoding["offset_mapping"][index], context,
-                                                                     strict=True)], dtype=np.int64)
+            if separator:  # the separator's token is no part of the context: it ends where the context starts
+                context &= raw[:, 1] > len(separator)
+            offsets = np.where(context[:, None], np.maximum(raw - len(separator), 0), 0)
             feature: Feature = {"input_ids": list(ids)}
             if self.with_types and "token_type_ids" in encoding:
                 feature["token_type_ids"] = list(encoding["token_type_ids"][index])

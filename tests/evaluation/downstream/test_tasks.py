@@ -222,6 +222,23 @@ def test_an_answer_longer_than_thirty_tokens_can_be_predicted(tokenizer):
         qa_oracle(task, "test"), "test", 4)["exact_match"] == 0.0, "the old fixed cap"
 
 
+def test_a_pair_whose_template_puts_nothing_between_its_texts_gets_a_line_break(tmp_path):
+    """SmolLM2's pair template adds no token: a premise and its hypothesis (a question and its context) ran together
+    as one run-on sentence. A line break goes between them, and QA's answers still come out of their context."""
+    from focusflow.evaluation.downstream.base import PAIR_BREAK, pair_separator
+
+    tokenizer = load_task_tokenizer(save_tiny("gpt2", tmp_path / "gpt2"))
+    assert tokenizer.num_special_tokens_to_add(pair=True) == 0 and pair_separator(tokenizer) == PAIR_BREAK
+    nli = NliTask(TaskData("nli", "toy", "xx", *[[NliExample("Paka alikaa.", "Mbwa alikimbia.", "neutral")]] * 3,
+                           ["entailment", "neutral", "contradiction"]), tokenizer)
+    ids = nli.train_features()[0]["input_ids"]
+    assert ids == tokenizer("Paka alikaa.", "\nMbwa alikimbia.")["input_ids"] != tokenizer("Paka alikaa.",
+                                                                                            "Mbwa alikimbia.")["input_ids"]
+    task = QaTask(qa_data(), tokenizer, max_length=64, stride=16)
+    assert task.evaluate(qa_oracle(task, "test"), "test", 4) == {"f1": 1.0, "exact_match": 1.0}
+    assert pair_separator(load_task_tokenizer(save_tiny("xlmr", tmp_path / "xlmr"))) == "", "</s></s> separates"
+
+
 def test_qa_question_longer_than_the_window_is_cut(tokenizer):
     data = qa_data()
     long_question = QaExample("long", "swali " * 200, data.test[0].context, data.test[0].answers)
