@@ -67,6 +67,7 @@ class NliExample:
     premise: str
     hypothesis: str
     label: str
+    language: str = ""  # XNLI 1.0's own ``language`` column, where the file has one
 
 
 @dataclass(frozen=True)
@@ -241,20 +242,21 @@ def _named_nli_header(row: Sequence[str]) -> list[int] | None:
 
 def _xnli_columns(path: Path, rows: list[list[str]], wanted: list[int]) -> list[list[str]]:
     """Premise, hypothesis and label by their header's names (XNLI 1.0's ``xnli.dev.tsv`` has 19 columns and every
-    language's rows; a header may name them in any order); a file of several languages is refused, naming them (keep
-    one language's rows)."""
+    language's rows; a header may name them in any order), and the row's ``language`` column where there is one (the
+    task's language is kept from it: ``nli:xnli:LANG``; a folder task of several languages is refused)."""
     header = [cell.strip() for cell in rows[0]]
     body = [(number, row) for number, row in enumerate(rows[1:], start=2) if row and any(cell.strip() for cell in row)]
     if "language" in header:
-        column = header.index("language")
-        languages = sorted({row[column].strip() for _, row in body if len(row) > column})
-        if len(languages) > 1:
-            raise DataFormatError(f"{path} holds XNLI rows of {len(languages)} languages ({', '.join(languages[:15])}): "
-                                  "keep the rows of the task's language (its 'language' column) in the task's file")
+        wanted = [*wanted, header.index("language")]
     short = next((number for number, row in body if len(row) <= max(wanted)), None)
     if short is not None:
         raise DataFormatError(f"{path}:{short}: fewer columns than its header names ({len(header)})")
     return [["premise", "hypothesis", "label"]] + [[row[i] for i in wanted] for _, row in body]
+
+
+def nli_languages(examples: Sequence[NliExample]) -> list[str]:
+    """The languages an NLI file's own column names (none: ``[]``)."""
+    return sorted({example.language for example in examples if example.language})
 
 
 def _strip_language_prefix(path: Path, sentences: list[list[tuple[int, list[str], str]]]) -> None:
@@ -296,6 +298,7 @@ def read_nli_tsv(path: Path) -> list[NliExample]:
     for number, row in enumerate(rows, start=1):
         if not row or all(not cell.strip() for cell in row):
             continue
+        language = row.pop().strip() if named is not None and len(row) == 4 else ""  # _xnli_columns' language
         if len(row) > 3 and not any(cell.strip() for cell in row[3:]):  # a trailing tab (XNLI's own reader takes it)
             row = row[:3]
         if len(row) != 3:
@@ -310,7 +313,7 @@ def read_nli_tsv(path: Path) -> list[NliExample]:
             raise DataFormatError(f"{path}:{number}: label {label!r} is not one of {sorted(allowed)}")
         if not premise or not hypothesis:
             raise DataFormatError(f"{path}:{number}: empty premise or hypothesis")
-        examples.append(NliExample(premise, hypothesis, label))
+        examples.append(NliExample(premise, hypothesis, label, language))
     if not examples:
         raise DataFormatError(f"{path} holds no examples")
     return examples
@@ -570,13 +573,13 @@ def _delimited_rows(path: Path, text: str) -> list[tuple[int, list[str]]]:
         if row and any(cell.strip() for cell in row):
             rows.append((last + 1, row))
         last = reader.line_num
-    if delimiter == "\t":
-        _refuse_swallowed_rows(path, rows)
     if rows and any("\n" in cell or "\r" in cell for cell in rows[-1][1]) and _ends_inside_quote(
             "\n".join(_lines(text)[rows[-1][0] - 1:]), delimiter):  # the last row runs to the end inside a quote
         raise DataFormatError(f"{path}:{rows[-1][0]}: a quote opened on this line never closes (it would read "
                               "every line after it as one field); close it, or double a quote inside a quoted "
                               "field (\"\")")
+    if delimiter == "\t":
+        _refuse_swallowed_rows(path, rows)
     return rows
 
 

@@ -37,6 +37,7 @@ from focusflow.evaluation.downstream.datasets import (
     TaskData,
     complete_splits,
     data_suffix,
+    nli_languages,
     qa_examples_from_records,
 )
 from focusflow.evaluation.downstream.kinds import KIND_NAMES, KINDS, task_kind
@@ -169,6 +170,29 @@ def _tydiqa_local(examples: list[QaExample], spec: TaskSpec) -> list[QaExample]:
     return kept
 
 
+def _xnli_local(examples: list[NliExample], spec: TaskSpec) -> list[NliExample]:
+    """The task language's pairs of a local XNLI 1.0 file (``xnli.dev.tsv`` holds all fifteen, by its ``language``
+    column); a file without that column is kept whole."""
+    languages = nli_languages(examples)
+    if not languages:
+        return examples
+    wanted = {spec.language.lower(), iso1(spec.language.lower())}
+    kept = [example for example in examples if example.language.lower() in wanted]
+    if not kept:
+        raise InputError(f"the local XNLI file holds no {spec.language!r} pairs (its language column: "
+                         f"{', '.join(languages[:15])})")
+    return kept
+
+
+def _refuse_several_nli_languages(splits: Mapping[str, list[Any] | None], folder: Path) -> None:
+    """A folder task (``nli:PATH``) of XNLI 1.0's files of several languages would train and test on all of them."""
+    languages = sorted({language for examples in splits.values() for language in nli_languages(examples or [])})
+    if len(languages) > 1:
+        raise DataFormatError(f"{folder} holds XNLI rows of {len(languages)} languages ({', '.join(languages[:15])}): "
+                              "use nli:xnli:<language> with evaluation.data_root (it keeps the task's language), or "
+                              "keep one language's rows in the task's files")
+
+
 def _warn_several_tydiqa_languages(splits: Mapping[str, list[Any] | None], folder: Path) -> None:
     """A folder task (``qa:PATH``) holding TyDiQA's published files of every language trains and tests on all of them
     (only ``qa:tydiqa:LANG`` keeps its language's questions): said, with the way to one language."""
@@ -272,7 +296,8 @@ KNOWN: dict[str, HubDataset] = {
     "germeval14": HubDataset("GermanEval/germeval_14", "ner", _ner_from_hub, revision=PARQUET_BRANCH,
                              local_dirs=("germeval14", "germeval_14", "germeval2014")),
     # XNLI with the machine-translated training set (translate-train): native Parquet, config per language.
-    "xnli": HubDataset("facebook/xnli", "nli", _nli_from_hub, config="{iso1}", local_dirs=("xnli",)),
+    "xnli": HubDataset("facebook/xnli", "nli", _nli_from_hub, config="{iso1}", local_dirs=("xnli",),
+                       local_rows=_xnli_local),
     # TyDiQA GoldP = the "secondary_task" config; its validation split is the benchmark's test set.
     "tydiqa": HubDataset("google-research-datasets/tydiqa", "qa", _tydiqa_from_hub, config="secondary_task",
                          splits=(("train", "train"), ("test", "validation")),
@@ -412,6 +437,8 @@ def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: i
             notes[split] = note
     if keep is None:
         _warn_several_tydiqa_languages(splits, folder)
+        if kind == "nli":
+            _refuse_several_nli_languages(splits, folder)
     if not any(splits.values()):
         raise DataFormatError(f"{folder}: no labelled {kind} data ({'; '.join(notes.values())})")
     if not splits["train"] and "train" in notes and any(splits[name] for name in ("dev", "test")):

@@ -457,7 +457,8 @@ def test_a_byte_order_mark_inside_a_file_is_not_part_of_a_word(tmp_path):
 
 
 def test_xnli_published_dev_and_test_files_read_by_their_header(tmp_path):
-    """XNLI 1.0's ``xnli.dev.tsv``: 19 named columns; one language's rows read by name, several languages refused."""
+    """XNLI 1.0's ``xnli.dev.tsv``: 19 named columns; rows read by name with their language (a task keeps its own:
+    the next test)."""
     header = ("language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
               "sentence2_parse\tsentence1\tsentence2\tpromptID\tpairID\tgenre\tlabel1\tlabel2\tlabel3\tlabel4\t"
               "label5\tsentence1_tokenized\tsentence2_tokenized\tmatch")
@@ -471,8 +472,7 @@ def test_xnli_published_dev_and_test_files_read_by_their_header(tmp_path):
     assert [(e.premise, e.hypothesis, e.label) for e in read_nli_tsv(one)] == [
         ("Mvua inanyesha.", "Kuna mvua.", "entailment"), ("Mvua inanyesha.", "Kuna mvua.", "neutral")]
     every = write(tmp_path / "all" / "dev.tsv", "\n".join([header, row("ar", "neutral"), row("sw", "neutral")]) + "\n")
-    with pytest.raises(DataFormatError, match="2 languages \\(ar, sw\\).*keep the rows of the task's language"):
-        read_nli_tsv(every)
+    assert [e.language for e in read_nli_tsv(every)] == ["ar", "sw"]
 
 
 def test_a_local_tydiqa_file_of_every_language_gives_the_tasks_questions(tmp_path):
@@ -785,3 +785,22 @@ def test_hub_ner_tags_that_are_numbers_without_names_are_refused():
     unnamed = Dataset.from_dict({"tokens": [["Juma", "yuko"]], "ner_tags": [[5, 0]]})
     with pytest.raises(DataFormatError, match="numbers without their names"):
         sources._ner_from_hub(unnamed, parse_task("ner:wikiann:sw"))
+
+
+def test_the_published_xnli_file_of_every_language_gives_the_tasks_pairs(tmp_path):
+    """XNLI 1.0's ``xnli.dev.tsv`` holds all fifteen languages (its ``language`` column): ``nli:xnli:sw`` keeps the
+    Swahili pairs, a language it lacks is one line naming those it has, a folder task of it is refused."""
+    header = ["language", "gold_label", "sentence1_binary_parse", "sentence1", "sentence2", "promptID"]
+    rows = ["\t".join(header)] + ["\t".join([lang, label, "", f'{lang} "premise" {i}', f"{lang} {label} {i}", str(i)])
+                                  for lang in ("en", "sw", "ar") for i in range(20)
+                                  for label in ("entailment", "neutral", "contradiction")]
+    folder = tmp_path / "nli" / "xnli" / "sw"
+    folder.mkdir(parents=True)
+    (folder / "xnli.dev.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    data = resolve_task("nli:xnli:swa", tmp_path)
+    assert sum(data.sizes().values()) == 60 and {e.language for e in data.train + data.dev + data.test} == {"sw"}
+    assert data.train[0].premise.startswith('sw "premise"'), "quotes are text"
+    with pytest.raises(sources.DataFormatError, match="3 languages \\(ar, en, sw\\).*nli:xnli:<language>"):
+        resolve_task(f"nli:{folder}")
+    with pytest.raises(InputError, match="holds no 'fr' pairs.*ar, en, sw"):
+        sources._xnli_local(read_nli_tsv(folder / "xnli.dev.tsv"), parse_task("nli:xnli:fr"))

@@ -24,7 +24,7 @@ def test_below_parity_and_undecided():
     noisy = paired_verdict({1: 0.50, 2: 0.70, 3: 0.55}, source)  # differences -10, +8, -6: se about 5.5 points
     assert noisy.parity is None and "undecided" in noisy.text() and "add seeds" in noisy.text()
     single = paired_verdict({1: 0.61, 9: 0.3}, source)  # one common seed
-    assert single.seeds == (1,) and single.parity is None and "at least 2 seeds" in single.text()
+    assert single.seeds == (1,) and single.parity is None and "at least 3 seeds" in single.text()
     assert paired_verdict({7: 0.5}, source) is None
 
 
