@@ -35,9 +35,9 @@ SIB200_PROTOCOL = cpu_preset("cls", "sib200")
 
 def masakhaner_task(language: str) -> str:
     """The MasakhaNER 2.0 task name for an ISO 639-1 or 639-3 code (``sw`` → ``ner:masakhaner2:swa``)."""
-    from focusflow.evaluation.downstream.sources import ISO3
+    from focusflow.evaluation.downstream.sources import iso3
 
-    return f"ner:masakhaner2:{ISO3.get(language, language)}"
+    return f"ner:masakhaner2:{iso3(language)}"
 
 
 def sib200_task(language: str) -> str:
