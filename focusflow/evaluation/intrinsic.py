@@ -73,6 +73,23 @@ def encode_texts(tokenizer, texts: Sequence[str], max_length: int = 128, add_spe
     return EncodedTexts(ids, token_bytes, special)
 
 
+def _with_document_start(encoded: EncodedTexts, tokenizer) -> EncodedTexts:
+    """Each row that does not start with a special token gets the tokenizer's BOS (else its EOS, the end-of-text
+    token a byte-level decoder separates documents with) before it, as context, never a target."""
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if start is None:
+        return encoded
+    ids, token_bytes, special = [], [], []
+    for row_ids, row_bytes, row_special in zip(encoded.ids, encoded.token_bytes, encoded.special, strict=True):
+        if len(row_ids) and not row_special[0]:
+            row_ids, row_bytes = np.r_[start, row_ids], np.r_[0, row_bytes]
+            row_special = np.r_[True, row_special]
+        ids.append(row_ids)
+        token_bytes.append(row_bytes)
+        special.append(row_special)
+    return EncodedTexts(ids, token_bytes, special)
+
+
 def _token_bytes(text: str, offsets, special_mask) -> np.ndarray:
     """Non-whitespace UTF-8 bytes per token; a character split over several tokens (byte-level BPE) counts once."""
     sizes = np.zeros(len(offsets), dtype=np.int64)
@@ -180,11 +197,13 @@ def _lm_report(loss_sum: float, correct: float, count: float, byte_sum: float, u
 @torch.no_grad()
 def evaluate_clm(model, tokenizer, texts: Sequence[str], *, max_length: int = 128, max_tokens_per_batch: int = 4096,
                  unigram: np.ndarray | None = None, logits_chunk: int = 512, precision: PrecisionName = "auto") -> dict:
-    """Held-out causal-LM metrics: every next-token prediction of each document (its first token has no context)."""
+    """Held-out causal-LM metrics: every next-token prediction of each document. A document starts with the
+    tokenizer's BOS, or where it adds none (SmolLM2) with its end-of-text token, so that its first token is scored
+    too: left out, the bytes scored would depend on the tokenizer (a longer first token, fewer bytes)."""
     model.eval()
     device = _model_device(model)
     autocast = resolve_precision(precision, device).autocast
-    encoded = encode_texts(tokenizer, texts, max_length=max_length)
+    encoded = _with_document_start(encode_texts(tokenizer, texts, max_length=max_length - 1), tokenizer)
     lengths = np.array([len(r) for r in encoded.ids])
     head = model.get_output_embeddings()
     loss_sum = correct = count = byte_sum = 0.0
@@ -275,21 +294,37 @@ def _paired_scores(adapted: np.ndarray, source: np.ndarray, chunk: int) -> dict[
     return {"cosines": cosines, "top1": hits / len(adapted)}
 
 
-def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence, *, max_sentences: int = 500,
-                             max_length: int = 128, min_words: int = 3, seed: int = 0) -> list[str]:
-    """Distinct held-out lines that every tokenizer fits into ``max_length`` tokens, sampled with ``seed``.
+#: Tokens a tokenizer adds to a text (its specials: ``<s>``, ``</s>``, a BOS) beyond those that cover its bytes
+SPECIAL_ALLOWANCE = 4
+
+
+def fits_every_tokenizer(line: str, max_length: int, prefix: str = "") -> bool:
+    """Whether every tokenizer the project builds or reads encodes ``prefix + line`` within ``max_length`` tokens,
+    without asking one: a token covers at least one UTF-8 byte (byte-level BPE, byte fallback, an unknown character)
+    or is a word-start marker alone (at most one per word), and a few specials are added."""
+    text = prefix + line
+    return len(text.encode("utf-8")) + len(text.split()) + SPECIAL_ALLOWANCE <= max_length
+
+
+def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence | None = None, *, max_sentences: int = 500,
+                             max_length: int = 128, min_words: int = 3, seed: int = 0, prefix: str = "") -> list[str]:
+    """Distinct held-out lines that fit into ``max_length`` tokens, sampled with ``seed``: under each of
+    ``tokenizers``, or with none given under every tokenizer (:func:`fits_every_tokenizer`), so that every model of a
+    run, whatever its tokenizer, is scored on the same sentences.
 
     Fidelity pairs sentence i of two models, so no model may see a truncated sentence, and
     duplicates would make retrieval ambiguous.
     """
     lines = list(dict.fromkeys(" ".join(line.split()) for text in texts for line in text.split("\n")))
     lines = [line for line in lines if word_count(line) >= min_words]  # a line of Thai or Chinese has its words too
+    if tokenizers is None:
+        lines = [line for line in lines if fits_every_tokenizer(line, max_length, prefix)]
     order = np.random.default_rng(seed).permutation(len(lines))
     chosen: list[str] = []
     for start in range(0, len(order), max(4 * max_sentences, 256)):
         candidates = [lines[i] for i in order[start:start + max(4 * max_sentences, 256)]]
         fits = np.ones(len(candidates), dtype=bool)
-        for tokenizer in tokenizers:
+        for tokenizer in tokenizers or ():
             lengths = np.array([len(ids) for ids in tokenizer(candidates, verbose=False)["input_ids"]])
             fits &= lengths <= max_length
         chosen.extend(c for c, ok in zip(candidates, fits, strict=False) if ok)
@@ -408,17 +443,17 @@ def in_dev_half(line: str) -> bool:
 
 
 def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sentences: int = 500, seed: int = 0,
-                    max_length: int = 128, prefix: str = "", precision: PrecisionName = "auto",
+                    max_length: int = 256, prefix: str = "", precision: PrecisionName = "auto",
                     ood_texts: Sequence[str] | None = None, ood_for_choice: bool = False) -> dict:
     """The held-out sentences every model of one tokenizer is evaluated on, and the source model's embeddings
     of them, computed once: every intrinsic evaluation against it skips loading and running the source.
 
-    Sentences fit ``max_length`` tokens under the source's tokenizer and under ``tokenizer_dir``'s (the
-    source's own when ``None``: the reference for the source model itself), drawn from two thirds of the held-out
-    lines; from the other third (:func:`in_dev_half`), up to half as many dev sentences (what a choice between models
-    looks at, never the scored text) and, given ``ood_texts``, up to ``max_sentences`` of them (text of another domain
-    of the language), both the same for every reference of a run; with ``ood_for_choice`` a third of those (by hash)
-    is kept apart for a choice and never scored.
+    Sentences fit ``max_length`` tokens under any tokenizer (:func:`fits_every_tokenizer`: the same sentences for the
+    source's reference and for ``tokenizer_dir``'s, whose tokenization the record holds), drawn from two thirds of
+    the held-out lines; from the other third (:func:`in_dev_half`), up to half as many dev sentences (what a choice
+    between models looks at, never the scored text) and, given ``ood_texts``, up to ``max_sentences`` of them (text
+    of another domain of the language), both the same for every reference of a run; with ``ood_for_choice`` a third
+    of those (by hash) is kept apart for a choice and never scored.
     """
     import json
     from pathlib import Path
@@ -431,22 +466,21 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
     source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
     source_model.to(compute_device())
     target_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir is not None else source_tokenizer
-    tokenizers = [target_tokenizer] if tokenizer_dir is None else [target_tokenizer, source_tokenizer]
     documents = list(read_documents(heldout))
     scored_lines = [line for text in documents for line in text.split("\n") if not in_dev_half(line)]
     dev_lines = [line for text in documents for line in text.split("\n") if in_dev_half(line)]
-    sentences = select_heldout_sentences(scored_lines, tokenizers, max_sentences=max_sentences,
-                                         max_length=max_length, seed=seed)
-    # the dev half and the other domain's sentences are chosen without a tokenizer: the same text for every model of
-    # the run, whatever its reference (a sentence too long for one is cut where the scoring cuts it)
-    dev = select_heldout_sentences(dev_lines, [], max_sentences=max_sentences // 2, seed=seed)
+    # every text is chosen without a tokenizer, to fit any (fits_every_tokenizer): the same sentences for every
+    # reference of a run, so that the source's numbers and each model's are measured on one text, none of it cut
+    fitting = {"max_length": max_length, "seed": seed, "prefix": prefix}
+    sentences = select_heldout_sentences(scored_lines, max_sentences=max_sentences, **fitting)
+    dev = select_heldout_sentences(dev_lines, max_sentences=max_sentences // 2, **fitting)
     # ``ood_for_choice`` (a user's text, never a task's test sentences): split as the held-out lines are, a third (by
     # hash) a choice may look at, the rest scored
     ood_texts = list(ood_texts or [])
-    ood = select_heldout_sentences([t for t in ood_texts if not (ood_for_choice and in_dev_half(t))], [],
-                                   max_sentences=max_sentences, seed=seed)
-    ood_dev = select_heldout_sentences([t for t in ood_texts if in_dev_half(t)], [], max_sentences=max_sentences // 2,
-                                       seed=seed) if ood_for_choice else []
+    ood = select_heldout_sentences([t for t in ood_texts if not (ood_for_choice and in_dev_half(t))],
+                                   max_sentences=max_sentences, **fitting)
+    ood_dev = select_heldout_sentences([t for t in ood_texts if in_dev_half(t)], max_sentences=max_sentences // 2,
+                                       **fitting) if ood_for_choice else []
     if len(sentences) < 2:
         raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix, max_length=max_length,

@@ -44,8 +44,10 @@ def _reference(run: StageRun) -> Mapping[str, Any]:
 # version 2: beside the scored sentences, a dev half (what a choice between models looks at) and text of another
 # domain (the optional ``ood`` input); version 3: the dev half is a third of the held-out lines by their hash, and it
 # and the other domain's text are chosen without a tokenizer: the same text for every reference of a run; version 4:
-# a user's other-domain text is split as the held-out lines are, a third of it (by hash) for a choice, never scored
-REFERENCE = register(Stage("reference", 4, ("source", "split"), _reference,
+# a user's other-domain text is split as the held-out lines are, a third of it (by hash) for a choice, never scored;
+# version 5: every text is chosen without a tokenizer, to fit any in 256 tokens (the source's reference and each
+# model's scored different sentences: 75 of 100 in common), and a decoder's first token is scored after its BOS
+REFERENCE = register(Stage("reference", 5, ("source", "split"), _reference,
                            "held-out sentences for one tokenizer and the source model's embeddings of them",
                            optional=("tokenizer", "ood"), uses_model=True, work=("n_sentences", "sentences"),
                            settings=HeldoutSettings))

@@ -125,11 +125,13 @@ def test_clm_loss_equals_the_models_own_loss(gpt2):
     model, tokenizer = gpt2
     text = sample_texts(1, seed=11)[0]
     result = evaluate_clm(model, tokenizer, [text])
-    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    assert tokenizer(text)["input_ids"][0] != tokenizer.eos_token_id, "this tokenizer adds no BOS"
+    ids = torch.tensor([[tokenizer.eos_token_id, *tokenizer(text)["input_ids"]]])  # the document starts after EOS
     with torch.no_grad():
         expected = float(model(input_ids=ids, labels=ids).loss)
-    assert result["n_scored"] == ids.shape[1] - 1
+    assert result["n_scored"] == ids.shape[1] - 1, "every token scored, the first too"
     assert result["loss"] == pytest.approx(expected, rel=1e-4)
+    assert result["n_bytes"] == len("".join(text.split()).encode()), "every byte of the text"
     batched = evaluate_clm(model, tokenizer, sample_texts(20, seed=11), max_tokens_per_batch=64)
     assert batched["n_documents"] == 20 and 0 < batched["accuracy"] < 1
 
@@ -185,6 +187,16 @@ def test_heldout_selection_fits_every_tokenizer_and_is_distinct(xlmr, gpt2):
     for tokenizer in (xlmr[1], gpt2[1]):
         assert max(len(ids) for ids in tokenizer(chosen)["input_ids"]) <= 24
     assert chosen == select_heldout_sentences(texts, [xlmr[1], gpt2[1]], max_sentences=50, max_length=24, seed=1)
+
+
+def test_sentences_chosen_without_a_tokenizer_fit_every_tokenizer(xlmr, gpt2):
+    """The source's reference and each model's chose their sentences under their own tokenizers (75 of 100 in
+    common): chosen to fit any tokenizer, they are one text for every model of a run."""
+    texts = sample_texts(300, seed=4) + ["ሰላም ለዓለም ሁሉ ይሁን " * 3]
+    chosen = select_heldout_sentences(texts, max_sentences=40, max_length=64, seed=2)
+    assert len(chosen) == 40 and chosen == select_heldout_sentences(texts, max_sentences=40, max_length=64, seed=2)
+    for tokenizer in (xlmr[1], gpt2[1]):
+        assert max(len(ids) for ids in tokenizer(chosen)["input_ids"]) <= 64
 
 
 def test_heldout_lines_without_spaces_are_sentences_too(xlmr):
