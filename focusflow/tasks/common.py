@@ -63,6 +63,8 @@ class ArtifactKeyPolicy(CachePolicy):
                 store.verify(found)
         except CorruptArtifactError:
             return None  # no cache hit: the task runs, and run_stage refuses the artifact in one clear line
+        if found is None:  # an artifact deleted by hand, or by a `store rm` killed before its hooks ran: its
+            remove_cache_records(store, spec.name, call.key)  # record would be a hit on an address of nothing
         return cache_record_name(spec.name, spec.version, call.key)
 
 

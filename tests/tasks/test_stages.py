@@ -108,3 +108,28 @@ def test_a_flow_run_again_says_what_it_took_from_the_store(prefect_server, tmp_p
     key = first.rsplit("/", 1)[1]
     assert lines == [lines[0], f"dedup[mine]: cache hit (dedup/{key[:12]})"]
     assert lines[0].startswith("corpus: cache hit (corpus/")
+
+
+def test_an_artifact_deleted_by_hand_is_made_again_not_answered_from_its_cache_record(prefect_server, tmp_path):
+    """Deleted without ``store rm`` (by hand, or by an ``rm`` killed before its hooks ran), an artifact's Prefect cache
+    record stayed: every later run was a cache hit returning the address of nothing."""
+    import shutil
+    from pathlib import Path
+
+    from prefect import flow
+
+    from focusflow.storage import ArtifactStore
+    from focusflow.tasks.common import result_storage_for
+
+    store = ArtifactStore((tmp_path / "store").as_uri())
+    text = store.put_bytes("import", "k" * 64, "documents.jsonl", b'{"text": "a b c d"}\n{"text": "e f g"}\n')
+    params = {"split": {"min_heldout_documents": 1}}
+
+    @flow(result_storage=result_storage_for(store.uri))
+    def one_split() -> str:
+        return tasks_for(store.uri)["split"](store.uri, params, {"dedup": text.uri})
+
+    first = one_split()
+    shutil.rmtree(Path(store.root) / "split")
+    second = one_split()
+    assert second == first and store.resolve(second).stage == "split", "made again, under the same key"
