@@ -44,6 +44,24 @@ def default_key_params(params: Mapping[str, Any]) -> dict[str, Any]:
 key_params = default_key_params
 
 
+def auto_precision() -> str:
+    """What ``precision: auto`` means on this process's compute device: ``bf16`` on a GPU or a CPU that computes it
+    natively, else ``fp16``/``fp32`` (:func:`focusflow.precision.resolve_precision`)."""
+    from focusflow.precision import precision_setting, resolve_precision
+    from focusflow.training.distributed import compute_device
+
+    return precision_setting(resolve_precision("auto", compute_device()))
+
+
+def machine_resolved(params: Any) -> Any:
+    """Key parameters with every ``precision: auto`` as what it means here (:func:`auto_precision`): keyed ``auto``,
+    one key held bf16 weights on one machine and fp32 on another, and a run resumed elsewhere changed precision."""
+    if not isinstance(params, Mapping):
+        return params
+    return {name: auto_precision() if name == "precision" and value == "auto" else machine_resolved(value)
+            for name, value in params.items()}
+
+
 class _FetchedInputs(Mapping[str, Path]):
     """Input artifacts as local folders, fetched (and verified) only when a build reads them."""
 
@@ -178,6 +196,11 @@ class Stage:
     record: type[StageRecord] = StageRecord
     hints: RunHints = RunHints()
 
+    def keyed(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters the stage's artifact is keyed by: ``key_params``, machine choices resolved
+        (:func:`machine_resolved`)."""
+        return machine_resolved(self.key_params(params))
+
     def parse(self, params: Mapping[str, Any]) -> Any:
         """The typed settings of these parameters (None for a stage without a settings model)."""
         if self.settings is None:
@@ -276,7 +299,7 @@ def stage_call(store: ArtifactStore, stage: str | Stage, params: Mapping[str, An
     spec = get_stage(stage)
     artifacts = resolve_inputs(store, spec, inputs)
     return StageCall(spec, store, params, artifacts,
-                     store.key(spec.name, spec.key_params(params), artifacts, spec.version))
+                     store.key(spec.name, spec.keyed(params), artifacts, spec.version))
 
 
 def stage_key(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any],
@@ -323,7 +346,7 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
             return spec.recorded(spec.build(run))
 
     def build_or_get() -> Artifact:
-        found = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
+        found = store.build_or_get(spec.name, build, params=spec.keyed(params), inputs=artifacts,
                                    version=spec.version, key=key)
         for action in after_commit:  # still under the claim: a waiting run finds the work folder as it was left
             action()

@@ -28,7 +28,8 @@ def shipped_configs(data_root: Path) -> dict[str, dict]:
                                    "evaluation": {"tasks": ["ner:masakhaner2:swa"], "data_root": str(data_root)}}}}
 
 
-#: A minutes budget's plan is keyed by the machine that times it: the snapshot names one machine for every machine.
+#: A minutes budget's plan is keyed by the machine that times it, ``precision: auto`` by what it means there: the
+#: snapshot names one machine (fp32) for every machine.
 MACHINE = {"cpu": "a CPU", "cpus": 2, "threads": 2, "accelerator": None, "world_size": 1, "torch": "2.13.0"}
 
 
@@ -41,7 +42,8 @@ def plan_keys() -> dict[str, list[list[str]]]:
     from tests.pipeline.artifact_keys import KeyOnly, write_tree
 
     with tempfile.TemporaryDirectory(prefix="focusflow-plan-keys-") as scratch, \
-            mock.patch("focusflow.training.lapt_budget.machine_fingerprint", lambda: dict(MACHINE)):
+            mock.patch("focusflow.training.lapt_budget.machine_fingerprint", lambda: dict(MACHINE)), \
+            mock.patch("focusflow.pipeline.registry.auto_precision", lambda: "fp32"):
         root = Path(scratch)
         data = write_tree(root / "data", DATA)
         found = {}

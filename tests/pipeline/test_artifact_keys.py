@@ -122,3 +122,26 @@ def test_a_local_corpus_is_keyed_by_what_its_files_hold_not_by_their_paths(tmp_p
     (tmp_path / "two" / "data" / "corpus.txt").unlink()
     with pytest.raises(FileNotFoundError, match="corpus path 'data/corpus.txt' matches no file"):
         key()
+
+
+def test_precision_auto_is_keyed_as_what_it_means_on_the_machine(monkeypatch, tmp_path: Path):
+    """Keyed ``auto``, one key held bf16 weights on an AMX machine and fp32 on another, and a run resumed elsewhere
+    changed precision mid-run: the key holds what ``auto`` resolves to, so an explicit ``bf16`` is the same run."""
+    from focusflow.pipeline import registry
+    from focusflow.pipeline.registry import stage_key
+    from focusflow.storage import ArtifactStore
+
+    store = ArtifactStore((tmp_path / "store").as_uri())
+    source = store.put_bytes("import", "s" * 64, "config.json", b"{}")
+
+    def key(precision: str) -> str:
+        return stage_key(store, "reference", {"max_sentences": 10, "seed": 0, "precision": precision},
+                         {"source": source, "split": source})
+
+    monkeypatch.setattr(registry, "auto_precision", lambda: "bf16")
+    on_bf16 = key("auto")
+    assert on_bf16 == key("bf16") != key("fp32")
+    monkeypatch.setattr(registry, "auto_precision", lambda: "fp32")
+    assert key("auto") == key("fp32") != on_bf16
+    assert registry.machine_resolved({"lapt": {"precision": "auto", "steps": 3}}) == {"lapt": {"precision": "fp32",
+                                                                                             "steps": 3}}
