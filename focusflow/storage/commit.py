@@ -65,5 +65,11 @@ def commit_folder(reader: Reader, stage: str, key: str, local: Path, *, params: 
             transport.retry("remove redundant data",
                             lambda: transport.fs.rm(transport.path(stage, key, data_dir), recursive=True))
             return winner
+    first = transport.path(stage, key, data_dir, next(iter(files)))
+    if not transport.retry("check data", lambda: transport.fs.exists(first)):  # a `store rm` took it meanwhile
+        with contextlib.suppress(Exception):
+            transport.fs.rm_file(transport.path(stage, key, MANIFEST))
+        raise StoreError(f"{stage}/{key}: its files were deleted while it was committed (a `focusflow store rm` "
+                         "of that key beside this run?); run again to make it")
     log.info("stored %s/%s (%d files, %d bytes)", stage, key, len(files), manifest["total_bytes"])
     return Artifact(transport.uri, stage, key, manifest)

@@ -8,6 +8,7 @@ only on its own store's staging folders (named after the store) and fetch cache.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -46,13 +47,31 @@ def delete_artifact(transport: Transport, stage: str, key: str) -> bool:
                          f"{', '.join(foreign[:3])}{' …' if len(foreign) > 3 else ''}, which the store "
                          "never writes): refusing to delete it")
     removed = False
+    named = _named_data_dir(transport, stage, key) if MANIFEST in entries else None
     if MANIFEST in entries:  # first, so that the artifact stops reading as committed at once
         transport.retry("delete manifest", lambda: transport.fs.rm_file(transport.path(stage, key, MANIFEST)))
         removed = True
-    if transport.names(stage, key):
-        transport.retry("delete data", lambda: transport.fs.rm(transport.path(stage, key), recursive=True))
-        removed = True
+    # a readable manifest's own data only: another writer of the key may be uploading beside it (its folder is
+    # left to gc, or committed by it); without one (a killed write, a corrupt manifest) every leftover goes
+    doomed = [named] if named is not None else [entry for entry in entries if entry != MANIFEST]
+    for entry in doomed:
+        path = transport.path(stage, key, entry)
+        if transport.fs.exists(path):
+            transport.retry("delete data", lambda p=path: transport.fs.rm(p, recursive=True))
+            removed = True
+    if transport.is_local:
+        with contextlib.suppress(OSError):  # the key folder, if empty now (a writer's new folder keeps it)
+            os.rmdir(transport.path(stage, key))
     return removed
+
+
+def _named_data_dir(transport: Transport, stage: str, key: str) -> str | None:
+    """The data folder an artifact's manifest names, None when the manifest cannot be read."""
+    try:
+        manifest = json.loads(transport.fs.cat_file(transport.path(stage, key, MANIFEST)))
+        return str(manifest["data_dir"]) if isinstance(manifest, dict) and manifest.get("data_dir") else None
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def remove_records(transport: Transport, folder: str, pattern: str) -> int:

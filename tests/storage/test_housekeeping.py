@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -207,3 +208,29 @@ def test_a_records_folder_is_no_stage(local_store):
     with pytest.raises(StoreError, match="no records folder"):
         local_store.remove_records("stage", "*")
     assert (Path(local_store.root) / "stage" / "k1").is_dir()
+
+
+def test_rm_beside_another_writer_of_the_key_takes_only_the_artifact_it_removes(local_store):
+    """``rm -r`` of the key folder took a live writer's upload too: it then committed a manifest of no files."""
+    artifact = local_store.put_bytes("stage", "k1", "a.txt", b"x")
+    uploading = Path(local_store.root) / "stage" / "k1" / "d-fedcba9876543210"
+    uploading.mkdir()
+    (uploading / "a.txt").write_bytes(b"y")
+    assert local_store.delete("stage", "k1") and local_store.find("stage", "k1") is None
+    assert uploading.is_dir() and not (Path(local_store.root) / "stage" / "k1" / artifact.data_dir).exists()
+
+
+def test_a_commit_whose_files_were_deleted_meanwhile_is_taken_back(local_store, monkeypatch):
+    from focusflow.storage.transport import Transport
+
+    commit = Transport.commit_manifest
+
+    def rm_first(self, path, payload):  # a `store rm` between the upload's check and the manifest
+        for data in Path(path).parent.glob("d-*"):
+            shutil.rmtree(data)
+        return commit(self, path, payload)
+
+    monkeypatch.setattr(Transport, "commit_manifest", rm_first)
+    with pytest.raises(StoreError, match="deleted while it was committed"):
+        local_store.put_bytes("stage", "k9", "a.txt", b"x")
+    assert local_store.find("stage", "k9") is None
