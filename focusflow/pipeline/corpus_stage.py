@@ -30,18 +30,28 @@ class CorpusSettings(StageSettings):
 
 
 def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings, the cleaner's version, and for local files what they hold (``sources.files_fingerprint``): the
-    paths alone would find the corpus of a file since rewritten, or of another project's ``data/corpus.txt``."""
+    """The settings, the cleaner's version, and for local files what they hold (``sources.files_fingerprint``) in
+    place of their paths: the paths alone would find the corpus of a file since rewritten, or of another project's
+    ``data/corpus.txt``; a language-ID model by its content too."""
     from focusflow.corpus.cleaning import CLEANING_VERSION
+    from focusflow.corpus.sources import files_fingerprint, resolve_paths
 
     key = default_key_params(params) | {"cleaner": CLEANING_VERSION}  # every corpus's text comes from the cleaner
     corpus = params.get("corpus") or {}
     source = corpus.get("source")
+    langid = (params.get("cleaning") or {}).get("langid_model")
+    if langid:  # the model that chose the documents, by its content: a newer lid.bin at the same path is another
+        try:
+            identity = files_fingerprint([langid])
+        except FileNotFoundError:
+            raise FileNotFoundError(f"cleaning.langid_model {langid} not found; download lid.176.bin or GlotLID's "
+                                    "model.bin and set cleaning.langid_model, or unset it") from None
+        key["cleaning"] = {**key["cleaning"], "langid_model": identity}
     if source == "local":
-        from focusflow.corpus.sources import files_fingerprint, resolve_paths
-
         key["reader"] = LOCAL_READER_VERSION
         key["files"] = files_fingerprint(resolve_paths(list(corpus.get("paths") or [])))
+        # the files by their content only: the same files in another folder are the same corpus
+        key["corpus"] = {name: value for name, value in key["corpus"].items() if name != "paths"}
     elif _variant_code(str(source), str(params.get("language", ""))):
         key["reader"] = READER_VERSION
     return key

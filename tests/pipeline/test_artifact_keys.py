@@ -124,6 +124,31 @@ def test_a_local_corpus_is_keyed_by_what_its_files_hold_not_by_their_paths(tmp_p
         key()
 
 
+def test_the_same_files_in_another_folder_are_the_same_corpus_and_a_new_langid_model_another(tmp_path):
+    """The paths were in the key beside the files' content (the same files copied elsewhere were another corpus);
+    a language-ID model was keyed by its path only (a newer lid.bin at that path kept the old model's corpus)."""
+    from focusflow.pipeline import get_stage
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "sw.txt").write_text("Habari ya asubuhi\n", encoding="utf-8")
+    model = tmp_path / "lid.bin"
+    model.write_bytes(b"model one")
+
+    def key(folder: str, langid: str | None = None) -> str:
+        return artifact_key("corpus", get_stage("corpus").key_params({
+            "language": "sw", "corpus": {"source": "local", "paths": [str(tmp_path / folder / "sw.txt")]},
+            "cleaning": {"langid_model": langid}}), {})
+
+    assert key("a") == key("b")
+    with_model = key("a", str(model))
+    assert with_model != key("a")
+    model.write_bytes(b"model two, retrained")
+    assert key("a", str(model)) != with_model
+    with pytest.raises(FileNotFoundError, match="langid_model .*not found"):
+        key("a", str(tmp_path / "missing.bin"))
+
+
 def test_precision_auto_is_keyed_as_what_it_means_on_the_machine(monkeypatch, tmp_path: Path):
     """Keyed ``auto``, one key held bf16 weights on an AMX machine and fp32 on another, and a run resumed elsewhere
     changed precision mid-run: the key holds what ``auto`` resolves to, so an explicit ``bf16`` is the same run."""
