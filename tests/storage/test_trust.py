@@ -338,3 +338,14 @@ def test_default_store_is_created_by_the_first_write(tmp_path, monkeypatch):
     store.build_or_get("stage", lambda folder: (folder / "a.txt").write_text("x") and None)
     assert len(store.list("stage")) == 1
 
+
+
+@pytest.mark.s3
+def test_a_damaged_cached_copy_is_fetched_again_not_blamed_on_the_store(s3_store):
+    """A fetched folder saved into (same size, other bytes) raised "corrupt: store rm it", and following that advice
+    deleted intact stored work: the cached copy is fetched again and the store's own copy decides."""
+    artifact = s3_store.put_bytes("stage", "k1", "weights.bin", b"0123456789")
+    folder = s3_store.fetch(artifact)
+    (folder / "weights.bin").write_bytes(b"0123456780")
+    again = s3_store.fetch(artifact)
+    assert (again / "weights.bin").read_bytes() == b"0123456789"
