@@ -30,9 +30,10 @@ class CorpusSettings(StageSettings):
 
 
 def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings, the cleaner's version, and for local files what they hold (``sources.files_fingerprint``) in
-    place of their paths: the paths alone would find the corpus of a file since rewritten, or of another project's
-    ``data/corpus.txt``; a language-ID model by its content too."""
+    """The settings, the cleaner's version, and for local files what they hold (``sources.files_fingerprint``): the
+    paths alone would find the corpus of a file since rewritten, or of another project's ``data/corpus.txt`` (they
+    stay in the key: a run's configuration is rebuilt from its artifacts' parameters); a language-ID model by its
+    content too."""
     from focusflow.corpus.cleaning import CLEANING_VERSION
     from focusflow.corpus.sources import files_fingerprint, resolve_paths
 
@@ -50,8 +51,6 @@ def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
     if source == "local":
         key["reader"] = LOCAL_READER_VERSION
         key["files"] = files_fingerprint(resolve_paths(list(corpus.get("paths") or [])))
-        # the files by their content only: the same files in another folder are the same corpus
-        key["corpus"] = {name: value for name, value in key["corpus"].items() if name != "paths"}
     elif _variant_code(str(source), str(params.get("language", ""))):
         key["reader"] = READER_VERSION
     return key

@@ -97,10 +97,17 @@ def card_data(facts: CardFacts, repo_id: str) -> ModelCardData:
         language=card_language(facts.language),
         license=source.license, license_name=source.license_name, license_link=source.license_link,
         library_name="transformers", pipeline_tag=pipeline_tag(facts),
-        tags=list(dict.fromkeys(["focusflow", "focus", "vocabulary-adaptation", facts.method,
+        tags=list(dict.fromkeys(["focusflow", *(["focus"] if _uses_focus(facts) else []), "vocabulary-adaptation",
+                                 facts.method,
                                  *(["lapt"] if facts.lapt else []), *(["align"] if facts.align else [])])),
         datasets=facts.datasets or None, model_name=repo_id.split("/")[-1] if results else None,
         eval_results=results or None, **extra)
+
+
+def _uses_focus(facts: CardFacts) -> bool:
+    """Whether FOCUS initialized this model's new rows (a pruned source copies rows; random, FVT or WECHSEL are
+    others' methods): only then does the card claim and cite it."""
+    return facts.method in ("focus", "focus-symbolic")
 
 
 def _number(value: Any, digits: int = 4) -> str:
@@ -154,8 +161,11 @@ def _downstream_table(facts: CardFacts) -> list[str]:
         source = (score_text(other["mean"], other["std"], other["n_seeds"]) if other else "not measured")
         verdict = task_verdict(facts.model.runs, str(row["model"]), row["task"],
                                source_runs=facts.original.runs) if other else None
+        seeds = str(row["seeds"])
+        if other and str(other.get("seeds")) != seeds:  # the two means are over other seeds: the verdict pairs them
+            seeds = f"{seeds} (source: {other.get('seeds')})"
         lines.append(f"| {row['task']} | {row['metric']} | {score_text(row['mean'], row['std'], row['n_seeds'])} | "
-                     f"{source} | {verdict.text() if verdict else '-'} | {row['seeds']} |")
+                     f"{source} | {verdict.text() if verdict else '-'} | {seeds} |")
     return [*lines, "",
             "Scores ×100, mean ± sample standard deviation over fine-tuning seeds (test split, best dev checkpoint). "
             f"The verdict's {RULE_TEXT}.", ""]
@@ -177,11 +187,15 @@ def _candidates(facts: CardFacts) -> list[str]:
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines.append("| " + " | ".join([f"source (`{facts.source_spec}`)", *_candidate_cells(source, extra), "", ""]) + " |")
     on_tasks = any(v for c in facts.candidates for v in (c.get("dev_verdicts") or {}).values())  # the choice's
+    # every task any candidate has a verdict on, named where there are several: one task's parity is no other's
+    tasks = sorted({task for c in facts.candidates for task, v in (c.get("dev_verdicts") or {}).items() if v})
     for candidate in facts.candidates:
-        verdicts = [v for v in (candidate.get("dev_verdicts") or {}).values() if v]
-        dev = "; ".join(f"{v['mean']:+.1f} ({parity_word(v['parity'])})" for v in verdicts) or (
-            NOT_COMPARED if on_tasks else candidate.get("bits_verdict")
-            or ("-" if candidate.get("dev_verdicts") else "not measured"))
+        verdicts = candidate.get("dev_verdicts") or {}
+        calls = [(task, verdicts.get(task)) for task in tasks]
+        dev = "; ".join((f"{task}: " if len(tasks) > 1 else "") + (
+            f"{v['mean']:+.1f} ({parity_word(v['parity'])})" if v else "no verdict") for task, v in calls) \
+            if any(v for _, v in calls) else (NOT_COMPARED if on_tasks else candidate.get("bits_verdict")
+                                               or ("-" if candidate.get("dev_verdicts") else "not measured"))
         minutes = f"{candidate['cpu_minutes']:.1f}" if candidate.get("cpu_minutes") is not None else "-"
         name = f"**{candidate['name']}**" if candidate["name"] == facts.label else candidate["name"]
         lines.append("| " + " | ".join([name, *_candidate_cells(candidate, extra), dev, minutes]) + " |")
@@ -374,7 +388,8 @@ def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelC
         f"# {name}", "",
         f"A {'masked' if facts.lm_loss == 'mlm' else 'causal'} language model for the language "
         f"**`{facts.language}`**: `{facts.source_spec}` specialized to it with {_made_with(facts)} "
-        f"({facts.label}, {stage}), made with focusflow and [FOCUS](https://arxiv.org/abs/2305.14481).", "",
+        f"({facts.label}, {stage}), made with focusflow"
+        f"{' and [FOCUS](https://arxiv.org/abs/2305.14481)' if _uses_focus(facts) else ''}.", "",
         "## How it was made", "", *_how_made(facts),
         "The run configuration that reproduces it is `focusflow_config.yaml`; `lineage.json` lists the artifact key "
         "of every stage; `transfer_report.parquet` gives every token's fate.", "",
@@ -385,6 +400,6 @@ def build_card(facts: CardFacts, repo_id: str, focusflow_version: str) -> ModelC
         "## Usage", "", *_usage(facts, repo_id),
         "## Limitations", "", *_limitations(facts),
         *_licence(facts),
-        "## Citation", "", "```bibtex", FOCUS_CITATION, "```", "",
+        *(["## Citation", "", "```bibtex", FOCUS_CITATION, "```", ""] if _uses_focus(facts) else []),
         f"Made with focusflow {focusflow_version}.", ""]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))

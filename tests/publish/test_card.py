@@ -342,6 +342,33 @@ def test_the_card_shows_every_candidate_of_the_run_and_whether_this_model_is_its
         "issue 48: the card shows every candidate beside the source and its unigram level, and how fast it generates"
 
 
+def test_a_candidate_without_a_verdict_on_one_of_several_tasks_says_so_task_by_task(light_run):
+    """Parity on NER and nothing on SIB-200 read as "+0.4 (parity)": parity everywhere."""
+    facts = gather_facts(light_run["store"], trace(light_run["store"], light_run["model"]))
+    verdict = {"seeds": [1, 2, 3], "mean": 0.4, "se": 0.3, "low": -0.9, "high": 1.7, "parity": True}
+    candidates = [{"name": facts.label, "n_params": 26_300_000, "dev_verdicts": {"ner:masakhaner2:swa": verdict}},
+                  {"name": "prune", "n_params": 27_200_000,
+                   "dev_verdicts": {"ner:masakhaner2:swa": verdict, "cls:sib200:sw": {**verdict, "mean": -6.0,
+                                                                                      "parity": False}}}]
+    card = build_card(replace(facts, product=facts.label, product_reason="…", candidates=candidates), REPO,
+                      "9.9.9").text
+    assert "cls:sib200:sw: no verdict; ner:masakhaner2:swa: +0.4 (parity)" in card
+    assert "cls:sib200:sw: -6.0 (below); ner:masakhaner2:swa: +0.4 (parity)" in card
+
+
+def test_only_a_model_focus_initialized_claims_and_cites_focus(light_run):
+    """A pruned source copies rows and random, FVT or WECHSEL are others' methods: the card said "made with FOCUS",
+    tagged it and cited its paper for every model."""
+    facts = gather_facts(light_run["store"], trace(light_run["store"], light_run["model"]))
+    assert facts.method == "focus"
+    focus = build_card(facts, REPO, "9.9.9")
+    assert "[FOCUS](" in focus.text and "dobler-de-melo-2023-focus" in focus.text and "focus" in focus.data.tags
+    for method in ("mean", "random", "fvt", "wechsel"):
+        other = build_card(replace(facts, method=method), REPO, "9.9.9")
+        assert "[FOCUS](" not in other.text and "dobler-de-melo" not in other.text, method
+        assert "focus" not in other.data.tags, method
+
+
 def test_the_card_names_every_share_of_the_totals():
     """A new fate's share gets its words in the card (``SHARE_NAMES``) rather than its bare column name."""
     from focusflow.methods import SHARE_GROUPS
@@ -370,6 +397,18 @@ def test_a_model_evaluated_on_sib200_gets_a_card_naming_the_dataset(light_run):
     assert by_task["Text classification (cls:sib200:ha)"] is None  # read from the Hub: its script is not recorded
     assert [r.dataset_config for r in sib200].count("swh_Latn") == 2  # sw's row and swh_Latn's, the same dataset
     assert "| cls:sib200:sw | accuracy | 61.0 ± 2.0 |" in card.text
+
+
+def test_the_downstream_table_says_when_the_source_was_measured_on_other_seeds(light_run):
+    """The source's mean over seeds 1-5 beside a model's over seed 1 read as a 9-point gap where the paired
+    difference was -1: the seeds column names both sets."""
+    facts = gather_facts(light_run["store"], trace(light_run["store"], light_run["model"]))
+    row = {"task": "cls:sib200:sw", "metric": "accuracy", "main": True, "mean": 0.61, "std": 0.0, "n_seeds": 1,
+           "seeds": "1", "model": facts.label}
+    source = {**row, "mean": 0.70, "std": 0.05, "n_seeds": 5, "seeds": "1 2 3 4 5", "model": "original"}
+    card = build_card(replace(facts, model=replace(facts.model, downstream=[row], runs=None),
+                              original=replace(facts.original, downstream=[source], runs=None)), REPO, "9.9.9").text
+    assert "| 1 (source: 1 2 3 4 5) |" in card
 
 
 @pytest.mark.parametrize(("lapt", "says"), [({"objective": "distill"}, "objective distill (the source's word-pooled"),
