@@ -169,7 +169,9 @@ def plan_run(cfg: PipelineConfig, store: ArtifactStore) -> RunView:
                      "teacher": teacher}
     if cfg.publish.repo_id:
         view.models["published"] = list(cfg.publish.models)
-    view.without_tasks = ("- (the product is chosen on the held-out split's dev bits per byte)" if decoder
+    # a decoder's choice reads the source's dev bits per byte: only a run that evaluates the source has them
+    view.without_tasks = ("- (the product is chosen on the held-out split's dev bits per byte)"
+                          if decoder and cfg.orchestration.evaluate_original
                           else "- (the product is not measured: the configured model)")
     return view
 

@@ -59,6 +59,15 @@ def test_the_plan_says_which_objective_auto_chose_and_which_lm_loss_the_source_t
         "mlm (causal LM; auto: the source's family's)"
 
 
+def test_a_decoder_run_that_does_not_evaluate_its_source_is_not_said_to_choose_on_bits(tmp_path):
+    """Without the source's dev bits per byte the choice cannot be made on them: the plan said it would."""
+    decoder = ["source_model=gemma3:270m", "orchestration.lapt_methods=[focus]"]
+    chosen = plan_run(cfg := load_config(_config(tmp_path), decoder), ArtifactStore(cfg.store)).without_tasks
+    assert "dev bits per byte" in chosen
+    blind = load_config(_config(tmp_path), [*decoder, "orchestration.evaluate_original=false"])
+    assert plan_run(blind, ArtifactStore(blind.store)).without_tasks.endswith("not measured: the configured model)")
+
+
 def test_focusflow_plan_prints_it_for_a_person_or_as_json(tmp_path):
     config = _config(tmp_path)
     text = CliRunner().invoke(app, ["plan", "-c", str(config)])
