@@ -31,7 +31,9 @@ COMPARISON_COLUMNS = [
     "mlm_loss", "mlm_accuracy", "clm_loss", "clm_accuracy", "bits_per_byte", "repetition_rate",
     "unigram_loss", "unigram_bits_per_byte", "vocab_size", "n_params", "tokens_per_word", *SHARE_COLUMNS,
 ]
-RANKING_NOTE = ("Bits per byte (and the LM loss, per token of each model's own tokenizer) rank the methods. A "
+RANKING_NOTE = ("A decoder's bits per byte rank its models across tokenizers (its LM loss is per token of each model's "
+                "own tokenizer); a masked LM's are over the bytes of its masked tokens, and a tokenizer with longer "
+                "tokens hides more of the text at each mask: they rank models of one tokenizer only. A "
                 "decoder's `repetition_rate` is the share of word pairs of its greedy continuations that repeat an "
                 "earlier pair of the same continuation (near 1: collapsed into one repeated word). Fidelity "
                 "and retrieval only measure how close a model's sentence embeddings stay to the source's: "

@@ -36,6 +36,8 @@ INTRINSIC_METRICS = (("{lm}_loss", "loss", "held-out {lm} loss (nats/token)"),
                      ("{lm}_accuracy", "accuracy", "held-out {lm} accuracy"),
                      ("fidelity", "cosine_similarity", "fidelity to the source model (mean sentence cosine)"),
                      ("retrieval_top1", "retrieval_top1", "top-1 sentence retrieval against the source model"))
+#: What a masked LM's bits per byte are (the model-index's name says it): no measure across tokenizers
+MASKED_BITS = " (over its masked tokens: compares models of one tokenizer only)"
 NOTICE_FILE = "NOTICE"  # the source licence's required notice (LicenceTerms.notice), beside the card
 LICENCE_FILE = "LICENSE"  # the source licence's text (LicenceTerms.text), beside the card
 HELDOUT_DATASET = "focusflow-heldout"  # a local corpus's held-out split: no Hub dataset id, and none is claimed
@@ -71,7 +73,9 @@ def eval_results(facts: CardFacts) -> list[EvalResult]:
                 dataset_config=card_language(facts.language) if facts.datasets else None,
                 dataset_name=f"held-out {facts.language} text "
                 f"({facts.heldout_sentences or '?'} sentences, never trained on)", dataset_split="heldout",
-                metric_type=metric, metric_value=float(value), metric_name=name.format(lm=lm.upper())))
+                metric_type=metric, metric_value=float(value),
+                metric_name=name.format(lm=lm.upper()) + (MASKED_BITS if metric == "bits_per_byte" and lm == "mlm"
+                                                           else "")))
     return results
 
 
@@ -135,11 +139,13 @@ def _intrinsic_table(facts: CardFacts) -> list[str]:
     for m in rows:
         lines.append(f"| {_row_name(facts, m)} | " + " | ".join(_number(m.intrinsic.get(key)) for key, _ in shown)
                      + " |")
+    across = ("so compare bits per byte across tokenizers" if lm == "clm" else
+              "and a masked LM's bits per byte are over the bytes of its masked tokens: a tokenizer with longer "
+              "tokens hides more of the text at each mask, so they compare models of one tokenizer only")
     lines += ["", "Each model is scored with its own tokenizer on the same held-out sentences: the loss is per token of "
-              "that tokenizer, so compare bits per byte across tokenizers; a loss is meaningful below its "
-              "tokenizer's unigram loss (token frequencies alone). Bits per byte rank models; fidelity and retrieval "
-              "only measure closeness to the source's sentence embeddings, and mean little near their chance level "
-              "(the mismatched pairs' cosine)."]
+              f"that tokenizer, {across}; a loss is meaningful below its tokenizer's unigram loss (token frequencies "
+              "alone). Fidelity and retrieval only measure closeness to the source's sentence embeddings, and mean "
+              "little near their chance level (the mismatched pairs' cosine)."]
     if not facts.original.intrinsic:
         lines += ["", "The source model's intrinsic row is not stored (run with `orchestration.evaluate_original`)."]
     return [*lines, ""]

@@ -145,7 +145,8 @@ def test_the_comparison_says_what_ranks_methods_and_shows_fidelity_beside_its_ch
              "retrieval_top1": 0.22, "retrieval_top1_centered": 0.08, "bits_per_byte": 3.18}]
     write_report(tmp_path, "sw", rows, {})
     text = (tmp_path / "report.md").read_text(encoding="utf-8")
-    assert "Bits per byte (and the LM loss, per token of each model's own tokenizer) rank the methods" in text
+    assert "A decoder's bits per byte rank its models across tokenizers" in text
+    assert "they rank models of one tokenizer only" in text, "a masked LM's bits per byte do not"
     header = next(line for line in text.splitlines() if line.startswith("| method"))
     assert header.index("fidelity_chance") < header.index("retrieval_top1") < header.index("bits_per_byte")
     assert "fidelity_centered" in header and "retrieval_top1_centered" in header
