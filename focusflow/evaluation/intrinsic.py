@@ -366,7 +366,8 @@ def evaluate_model(model_dir, source_dir, sentences: Sequence[str], *, seed: int
     metrics.update(representation_fidelity(adapted, source_embeddings))
     given_unigram = unigram
     if unigram is None:
-        unigram = unigram_log_probs(unigram_counts(tokenizer, unigram_texts if unigram_texts is not None else sentences))
+        unigram = unigram_log_probs(unigram_counts(tokenizer, unigram_texts if unigram_texts is not None else sentences),
+                                    per_seen_type=True)
     if info.lm_loss == "mlm":
         lm = evaluate_mlm(model, tokenizer, sentences, max_length=max_length, seed=seed, unigram=unigram,
                           precision=precision)
