@@ -78,7 +78,10 @@ def atomic_folder(out: str | os.PathLike[str], *, replace: bool = False) -> Iter
     if not replace:
         _require_new_or_empty(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    for left in target.parent.glob(f".{target.name}.tmp-pid*-*"):  # a killed writer's copy, hidden beside it
+        if dead_writer(left):
+            shutil.rmtree(left, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-pid{os.getpid()}-", dir=target.parent))
     staging.chmod(0o755)  # mkdtemp's 0o700 would make shared caches unreadable to other users
     try:
         yield staging
@@ -89,6 +92,21 @@ def atomic_folder(out: str | os.PathLike[str], *, replace: bool = False) -> Iter
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def dead_writer(staging: Path) -> bool:
+    """Whether a writer's staging folder (``…-pid<pid>-…``) belongs to a process that is gone on this machine."""
+    try:
+        pid = int(staging.name.rsplit("-pid", 1)[1].split("-", 1)[0])
+    except (IndexError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _require_new_or_empty(target: Path) -> None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from focusflow.storage.artifact import MANIFEST, is_leftover
+from focusflow.storage.atomic import dead_writer
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
 from focusflow.storage.keys import UnsafeNameError, redact_uri, validate_segment
 from focusflow.storage.listing import Catalog, is_records_folder
@@ -93,7 +94,7 @@ def collect_garbage(catalog: Catalog, reader: Reader, grace_s: float, dry_run: b
         catalog.require_store()
     stale = [path for path in _unreferenced(catalog, reader) if transport.age_s(path) > grace_s]
     slug = store_slug(transport.uri)
-    local = [p for p in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}{slug}-*-pid*-*") if _dead_writer(p)]
+    local = [p for p in Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}{slug}-*-pid*-*") if dead_writer(p)]
     fetched = reader.fetch_cache
     local += list(fetched.glob("**/*.part-*")) if fetched.is_dir() else []
     local_stale = [str(p) for p in local if time.time() - newest_mtime(p) > grace_s]
@@ -125,18 +126,3 @@ def _unreferenced(catalog: Catalog, reader: Reader) -> list[str]:
             found += [transport.path(stage, key, entry) for entry in transport.names(stage, key)
                       if is_leftover(entry) and entry not in named]
     return found
-
-
-def _dead_writer(staging: Path) -> bool:
-    """Whether a writer's staging folder (``…-pid<pid>-…``) belongs to a process that is gone."""
-    try:
-        pid = int(staging.name.rsplit("-pid", 1)[1].split("-", 1)[0])
-    except (IndexError, ValueError):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False

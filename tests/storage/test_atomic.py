@@ -61,3 +61,21 @@ def test_sha256_file_is_the_sha256_of_the_bytes(tmp_path):
     data = os.urandom(3 * 1024 + 7)
     (tmp_path / "blob.bin").write_bytes(data)
     assert sha256_file(tmp_path / "blob.bin") == hashlib.sha256(data).hexdigest()
+
+
+def test_a_killed_writers_hidden_copy_beside_a_folder_is_removed_by_the_next_write(tmp_path):
+    """A kill mid-export left ``.out.tmp-*`` (a partial copy) beside the user's folder for ever; gc never saw it."""
+    import subprocess
+    import sys
+
+    from focusflow.storage.atomic import atomic_folder
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f".out.tmp-pid{int(gone.stdout)}-abc123"
+    left.mkdir()
+    (left / "weights.bin").write_bytes(b"half")
+    mine = tmp_path / ".out.tmp-pid1-live"  # pid 1 lives: another writer's, left alone
+    mine.mkdir()
+    with atomic_folder(tmp_path / "out") as staging:
+        (staging / "a.txt").write_text("x")
+    assert (tmp_path / "out" / "a.txt").is_file() and not left.exists() and mine.exists()
