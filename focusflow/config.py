@@ -409,6 +409,9 @@ class LaptSpec(_AdamWSchedule):
             raise ValueError(f"set only one LAPT budget (steps, samples, tokens or minutes), got {', '.join(given)}")
         if self.checkpoint_minutes and not self.minutes:
             raise ValueError("checkpoint_minutes needs a minutes budget (lapt.minutes)")
+        if "distill" in self.objective.split("+") and (self.lora or self.embeddings_only_fraction > 0):
+            raise ValueError(f"lapt.lora and lapt.embeddings_only_fraction apply to lapt.objective=mlm; a "
+                             f"distillation ({self.objective}) trains every parameter in one stage")
         if any(not 0 < m <= (self.minutes or 0) for m in self.checkpoint_minutes):
             raise ValueError(f"checkpoint_minutes must lie in (0, minutes={self.minutes}], got {self.checkpoint_minutes}")
         if any(step < 1 for step in self.checkpoint_steps):

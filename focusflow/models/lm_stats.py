@@ -92,9 +92,11 @@ class Masker:
 
     def mask(self, ids: np.ndarray, special: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """One row of token ids → (inputs, selected positions); ``special`` positions are never selected."""
-        if self.word_starts is not None:
-            word_of_token = np.cumsum(self.word_starts[ids]) - 1
-            draws = rng.random(int(word_of_token[-1]) + 1)[np.maximum(word_of_token, 0)]
+        if self.word_starts is not None and len(ids):
+            # pieces before the block's first word start (a word cut by the block's edge, a run of Thai or Chinese
+            # with no start at all) are a word of their own, 0: they shared the first whole word's draw, or crashed
+            word_of_token = np.cumsum(self.word_starts[ids])
+            draws = rng.random(int(word_of_token[-1]) + 1)[word_of_token]
         else:
             draws = rng.random(len(ids))
         selected = (draws < self.probability) & ~special

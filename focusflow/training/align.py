@@ -119,6 +119,7 @@ class AlignBatch:
     predicted: int  # words: the loss's normalizer
     tokens: int  # student tokens without padding
     teacher: list[torch.Tensor] | None = None  # the teacher's word states, when read from stored teacher states
+    step: int | None = None  # the training step that draws it (its masks change with it); None: held out
 
 
 def _side(ids: list[np.ndarray], words: list[np.ndarray], counts: np.ndarray, pad_id: int) -> tuple[SideBatch, np.ndarray]:

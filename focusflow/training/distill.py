@@ -45,6 +45,21 @@ from focusflow.training.teacher import TeacherStates, distillation_texts, select
 TEXTS_FILE = "distill_texts.json"  # in each checkpoint: the digests of the texts the run reads
 
 
+def refuse_unused_settings(spec: Any, lm_loss: str) -> None:
+    """A distillation trains every parameter in one stage, and its LM term is a masked LM's: ``lapt.lora``,
+    ``embeddings_only_fraction`` and a decoder's ``mlm+distill`` were silently ignored (a run keyed and named as
+    LoRA or two-stage was a full fine-tune; a decoder's ``+mlm+distill`` learned no LM term)."""
+    unused = [name for name, used in (("lapt.lora", spec.lora),
+                                      ("lapt.embeddings_only_fraction", spec.embeddings_only_fraction > 0)) if used]
+    if unused:
+        raise InputError(f"{' and '.join(unused)} apply to lapt.objective=mlm; a distillation ({spec.objective}, "
+                         "auto for an encoder) trains every parameter in one stage: set lapt.objective=mlm, or unset "
+                         "them")
+    if "mlm" in spec.objective.split("+") and lm_loss != "mlm":
+        raise InputError(f"lapt.objective={spec.objective} adds a masked-LM term, which a causal decoder has not: use "
+                         "distill, or mlm (its own causal LM)")
+
+
 class DistillRecipe(RunRecipe):
     """LAPT with ``lapt.objective`` ``distill`` or ``mlm+distill`` (one process; the loop is ``TrainingRun``'s)."""
 
@@ -120,6 +135,9 @@ class DistillRecipe(RunRecipe):
             from transformers import AutoConfig
 
             teacher_depth = layer_count(AutoConfig.from_pretrained(self.source_dir))
+            if self.stored_teacher.seq_len not in (None, spec.seq_len):
+                raise InputError(f"the stored teacher states were computed at {self.stored_teacher.seq_len} tokens a "
+                                 f"text; this distillation reads {spec.seq_len}: compute them with its settings")
             if (self.stored_teacher.layers, self.stored_teacher.pool) != (self.layers, self.pool):
                 raise InputError(f"the stored teacher states hold layers {list(self.stored_teacher.layers)} pooled "
                                  f"by {self.stored_teacher.pool}; this distillation reads {list(self.layers)} by "
@@ -129,8 +147,9 @@ class DistillRecipe(RunRecipe):
                              "distillation needs the model initialized from this source")
         if max(self.layers) > depth:
             raise InputError(f"lapt.distill_layers {list(self.layers)} exceed the model's {depth} layers")
+        refuse_unused_settings(spec, lm_loss)
         self.masker = (Masker.for_tokenizer(self.tokenizer, spec.mlm_probability, spec.whole_word_masking, spec.seed)
-                       if "mlm" in spec.objective.split("+") and lm_loss == "mlm" else None)
+                       if "mlm" in spec.objective.split("+") else None)
         self.lm_loss = lm_loss
         model.to(device).train()
         parameters = list(model.parameters())
@@ -144,8 +163,9 @@ class DistillRecipe(RunRecipe):
         def produce(step: int) -> list[AlignBatch]:
             index = int(self.order.blocks_for(np.asarray([step]))[0])
             indices = self.batches[index]
-            return [self._with_teacher(collate_pairs(self.train_texts, indices, index, self.pad_ids), "train",
-                                       self.train_texts, indices)]
+            batch = collate_pairs(self.train_texts, indices, index, self.pad_ids)
+            batch.step = step
+            return [self._with_teacher(batch, "train", self.train_texts, indices)]
 
         return Prefetcher(iter(range(start_step, self.total_steps)), produce)
 
@@ -166,7 +186,9 @@ class DistillRecipe(RunRecipe):
 
     def _mlm(self, model: nn.Module, batch: AlignBatch) -> torch.Tensor:
         """The mean masked-LM loss on the batch's own texts (fixed masks from the step, like LAPT's)."""
-        rng = np.random.default_rng([self.spec.seed, abs(batch.key), int(batch.key < 0)])  # held-out keys are < 0
+        # a training batch's masks change with the step (its texts come back every epoch), a held-out batch's stay
+        draw = [self.spec.seed, abs(batch.key), int(batch.key < 0)] + ([batch.step] if batch.step is not None else [])
+        rng = np.random.default_rng(draw)
         rows = [ids for ids in batch.target.ids.numpy()]
         lengths = batch.target.mask.sum(1).tolist()
         inputs, labels = [], []

@@ -237,6 +237,7 @@ class TeacherStates:
         self.index = json.loads((self.folder / INDEX_FILE).read_text(encoding="utf-8"))
         self.layers = tuple(int(layer) for layer in self.index["layers"])
         self.pool = str(self.index["pool"])
+        self.seq_len = int(self.index["seq_len"]) if self.index.get("seq_len") is not None else None
         self._split: dict[str, tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]] = {}
         for split in self.index["splits"]:
             self._split[split] = (np.load(self.folder / f"{split}-offsets.npy"),

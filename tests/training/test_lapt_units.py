@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from focusflow.corpus.io import read_texts
-from focusflow.models.lm_stats import IGNORE_INDEX, Masker, word_start_table
+from focusflow.models.lm_stats import IGNORE_INDEX, Masker, special_token_table, word_start_table
 from focusflow.training.data import PackedSequences, SampleOrder, iter_sample_ranges, pretokenize
 from focusflow.training.flops import flops_per_token, mfu, peak_flops
 from focusflow.training.lm_loss import LossModel
@@ -95,6 +95,18 @@ def test_whole_word_masking_masks_all_pieces_of_a_word(tiny_dirs, lapt_corpus, f
         members = (word == w) & ~masker.special[ids[0]]
         assert selected[members].all(), "a word was only partly masked"
     assert (starts[ids[0]] == 0).sum() > 5  # the text really has multi-piece words
+
+
+def test_whole_word_masking_takes_a_block_without_a_word_start(tiny_dirs):
+    """A block of continuation pieces only (a run of Thai or Chinese, a word cut by the block's edge) crashed the
+    loader thread (IndexError); the pieces before the first start shared the first word's draw."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dirs("xlmr"))
+    starts = word_start_table(tokenizer)
+    continuation = np.flatnonzero(~starts & ~special_token_table(tokenizer))[:20]
+    masker = Masker.for_tokenizer(tokenizer, 0.5, whole_word=True, seed=0)
+    inputs, selected = masker.mask(continuation, masker.special[continuation], np.random.default_rng(0))
+    assert selected.all() or not selected.any(), "one word: masked whole or not at all"
+    assert masker.mask(continuation[:0], masker.special[continuation[:0]], np.random.default_rng(0))[1].size == 0
 
 
 def _mlm_batch(tokenizer, texts, seq_len=48, batch=4):
