@@ -47,7 +47,7 @@ def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
         except FileNotFoundError:
             raise FileNotFoundError(f"cleaning.langid_model {langid} not found; download lid.176.bin or GlotLID's "
                                     "model.bin and set cleaning.langid_model, or unset it") from None
-        key["cleaning"] = {**key["cleaning"], "langid_model": identity}
+        key["langid_model"] = identity  # beside its path, which a configuration rebuilt from the params needs
     if source == "local":
         key["reader"] = LOCAL_READER_VERSION
         key["files"] = files_fingerprint(resolve_paths(list(corpus.get("paths") or [])))

@@ -346,7 +346,9 @@ def run_stage(store: ArtifactStore, stage: str | Stage, params: Mapping[str, Any
             return spec.recorded(spec.build(run))
 
     def build_or_get() -> Artifact:
-        found = store.build_or_get(spec.name, build, params=spec.keyed(params), inputs=artifacts,
+        # the manifest keeps the parameters as given (``auto``, not what it resolved to here): a configuration
+        # rebuilt from it (a published model's) means the same on another machine; the key holds the resolution
+        found = store.build_or_get(spec.name, build, params=spec.key_params(params), inputs=artifacts,
                                    version=spec.version, key=key)
         for action in after_commit:  # still under the claim: a waiting run finds the work folder as it was left
             action()

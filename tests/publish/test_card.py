@@ -51,6 +51,7 @@ def test_the_folder_holds_weights_tokenizer_transfer_report_configuration_and_li
     config = load_config(exported / "focusflow_config.yaml")  # a valid run configuration …
     assert config.language == "ny" and config.init.methods == ["focus"] and config.tokenizer.vocab_size == 300
     assert config.corpus.paths == [f"<local>/{Path(path).name}" for path in light_run["config"]["corpus"]["paths"]]
+    assert config.evaluation.precision == "auto", "keyed as this machine resolves it, published as configured"
     lineage = json.loads((exported / "lineage.json").read_text())
     store = light_run["store"]
     for role, entry in lineage["artifacts"].items():  # … and every key of the lineage is a stored artifact

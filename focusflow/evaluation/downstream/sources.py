@@ -56,11 +56,14 @@ FLORES_LANGUAGE = {"swa": "swh", "ara": "arb", "fas": "pes", "msa": "zsm", "lav"
 def _alpha_codes() -> tuple[dict[str, str], dict[str, str]]:
     """ISO 639-1 → 639-3 (terminological) for every two-letter code, and back (the bibliographic ``ger`` too), from
     langcodes' tables: no code is replaced by a newer one (Tagalog's ``tl`` stays ``tl``, WikiANN's config)."""
+    import langcodes
     from langcodes.data_dicts import LANGUAGE_ALPHA3, LANGUAGE_ALPHA3_BIBLIOGRAPHIC
 
     forward = {two: three for two, three in LANGUAGE_ALPHA3.items() if len(two) == 2}
-    back = {three: two for two, three in forward.items()}
-    back |= {three: two for two, three in LANGUAGE_ALPHA3_BIBLIOGRAPHIC.items() if len(two) == 2}
+    # a language with a withdrawn code beside its current one (in/id, iw/he, jw/jv, ji/yi) goes back to the current
+    current = sorted(forward.items(), key=lambda item: langcodes.standardize_tag(item[0]) == item[0])
+    back = {three: two for two, three in current}
+    back |= {three: two for two, three in LANGUAGE_ALPHA3_BIBLIOGRAPHIC.items() if len(two) == 2 and three not in back}
     return forward, back
 
 

@@ -101,6 +101,7 @@ def test_any_iso_639_1_code_finds_its_flores_folder_and_no_code_is_replaced_by_a
                          ("mn", "khk_Cyrl"), ("tl", "tgl_Latn"), ("ita", "ita_Latn")):
         assert flores_code(code, folders=folders) == folder, code
     assert (iso3("tl"), iso1("tgl"), iso1("swa"), iso3("sw"), iso1("ger")) == ("tgl", "tl", "sw", "swa", "de")
+    assert [iso1(code) for code in ("ind", "heb", "jav", "yid")] == ["id", "he", "jv", "yi"], "current, not withdrawn"
     assert language_forms("swh") == ["swh"] and language_forms("xx") == ["xx"], "no guess for what is not ISO 639-1"
 
 
