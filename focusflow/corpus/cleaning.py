@@ -15,12 +15,14 @@ from focusflow.config import CleaningSpec
 from focusflow.languages import word_count
 
 #: How the cleaner treats text, in every corpus's key (2, 29 Nov 2026: the controls that end a line in Unicode end
-#: one, where they were deleted and glued the words beside them; Ethiopic's word space divides words).
+#: one, where they were deleted and glued the words beside them; NEL is the "…" it almost always was; Ethiopic's
+#: word space divides words).
 CLEANING_VERSION = 2
-# Characters that end a line besides CR and LF (str.splitlines' set): Word's manual line break (VT), pdftotext's
-# page break (FF), the file/group/record separators, NEL (also what a cp1252 "…" decoded as Latin-1 becomes) and
-# Unicode's line and paragraph separators.
-_LINE_END = re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# Characters that end a line besides CR and LF (str.splitlines' set but NEL): Word's manual line break (VT),
+# pdftotext's page break (FF), the file/group/record separators and Unicode's line and paragraph separators.
+_LINE_END = re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\u2028\u2029]")
+# NEL (U+0085) in UTF-8 text is nearly always a cp1252 "…" (byte 0x85) decoded as Latin-1: "sana\x85 lakini"
+_MISREAD_ELLIPSIS = "\x85"
 # The other C0/C1 controls except tab, DEL, BOM and the Unicode replacement character. Format characters such as
 # ZWJ/ZWNJ (needed by Indic and Arabic scripts) are kept.
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\ufeff\ufffd]")
@@ -90,6 +92,7 @@ class Cleaner:
 
 def normalize_text(text: str, form: str = "NFC") -> str:
     """Unicode form, control characters out, spaces collapsed per line, blank lines dropped, trimmed."""
+    text = text.replace(_MISREAD_ELLIPSIS, "…")
     if form != "none":
         text = unicodedata.normalize(form, text)
     text = _CONTROL.sub("", _LINE_END.sub("\n", text))

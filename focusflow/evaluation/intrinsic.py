@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,7 @@ from focusflow.errors import InputError
 from focusflow.evaluation.records import finite_or_none
 from focusflow.languages import word_count
 from focusflow.models.lm_stats import Masker, pad_rows, unigram_counts, unigram_log_probs
-from focusflow.models.loading import lm_head, load_source
+from focusflow.models.loading import lm_head, load_source, usable_positions
 from focusflow.precision import resolve_precision
 from focusflow.stopping import check_stop
 from focusflow.tokenizer.metrics import tokenizer_metrics
@@ -301,9 +302,11 @@ SPECIAL_ALLOWANCE = 4
 def fits_every_tokenizer(line: str, max_length: int, prefix: str = "") -> bool:
     """Whether every tokenizer the project builds or reads encodes ``prefix + line`` within ``max_length`` tokens,
     without asking one: a token covers at least one UTF-8 byte (byte-level BPE, byte fallback, an unknown character)
-    or is a word-start marker alone (at most one per word), and a few specials are added."""
+    of the text or of its NFKC form (a normalizer may expand it), or is a word-start marker alone (at most one per
+    word), and a few specials are added."""
     text = prefix + line
-    return len(text.encode("utf-8")) + len(text.split()) + SPECIAL_ALLOWANCE <= max_length
+    size = max(len(text.encode("utf-8")), len(unicodedata.normalize("NFKC", text).encode("utf-8")))
+    return size + len(text.split()) + SPECIAL_ALLOWANCE <= max_length
 
 
 def select_heldout_sentences(texts: Sequence[str], tokenizers: Sequence | None = None, *, max_sentences: int = 500,
@@ -444,7 +447,7 @@ def in_dev_half(line: str) -> bool:
 
 
 def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sentences: int = 500, seed: int = 0,
-                    max_length: int = 256, prefix: str = "", precision: PrecisionName = "auto",
+                    max_length: int = 512, prefix: str = "", precision: PrecisionName = "auto",
                     ood_texts: Sequence[str] | None = None, ood_for_choice: bool = False) -> dict:
     """The held-out sentences every model of one tokenizer is evaluated on, and the source model's embeddings
     of them, computed once: every intrinsic evaluation against it skips loading and running the source.
@@ -466,6 +469,9 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
 
     source_model, source_tokenizer, _ = load_source(source_dir, with_head=False)
     source_model.to(compute_device())
+    # as long as the source's positions allow (its models' too): a sentence of a script of three bytes a character
+    # (Devanagari, Thai) fits every tokenizer only with room for its bytes
+    max_length = min(max_length, usable_positions(source_model.config) or max_length)
     target_tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir is not None else source_tokenizer
     documents = list(read_documents(heldout))
     scored_lines = [line for text in documents for line in text.split("\n") if not in_dev_half(line)]
@@ -482,6 +488,11 @@ def build_reference(source_dir, heldout, out_dir, *, tokenizer_dir=None, max_sen
                                    max_sentences=max_sentences, **fitting)
     ood_dev = select_heldout_sentences([t for t in ood_texts if in_dev_half(t)], max_sentences=max_sentences // 2,
                                        **fitting) if ood_for_choice else []
+    for name, chosen, wanted, given in (("held-out", sentences, max_sentences, scored_lines),
+                                        ("other-domain", ood, max_sentences, ood_texts)):
+        if given and len(chosen) < wanted:
+            log.warning("%d %s sentences chosen of %d asked: all the lines of 3 words or more that fit every "
+                        "tokenizer in %d tokens", len(chosen), name, wanted, max_length)
     if len(sentences) < 2:
         raise InputError(f"{heldout} yields {len(sentences)} usable held-out sentence(s); fidelity needs at least 2")
     embeddings = sentence_embeddings(source_model, source_tokenizer, sentences, prefix=prefix, max_length=max_length,

@@ -78,10 +78,11 @@ def atomic_folder(out: str | os.PathLike[str], *, replace: bool = False) -> Iter
     if not replace:
         _require_new_or_empty(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    for left in target.parent.glob(f".{target.name}.tmp-pid*-*"):  # a killed writer's copy, hidden beside it
+    mine = f".{target.name}.tmp-{_host()}-pid"  # a shared folder (NFS, a volume) holds other machines' writers too
+    for left in target.parent.glob(f"{mine}*-*"):  # a killed writer's copy of this machine, hidden beside it
         if dead_writer(left):
             shutil.rmtree(left, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-pid{os.getpid()}-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f"{mine}{os.getpid()}-", dir=target.parent))
     staging.chmod(0o755)  # mkdtemp's 0o700 would make shared caches unreadable to other users
     try:
         yield staging
@@ -92,6 +93,14 @@ def atomic_folder(out: str | os.PathLike[str], *, replace: bool = False) -> Iter
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _host() -> str:
+    """This machine's name as a file name may hold it."""
+    import re
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9]+", "_", socket.gethostname())[:40] or "host"
 
 
 def dead_writer(staging: Path) -> bool:

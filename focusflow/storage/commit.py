@@ -68,7 +68,8 @@ def commit_folder(reader: Reader, stage: str, key: str, local: Path, *, params: 
     first = transport.path(stage, key, data_dir, next(iter(files)))
     if not transport.retry("check data", lambda: transport.fs.exists(first)):  # a `store rm` took it meanwhile
         with contextlib.suppress(Exception):
-            transport.fs.rm_file(transport.path(stage, key, MANIFEST))
+            if reader.manifest(stage, key).data_dir == data_dir:  # ours still, not a later writer's
+                transport.fs.rm_file(transport.path(stage, key, MANIFEST))
         raise StoreError(f"{stage}/{key}: its files were deleted while it was committed (a `focusflow store rm` "
                          "of that key beside this run?); run again to make it")
     log.info("stored %s/%s (%d files, %d bytes)", stage, key, len(files), manifest["total_bytes"])

@@ -177,12 +177,18 @@ def test_cleaning_primitives():
     assert cleaner.stats()["removed"] == {"too_short": 2}
 
 
-@pytest.mark.parametrize("line_end", ["\x0b", "\x0c", "\x85", "\x1e", "\u2028", "\u2029", "\r"])
+@pytest.mark.parametrize("line_end", ["\x0b", "\x0c", "\x1e", "\u2028", "\u2029", "\r"])
 def test_every_character_that_ends_a_line_ends_one_and_glues_no_words(line_end):
     """Word's manual line break (VT), pdftotext's page break (FF), NEL (a cp1252 "…" read as Latin-1) were deleted:
     "ng'ombe\x0bwatatu" became one word "ng'ombewatatu"."""
     assert normalize_text(f"ng'ombe{line_end}watatu") == "ng'ombe\nwatatu"
     assert normalize_text("a\x01b\x1fc\x9fd") == "abcd", "the other controls are still deleted"
+
+
+def test_a_misread_ellipsis_is_an_ellipsis_again():
+    """NEL (U+0085) in UTF-8 text is a cp1252 "…" read as Latin-1: deleted, it glued the words beside it."""
+    assert normalize_text("Nilimngoja sana\x85 lakini hakuja.") == "Nilimngoja sana… lakini hakuja."
+    assert normalize_text("sana\x85lakini", "NFKC") == "sana...lakini"
 
 
 def test_a_corpus_key_holds_the_cleaners_version():

@@ -199,6 +199,18 @@ def test_sentences_chosen_without_a_tokenizer_fit_every_tokenizer(xlmr, gpt2):
         assert max(len(ids) for ids in tokenizer(chosen)["input_ids"]) <= 64
 
 
+def test_a_script_of_three_bytes_a_character_keeps_its_ordinary_sentences():
+    """Bounded at 256 tokens, not one of 600 ordinary Hindi sentences (440 bytes each) fit; a reference takes up to
+    512 (the source's positions permitting)."""
+    from focusflow.evaluation.intrinsic import fits_every_tokenizer
+
+    hindi = ("भारत एक विशाल देश है जिसमें अनेक भाषाएँ बोली जाती हैं और हर राज्य की अपनी संस्कृति है, "
+             "लोग त्योहार मिलकर मनाते हैं और एक दूसरे की मदद करते हैं।")
+    assert 300 < len(hindi.encode()) < 480
+    assert fits_every_tokenizer(hindi, 512) and not fits_every_tokenizer(hindi, 256)
+    assert not fits_every_tokenizer("\ufdfa" * 70, 512), "NFKC expands it: its bytes there count"
+
+
 def test_heldout_lines_without_spaces_are_sentences_too(xlmr):
     """A held-out split of Thai or Chinese (no spaces between words) yields sentences, not zero."""
     lines = ["วันนี้อากาศดีมากครับเราจะไปโรงเรียนกัน", "我们今天去北京大学看书。", "ok"]

@@ -68,14 +68,16 @@ def test_a_killed_writers_hidden_copy_beside_a_folder_is_removed_by_the_next_wri
     import subprocess
     import sys
 
-    from focusflow.storage.atomic import atomic_folder
+    from focusflow.storage.atomic import _host, atomic_folder
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    left = tmp_path / f".out.tmp-pid{int(gone.stdout)}-abc123"
+    left = tmp_path / f".out.tmp-{_host()}-pid{int(gone.stdout)}-abc123"
     left.mkdir()
     (left / "weights.bin").write_bytes(b"half")
-    mine = tmp_path / ".out.tmp-pid1-live"  # pid 1 lives: another writer's, left alone
-    mine.mkdir()
+    live = tmp_path / f".out.tmp-{_host()}-pid1-live"  # pid 1 lives: another writer's, left alone
+    elsewhere = tmp_path / f".out.tmp-otherhost-pid{int(gone.stdout)}-xyz"  # a pid of another machine: unknowable
+    for folder in (live, elsewhere):
+        folder.mkdir()
     with atomic_folder(tmp_path / "out") as staging:
         (staging / "a.txt").write_text("x")
-    assert (tmp_path / "out" / "a.txt").is_file() and not left.exists() and mine.exists()
+    assert (tmp_path / "out" / "a.txt").is_file() and not left.exists() and live.exists() and elsewhere.exists()

@@ -220,3 +220,25 @@ def test_lapt_dropout_replaces_the_body_s_dropout_while_training_and_the_config_
     dropped.train()
     with torch.no_grad():
         assert not torch.equal(dropped(input_ids=ids).logits, dropped(input_ids=ids).logits)
+
+
+def test_a_distillation_refuses_the_settings_it_would_ignore():
+    """lora and embeddings_only_fraction were silently unused by a distillation (a full fine-tune keyed as LoRA or
+    two-stage), and a decoder's mlm+distill learned no LM term."""
+    from types import SimpleNamespace
+
+    from focusflow.config import LaptSpec
+    from focusflow.errors import InputError
+    from focusflow.training.distill import refuse_unused_settings
+
+    for setting in ({"lora": True}, {"embeddings_only_fraction": 0.3}):
+        with pytest.raises(ValueError, match="apply to lapt.objective=mlm"):
+            LaptSpec(steps=10, objective="distill", **setting)
+        LaptSpec(steps=10, objective="mlm", **setting)  # where they apply
+    resolved = SimpleNamespace(objective="distill", lora=True, embeddings_only_fraction=0.0)  # auto → distill
+    with pytest.raises(InputError, match="lapt.lora apply to lapt.objective=mlm"):
+        refuse_unused_settings(resolved, "mlm")
+    both = SimpleNamespace(objective="mlm+distill", lora=False, embeddings_only_fraction=0.0)
+    with pytest.raises(InputError, match="a causal decoder has not"):
+        refuse_unused_settings(both, "clm")
+    refuse_unused_settings(both, "mlm")

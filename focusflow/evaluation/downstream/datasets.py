@@ -750,10 +750,15 @@ def split_off(examples: list[Any], fraction: float, seed: int,
     n_held = min(len(examples) - 1, max(1, round(len(examples) * fraction)))
     held: list[int] = []
     # singleton groups: exactly the examples' permutation; its last group stays in the rest, which is never empty
-    for position in seeded_permutation(len(groups), seed)[:-1]:
+    order = seeded_permutation(len(groups), seed)[:-1]
+    for position in order:
         if len(held) >= n_held:
             break
+        if len(held) + len(groups[position]) - n_held > n_held - len(held):  # overshoots more than it fills
+            continue
         held += groups[position]
+    if not held:  # every group is larger than twice the share: the first one
+        held = list(groups[order[0]]) if order else []
     kept = set(held)
     return [e for i, e in enumerate(examples) if i not in kept], [examples[i] for i in sorted(held)]
 
@@ -771,15 +776,17 @@ def complete_splits(train: list[Any] | None, dev: list[Any] | None, test: list[A
         rest, test = split_off(only, 1.0 - train_fraction - dev_fraction, seed, group)
         train, dev = split_off(rest, dev_fraction / (train_fraction + dev_fraction), seed + 1, group)
         name = present[0]
-        return train, dev, test, {"train": f"70% of {name}", "dev": f"10% of {name}", "test": f"20% of {name}"}
+        return train, dev, test, {split: f"{round(100 * len(part) / len(only))}% of {name}"  # as made: groups are whole
+                                  for split, part in (("train", train), ("dev", dev), ("test", test))}
     if not train:
         raise DataFormatError("no training split: provide a train file (or a single labelled file to split)")
     if not test:
         test, provenance["test"] = dev, "dev (published dev used as test)"
         dev = None
     if not dev:
+        whole = len(train)
         train, dev = split_off(train, DEV_FRACTION, seed, group)
-        provenance["train"], provenance["dev"] = "90% of train", "10% of train"
+        provenance["train"], provenance["dev"] = (f"{round(100 * len(part) / whole)}% of train" for part in (train, dev))
     return train, dev, test, provenance
 
 

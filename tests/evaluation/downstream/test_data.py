@@ -173,6 +173,12 @@ def test_a_grouped_split_keeps_every_group_whole_and_never_empties_a_part():
         complete_splits(one_passage, None, None, seed=0)[:3], "one passage's questions only: parted one by one"
     rest, held = split_off([("a", 1), ("a", 2), ("b", 3)], 0.9, seed=0, group=itemgetter(0))
     assert rest and held, "the last group stays in the rest"
+    uneven = [("big", n) for n in range(40)] + [(f"one{n}", n) for n in range(60)]
+    for seed in range(5):  # a group that would overshoot by more than it fills is passed over
+        assert 15 <= len(split_off(uneven, 0.2, seed=seed, group=itemgetter(0))[1]) <= 25, seed
+    train, dev, test, provenance = complete_splits(uneven, None, None, seed=0, group=itemgetter(0))
+    assert provenance == {split: f"{round(100 * len(part) / 100)}% of train"
+                          for split, part in (("train", train), ("dev", dev), ("test", test))}, "the shares made"
 
 
 def test_parse_task_forms_and_errors(tmp_path):
