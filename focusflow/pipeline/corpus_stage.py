@@ -42,12 +42,12 @@ def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
     source = corpus.get("source")
     langid = (params.get("cleaning") or {}).get("langid_model")
     if langid:  # the model that chose the documents, by its content: a newer lid.bin at the same path is another
-        try:
-            identity = files_fingerprint([langid])
-        except FileNotFoundError:
+        from pathlib import Path
+
+        if not Path(langid).is_file():  # fastText reads a local file
             raise FileNotFoundError(f"cleaning.langid_model {langid} not found; download lid.176.bin or GlotLID's "
-                                    "model.bin and set cleaning.langid_model, or unset it") from None
-        key["langid_model"] = identity  # beside its path, which a configuration rebuilt from the params needs
+                                    "model.bin and set cleaning.langid_model, or unset it")
+        key["langid_model"] = files_fingerprint([langid])  # beside its path, which a rebuilt configuration needs
     if source == "local":
         key["reader"] = LOCAL_READER_VERSION
         key["files"] = files_fingerprint(resolve_paths(list(corpus.get("paths") or [])))
