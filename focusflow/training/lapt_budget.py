@@ -53,6 +53,16 @@ def steps_for_minutes(minutes: float, seconds_per_step: float) -> int:
     return max(1, math.floor(minutes * 60.0 / seconds_per_step + 1e-9))
 
 
+def step_at_minutes(minutes: float, first_steps: int, first_seconds: float, then_seconds: float) -> int:
+    """The step a run reaches after ``minutes``: ``first_steps`` at ``first_seconds`` each (a two-stage LAPT's
+    embeddings-only stage), then ``then_seconds`` each; an average of the two put a 10-minute checkpoint of a
+    two-stage run at 5 minutes of its training."""
+    seconds = minutes * 60.0
+    if first_steps and seconds <= first_steps * first_seconds:
+        return steps_for_minutes(minutes, first_seconds)
+    return max(1, first_steps + math.floor((seconds - first_steps * first_seconds) / then_seconds + 1e-9))
+
+
 def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec, *,
                      work_dir: Path | None = None, source_dir: Path | None = None, teacher_dir: Path | None = None,
                      progress: bool = False) -> LaptBudget:
@@ -89,8 +99,10 @@ def plan_lapt_budget(model_dir: Path, train: Path, heldout: Path, spec: LaptSpec
     per_step = fraction * timed.get("embeddings", 0.0) + (1 - fraction) * timed["full"]
     steps = steps_for_minutes(spec.minutes, per_step)
     marks = sorted(set(spec.checkpoint_minutes))
+    stage1 = round(fraction * steps)  # the run's cheaper embeddings-only steps come first (training.lapt)
     return LaptBudget(minutes=spec.minutes, steps=steps, checkpoint_minutes=marks,
-                      checkpoint_steps=[min(steps, steps_for_minutes(m, per_step)) for m in marks],
+                      checkpoint_steps=[min(steps, step_at_minutes(m, stage1, timed.get("embeddings", 0.0),
+                                                                   timed["full"])) for m in marks],
                       seconds_per_step=per_step, stage_seconds_per_step=timed,
                       tokens_per_step=spec.batch_size * spec.seq_len, probe_steps=spec.budget_probe_steps,
                       clock=clock.kind)

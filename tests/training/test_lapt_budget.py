@@ -95,6 +95,16 @@ def test_the_real_probe_times_the_runs_own_steps(tiny_dirs, lapt_corpus, tmp_pat
     assert list(tmp_path.iterdir()) == [], "the probe leaves nothing behind"
 
 
+def test_a_two_stage_runs_checkpoints_are_at_its_minutes_not_at_the_average_steps():
+    """Embeddings-only steps at 1 s, full steps at 3 s, half of 900 steps each: the checkpoint labelled 10 minutes
+    sat at step 300, 5 minutes into the training, and the 20-minute one 15 minutes in."""
+    from focusflow.training.lapt_budget import step_at_minutes
+
+    assert step_at_minutes(10, 450, 1.0, 3.0) == 450 + 50 and step_at_minutes(20, 450, 1.0, 3.0) == 450 + 250
+    assert step_at_minutes(5, 450, 1.0, 3.0) == 300, "inside the first stage"
+    assert step_at_minutes(10, 0, 0.0, 2.0) == steps_for_minutes(10, 2.0), "one stage: as before"
+
+
 def test_minutes_settings_are_checked():
     with pytest.raises(ValueError, match="only one LAPT budget"):
         LaptSpec(steps=10, minutes=5)
