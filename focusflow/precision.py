@@ -65,11 +65,6 @@ class Precision:
         return torch.autocast(self.device_type, dtype=self.dtype)
 
 
-def precision_setting(precision: Precision) -> str:
-    """The setting that names a resolved precision (``bf16``, ``fp16`` or ``fp32``): ``auto`` keyed as what it means."""
-    return next(name for name, dtype in _DTYPES.items() if dtype == precision.dtype)
-
-
 def resolve_precision(precision: PrecisionName, device: torch.device | str) -> Precision:
     """The precision ``precision`` means on ``device`` (``auto`` asks the hardware; see the module docstring)."""
     device = torch.device(device)

@@ -47,10 +47,10 @@ key_params = default_key_params
 def auto_precision() -> str:
     """What ``precision: auto`` means on this process's compute device: ``bf16`` on a GPU or a CPU that computes it
     natively, else ``fp16``/``fp32`` (:func:`focusflow.precision.resolve_precision`)."""
-    from focusflow.precision import precision_setting, resolve_precision
+    from focusflow.precision import resolve_precision
     from focusflow.training.distributed import compute_device
 
-    return precision_setting(resolve_precision("auto", compute_device()))
+    return resolve_precision("auto", compute_device()).setting
 
 
 def machine_resolved(params: Any) -> Any:
