@@ -295,6 +295,7 @@ def read_nli_tsv(path: Path) -> list[NliExample]:
     named = _named_nli_header(rows[0]) if rows else None
     if named is not None:
         rows = _xnli_columns(path, rows, named)
+    empty: list[int] = []
     for number, row in enumerate(rows, start=1):
         if not row or all(not cell.strip() for cell in row):
             continue
@@ -311,9 +312,13 @@ def read_nli_tsv(path: Path) -> list[NliExample]:
             continue
         if label not in allowed:
             raise DataFormatError(f"{path}:{number}: label {label!r} is not one of {sorted(allowed)}")
-        if not premise or not hypothesis:
-            raise DataFormatError(f"{path}:{number}: empty premise or hypothesis")
+        if not premise or not hypothesis:  # XNLI's own loader reads them; a pair without a text teaches nothing
+            empty.append(number)
+            continue
         examples.append(NliExample(premise, hypothesis, label, language))
+    if empty:
+        log.warning("%s: %d pair(s) without a premise or a hypothesis left out (line %s%s)", path, len(empty),
+                    ", ".join(map(str, empty[:5])), " …" if len(empty) > 5 else "")
     if not examples:
         raise DataFormatError(f"{path} holds no examples")
     return examples

@@ -810,3 +810,15 @@ def test_the_published_xnli_file_of_every_language_gives_the_tasks_pairs(tmp_pat
         resolve_task(f"nli:{folder}")
     with pytest.raises(InputError, match="holds no 'fr' pairs.*ar, en, sw"):
         sources._xnli_local(read_nli_tsv(folder / "xnli.dev.tsv"), parse_task("nli:xnli:fr"))
+
+
+def test_an_nli_pair_without_a_text_is_left_out_and_said(tmp_path, caplog):
+    """XNLI-MT's train files hold pairs with an empty side, which XNLI's own loader reads: one such row stopped the
+    whole 392k-pair file."""
+    path = tmp_path / "train.tsv"
+    path.write_text("premise\thypo\tlabel\nMvua inanyesha.\tKuna mvua.\tentailment\n\tHakuna.\tneutral\n"
+                    "Jua.\t\tcontradictory\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        examples = read_nli_tsv(path)
+    assert [(e.premise, e.label) for e in examples] == [("Mvua inanyesha.", "entailment")]
+    assert "2 pair(s) without a premise or a hypothesis left out (line 3, 4)" in caplog.text
