@@ -8,7 +8,6 @@ only on its own store's staging folders (named after the store) and fetch cache.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -16,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from focusflow.storage.artifact import MANIFEST, is_leftover
+from focusflow.storage.artifact import MANIFEST, check_manifest, is_leftover, parse_manifest
 from focusflow.storage.atomic import dead_writer
 from focusflow.storage.errors import ArtifactNotFound, CorruptArtifactError, StoreError
 from focusflow.storage.keys import UnsafeNameError, redact_uri, validate_segment
@@ -67,11 +66,14 @@ def delete_artifact(transport: Transport, stage: str, key: str) -> bool:
 
 
 def _named_data_dir(transport: Transport, stage: str, key: str) -> str | None:
-    """The data folder an artifact's manifest names, None when the manifest cannot be read."""
+    """The data folder an artifact's manifest names, read and checked as every reader checks it (a hostile
+    ``data_dir`` never leads the deletion out of the key folder); None when the manifest cannot be read."""
     try:
-        manifest = json.loads(transport.fs.cat_file(transport.path(stage, key, MANIFEST)))
-        return str(manifest["data_dir"]) if isinstance(manifest, dict) and manifest.get("data_dir") else None
-    except (OSError, ValueError, KeyError):
+        artifact = parse_manifest(transport.fs.cat_file(transport.path(stage, key, MANIFEST)), transport.uri, stage,
+                                  key)
+        check_manifest(artifact)
+        return artifact.data_dir
+    except (OSError, CorruptArtifactError):
         return None
 
 

@@ -234,3 +234,17 @@ def test_a_commit_whose_files_were_deleted_meanwhile_is_taken_back(local_store, 
     with pytest.raises(StoreError, match="deleted while it was committed"):
         local_store.put_bytes("stage", "k9", "a.txt", b"x")
     assert local_store.find("stage", "k9") is None
+
+
+def test_rm_of_a_manifest_naming_a_folder_outside_its_key_deletes_nothing_outside(local_store):
+    """The data folder a manifest names is checked as every reader checks it before anything is deleted by it."""
+    import json
+
+    other = local_store.put_bytes("stage", "k2", "a.txt", b"keep")
+    victim = local_store.put_bytes("stage", "k1", "a.txt", b"x")
+    manifest = Path(local_store.root) / "stage" / "k1" / "_manifest.json"
+    hostile = json.loads(manifest.read_text())
+    hostile["data_dir"] = f"../k2/{other.data_dir}"
+    manifest.write_text(json.dumps(hostile))
+    assert local_store.delete("stage", "k1") and local_store.find("stage", "k1") is None
+    assert local_store.get("stage", "k2").content_hash == other.content_hash and victim.key == "k1"
