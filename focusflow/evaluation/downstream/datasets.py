@@ -254,9 +254,9 @@ def _xnli_columns(path: Path, rows: list[list[str]], wanted: list[int]) -> list[
     return [["premise", "hypothesis", "label"]] + [[row[i] for i in wanted] for _, row in body]
 
 
-def nli_languages(examples: Sequence[NliExample]) -> list[str]:
-    """The languages an NLI file's own column names (none: ``[]``)."""
-    return sorted({example.language for example in examples if example.language})
+def nli_languages(examples: Sequence[Any]) -> list[str]:
+    """The languages an NLI file's own column names (none: ``[]``; examples of other kinds name none)."""
+    return sorted({language for example in examples if (language := getattr(example, "language", ""))})
 
 
 def _strip_language_prefix(path: Path, sentences: list[list[tuple[int, list[str], str]]]) -> None:

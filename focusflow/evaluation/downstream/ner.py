@@ -24,6 +24,7 @@ from focusflow.evaluation.downstream.base import features_from, pad_id_of
 from focusflow.evaluation.downstream.datasets import DataFormatError, NerExample, TaskData
 from focusflow.evaluation.downstream.finetune import Feature, predict_logits
 from focusflow.evaluation.downstream.metrics import ner_scores
+from focusflow.models.model_type import config_is_decoder
 from focusflow.training.wordpool import token_words
 
 log = logging.getLogger(__name__)
@@ -43,17 +44,6 @@ def _running_text(example: NerExample) -> tuple[str, np.ndarray]:
     lengths = np.fromiter(map(len, example.words), dtype=np.int64, count=len(example.words))
     starts = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]) if lengths.size else lengths
     return " ".join(example.words), np.stack([starts, starts + lengths], axis=1).reshape(-1, 2)
-
-
-def _causal(config: Any) -> bool:
-    """Whether the task model reads left to right only (a decoder), from its config."""
-    if config is None:
-        return False
-    from focusflow.models.model_type import is_decoder_model
-
-    architectures = getattr(config, "architectures", None) or [""]
-    return is_decoder_model(getattr(config, "model_type", ""), architectures[0],
-                            is_decoder=bool(getattr(config, "is_decoder", False)))
 
 
 def _bridge_untokenized(tags: list[str], found: np.ndarray) -> list[str]:
@@ -89,7 +79,8 @@ class NerTask:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.label_to_id = {label: i for i, label in enumerate(data.labels)}
-        self.label_last = _causal(config)  # a causal decoder's word is read at its last sub-token
+        # a causal decoder's word is read at its last sub-token
+        self.label_last = config is not None and config_is_decoder(config)
         self.stats = {"truncated_words": 0, "untokenized_words": 0}
         self._encoded: dict[str, tuple[list[Feature], list[np.ndarray]]] = {}
 

@@ -251,7 +251,8 @@ def flores_code(language: str, data_root: Path | None = None, folders: Iterable[
     if "_" in language:
         return language
     code = language.lower()
-    code = FLORES_LANGUAGE.get(iso3(code), iso3(code))
+    code = iso3(code)
+    code = FLORES_LANGUAGE.get(code, code)
     candidates: list[str] = []
     if folders is not None:
         candidates = [name for name in folders if name.startswith(f"{code}_")]
@@ -440,8 +441,7 @@ def load_folder(kind: str, folder: Path, name: str, language: str, split_seed: i
             notes[split] = note
     if keep is None:
         _warn_several_tydiqa_languages(splits, folder)
-        if kind == "nli":
-            _refuse_several_nli_languages(splits, folder)
+        _refuse_several_nli_languages(splits, folder)
     if not any(splits.values()):
         raise DataFormatError(f"{folder}: no labelled {kind} data ({'; '.join(notes.values())})")
     if not splits["train"] and "train" in notes and any(splits[name] for name in ("dev", "test")):
