@@ -16,6 +16,7 @@ from focusflow.evaluation.downstream.report import score_text
 from focusflow.evaluation.downstream.verdict import NOT_COMPARED, RULE_TEXT, parity_word, task_verdict
 from focusflow.evaluation.intrinsic import above_unigram
 from focusflow.evaluation.records import DECODER_MEASURES, measure_text
+from focusflow.methods import INIT_METHODS
 from focusflow.publish.facts import UNKNOWN_LICENSE, CardFacts, ModelFacts
 from focusflow.publish.tasks import task_dataset
 from focusflow.publish.weights import compared_with
@@ -111,7 +112,8 @@ def card_data(facts: CardFacts, repo_id: str) -> ModelCardData:
 def _uses_focus(facts: CardFacts) -> bool:
     """Whether FOCUS initialized this model's new rows (a pruned source copies rows; random, FVT or WECHSEL are
     others' methods): only then does the card claim and cite it."""
-    return facts.method in ("focus", "focus-symbolic")
+    spec = INIT_METHODS.get(facts.method)  # the methods table says which rows FOCUS builds
+    return spec is not None and spec.builder.rsplit(".", 1)[-1] == "focus_plan"
 
 
 def _number(value: Any, digits: int = 4) -> str:
