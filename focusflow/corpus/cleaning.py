@@ -111,12 +111,17 @@ def non_letter_fraction(text: str) -> float:
     return max(0.0, 1.0 - letters / visible)
 
 
-def _load_langid(path: str):
+def require_langid_model(path: str) -> None:
+    """The language-ID model must be a local file (fastText reads one): said at key time and at load time alike."""
     from pathlib import Path
 
     if not Path(path).is_file():
-        raise FileNotFoundError(f"language-ID model {path} not found; download lid.176.bin or GlotLID's model.bin "
-                                "and set cleaning.langid_model, or unset it")
+        raise FileNotFoundError(f"the language-ID model of cleaning.langid_model {path} not found; download "
+                                "lid.176.bin or GlotLID's model.bin and set cleaning.langid_model, or unset it")
+
+
+def _load_langid(path: str):
+    require_langid_model(path)
     import fasttext
 
     return fasttext.load_model(path)

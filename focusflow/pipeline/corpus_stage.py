@@ -34,7 +34,7 @@ def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
     paths alone would find the corpus of a file since rewritten, or of another project's ``data/corpus.txt`` (they
     stay in the key: a run's configuration is rebuilt from its artifacts' parameters); a language-ID model by its
     content too."""
-    from focusflow.corpus.cleaning import CLEANING_VERSION
+    from focusflow.corpus.cleaning import CLEANING_VERSION, require_langid_model
     from focusflow.corpus.sources import files_fingerprint, resolve_paths
 
     key = default_key_params(params) | {"cleaner": CLEANING_VERSION}  # every corpus's text comes from the cleaner
@@ -42,11 +42,7 @@ def _corpus_key(params: Mapping[str, Any]) -> dict[str, Any]:
     source = corpus.get("source")
     langid = (params.get("cleaning") or {}).get("langid_model")
     if langid:  # the model that chose the documents, by its content: a newer lid.bin at the same path is another
-        from pathlib import Path
-
-        if not Path(langid).is_file():  # fastText reads a local file
-            raise FileNotFoundError(f"cleaning.langid_model {langid} not found; download lid.176.bin or GlotLID's "
-                                    "model.bin and set cleaning.langid_model, or unset it")
+        require_langid_model(langid)
         key["langid_model"] = files_fingerprint([langid])  # beside its path, which a rebuilt configuration needs
     if source == "local":
         key["reader"] = LOCAL_READER_VERSION
