@@ -277,7 +277,9 @@ def candidates_markdown(candidates: Sequence[Candidate], product: Product,
     masked = (source_row or {}).get("lm_loss") == "mlm"  # a masked LM's dev bits per byte compare with nothing
     extra = [(field, title) for field, title in DECODER_MEASURES if not masked and (
         any(getattr(c, field) is not None for c in candidates) or (source_row or {}).get(field) is not None)]
-    header = ["model", "params", "tokens/word", "held-out bits/byte", *[title for _, title in extra],
+    # a masked LM's are over its masked tokens' bytes: they compare models of one tokenizer only (as the card says)
+    bits = "held-out masked bits/byte (within one tokenizer)" if masked else "held-out bits/byte"
+    header = ["model", "params", "tokens/word", bits, *[title for _, title in extra],
               *[f"{task} test" for task in tasks], "dev verdict", "CPU-minutes",
               *[f"cut as the source ({where})" for where in reading], "stored as"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
